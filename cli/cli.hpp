@@ -1,0 +1,32 @@
+#pragma once
+// The `lockstep` command line: one CLI11 app, one subcommand module per command (cmd_*.cpp), and
+// one place (run()) that prints errors and maps them to exit codes.
+#include "support/result.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace lockstep::cli {
+
+/// Options every command shares, and the action the chosen subcommand installs.
+struct Context {
+  bool json = false;
+  bool debug = false;
+  bool quiet = false;
+  /// Set by the chosen subcommand's parse callback; run() calls it after parsing.
+  std::function<Result<ExitCode>()> action;
+};
+
+/// Adds the common flags (--json, --debug, --quiet) to a subcommand.
+void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json = true);
+
+void register_check(CLI::App& app, Context& ctx);
+void register_build(CLI::App& app, Context& ctx);
+void register_inspect(CLI::App& app, Context& ctx);
+
+/// Parses argv, runs the command, prints any error, and returns the process exit code.
+int run(int argc, char** argv);
+
+} // namespace lockstep::cli

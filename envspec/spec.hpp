@@ -1,0 +1,107 @@
+#pragma once
+// The spec (lockstep.yaml, schema version 1) as typed data. See docs/spec.md for the full schema,
+// the `extends` merge rules and the canonical digest.
+#include "envspec/diagnostics.hpp"
+#include "support/digest.hpp"
+#include "support/oci.hpp"
+#include "support/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lockstep::envspec {
+
+/// How permission bits of copied files are chosen.
+enum class ModePolicy {
+  normalize, ///< default: files 0644, or 0755 when the owner may execute; dirs 0755; no setuid/setgid/sticky
+  preserve,  ///< the source's permission bits, setuid/setgid/sticky included (for copying a root filesystem)
+  fixed,     ///< `mode: 0NNN`: every regular file gets exactly these bits; dirs 0755
+};
+
+/// How ownership of copied files is chosen.
+enum class OwnerPolicy {
+  fixed,    ///< default 0:0, or `owner: UID[:GID]`
+  preserve, ///< the source's numeric uid/gid
+};
+
+/// One `copy:` item.
+struct CopyItem {
+  std::filesystem::path from;   ///< absolute, lexically normal path on the host
+  std::string from_text;        ///< as written in the spec (for messages and history)
+  std::string to;               ///< normalised absolute path in the image ("/opt/app"); "/" allowed
+  bool to_is_dir = false;       ///< `to` was written with a trailing '/'
+  ModePolicy mode_policy = ModePolicy::normalize;
+  std::uint32_t mode = 0;       ///< with ModePolicy::fixed
+  OwnerPolicy owner_policy = OwnerPolicy::fixed;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  SourceLocation location;      ///< of the item
+  SourceLocation from_location; ///< of the `from` value
+};
+
+/// The `base:` image.
+struct BaseImage {
+  enum class Kind { scratch, oci };
+  Kind kind = Kind::scratch;
+  std::filesystem::path path;   ///< OCI layout directory or OCI archive file (absolute), Kind::oci
+  std::string path_text;        ///< as written
+  std::string tag;              ///< optional `PATH:TAG` selecting a ref.name in the layout
+  std::optional<Digest> pin;    ///< `PATH@sha256:...`: the manifest digest the base must have
+  SourceLocation location;      ///< of the value
+};
+
+/// Layer compression for outputs.
+enum class LayerCompression { gzip, zstd };
+
+/// The `outputs:` section; every path is absolute.
+struct Outputs {
+  std::optional<std::filesystem::path> oci;
+  std::optional<std::filesystem::path> oci_archive;
+  std::optional<std::filesystem::path> docker_archive;
+  LayerCompression compression = LayerCompression::gzip;
+};
+
+/// A validated spec with `extends` merged.
+struct Spec {
+  int schema = 1;
+  std::string name;
+  oci::Platform platform;       ///< default linux/amd64
+  BaseImage base;
+  std::vector<CopyItem> copy;
+  std::vector<std::pair<std::string, std::string>> env; ///< sorted by name
+  std::map<std::string, std::string> labels;
+  std::optional<std::vector<std::string>> entrypoint;
+  std::optional<std::vector<std::string>> cmd;
+  std::optional<std::string> workdir;
+  std::optional<std::string> user;
+  Outputs outputs;
+
+  std::filesystem::path file;   ///< the spec file (absolute)
+  std::filesystem::path dir;    ///< its directory: relative paths resolve against it
+  std::vector<std::filesystem::path> files; ///< every file read, the spec first, then `extends` in merge order
+  nlohmann::json canonical;     ///< the canonical form the digest is computed over
+  Digest digest;                ///< sha256 of canonical.dump()
+};
+
+struct LoadOptions {
+  /// Allow `copy.from` outside the spec's directory (`--allow-outside`).
+  bool allow_outside = false;
+};
+
+/// Reads, merges, validates and resolves a spec. On failure the Error is invalid_input and its
+/// message is the rendered list of every diagnostic found (Error::rendered is true).
+Result<Spec> load_spec(const std::filesystem::path& file, const LoadOptions& options = {});
+
+/// Parses and validates a spec from text (for tests); `file` names it in messages and is where
+/// relative paths resolve from. `extends` is read from disk relative to `file`.
+Result<Spec> load_spec_from_string(const std::string& text, const std::filesystem::path& file,
+                                   const LoadOptions& options = {});
+
+} // namespace lockstep::envspec

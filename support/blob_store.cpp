@@ -1,0 +1,162 @@
+#include "support/blob_store.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <system_error>
+#include <vector>
+
+namespace lockstep {
+
+namespace fs = std::filesystem;
+
+fs::path BlobStore::default_root() {
+  if (const char* env = std::getenv("LOCKSTEP_CACHE"); env != nullptr && *env != '\0') {
+    return fs::path(env);
+  }
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    return fs::path(xdg) / "lockstep";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return fs::path(home) / ".cache" / "lockstep";
+  }
+  return fs::path("/tmp") / ("lockstep-cache-" + std::to_string(::getuid()));
+}
+
+namespace {
+
+// Removes temporary files that a killed process left behind more than a day ago.
+void sweep_stale_temp_files(const fs::path& tmp) {
+  std::error_code ec;
+  auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(tmp, ec)) {
+    auto t = e.last_write_time(ec);
+    if (!ec && now - t > std::chrono::hours(24)) {
+      fs::remove(e.path(), ec);
+    }
+  }
+}
+
+} // namespace
+
+Result<BlobStore> BlobStore::open(const fs::path& root) {
+  LS_TRY(make_dirs(root / "blobs" / "sha256"));
+  LS_TRY(make_dirs(root / "records"));
+  LS_TRY(make_dirs(root / "tmp"));
+  sweep_stale_temp_files(root / "tmp");
+  return BlobStore(root);
+}
+
+fs::path BlobStore::blob_path(const Digest& digest) const {
+  return m_root / "blobs" / digest.algorithm() / digest.hex();
+}
+
+bool BlobStore::has(const Digest& digest, std::optional<std::int64_t> size) const {
+  struct stat st {};
+  if (::stat(blob_path(digest).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return false;
+  }
+  return !size || st.st_size == *size;
+}
+
+Result<BlobStore::Writer> BlobStore::begin_write() const {
+  LS_TRY_ASSIGN(AtomicFile f, AtomicFile::create(m_root / "tmp" / "blob", 0444));
+  return Writer(this, std::move(f));
+}
+
+Result<void> BlobStore::Writer::write(const void* data, std::size_t size) {
+  m_hash.update(data, size);
+  m_size += static_cast<std::int64_t>(size);
+  return m_file.write(data, size);
+}
+
+Result<BlobInfo> BlobStore::Writer::commit(const std::optional<Digest>& expected,
+                                           std::optional<std::int64_t> expected_size) {
+  Digest got = m_hash.finish();
+  if (expected && *expected != got) {
+    return invalid_input("digest mismatch: expected {}, got {} ({} bytes)", expected->str(), got.str(), m_size);
+  }
+  if (expected_size && *expected_size != m_size) {
+    return invalid_input("size mismatch for {}: expected {} bytes, got {}", got.str(), *expected_size, m_size);
+  }
+  fs::path final = m_store->blob_path(got);
+  if (m_store->has(got, m_size)) {
+    // Someone (maybe a concurrent build) already published these bytes; drop ours.
+    return BlobInfo{got, m_size};
+  }
+  LS_TRY(m_file.commit_as(final));
+  return BlobInfo{got, m_size};
+}
+
+Result<BlobInfo> BlobStore::put(std::string_view bytes) const {
+  Digest d = sha256_of(bytes);
+  if (has(d, static_cast<std::int64_t>(bytes.size()))) {
+    return BlobInfo{d, static_cast<std::int64_t>(bytes.size())};
+  }
+  LS_TRY_ASSIGN(Writer w, begin_write());
+  LS_TRY(w.write(bytes));
+  return w.commit(d);
+}
+
+Result<std::string> BlobStore::read(const Digest& digest, std::uint64_t max_size) const {
+  fs::path p = blob_path(digest);
+  auto data = read_file(p, max_size);
+  if (!data) {
+    return std::move(data).error().with_context("blob " + digest.str() + " in the store");
+  }
+  if (digest.algorithm() == "sha256" && sha256_of(*data) != digest) {
+    std::error_code ec;
+    fs::remove(p, ec);
+    return io_error("blob {} in the store at {} is corrupt (its content has another digest); it was removed, "
+                    "run the command again to fetch or rebuild it",
+                    digest.str(), p.string());
+  }
+  return data;
+}
+
+Result<void> BlobStore::verify(const Digest& digest) const {
+  fs::path p = blob_path(digest);
+  LS_TRY_ASSIGN(Digest got, sha256_of_file(p));
+  if (got != digest) {
+    std::error_code ec;
+    fs::remove(p, ec);
+    return io_error("blob {} in the store is corrupt (content hashes to {}); it was removed", digest.str(),
+                    got.str());
+  }
+  return {};
+}
+
+Result<void> BlobStore::export_to(const Digest& digest, std::int64_t size, const fs::path& dest) const {
+  fs::path p = blob_path(digest);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    return errno_error("blob " + digest.str() + " is missing from the store at " + p.string(), errno);
+  }
+  if (st.st_size != size) {
+    std::error_code ec;
+    fs::remove(p, ec);
+    return io_error("blob {} in the store has {} bytes, expected {}; it was removed, run the command again",
+                    digest.str(), st.st_size, size);
+  }
+  return link_or_copy(p, dest);
+}
+
+std::optional<std::string> BlobStore::get_record(std::string_view ns, std::string_view key) const {
+  auto data = read_file(m_root / "records" / std::string(ns) / std::string(key), 1 << 20);
+  if (!data) {
+    return std::nullopt;
+  }
+  return std::move(*data);
+}
+
+Result<void> BlobStore::put_record(std::string_view ns, std::string_view key, std::string_view value) const {
+  fs::path dir = m_root / "records" / std::string(ns);
+  LS_TRY(make_dirs(dir));
+  return write_file_atomic(dir / std::string(key), value);
+}
+
+} // namespace lockstep

@@ -1,0 +1,89 @@
+#pragma once
+// A content-addressed blob store on the local disk (default ~/.cache/lockstep, or $LOCKSTEP_CACHE).
+//
+// Layout:  ROOT/blobs/sha256/<hex>   complete blobs, read-only, named by the sha256 of their bytes
+//          ROOT/records/<ns>/<key>   small JSON records (the layer cache), written atomically
+//          ROOT/tmp/                 writes in progress; never visible under blobs/
+// A blob is written to tmp/, fsynced, and renamed into blobs/ only once its digest is known (and
+// matches the expected one, if given), so a killed write never leaves a visible blob. Two builds
+// sharing the store may write the same blob at once: both renames publish identical bytes.
+// Reads verify the digest while streaming; a blob that fails verification is removed.
+#include "support/digest.hpp"
+#include "support/fs.hpp"
+#include "support/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lockstep {
+
+/// A digest and byte count of a stored blob.
+struct BlobInfo {
+  Digest digest;
+  std::int64_t size = 0;
+};
+
+class BlobStore {
+public:
+  /// The default root: $LOCKSTEP_CACHE, else $XDG_CACHE_HOME/lockstep, else ~/.cache/lockstep.
+  static std::filesystem::path default_root();
+  /// Opens (creating) the store at `root`.
+  static Result<BlobStore> open(const std::filesystem::path& root);
+
+  [[nodiscard]] const std::filesystem::path& root() const { return m_root; }
+  /// Where the blob lives (whether or not it exists).
+  [[nodiscard]] std::filesystem::path blob_path(const Digest& digest) const;
+  /// True if the blob exists (and has `size` bytes, when given). Does not rehash.
+  [[nodiscard]] bool has(const Digest& digest, std::optional<std::int64_t> size = std::nullopt) const;
+
+  /// Streams a new blob into the store.
+  class Writer {
+  public:
+    Writer(Writer&&) noexcept = default;
+    Writer& operator=(Writer&&) = delete;
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+    ~Writer() = default;
+
+    Result<void> write(const void* data, std::size_t size);
+    Result<void> write(std::string_view data) { return write(data.data(), data.size()); }
+    [[nodiscard]] std::int64_t size() const { return m_size; }
+    /// Publishes the blob. With `expected`, a different digest (or size) is an invalid_input error
+    /// and nothing is published.
+    Result<BlobInfo> commit(const std::optional<Digest>& expected = std::nullopt,
+                            std::optional<std::int64_t> expected_size = std::nullopt);
+
+  private:
+    friend class BlobStore;
+    Writer(const BlobStore* store, AtomicFile file) : m_store(store), m_file(std::move(file)) {}
+    const BlobStore* m_store;
+    AtomicFile m_file;
+    Sha256 m_hash;
+    std::int64_t m_size = 0;
+  };
+
+  /// Starts writing a blob.
+  Result<Writer> begin_write() const;
+  /// Stores `bytes` and returns its digest.
+  Result<BlobInfo> put(std::string_view bytes) const;
+  /// Reads a whole blob of at most `max_size` bytes, verifying its digest.
+  Result<std::string> read(const Digest& digest, std::uint64_t max_size = 64ULL << 20) const;
+  /// Rehashes a stored blob; a corrupt blob is removed and reported.
+  Result<void> verify(const Digest& digest) const;
+  /// Places the blob at `dest` (hard link where possible, else a copy). Checks the size.
+  Result<void> export_to(const Digest& digest, std::int64_t size, const std::filesystem::path& dest) const;
+
+  /// A small record under ROOT/records/NS/KEY, or nullopt if absent.
+  [[nodiscard]] std::optional<std::string> get_record(std::string_view ns, std::string_view key) const;
+  /// Writes a record atomically.
+  Result<void> put_record(std::string_view ns, std::string_view key, std::string_view value) const;
+
+private:
+  explicit BlobStore(std::filesystem::path root) : m_root(std::move(root)) {}
+  std::filesystem::path m_root;
+};
+
+} // namespace lockstep

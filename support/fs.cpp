@@ -1,0 +1,292 @@
+#include "support/fs.hpp"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h> // renameat2
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+#include <system_error>
+#include <vector>
+
+namespace lockstep {
+
+namespace fs = std::filesystem;
+
+void UniqueFd::reset(int fd) {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+  m_fd = fd;
+}
+
+Result<UniqueFd> open_file(const fs::path& path, int flags, mode_t mode) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return errno_error("can't open " + path.string(), errno);
+  }
+  return UniqueFd(fd);
+}
+
+Result<std::string> read_file(const fs::path& path, std::uint64_t max_size) {
+  LS_TRY_ASSIGN(UniqueFd fd, open_file(path, O_RDONLY));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return errno_error("can't stat " + path.string(), errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return io_error("can't read {}: not a regular file", path.string());
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_size) {
+    return invalid_input("can't read {}: {} bytes is more than the limit of {} bytes", path.string(),
+                         st.st_size, max_size);
+  }
+  std::string out;
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno_error("can't read " + path.string(), errno);
+    }
+    if (n == 0) {
+      out.resize(got);
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
+Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno_error("can't write " + what, errno);
+    }
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Result<void> fsync_dir(const fs::path& dir) {
+  LS_TRY_ASSIGN(UniqueFd fd, open_file(dir.empty() ? fs::path(".") : dir, O_RDONLY | O_DIRECTORY));
+  if (::fsync(fd.get()) != 0 && errno != EINVAL) {
+    return errno_error("can't sync directory " + dir.string(), errno);
+  }
+  return {};
+}
+
+Result<void> make_dirs(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return io_error("can't create directory {}: {}", dir.string(), ec.message());
+  }
+  return {};
+}
+
+namespace {
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char k_chars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string s(10, 'x');
+  for (char& c : s) {
+    c = k_chars[rng() % (sizeof(k_chars) - 1)];
+  }
+  return s;
+}
+
+} // namespace
+
+Result<AtomicFile> AtomicFile::create(const fs::path& final_path, mode_t mode) {
+  fs::path dir = final_path.parent_path();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fs::path temp = dir / (".lockstep-tmp-" + final_path.filename().string() + "-" + random_suffix());
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0) {
+      if (errno == EEXIST) {
+        continue;
+      }
+      return errno_error("can't create " + temp.string(), errno);
+    }
+    // The mode must not depend on the umask.
+    if (::fchmod(fd, mode) != 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(temp.c_str());
+      return errno_error("can't chmod " + temp.string(), err);
+    }
+    AtomicFile f;
+    f.m_fd = UniqueFd(fd);
+    f.m_temp = std::move(temp);
+    f.m_final = final_path;
+    return f;
+  }
+  return io_error("can't create a temporary file in {}", dir.string());
+}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : m_fd(std::move(o.m_fd)), m_temp(std::move(o.m_temp)), m_final(std::move(o.m_final)),
+      m_written(o.m_written), m_synced(o.m_synced), m_committed(o.m_committed) {
+  o.m_committed = true; // the moved-from object owns nothing
+}
+
+AtomicFile::~AtomicFile() {
+  if (!m_committed && !m_temp.empty()) {
+    ::unlink(m_temp.c_str());
+  }
+}
+
+Result<void> AtomicFile::write(const void* data, std::size_t size) {
+  LS_TRY(write_all(m_fd.get(), data, size, m_temp.string()));
+  m_written += size;
+  if (m_written - m_synced >= (8U << 20)) {
+    start_writeback();
+  }
+  return {};
+}
+
+void AtomicFile::start_writeback() {
+  if (m_written > m_synced) {
+    ::sync_file_range(m_fd.get(), static_cast<off_t>(m_synced), static_cast<off_t>(m_written - m_synced),
+                      SYNC_FILE_RANGE_WRITE);
+    m_synced = m_written;
+  }
+}
+
+Result<void> AtomicFile::commit() { return commit_as(m_final); }
+
+Result<void> AtomicFile::commit_as(const fs::path& final_path) {
+  if (::fsync(m_fd.get()) != 0) {
+    return errno_error("can't sync " + m_temp.string(), errno);
+  }
+  m_fd.reset();
+  if (::rename(m_temp.c_str(), final_path.c_str()) != 0) {
+    return errno_error("can't rename " + m_temp.string() + " to " + final_path.string(), errno);
+  }
+  m_committed = true;
+  return fsync_dir(final_path.parent_path());
+}
+
+Result<void> write_file_atomic(const fs::path& path, std::string_view data, mode_t mode) {
+  LS_TRY_ASSIGN(AtomicFile f, AtomicFile::create(path, mode));
+  LS_TRY(f.write(data));
+  return f.commit();
+}
+
+Result<TempDir> TempDir::create(const fs::path& parent, const std::string& prefix) {
+  std::string templ = (parent / (prefix + "XXXXXX")).string();
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) {
+    return errno_error("can't create a temporary directory in " + parent.string(), errno);
+  }
+  return TempDir(fs::path(buf.data()));
+}
+
+TempDir::~TempDir() {
+  if (!m_path.empty()) {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+}
+
+Result<void> replace_directory(const fs::path& staged, const fs::path& target) {
+  if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) == 0) {
+    return fsync_dir(target.parent_path());
+  }
+  if (errno != EEXIST && errno != ENOTEMPTY && errno != EINVAL && errno != ENOSYS) {
+    return errno_error("can't rename " + staged.string() + " to " + target.string(), errno);
+  }
+  if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    // `staged` now holds the old directory.
+    std::error_code ec;
+    fs::remove_all(staged, ec);
+    return fsync_dir(target.parent_path());
+  }
+  // No RENAME_EXCHANGE on this filesystem: move the old one aside first.
+  fs::path aside = target.parent_path() / (".lockstep-old-" + target.filename().string() + "-" + random_suffix());
+  if (::rename(target.c_str(), aside.c_str()) != 0) {
+    return errno_error("can't move " + target.string() + " aside", errno);
+  }
+  if (::rename(staged.c_str(), target.c_str()) != 0) {
+    int err = errno;
+    ::rename(aside.c_str(), target.c_str());
+    return errno_error("can't rename " + staged.string() + " to " + target.string(), err);
+  }
+  std::error_code ec;
+  fs::remove_all(aside, ec);
+  return fsync_dir(target.parent_path());
+}
+
+Result<void> link_or_copy(const fs::path& from, const fs::path& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) {
+    return {};
+  }
+  if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP) {
+    return errno_error("can't link " + from.string() + " to " + to.string(), errno);
+  }
+  LS_TRY_ASSIGN(UniqueFd in, open_file(from, O_RDONLY));
+  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(to, 0644));
+  // A reflink costs nothing where the filesystem supports it; otherwise copy in the kernel.
+  if (::ioctl(out.fd(), FICLONE, in.get()) != 0) {
+    struct stat st {};
+    if (::fstat(in.get(), &st) != 0) {
+      return errno_error("can't stat " + from.string(), errno);
+    }
+    off_t left = st.st_size;
+    while (left > 0) {
+      ssize_t n = ::copy_file_range(in.get(), nullptr, out.fd(), nullptr, static_cast<std::size_t>(left), 0);
+      if (n < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return errno_error("can't copy " + from.string() + " to " + to.string(), errno);
+      }
+      if (n == 0) {
+        return io_error("can't copy {}: file shrank while copying", from.string());
+      }
+      left -= n;
+    }
+  }
+  return out.commit();
+}
+
+Result<std::string> normalize_image_path(std::string_view path) {
+  if (path.empty() || path.front() != '/') {
+    return invalid_input("'{}' is not an absolute path", path);
+  }
+  std::string out;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) {
+      j = path.size();
+    }
+    std::string_view comp = path.substr(i, j - i);
+    if (comp == "..") {
+      return invalid_input("'{}' contains a '..' component", path);
+    }
+    if (!comp.empty() && comp != ".") {
+      out += '/';
+      out += comp;
+    }
+    i = j + 1;
+  }
+  return out.empty() ? std::string("/") : out;
+}
+
+} // namespace lockstep

@@ -1,0 +1,126 @@
+#pragma once
+// File helpers: fd ownership, whole-file reads, atomic publication (temp file, fsync, rename).
+#include "support/result.hpp"
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace lockstep {
+
+/// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : m_fd(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : m_fd(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      reset(o.release());
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  [[nodiscard]] int get() const { return m_fd; }
+  [[nodiscard]] bool valid() const { return m_fd >= 0; }
+  int release() {
+    int fd = m_fd;
+    m_fd = -1;
+    return fd;
+  }
+  void reset(int fd = -1);
+
+private:
+  int m_fd = -1;
+};
+
+/// open(2) with O_CLOEXEC; the error names the path.
+Result<UniqueFd> open_file(const std::filesystem::path& path, int flags, mode_t mode = 0);
+
+/// Reads a whole file. Files larger than `max_size` are refused (hostile inputs stay bounded).
+Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_size = 64ULL << 20);
+
+/// Writes all of `data` to `fd`, retrying short writes and EINTR.
+Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
+
+/// fsync(2) on a directory so a rename inside it is durable.
+Result<void> fsync_dir(const std::filesystem::path& dir);
+
+/// Creates `dir` and its parents (mode 0755 before umask).
+Result<void> make_dirs(const std::filesystem::path& dir);
+
+/// A temporary file beside its final path, published with commit() (fsync + rename + fsync dir).
+/// Destroying an uncommitted AtomicFile removes the temporary file, so an interrupted write never
+/// leaves a partial file at the final path.
+class AtomicFile {
+public:
+  /// Creates the temporary file in the directory of `final_path` with permission bits `mode`.
+  static Result<AtomicFile> create(const std::filesystem::path& final_path, mode_t mode = 0644);
+  ~AtomicFile();
+  AtomicFile(AtomicFile&& o) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  [[nodiscard]] int fd() const { return m_fd.get(); }
+  [[nodiscard]] const std::filesystem::path& temp_path() const { return m_temp; }
+  Result<void> write(const void* data, std::size_t size);
+  Result<void> write(std::string_view data) { return write(data.data(), data.size()); }
+  /// Hints the kernel to start writing back what was written so far (keeps the final fsync short).
+  void start_writeback();
+  /// fsync, rename over the final path, fsync the directory.
+  Result<void> commit();
+  /// Like commit() but publishes at a different path in the same directory.
+  Result<void> commit_as(const std::filesystem::path& final_path);
+
+private:
+  AtomicFile() = default;
+  UniqueFd m_fd;
+  std::filesystem::path m_temp;
+  std::filesystem::path m_final;
+  std::uint64_t m_written = 0;
+  std::uint64_t m_synced = 0;
+  bool m_committed = false;
+};
+
+/// Writes `data` to `path` atomically.
+Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view data, mode_t mode = 0644);
+
+/// A uniquely named directory removed (recursively) on destruction unless released.
+class TempDir {
+public:
+  /// Creates "<parent>/<prefix>XXXXXX".
+  static Result<TempDir> create(const std::filesystem::path& parent, const std::string& prefix);
+  ~TempDir();
+  TempDir(TempDir&& o) noexcept : m_path(std::move(o.m_path)) { o.m_path.clear(); }
+  TempDir& operator=(TempDir&&) = delete;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  [[nodiscard]] const std::filesystem::path& path() const { return m_path; }
+  /// Keeps the directory: the destructor no longer removes it.
+  void release() { m_path.clear(); }
+
+private:
+  explicit TempDir(std::filesystem::path p) : m_path(std::move(p)) {}
+  std::filesystem::path m_path;
+};
+
+/// Makes `staged` appear at `target` in one step. An existing `target` directory is swapped out with
+/// renameat2(RENAME_EXCHANGE) where the filesystem supports it (else two renames) and then removed.
+Result<void> replace_directory(const std::filesystem::path& staged, const std::filesystem::path& target);
+
+/// Links `from` to `to` (same filesystem), or copies it when linking is impossible. `to` must not exist.
+Result<void> link_or_copy(const std::filesystem::path& from, const std::filesystem::path& to);
+
+/// Lexically normalises an absolute path: removes "." and empty components. Fails on "..".
+/// Used for paths inside images, which must never climb out of the root.
+Result<std::string> normalize_image_path(std::string_view path);
+
+} // namespace lockstep

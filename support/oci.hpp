@@ -1,0 +1,113 @@
+#pragma once
+// OCI image-spec data types (descriptor, manifest, index, platform) with strict parsing and
+// deterministic serialisation (compact JSON, keys sorted). Image configs stay nlohmann::json so
+// that fields lockstep does not know are carried forward untouched.
+#include "support/digest.hpp"
+#include "support/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::oci {
+
+using json = nlohmann::json;
+
+inline constexpr std::string_view k_media_index = "application/vnd.oci.image.index.v1+json";
+inline constexpr std::string_view k_media_manifest = "application/vnd.oci.image.manifest.v1+json";
+inline constexpr std::string_view k_media_config = "application/vnd.oci.image.config.v1+json";
+inline constexpr std::string_view k_media_layer_tar = "application/vnd.oci.image.layer.v1.tar";
+inline constexpr std::string_view k_media_layer_gzip = "application/vnd.oci.image.layer.v1.tar+gzip";
+inline constexpr std::string_view k_media_layer_zstd = "application/vnd.oci.image.layer.v1.tar+zstd";
+inline constexpr std::string_view k_docker_manifest = "application/vnd.docker.distribution.manifest.v2+json";
+inline constexpr std::string_view k_docker_manifest_list =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
+inline constexpr std::string_view k_docker_config = "application/vnd.docker.container.image.v1+json";
+inline constexpr std::string_view k_docker_layer_gzip = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+inline constexpr std::string_view k_docker_layer_tar = "application/vnd.docker.image.rootfs.diff.tar";
+
+inline constexpr std::string_view k_annotation_ref_name = "org.opencontainers.image.ref.name";
+inline constexpr std::string_view k_annotation_created = "org.opencontainers.image.created";
+inline constexpr std::string_view k_annotation_base_digest = "org.opencontainers.image.base.digest";
+inline constexpr std::string_view k_annotation_base_name = "org.opencontainers.image.base.name";
+inline constexpr std::string_view k_annotation_revision = "org.opencontainers.image.revision";
+inline constexpr std::string_view k_annotation_source = "org.opencontainers.image.source";
+inline constexpr std::string_view k_annotation_title = "org.opencontainers.image.title";
+inline constexpr std::string_view k_annotation_version = "org.opencontainers.image.version";
+
+/// Layer compression of a blob, from its media type.
+enum class Compression { none, gzip, zstd };
+/// The compression a layer media type implies, or an error for a type that is not a layer.
+Result<Compression> layer_compression(std::string_view media_type);
+/// True for manifest media types (OCI and Docker schema 2).
+bool is_manifest_type(std::string_view media_type);
+/// True for index media types (OCI index and Docker manifest list).
+bool is_index_type(std::string_view media_type);
+
+/// os/architecture[/variant], as in `platform: linux/amd64`.
+struct Platform {
+  std::string os;
+  std::string architecture;
+  std::string variant;
+
+  /// Parses "os/arch[/variant]"; only known os and architecture names are accepted.
+  static Result<Platform> parse(std::string_view text);
+  [[nodiscard]] std::string str() const;
+  friend bool operator==(const Platform&, const Platform&) = default;
+};
+
+/// A content descriptor (image-spec descriptor.md).
+struct Descriptor {
+  std::string media_type;
+  Digest digest;
+  std::int64_t size = 0;
+  std::map<std::string, std::string> annotations;
+  std::optional<Platform> platform;
+  std::vector<std::string> urls;
+
+  [[nodiscard]] json to_json() const;
+  /// Strict: digest validated, size >= 0, types checked. `where` names the location in errors.
+  static Result<Descriptor> from_json(const json& j, const std::string& where);
+};
+
+/// An image manifest (OCI, or Docker schema 2 which has the same shape).
+struct Manifest {
+  std::string media_type; ///< may be empty: the field is optional in OCI
+  Descriptor config;
+  std::vector<Descriptor> layers;
+  std::map<std::string, std::string> annotations;
+
+  [[nodiscard]] std::string serialize() const;
+  static Result<Manifest> parse(std::string_view bytes, const std::string& where);
+};
+
+/// An image index (OCI) or Docker manifest list.
+struct Index {
+  std::string media_type;
+  std::vector<Descriptor> manifests;
+  std::map<std::string, std::string> annotations;
+
+  [[nodiscard]] std::string serialize() const;
+  static Result<Index> parse(std::string_view bytes, const std::string& where);
+};
+
+/// The `diff_ids` of an image config, validated.
+Result<std::vector<Digest>> config_diff_ids(const json& config, const std::string& where);
+
+/// Parses JSON from an untrusted source; the error names `where`.
+Result<json> parse_json(std::string_view bytes, const std::string& where);
+
+/// "1970-01-01T00:00:00Z" for a Unix time (RFC 3339, UTC, no fraction).
+std::string rfc3339(std::int64_t unix_seconds);
+
+/// True if `s` is a valid repository name per the distribution spec.
+bool valid_repository_name(std::string_view s);
+/// True if `s` is a valid tag: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
+bool valid_tag(std::string_view s);
+
+} // namespace lockstep::oci

@@ -1,0 +1,168 @@
+#pragma once
+// Error and Result<T>: how every lockstep library function reports failure.
+//
+// An Error carries the exit code the CLI will use and a message that already says what was being
+// done, to what, and why ("can't open /x: No such file or directory"). The CLI prints it once as
+// "lockstep: error: MESSAGE" (spec diagnostics are printed verbatim) and exits with the code.
+#include <fmt/format.h>
+
+#include <cassert>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace lockstep {
+
+/// Exit codes shared by the CLI, the docs (README "Exit codes") and the tests.
+enum class ExitCode : int {
+  ok = 0,
+  check_failed = 1,   ///< the checked thing is not as required (drift, stale lock, mismatch)
+  invalid_input = 2,  ///< bad usage, invalid spec, or a malformed image/archive/lock given as input
+  external = 3,       ///< a needed external facility is missing or failed (tool, network, registry)
+  io = 4,             ///< a local file operation failed (permission denied, disk full)
+  internal = 70,      ///< a bug in lockstep
+  interrupted = 130,  ///< stopped by SIGINT/SIGTERM; nothing half-written is left behind
+};
+
+/// A failure with its exit code and a message for the user.
+struct Error {
+  ExitCode code = ExitCode::internal;
+  std::string message;
+  /// True when `message` is a complete rendered diagnostic block (spec errors) that the CLI must
+  /// print verbatim instead of prefixing it with "lockstep: error: ".
+  bool rendered = false;
+
+  /// Returns a copy whose message is prefixed with "CONTEXT: ".
+  [[nodiscard]] Error with_context(const std::string& context) const {
+    if (rendered) {
+      return *this;
+    }
+    return Error{code, context + ": " + message, rendered};
+  }
+};
+
+/// Shorthands that format the message with fmt.
+template <typename... Args>
+Error invalid_input(fmt::format_string<Args...> f, Args&&... args) {
+  return Error{ExitCode::invalid_input, fmt::format(f, std::forward<Args>(args)...)};
+}
+template <typename... Args>
+Error io_error(fmt::format_string<Args...> f, Args&&... args) {
+  return Error{ExitCode::io, fmt::format(f, std::forward<Args>(args)...)};
+}
+template <typename... Args>
+Error external_error(fmt::format_string<Args...> f, Args&&... args) {
+  return Error{ExitCode::external, fmt::format(f, std::forward<Args>(args)...)};
+}
+template <typename... Args>
+Error internal_error(fmt::format_string<Args...> f, Args&&... args) {
+  return Error{ExitCode::internal, fmt::format(f, std::forward<Args>(args)...)};
+}
+
+/// "what PATH: strerror(errno)" for a failed system call, as an I/O error.
+Error errno_error(const std::string& what, int err);
+
+/// Either a value or an Error (a small tl::expected).
+template <typename T>
+class [[nodiscard]] Result {
+public:
+  Result(T value) : m_v(std::in_place_index<0>, std::move(value)) {} // NOLINT(google-explicit-constructor)
+  Result(Error error) : m_v(std::in_place_index<1>, std::move(error)) {} // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] bool ok() const { return m_v.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & {
+    assert(ok());
+    return std::get<0>(m_v);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(m_v);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(m_v));
+  }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  [[nodiscard]] const Error& error() const& {
+    assert(!ok());
+    return std::get<1>(m_v);
+  }
+  [[nodiscard]] Error&& error() && {
+    assert(!ok());
+    return std::get<1>(std::move(m_v));
+  }
+
+private:
+  std::variant<T, Error> m_v;
+};
+
+/// Result without a value.
+template <>
+class [[nodiscard]] Result<void> {
+public:
+  Result() = default;
+  Result(Error error) : m_error(std::move(error)), m_failed(true) {} // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] bool ok() const { return !m_failed; }
+  explicit operator bool() const { return ok(); }
+  [[nodiscard]] const Error& error() const& { return m_error; }
+  [[nodiscard]] Error&& error() && { return std::move(m_error); }
+
+private:
+  Error m_error;
+  bool m_failed = false;
+};
+
+/// Thrown inside multi-threaded pipelines where threading Result through every call is awkward;
+/// always caught and turned back into a Result at the function that started the pipeline.
+class Failure : public std::exception {
+public:
+  explicit Failure(Error error) : m_error(std::move(error)) {}
+  [[nodiscard]] const char* what() const noexcept override { return m_error.message.c_str(); }
+  [[nodiscard]] const Error& error() const { return m_error; }
+
+private:
+  Error m_error;
+};
+
+/// Unwraps a Result inside a function that may throw Failure.
+template <typename T>
+T unwrap(Result<T> r) {
+  if (!r) {
+    throw Failure(std::move(r).error());
+  }
+  if constexpr (!std::is_void_v<T>) {
+    return std::move(r).value();
+  }
+}
+
+} // namespace lockstep
+
+#define LS_CONCAT_INNER(a, b) a##b
+#define LS_CONCAT(a, b) LS_CONCAT_INNER(a, b)
+
+/// Evaluates a Result<void>-like expression and returns its error from the enclosing function.
+#define LS_TRY(expr)                                                                               \
+  do {                                                                                             \
+    auto ls_try_result_ = (expr);                                                                  \
+    if (!ls_try_result_) {                                                                         \
+      return std::move(ls_try_result_).error();                                                    \
+    }                                                                                              \
+  } while (false)
+
+/// Declares `decl` from the value of a Result, or returns its error from the enclosing function.
+/// Usage: LS_TRY_ASSIGN(auto text, read_file(path));
+#define LS_TRY_ASSIGN(decl, expr) LS_TRY_ASSIGN_IMPL(LS_CONCAT(ls_try_r_, __LINE__), decl, expr)
+#define LS_TRY_ASSIGN_IMPL(tmp, decl, expr)                                                        \
+  auto tmp = (expr);                                                                               \
+  if (!tmp) {                                                                                      \
+    return std::move(tmp).error();                                                                 \
+  }                                                                                                \
+  decl = std::move(tmp).value()

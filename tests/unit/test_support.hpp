@@ -1,0 +1,27 @@
+#pragma once
+// Shared fixtures for unit tests.
+#include <filesystem>
+#include <string>
+
+namespace lockstep::test {
+
+/// A fresh temporary directory per test, removed afterwards.
+class TempDirFixture {
+public:
+  TempDirFixture();
+  ~TempDirFixture();
+  TempDirFixture(const TempDirFixture&) = delete;
+  TempDirFixture& operator=(const TempDirFixture&) = delete;
+
+  [[nodiscard]] const std::filesystem::path& dir() const { return m_dir; }
+  /// Writes `content` to dir()/rel (creating parents) and returns the full path.
+  std::filesystem::path write(const std::string& rel, const std::string& content) const;
+
+private:
+  std::filesystem::path m_dir;
+};
+
+/// Reads a whole file.
+std::string slurp(const std::filesystem::path& p);
+
+} // namespace lockstep::test
