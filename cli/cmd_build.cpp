@@ -1,10 +1,126 @@
+// `lockstep build`: build the spec's image and write its outputs.
+#include "builder/build.hpp"
 #include "cli/cli.hpp"
+#include "envspec/spec.hpp"
+#include "support/log.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
 
 namespace lockstep::cli {
 
+namespace {
+
+struct BuildArgs {
+  std::string spec = "lockstep.yaml";
+  std::string oci;
+  std::string oci_archive;
+  std::string docker_archive;
+  std::string tag;
+  std::string compression;
+  bool allow_outside = false;
+  bool no_vcs = false;
+};
+
+constexpr const char* k_examples = R"(Examples:
+  lockstep build                                   build ./lockstep.yaml into its `outputs`
+  lockstep build examples/hello/lockstep.yaml --oci build/hello --docker-archive build/hello.tar
+  lockstep build --tag v1 --compression zstd --oci-archive hello.oci.tar
+  digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
+  SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
+
+Output paths given here replace the spec's `outputs` paths. Timestamps come from SOURCE_DATE_EPOCH
+(default 0), never the clock; the same spec and inputs give the same digest on any machine.)";
+
+nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec& spec) {
+  nlohmann::json j;
+  j["name"] = spec.name;
+  j["manifest_digest"] = r.manifest.digest.str();
+  j["manifest_size"] = r.manifest.size;
+  j["config_digest"] = r.config.digest.str();
+  j["spec_digest"] = spec.digest.str();
+  j["platform"] = spec.platform.str();
+  j["epoch"] = r.epoch;
+  j["tag"] = r.repo_tag;
+  j["layers"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.layers.size(); ++i) {
+    nlohmann::json l = r.layers[i].to_json();
+    l["diff_id"] = r.diff_ids[i].str();
+    bool from_base = i < r.base_layer_count;
+    l["source"] = from_base ? "base" : "copy";
+    if (!from_base) {
+      l["cached"] = static_cast<bool>(r.layer_cached[i - r.base_layer_count]);
+    }
+    j["layers"].push_back(l);
+  }
+  j["outputs"] = nlohmann::json::array();
+  for (const auto& o : r.outputs) {
+    j["outputs"].push_back({{"kind", o.kind}, {"path", o.path.string()}, {"reference", o.reference()}});
+  }
+  if (r.git) {
+    j["git"] = {{"commit", r.git->commit}, {"dirty", r.git->dirty}};
+  }
+  return j;
+}
+
+Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
+  envspec::LoadOptions load;
+  load.allow_outside = args.allow_outside;
+  LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
+
+  builder::BuildOptions options;
+  if (!args.oci.empty()) {
+    options.oci = std::filesystem::absolute(args.oci);
+  }
+  if (!args.oci_archive.empty()) {
+    options.oci_archive = std::filesystem::absolute(args.oci_archive);
+  }
+  if (!args.docker_archive.empty()) {
+    options.docker_archive = std::filesystem::absolute(args.docker_archive);
+  }
+  options.tag = args.tag;
+  if (args.compression == "zstd") {
+    options.compression = envspec::LayerCompression::zstd;
+  } else if (args.compression == "gzip") {
+    options.compression = envspec::LayerCompression::gzip;
+  }
+  options.vcs_annotations = !args.no_vcs;
+
+  LS_TRY_ASSIGN(builder::BuildResult result, builder::build_image(spec, options));
+  if (result.outputs.empty()) {
+    log::info("no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive); "
+              "the image is in the store at {}",
+              BlobStore::default_root().string());
+  }
+  if (ctx.json) {
+    std::printf("%s\n", result_to_json(result, spec).dump(2).c_str());
+  } else {
+    std::printf("%s\n", result.manifest.digest.str().c_str());
+  }
+  return ExitCode::ok;
+}
+
+} // namespace
+
 void register_build(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("build", "(not yet implemented)");
+  auto args = std::make_shared<BuildArgs>();
+  auto* cmd = app.add_subcommand("build", "Build the spec's image into OCI layout / archive outputs");
+  cmd->add_option("SPEC", args->spec, "The spec file")->capture_default_str();
+  cmd->add_option("--oci", args->oci, "Write an OCI image layout directory")->type_name("DIR");
+  cmd->add_option("--oci-archive", args->oci_archive, "Write an OCI archive (tar of a layout)")->type_name("FILE");
+  cmd->add_option("--docker-archive", args->docker_archive, "Write a docker-archive for `docker load`")
+      ->type_name("FILE");
+  cmd->add_option("--tag", args->tag, "Tag (TAG or NAME:TAG); default: the spec's name and 'latest'")
+      ->type_name("T");
+  cmd->add_option("--compression", args->compression, "Layer compression (default: outputs.compression or gzip)")
+      ->check(CLI::IsMember({"gzip", "zstd"}));
+  cmd->add_flag("--allow-outside", args->allow_outside, "Allow copy.from paths outside the spec's directory");
+  cmd->add_flag("--no-vcs", args->no_vcs, "Don't record the spec's git revision in the manifest");
   add_common_flags(*cmd, ctx);
+  cmd->footer(k_examples);
+  cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_build(*args, ctx); }; });
 }
 
 } // namespace lockstep::cli

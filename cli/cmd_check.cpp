@@ -1,10 +1,84 @@
+// `lockstep check [SPEC]`: reads, merges and validates a spec offline and prints its digest.
 #include "cli/cli.hpp"
+#include "envspec/spec.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
 
 namespace lockstep::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_default_spec = "./lockstep.yaml";
+
+constexpr const char* k_check_footer = R"(Examples:
+  lockstep check
+      validate ./lockstep.yaml and print its digest
+  lockstep check examples/hello/lockstep.yaml --json
+      print {"ok":true,"name":...,"spec_digest":...,"files":[...]}
+  lockstep check team/app --allow-outside
+      validate team/app/lockstep.yaml; copy.from may name files outside team/app
+
+Exit codes: 0 the spec is valid, 2 it is not (every error is listed), or it can't be read.)";
+
+struct CheckOptions {
+  std::string spec = k_default_spec;
+  bool allow_outside = false;
+};
+
+Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
+  fs::path spec_path = opts.spec;
+  std::error_code ec;
+  if (fs::is_directory(spec_path, ec)) {
+    spec_path /= "lockstep.yaml";
+  }
+  envspec::LoadOptions load_options;
+  load_options.allow_outside = opts.allow_outside;
+  Result<envspec::Spec> spec = envspec::load_spec(spec_path, load_options);
+  if (!spec) {
+    Error err = spec.error();
+    if (!err.rendered && !fs::exists(spec_path, ec)) {
+      err.message += "\nhint: run it in a directory with lockstep.yaml or pass the spec path";
+    }
+    return err;
+  }
+
+  if (ctx.json) {
+    nlohmann::ordered_json out;
+    out["ok"] = true;
+    out["name"] = spec->name;
+    out["spec_digest"] = spec->digest.str();
+    out["files"] = nlohmann::ordered_json::array();
+    for (const fs::path& f : spec->files) {
+      out["files"].push_back(f.string());
+    }
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("ok: %s (spec %s)\n", spec->name.c_str(), spec->digest.str().c_str());
+  }
+  return ExitCode::ok;
+}
+
+} // namespace
+
 void register_check(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("check", "(not yet implemented)");
+  auto* cmd =
+      app.add_subcommand("check", "Validate a spec offline (schema, paths, extends) and print its digest");
+  auto opts = std::make_shared<CheckOptions>();
+  cmd->add_option("SPEC", opts->spec, "The spec file, or a directory holding lockstep.yaml")
+      ->default_str(k_default_spec);
+  cmd->add_flag("--allow-outside", opts->allow_outside,
+                "Allow copy.from paths outside the directory of the file that names them");
   add_common_flags(*cmd, ctx);
+  cmd->footer(k_check_footer);
+  cmd->callback([&ctx, opts] { ctx.action = [&ctx, opts] { return run_check(*opts, ctx); }; });
 }
 
 } // namespace lockstep::cli

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -28,13 +29,29 @@ std::optional<std::string> source_line(const std::filesystem::path& file, int li
   return std::nullopt;
 }
 
-} // namespace
-
-void Diagnostics::error(SourceLocation location, std::string key_path, std::string message) {
-  m_items.push_back(Diagnostic{std::move(location), std::move(key_path), std::move(message)});
+// Line `line` (1-based) of `text`, without its newline.
+std::optional<std::string> text_line(const std::string& text, int line) {
+  std::size_t begin = 0;
+  for (int i = 1; i < line; ++i) {
+    begin = text.find('\n', begin);
+    if (begin == std::string::npos) {
+      return std::nullopt;
+    }
+    ++begin;
+  }
+  if (begin >= text.size()) {
+    return std::nullopt;
+  }
+  std::size_t end = text.find('\n', begin);
+  std::string out = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  if (!out.empty() && out.back() == '\r') {
+    out.pop_back();
+  }
+  return out;
 }
 
-std::string render_diagnostic(const Diagnostic& d) {
+// Renders `d`; `source` is the text of its file when known (else the file is read).
+std::string render_one(const Diagnostic& d, const std::string* source) {
   const SourceLocation& loc = d.location;
   std::string out;
   if (!loc.file.empty()) {
@@ -51,7 +68,7 @@ std::string render_diagnostic(const Diagnostic& d) {
   out += d.message;
   out += '\n';
   if (loc.line > 0) {
-    if (auto text = source_line(loc.file, loc.line)) {
+    if (auto text = source != nullptr ? text_line(*source, loc.line) : source_line(loc.file, loc.line)) {
       std::string gutter = fmt::format("{:>5} | ", loc.line);
       out += gutter + *text + '\n';
       std::string pad(static_cast<std::size_t>(loc.column > 0 ? loc.column - 1 : 0), ' ');
@@ -62,17 +79,50 @@ std::string render_diagnostic(const Diagnostic& d) {
         }
       }
       int len = loc.length > 1 ? loc.length : 1;
-      out += std::string(gutter.size() - 2, ' ') + "| " + pad + "^" + std::string(static_cast<std::size_t>(len - 1), '~') +
-             '\n';
+      out += std::string(gutter.size() - 2, ' ') + "| " + pad + "^" +
+             std::string(static_cast<std::size_t>(len - 1), '~') + '\n';
     }
   }
   return out;
 }
 
+} // namespace
+
+void Diagnostics::error(SourceLocation location, std::string key_path, std::string message) {
+  m_items.push_back(Diagnostic{std::move(location), std::move(key_path), std::move(message)});
+}
+
+void Diagnostics::set_source(const std::filesystem::path& file, std::string text) {
+  m_sources[file] = std::move(text);
+}
+
+void Diagnostics::sort_by_location(const std::vector<std::filesystem::path>& files) {
+  auto rank = [&](const Diagnostic& d) {
+    auto it = std::find(files.begin(), files.end(), d.location.file);
+    return static_cast<std::size_t>(it - files.begin());
+  };
+  std::stable_sort(m_items.begin(), m_items.end(), [&](const Diagnostic& a, const Diagnostic& b) {
+    const std::size_t ra = rank(a);
+    const std::size_t rb = rank(b);
+    if (ra != rb) {
+      return ra < rb;
+    }
+    if (a.location.line != b.location.line) {
+      return a.location.line < b.location.line;
+    }
+    return a.location.column < b.location.column;
+  });
+}
+
+std::string render_diagnostic(const Diagnostic& d) {
+  return render_one(d, nullptr);
+}
+
 std::string Diagnostics::render() const {
   std::string out;
   for (const auto& d : m_items) {
-    out += render_diagnostic(d);
+    auto it = m_sources.find(d.location.file);
+    out += render_one(d, it == m_sources.end() ? nullptr : &it->second);
   }
   if (m_items.size() > 1) {
     out += fmt::format("{} errors\n", m_items.size());

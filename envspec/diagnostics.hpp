@@ -4,6 +4,7 @@
 #include "support/result.hpp"
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,14 @@ struct Diagnostic {
 /// Collects diagnostics and renders them.
 class Diagnostics {
 public:
+  /// Records an error at `location` about the key `key_path`.
   void error(SourceLocation location, std::string key_path, std::string message);
+  /// Remembers the text of `file` as it was parsed: render() quotes source lines from it instead of
+  /// re-reading the file (which may have changed, or never existed for load_spec_from_string).
+  void set_source(const std::filesystem::path& file, std::string text);
+  /// Orders the diagnostics by file (in the order of `files`; others last), then line and column.
+  /// Diagnostics at the same place keep the order they were added in.
+  void sort_by_location(const std::vector<std::filesystem::path>& files);
   [[nodiscard]] bool empty() const { return m_items.empty(); }
   [[nodiscard]] const std::vector<Diagnostic>& items() const { return m_items; }
 
@@ -35,13 +43,14 @@ public:
   ///   lockstep.yaml:3:1: error: labls: unknown key; did you mean 'labels'?
   ///       3 | labls: {a: b}
   ///         | ^~~~~
-  /// The source line is read from the file (a missing file just omits it).
+  /// The source line comes from set_source() text, else from the file (a missing file omits it).
   [[nodiscard]] std::string render() const;
   /// An invalid_input Error whose message is render() (marked as pre-rendered).
   [[nodiscard]] Error to_error() const;
 
 private:
   std::vector<Diagnostic> m_items;
+  std::map<std::filesystem::path, std::string> m_sources;
 };
 
 /// Renders one diagnostic (see Diagnostics::render).

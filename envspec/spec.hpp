@@ -52,7 +52,7 @@ struct BaseImage {
   Kind kind = Kind::scratch;
   std::filesystem::path path;   ///< OCI layout directory or OCI archive file (absolute), Kind::oci
   std::string path_text;        ///< as written
-  std::string tag;              ///< optional `PATH:TAG` selecting a ref.name in the layout
+  std::string tag;              ///< optional `tag: TAG` selecting a ref.name in the layout
   std::optional<Digest> pin;    ///< `PATH@sha256:...`: the manifest digest the base must have
   SourceLocation location;      ///< of the value
 };

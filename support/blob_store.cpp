@@ -78,14 +78,17 @@ Result<BlobInfo> BlobStore::Writer::commit(const std::optional<Digest>& expected
                                            std::optional<std::int64_t> expected_size) {
   Digest got = m_hash.finish();
   if (expected && *expected != got) {
+    m_file.discard();
     return invalid_input("digest mismatch: expected {}, got {} ({} bytes)", expected->str(), got.str(), m_size);
   }
   if (expected_size && *expected_size != m_size) {
+    m_file.discard();
     return invalid_input("size mismatch for {}: expected {} bytes, got {}", got.str(), *expected_size, m_size);
   }
   fs::path final = m_store->blob_path(got);
   if (m_store->has(got, m_size)) {
     // Someone (maybe a concurrent build) already published these bytes; drop ours.
+    m_file.discard();
     return BlobInfo{got, m_size};
   }
   LS_TRY(m_file.commit_as(final));

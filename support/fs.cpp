@@ -150,6 +150,14 @@ AtomicFile::~AtomicFile() {
   }
 }
 
+void AtomicFile::discard() {
+  if (!m_committed && !m_temp.empty()) {
+    m_fd.reset();
+    ::unlink(m_temp.c_str());
+    m_committed = true;
+  }
+}
+
 Result<void> AtomicFile::write(const void* data, std::size_t size) {
   LS_TRY(write_all(m_fd.get(), data, size, m_temp.string()));
   m_written += size;

@@ -76,6 +76,8 @@ public:
   void start_writeback();
   /// fsync, rename over the final path, fsync the directory.
   Result<void> commit();
+  /// Removes the temporary file now (also what the destructor does if not committed).
+  void discard();
   /// Like commit() but publishes at a different path in the same directory.
   Result<void> commit_as(const std::filesystem::path& final_path);
 

@@ -149,17 +149,18 @@ T unwrap(Result<T> r) {
 #define LS_CONCAT(a, b) LS_CONCAT_INNER(a, b)
 
 /// Evaluates a Result<void>-like expression and returns its error from the enclosing function.
-#define LS_TRY(expr)                                                                               \
+#define LS_TRY(expr) LS_TRY_IMPL(LS_CONCAT(ls_try_result_, __COUNTER__), expr)
+#define LS_TRY_IMPL(tmp, expr)                                                                     \
   do {                                                                                             \
-    auto ls_try_result_ = (expr);                                                                  \
-    if (!ls_try_result_) {                                                                         \
-      return std::move(ls_try_result_).error();                                                    \
+    auto tmp = (expr);                                                                             \
+    if (!tmp) {                                                                                    \
+      return std::move(tmp).error();                                                               \
     }                                                                                              \
   } while (false)
 
 /// Declares `decl` from the value of a Result, or returns its error from the enclosing function.
 /// Usage: LS_TRY_ASSIGN(auto text, read_file(path));
-#define LS_TRY_ASSIGN(decl, expr) LS_TRY_ASSIGN_IMPL(LS_CONCAT(ls_try_r_, __LINE__), decl, expr)
+#define LS_TRY_ASSIGN(decl, expr) LS_TRY_ASSIGN_IMPL(LS_CONCAT(ls_try_r_, __COUNTER__), decl, expr)
 #define LS_TRY_ASSIGN_IMPL(tmp, decl, expr)                                                        \
   auto tmp = (expr);                                                                               \
   if (!tmp) {                                                                                      \

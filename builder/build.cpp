@@ -1,0 +1,325 @@
+#include "builder/build.hpp"
+
+#include "builder/epoch.hpp"
+#include "support/image_source.hpp"
+#include "support/image_writer.hpp"
+#include "support/log.hpp"
+
+#include <map>
+
+namespace lockstep::builder {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* k_default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr const char* k_annotation_spec_digest = "dev.lockstep.spec.digest";
+constexpr const char* k_annotation_dirty = "dev.lockstep.source.dirty";
+
+// The base image, resolved, with its layers in the store.
+struct Base {
+  oci::OpenedImage image;
+  std::string name; ///< "oci:PATH[:TAG]" as written in the spec
+};
+
+Error base_error(const envspec::Spec& spec, const std::string& message) {
+  envspec::Diagnostics diags;
+  diags.error(spec.base.location, "base", message);
+  return diags.to_error();
+}
+
+// Pass: open the base image, check its pin and platform, import its layers into the store.
+Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobStore& store) {
+  if (spec.base.kind == envspec::BaseImage::Kind::scratch) {
+    return std::optional<Base>();
+  }
+  oci::ImageRef ref;
+  std::error_code ec;
+  ref.transport = fs::is_directory(spec.base.path, ec) ? oci::ImageRef::Transport::oci_dir
+                                                        : oci::ImageRef::Transport::oci_archive;
+  ref.path = spec.base.path;
+  ref.tag = spec.base.tag;
+  auto source = oci::ImageSource::open(ref);
+  if (!source) {
+    return base_error(spec, source.error().message);
+  }
+  oci::SelectOptions select;
+  select.tag = spec.base.tag;
+  select.digest = spec.base.pin;
+  select.platform = spec.platform;
+  auto image = (*source)->resolve(select);
+  if (!image) {
+    return base_error(spec, image.error().message);
+  }
+  if (spec.base.pin && image->manifest_digest != *spec.base.pin) {
+    return base_error(spec, fmt::format("{} has manifest digest {}, but the spec pins {}", spec.base.path_text,
+                                        image->manifest_digest.str(), spec.base.pin->str()));
+  }
+  if (!(image->platform == spec.platform)) {
+    return base_error(spec, fmt::format("{} is for platform {}, but the spec builds {}", spec.base.path_text,
+                                        image->platform.str(), spec.platform.str()));
+  }
+  for (const auto& layer : image->manifest.layers) {
+    auto comp = oci::layer_compression(layer.media_type);
+    if (!comp) {
+      return base_error(spec, fmt::format("{}: layer {}: {}", spec.base.path_text, layer.digest.str(),
+                                          comp.error().message));
+    }
+    if (auto r = (*source)->fetch_blob(layer, store); !r) {
+      return base_error(spec, r.error().message);
+    }
+  }
+  Base base{std::move(*image), "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
+  return std::optional<Base>(std::move(base));
+}
+
+// OCI media type for a base layer (Docker schema 2 types have OCI twins with the same bytes).
+std::string oci_layer_type(const std::string& media_type) {
+  if (media_type == oci::k_docker_layer_gzip) {
+    return std::string(oci::k_media_layer_gzip);
+  }
+  if (media_type == oci::k_docker_layer_tar) {
+    return std::string(oci::k_media_layer_tar);
+  }
+  return media_type;
+}
+
+// Pass: the image config, from the base's (carried forward) and the spec.
+json compose_config(const envspec::Spec& spec, const std::optional<Base>& base, const std::vector<Digest>& diff_ids,
+                    const std::vector<std::string>& history, std::int64_t epoch) {
+  json cfg = base ? base->image.config : json::object();
+  cfg["architecture"] = spec.platform.architecture;
+  cfg["os"] = spec.platform.os;
+  if (spec.platform.variant.empty()) {
+    cfg.erase("variant");
+  } else {
+    cfg["variant"] = spec.platform.variant;
+  }
+  cfg["created"] = oci::rfc3339(epoch);
+  if (!cfg.contains("config") || !cfg["config"].is_object()) {
+    cfg["config"] = json::object();
+  }
+  json& c = cfg["config"];
+
+  std::vector<std::pair<std::string, std::string>> env;
+  if (c.contains("Env") && c["Env"].is_array()) {
+    for (const auto& e : c["Env"]) {
+      std::string s = e.is_string() ? e.get<std::string>() : std::string();
+      auto eq = s.find('=');
+      env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
+    }
+  }
+  for (const auto& [k, v] : spec.env) {
+    auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == k; });
+    if (it != env.end()) {
+      it->second = v;
+    } else {
+      env.emplace_back(k, v);
+    }
+  }
+  if (std::none_of(env.begin(), env.end(), [](const auto& p) { return p.first == "PATH"; })) {
+    env.insert(env.begin(), {"PATH", k_default_path});
+  }
+  json env_json = json::array();
+  for (const auto& [k, v] : env) {
+    env_json.push_back(k + "=" + v);
+  }
+  c["Env"] = env_json;
+
+  if (spec.entrypoint) {
+    c["Entrypoint"] = *spec.entrypoint;
+    if (!spec.cmd) {
+      c.erase("Cmd"); // as in a Dockerfile: a new ENTRYPOINT resets the inherited CMD
+    }
+  }
+  if (spec.cmd) {
+    c["Cmd"] = *spec.cmd;
+  }
+  if (spec.workdir) {
+    c["WorkingDir"] = *spec.workdir;
+  }
+  if (spec.user) {
+    c["User"] = *spec.user;
+  }
+  if (!spec.labels.empty()) {
+    if (!c.contains("Labels") || !c["Labels"].is_object()) {
+      c["Labels"] = json::object();
+    }
+    for (const auto& [k, v] : spec.labels) {
+      c["Labels"][k] = v;
+    }
+  }
+
+  json ids = json::array();
+  for (const auto& d : diff_ids) {
+    ids.push_back(d.str());
+  }
+  cfg["rootfs"] = json{{"type", "layers"}, {"diff_ids", ids}};
+
+  json hist = base && cfg.contains("history") && cfg["history"].is_array() ? cfg["history"] : json::array();
+  for (const auto& h : history) {
+    hist.push_back(json{{"created", oci::rfc3339(epoch)}, {"created_by", "lockstep build: " + h}});
+  }
+  cfg["history"] = hist;
+  return cfg;
+}
+
+// Pass: manifest annotations (provenance).
+std::map<std::string, std::string> compose_annotations(const envspec::Spec& spec, const std::optional<Base>& base,
+                                                       const std::optional<GitInfo>& git, std::int64_t epoch) {
+  std::map<std::string, std::string> a;
+  a[std::string(oci::k_annotation_created)] = oci::rfc3339(epoch);
+  a[std::string(oci::k_annotation_title)] = spec.name;
+  a[k_annotation_spec_digest] = spec.digest.str();
+  if (base) {
+    a[std::string(oci::k_annotation_base_digest)] = base->image.manifest_digest.str();
+    a[std::string(oci::k_annotation_base_name)] = base->name;
+  }
+  if (git && !git->commit.empty()) {
+    a[std::string(oci::k_annotation_revision)] = git->commit;
+    a[k_annotation_dirty] = git->dirty ? "true" : "false";
+    if (!git->remote.empty()) {
+      a[std::string(oci::k_annotation_source)] = git->remote;
+    }
+  }
+  return a;
+}
+
+// Splits --tag into (repository name, tag).
+Result<std::pair<std::string, std::string>> parse_tag(const std::string& name, const std::string& tag) {
+  if (tag.empty()) {
+    return std::make_pair(name, std::string("latest"));
+  }
+  std::string repo = name;
+  std::string t = tag;
+  auto colon = tag.rfind(':');
+  if (colon != std::string::npos && tag.find('/', colon) == std::string::npos) {
+    repo = tag.substr(0, colon);
+    t = tag.substr(colon + 1);
+  } else if (tag.find('/') != std::string::npos || tag.find(':') != std::string::npos) {
+    repo = tag;
+    t = "latest";
+  }
+  std::string repo_path = repo;
+  auto slash = repo.find('/');
+  if (slash != std::string::npos) {
+    std::string first = repo.substr(0, slash);
+    if (first.find('.') != std::string::npos || first.find(':') != std::string::npos || first == "localhost") {
+      repo_path = repo.substr(slash + 1); // a registry host is not part of the repository grammar
+    }
+  }
+  if (!oci::valid_repository_name(repo_path)) {
+    return invalid_input("--tag '{}': '{}' is not a valid repository name (lowercase letters, digits, and "
+                         "separators '.', '_', '-', '/')",
+                         tag, repo);
+  }
+  if (!oci::valid_tag(t)) {
+    return invalid_input("--tag '{}': '{}' is not a valid tag ([A-Za-z0-9_][A-Za-z0-9._-]{{0,127}})", tag, t);
+  }
+  return std::make_pair(repo, t);
+}
+
+// Pass: publish every requested output.
+Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, const BuildOptions& options,
+                                                 const BlobStore& store, const oci::StoredImage& image,
+                                                 Codec codec) {
+  std::vector<WrittenOutput> wanted;
+  bool cli = options.oci || options.oci_archive || options.docker_archive;
+  auto pick = [&](const std::optional<fs::path>& cli_path, const std::optional<fs::path>& spec_path,
+                  const char* kind) {
+    const auto& p = cli ? cli_path : spec_path;
+    if (p) {
+      wanted.push_back(WrittenOutput{kind, *p});
+    }
+  };
+  pick(options.oci, spec.outputs.oci, "oci");
+  pick(options.oci_archive, spec.outputs.oci_archive, "oci-archive");
+  pick(options.docker_archive, spec.outputs.docker_archive, "docker-archive");
+  for (const auto& out : wanted) {
+    if (out.kind == "oci") {
+      LS_TRY(oci::write_oci_layout(store, image, out.path));
+    } else if (out.kind == "oci-archive") {
+      LS_TRY(oci::write_oci_archive(store, image, out.path));
+    } else {
+      if (codec == Codec::zstd) {
+        log::warn("docker-archive {} has zstd layers: Docker older than 23.0 can't load them; build with "
+                  "--compression gzip for older Docker",
+                  out.path.string());
+      }
+      LS_TRY(oci::write_docker_archive(store, image, out.path));
+    }
+    log::info("wrote {}", out.reference());
+  }
+  return wanted;
+}
+
+} // namespace
+
+std::string WrittenOutput::reference() const { return kind + ":" + path.string(); }
+
+Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options) {
+  BuildResult result;
+  LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
+  result.repo_tag = names.first + ":" + names.second;
+  result.ref_name = names.second;
+  envspec::LayerCompression lc = options.compression.value_or(spec.outputs.compression);
+  Codec codec = lc == envspec::LayerCompression::zstd ? Codec::zstd : Codec::gzip;
+
+  // 1. Time comes from SOURCE_DATE_EPOCH or the default epoch, never the clock.
+  LS_TRY_ASSIGN(result.epoch, image_epoch());
+  // 2. The content-addressed store shared by all builds.
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
+  // 3. The base image: resolved, verified, its layers imported byte for byte.
+  LS_TRY_ASSIGN(std::optional<Base> base, resolve_base(spec, store));
+  if (base) {
+    for (std::size_t i = 0; i < base->image.manifest.layers.size(); ++i) {
+      oci::Descriptor d = base->image.manifest.layers[i];
+      d.media_type = oci_layer_type(d.media_type);
+      d.annotations.clear();
+      result.layers.push_back(d);
+      result.diff_ids.push_back(base->image.diff_ids[i]);
+    }
+    result.base_layer_count = result.layers.size();
+  }
+  // 4. Plan and build the application layer (cached by input fingerprint).
+  std::vector<std::string> history;
+  if (!spec.copy.empty()) {
+    LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(spec.copy, result.epoch, layer_settings(codec)));
+    LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "layer 1/1"));
+    log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19), log::human_size(layer.descriptor.size),
+              plan.created_by, layer.cached ? " (cached)" : "");
+    result.layers.push_back(layer.descriptor);
+    result.diff_ids.push_back(layer.diff_id);
+    result.layer_cached.push_back(layer.cached);
+    history.push_back(plan.created_by);
+  }
+  // 5. Config and manifest, with provenance annotations.
+  if (options.vcs_annotations) {
+    result.git = git_info_for(spec.dir);
+  }
+  json config = compose_config(spec, base, result.diff_ids, history, result.epoch);
+  LS_TRY_ASSIGN(BlobInfo cfg, store.put(config.dump()));
+  result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}};
+  oci::Manifest manifest;
+  manifest.media_type = std::string(oci::k_media_manifest);
+  manifest.config = result.config;
+  manifest.layers = result.layers;
+  manifest.annotations = compose_annotations(spec, base, result.git, result.epoch);
+  LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
+  result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
+  result.manifest.platform = spec.platform;
+  // 6. Outputs, each published atomically.
+  oci::StoredImage image;
+  image.manifest = result.manifest;
+  image.blobs.push_back(result.config);
+  image.blobs.insert(image.blobs.end(), result.layers.begin(), result.layers.end());
+  image.ref_name = result.ref_name;
+  image.repo_tag = result.repo_tag;
+  image.epoch = result.epoch;
+  LS_TRY_ASSIGN(result.outputs, write_outputs(spec, options, store, image, codec));
+  return result;
+}
+
+} // namespace lockstep::builder

@@ -1,0 +1,31 @@
+#pragma once
+// Turning a planned layer into a compressed blob in the store, or finding it in the layer cache.
+//
+// Cache: ROOT/records/layers/<fingerprint> holds the descriptor and diff_id of the blob a plan
+// produced. A plan whose fingerprint is recorded and whose blob is still in the store is not
+// re-tarred or re-compressed. A cold build streams: files -> tar (libarchive) -> sha256 (diff_id)
+// -> parallel compression -> sha256 (digest) -> store.
+#include "builder/layer_plan.hpp"
+#include "support/blob_store.hpp"
+#include "support/compress.hpp"
+#include "support/oci.hpp"
+#include "support/result.hpp"
+
+#include <string>
+
+namespace lockstep::builder {
+
+/// A layer blob in the store.
+struct BuiltLayer {
+  oci::Descriptor descriptor; ///< media type, digest and size of the compressed blob
+  Digest diff_id;             ///< sha256 of the uncompressed tar
+  bool cached = false;        ///< found in the layer cache (nothing was tarred or compressed)
+};
+
+/// The settings string entering fingerprints: codec, level, chunking and library versions.
+std::string layer_settings(Codec codec);
+
+/// Builds the layer described by `plan` into `store` (or reuses it). `label` names it in progress output.
+Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec, const std::string& label);
+
+} // namespace lockstep::builder

@@ -1,0 +1,608 @@
+#include "envspec/schema.hpp"
+
+#include "envspec/suggest.hpp"
+#include "support/fs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace lockstep::envspec {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Keys = std::vector<std::string_view>;
+
+// Keys of each map in the schema, and keys planned for later schema versions.
+const Keys k_top_keys = {"lockstep", "name",       "extends", "platform", "base", "copy",   "env",
+                         "labels",   "entrypoint", "cmd",     "workdir",  "user", "outputs"};
+const Keys k_top_later = {"repos", "stack", "packages", "run", "launch"};
+const Keys k_base_keys = {"oci", "tag"};
+const Keys k_base_later = {"image"};
+const Keys k_copy_keys = {"from", "to", "mode", "owner"};
+const Keys k_copy_later = {"git", "rev"};
+const Keys k_outputs_keys = {"oci", "oci_archive", "docker_archive", "compression"};
+const Keys k_outputs_later = {"sif"};
+
+constexpr const char* k_argv_hint = R"(write it as a list, e.g. ["/bin/sh", "-c", "..."])";
+
+bool contains(const Keys& keys, std::string_view key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+// `a` lies inside `root` (or is it), comparing whole path components.
+bool is_within(const fs::path& a, const fs::path& root) {
+  auto ai = a.begin();
+  for (auto ri = root.begin(); ri != root.end(); ++ri, ++ai) {
+    if (ri->empty() && std::next(ri) == root.end()) {
+      return true; // root ends with a separator
+    }
+    if (ai == a.end() || *ai != *ri) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Parses a decimal number that fits in 32 bits (excluding 2^32-1, which means "no id").
+std::optional<std::uint32_t> parse_id(std::string_view text) {
+  std::uint32_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty() || v == 0xFFFFFFFFu) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// Validates a merged spec tree into a Spec, reporting every problem.
+class SchemaWalker {
+public:
+  SchemaWalker(const fs::path& spec_file, const LoadOptions& options, Diagnostics& diags)
+      : m_spec_file(spec_file), m_options(options), m_diags(diags) {}
+
+  void walk(const Node& root, Spec& spec) {
+    spec.platform = oci::Platform{"linux", "amd64", ""};
+    if (root.find("name") == nullptr) {
+      error(SourceLocation{m_spec_file, 1, 1, 1}, "name",
+            "missing 'name' (the image name, e.g. 'name: my-app')");
+    }
+    for (const MapEntry& e : root.entries) {
+      const std::string& key = e.key;
+      const Node& v = e.value;
+      if (key == "name") {
+        name(v, spec.name);
+      } else if (key == "platform") {
+        platform(v, spec.platform);
+      } else if (key == "base") {
+        base(v, spec.base);
+      } else if (key == "copy") {
+        copy(v, spec.copy);
+      } else if (key == "env") {
+        env(v, spec.env);
+      } else if (key == "labels") {
+        labels(v, spec.labels);
+      } else if (key == "entrypoint") {
+        argv(v, key, spec.entrypoint);
+      } else if (key == "cmd") {
+        argv(v, key, spec.cmd);
+      } else if (key == "workdir") {
+        workdir(v, spec.workdir);
+      } else if (key == "user") {
+        user(v, spec.user);
+      } else if (key == "outputs") {
+        this->outputs(v, spec.outputs);
+      } else {
+        unknown_key(e, "", k_top_keys, k_top_later);
+      }
+    }
+  }
+
+private:
+  void error(const SourceLocation& location, const std::string& path, std::string message) {
+    m_diags.error(location, path, std::move(message));
+  }
+
+  // Reports a key that the map at `path` does not have.
+  void unknown_key(const MapEntry& e, const std::string& path, const Keys& known, const Keys& later) {
+    const std::string key_path = child_path(path, e.key);
+    if (contains(later, e.key)) {
+      error(e.key_location, key_path, "not supported by this lockstep version yet");
+      return;
+    }
+    if (e.key == "<<") {
+      error(e.key_location, key_path, "YAML merge keys are not supported; use 'extends' to share settings");
+      return;
+    }
+    if (auto suggestion = closest_match(e.key, known)) {
+      error(e.key_location, key_path, fmt::format("unknown key; did you mean '{}'?", *suggestion));
+      return;
+    }
+    Keys sorted = known;
+    std::sort(sorted.begin(), sorted.end());
+    error(e.key_location, key_path, fmt::format("unknown key; expected one of: {}", fmt::join(sorted, ", ")));
+  }
+
+  // The scalar text of `v`, or nullptr after reporting that a string was expected.
+  const std::string* string_value(const Node& v, const std::string& path) {
+    if (!v.is_scalar()) {
+      error(v.location, path, fmt::format("expected a string, found {}", describe(v)));
+      return nullptr;
+    }
+    return &v.scalar;
+  }
+
+  // Like string_value, but an empty string is reported too.
+  const std::string* nonempty_string(const Node& v, const std::string& path, std::string_view what) {
+    const std::string* s = string_value(v, path);
+    if (s != nullptr && s->empty()) {
+      error(v.location, path, fmt::format("expected {}, found an empty string", what));
+      return nullptr;
+    }
+    return s;
+  }
+
+  // True if `v` is a map; reports it otherwise.
+  bool expect_map(const Node& v, const std::string& path, std::string_view expected = "a map") {
+    if (!v.is_map()) {
+      error(v.location, path, fmt::format("expected {}, found {}", expected, describe(v)));
+      return false;
+    }
+    return true;
+  }
+
+  // The location of `len` characters at `offset` into the scalar `v`, when the scalar is written on
+  // one line without escapes; else the whole scalar.
+  static SourceLocation sub_location(const Node& v, std::size_t offset, std::size_t len) {
+    SourceLocation loc = v.location;
+    const auto size = static_cast<int>(v.scalar.size());
+    const int quote = v.quoted ? 1 : 0;
+    if (loc.length == size + 2 * quote && loc.line > 0) {
+      loc.column += quote + static_cast<int>(offset);
+      loc.length = std::max(1, static_cast<int>(len));
+    }
+    return loc;
+  }
+
+  // A host path written in the spec, resolved against the directory of the file it is written in.
+  static fs::path resolve_host_path(const Node& v) {
+    fs::path written(v.scalar);
+    fs::path p =
+        (written.is_absolute() ? written : v.location.file.parent_path() / written).lexically_normal();
+    if (!p.has_filename() && p != p.root_path()) {
+      p = p.parent_path(); // "dir/" names the same file as "dir"
+    }
+    return p;
+  }
+
+  // An absolute path inside the image, normalised; nullopt after reporting.
+  std::optional<std::string> image_path(const Node& v, const std::string& path) {
+    const std::string* s = string_value(v, path);
+    if (s == nullptr) {
+      return std::nullopt;
+    }
+    if (s->empty() || s->front() != '/') {
+      error(v.location, path,
+            fmt::format("must be an absolute path in the image (e.g. /opt/app), found '{}'", *s));
+      return std::nullopt;
+    }
+    Result<std::string> normal = normalize_image_path(*s);
+    if (!normal) {
+      error(v.location, path, normal.error().message + "; paths in the image can't leave its root");
+      return std::nullopt;
+    }
+    return *normal;
+  }
+
+  void name(const Node& v, std::string& out) {
+    const std::string* s = nonempty_string(v, "name", "the image name");
+    if (s == nullptr) {
+      return;
+    }
+    if (!oci::valid_repository_name(*s)) {
+      error(v.location, "name",
+            fmt::format(
+                "invalid name '{}': use lowercase letters, digits and separators ('.', '_', '__', '-'), "
+                "with '/' between components, e.g. 'my-app'",
+                *s));
+      return;
+    }
+    out = *s;
+  }
+
+  void platform(const Node& v, oci::Platform& out) {
+    const std::string* s = string_value(v, "platform");
+    if (s == nullptr) {
+      return;
+    }
+    Result<oci::Platform> p = oci::Platform::parse(*s);
+    if (!p) {
+      error(v.location, "platform", p.error().message);
+      return;
+    }
+    out = *p;
+  }
+
+  void base(const Node& v, BaseImage& out) {
+    out.location = v.location;
+    if (v.is_scalar() && v.scalar == "scratch") {
+      out.kind = BaseImage::Kind::scratch;
+      return;
+    }
+    if (v.is_scalar()) {
+      error(v.location, "base",
+            fmt::format("expected 'scratch' or a map {{oci: PATH}}, found '{}'", v.scalar));
+      return;
+    }
+    if (!expect_map(v, "base", "'scratch' or a map {oci: PATH}")) {
+      return;
+    }
+    const MapEntry* oci = v.find("oci");
+    if (oci == nullptr) {
+      error(v.location, "base", "missing 'oci' (an OCI layout directory or OCI archive, e.g. {oci: ./base})");
+    }
+    for (const MapEntry& e : v.entries) {
+      if (e.key == "oci") {
+        base_path(e.value, out);
+      } else if (e.key == "tag") {
+        base_tag(e.value, out);
+      } else {
+        unknown_key(e, "base", k_base_keys, k_base_later);
+      }
+    }
+  }
+
+  // `base.oci: PATH[@sha256:HEX]`.
+  void base_path(const Node& v, BaseImage& out) {
+    const std::string* s = nonempty_string(v, "base.oci", "a path");
+    if (s == nullptr) {
+      return;
+    }
+    std::string path_text = *s;
+    const std::size_t at = s->rfind('@');
+    if (at != std::string::npos && s->find(':', at) != std::string::npos) {
+      path_text = s->substr(0, at);
+      const std::string pin_text = s->substr(at + 1);
+      Result<Digest> pin = Digest::parse(pin_text);
+      if (!pin) {
+        error(sub_location(v, at + 1, pin_text.size()), "base.oci", pin.error().message);
+      } else {
+        out.pin = *pin;
+      }
+    }
+    if (path_text.empty()) {
+      error(v.location, "base.oci", "expected a path before '@'");
+      return;
+    }
+    Node path_node = v;
+    path_node.scalar = path_text;
+    const fs::path resolved = resolve_host_path(path_node);
+    const SourceLocation path_location = sub_location(v, 0, path_text.size());
+    std::error_code ec;
+    const fs::file_status st = fs::status(resolved, ec);
+    if (!fs::exists(st)) {
+      error(path_location, "base.oci",
+            fmt::format("no such file or directory: {} (resolved to {})", path_text, resolved.string()));
+    } else if (fs::is_directory(st)) {
+      if (!fs::is_regular_file(resolved / "oci-layout", ec)) {
+        error(path_location, "base.oci",
+              fmt::format("{} is not an OCI layout (it has no oci-layout file)", resolved.string()));
+      }
+    } else if (!fs::is_regular_file(st)) {
+      error(path_location, "base.oci",
+            fmt::format("{} is neither an OCI layout directory nor an OCI archive file", resolved.string()));
+    }
+    out.kind = BaseImage::Kind::oci;
+    out.path = resolved;
+    out.path_text = path_text;
+  }
+
+  // `base.tag`: selects a manifest by its org.opencontainers.image.ref.name annotation.
+  void base_tag(const Node& v, BaseImage& out) {
+    const std::string* s = nonempty_string(v, "base.tag", "a tag");
+    if (s == nullptr) {
+      return;
+    }
+    // image-spec annotations.md, ref.name grammar.
+    static const std::regex ref(
+        "[A-Za-z0-9]+(([-._:@+]|--)[A-Za-z0-9]+)*(/[A-Za-z0-9]+(([-._:@+]|--)[A-Za-z0-9]+)*)*");
+    if (!std::regex_match(*s, ref)) {
+      error(v.location, "base.tag",
+            fmt::format(
+                "invalid tag '{}': letters and digits separated by '-', '.', '_', ':', '@', '+' or '/'", *s));
+      return;
+    }
+    out.tag = *s;
+  }
+
+  void copy(const Node& v, std::vector<CopyItem>& out) {
+    if (!v.is_sequence()) {
+      error(v.location, "copy", fmt::format("expected a list, found {}", describe(v)));
+      return;
+    }
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      if (std::optional<CopyItem> item = copy_item(v.items[i], item_path("copy", i))) {
+        out.push_back(std::move(*item));
+      }
+    }
+  }
+
+  std::optional<CopyItem> copy_item(const Node& v, const std::string& path) {
+    if (!expect_map(v, path, "a map {from: HOST_PATH, to: IMAGE_PATH}")) {
+      return std::nullopt;
+    }
+    CopyItem item;
+    item.location = v.location;
+    bool ok = true;
+    for (std::string_view required : {"from", "to"}) {
+      if (v.find(required) == nullptr) {
+        error(v.location, path,
+              fmt::format("missing '{}' ({})", required,
+                          required == "from" ? "the file or directory to copy"
+                                             : "the absolute path in the image"));
+        ok = false;
+      }
+    }
+    for (const MapEntry& e : v.entries) {
+      const std::string key_path = child_path(path, e.key);
+      if (e.key == "from") {
+        ok = copy_from(e.value, key_path, item) && ok;
+      } else if (e.key == "to") {
+        ok = copy_to(e.value, key_path, item) && ok;
+      } else if (e.key == "mode") {
+        ok = copy_mode(e.value, key_path, item) && ok;
+      } else if (e.key == "owner") {
+        ok = copy_owner(e.value, key_path, item) && ok;
+      } else {
+        unknown_key(e, path, k_copy_keys, k_copy_later);
+        ok = false;
+      }
+    }
+    return ok ? std::optional<CopyItem>(std::move(item)) : std::nullopt;
+  }
+
+  bool copy_from(const Node& v, const std::string& path, CopyItem& item) {
+    const std::string* s = nonempty_string(v, path, "a path");
+    if (s == nullptr) {
+      return false;
+    }
+    item.from_text = *s;
+    item.from_location = v.location;
+    item.from = resolve_host_path(v);
+    std::error_code ec;
+    if (!fs::exists(item.from, ec)) {
+      error(v.location, path,
+            fmt::format("no such file or directory: {} (resolved to {})", *s, item.from.string()));
+      return false;
+    }
+    if (m_options.allow_outside) {
+      return true;
+    }
+    // The directory of the file that names the path; extended files bring their own directory.
+    const fs::path dir = v.location.file.parent_path().lexically_normal();
+    const fs::path real_dir = fs::canonical(dir, ec);
+    const fs::path real = ec ? fs::path() : fs::canonical(item.from, ec);
+    if (ec) {
+      error(v.location, path, fmt::format("can't resolve {}: {}", item.from.string(), ec.message()));
+      return false;
+    }
+    if (is_within(real, real_dir)) {
+      return true;
+    }
+    if (is_within(item.from, dir)) {
+      error(v.location, path,
+            fmt::format("{} leads outside {} through a symlink (to {}); use --allow-outside to allow it", *s,
+                        dir.string(), real.string()));
+    } else {
+      error(v.location, path,
+            fmt::format(
+                "{} is outside the spec's directory {} (resolved to {}); use --allow-outside to allow it", *s,
+                dir.string(), item.from.string()));
+    }
+    return false;
+  }
+
+  bool copy_to(const Node& v, const std::string& path, CopyItem& item) {
+    std::optional<std::string> to = image_path(v, path);
+    if (!to) {
+      return false;
+    }
+    item.to = *to;
+    item.to_is_dir = v.scalar.back() == '/';
+    return true;
+  }
+
+  bool copy_mode(const Node& v, const std::string& path, CopyItem& item) {
+    const std::string* s = string_value(v, path);
+    if (s == nullptr) {
+      return false;
+    }
+    if (*s == "preserve") {
+      item.mode_policy = ModePolicy::preserve;
+      return true;
+    }
+    std::uint32_t mode = 0;
+    auto [ptr, ec] = std::from_chars(s->data(), s->data() + s->size(), mode, 8);
+    if (s->empty() || s->size() > 5 || ec != std::errc() || ptr != s->data() + s->size() || mode > 07777) {
+      error(
+          v.location, path,
+          fmt::format("invalid mode '{}': expected octal permission bits like 0755 or 0644 (at most 07777), "
+                      "or 'preserve'",
+                      *s));
+      return false;
+    }
+    item.mode_policy = ModePolicy::fixed;
+    item.mode = mode;
+    return true;
+  }
+
+  bool copy_owner(const Node& v, const std::string& path, CopyItem& item) {
+    const std::string* s = string_value(v, path);
+    if (s == nullptr) {
+      return false;
+    }
+    if (*s == "preserve") {
+      item.owner_policy = OwnerPolicy::preserve;
+      return true;
+    }
+    const std::size_t colon = s->find(':');
+    std::optional<std::uint32_t> uid = parse_id(std::string_view(*s).substr(0, colon));
+    std::optional<std::uint32_t> gid =
+        colon == std::string::npos ? uid : parse_id(std::string_view(*s).substr(colon + 1));
+    if (!uid || !gid) {
+      error(v.location, path, fmt::format("owner must be numeric UID[:GID] or 'preserve', found '{}'", *s));
+      return false;
+    }
+    item.owner_policy = OwnerPolicy::fixed;
+    item.uid = *uid;
+    item.gid = *gid;
+    return true;
+  }
+
+  // A scalar map value (env, labels); nullptr after reporting.
+  const std::string* map_value(const Node& v, const std::string& path) {
+    if (v.is_null()) {
+      error(v.location, path, "expected a value, found nothing; write \"\" for an empty string");
+      return nullptr;
+    }
+    return string_value(v, path);
+  }
+
+  void env(const Node& v, std::vector<std::pair<std::string, std::string>>& out) {
+    if (!expect_map(v, "env")) {
+      return;
+    }
+    static const std::regex name_re("[A-Za-z_][A-Za-z0-9_]*");
+    for (const MapEntry& e : v.entries) {
+      const std::string path = child_path("env", e.key);
+      if (!std::regex_match(e.key, name_re)) {
+        error(
+            e.key_location, path,
+            fmt::format("invalid variable name '{}': use letters, digits and '_', not starting with a digit",
+                        e.key));
+        continue;
+      }
+      if (const std::string* value = map_value(e.value, path)) {
+        out.emplace_back(e.key, *value);
+      }
+    }
+    std::sort(out.begin(), out.end());
+  }
+
+  void labels(const Node& v, std::map<std::string, std::string>& out) {
+    if (!expect_map(v, "labels")) {
+      return;
+    }
+    for (const MapEntry& e : v.entries) {
+      const std::string path = child_path("labels", e.key);
+      if (e.key.empty()) {
+        error(e.key_location, "labels", "a label key can't be empty");
+        continue;
+      }
+      if (const std::string* value = map_value(e.value, path)) {
+        out[e.key] = *value;
+      }
+    }
+  }
+
+  // `entrypoint` and `cmd`: argv lists.
+  void argv(const Node& v, const std::string& path, std::optional<std::vector<std::string>>& out) {
+    if (v.is_scalar()) {
+      error(v.location, path, fmt::format("expected a list, found {}; {}", describe(v), k_argv_hint));
+      return;
+    }
+    if (!v.is_sequence()) {
+      error(v.location, path, fmt::format("expected a list, found {}", describe(v)));
+      return;
+    }
+    std::vector<std::string> args;
+    bool ok = true;
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      if (const std::string* s = string_value(v.items[i], item_path(path, i))) {
+        args.push_back(*s);
+      } else {
+        ok = false;
+      }
+    }
+    if (ok) {
+      out = std::move(args);
+    }
+  }
+
+  void workdir(const Node& v, std::optional<std::string>& out) {
+    if (std::optional<std::string> dir = image_path(v, "workdir")) {
+      out = *dir;
+    }
+  }
+
+  void user(const Node& v, std::optional<std::string>& out) {
+    const std::string* s = nonempty_string(v, "user", "a user");
+    if (s == nullptr) {
+      return;
+    }
+    static const std::regex user_re("[^:\\s]+(:[^:\\s]+)?");
+    if (!std::regex_match(*s, user_re)) {
+      error(v.location, "user",
+            fmt::format("invalid user '{}': expected NAME or UID, optionally followed by :GROUP or :GID, "
+                        "without spaces",
+                        *s));
+      return;
+    }
+    out = *s;
+  }
+
+  void outputs(const Node& v, Outputs& out) {
+    if (!expect_map(v, "outputs")) {
+      return;
+    }
+    for (const MapEntry& e : v.entries) {
+      const std::string path = child_path("outputs", e.key);
+      if (e.key == "oci") {
+        output_path(e.value, path, out.oci);
+      } else if (e.key == "oci_archive") {
+        output_path(e.value, path, out.oci_archive);
+      } else if (e.key == "docker_archive") {
+        output_path(e.value, path, out.docker_archive);
+      } else if (e.key == "compression") {
+        const std::string* s = string_value(e.value, path);
+        if (s != nullptr && *s == "gzip") {
+          out.compression = LayerCompression::gzip;
+        } else if (s != nullptr && *s == "zstd") {
+          out.compression = LayerCompression::zstd;
+        } else if (s != nullptr) {
+          error(e.value.location, path, fmt::format("expected 'gzip' or 'zstd', found '{}'", *s));
+        }
+      } else {
+        unknown_key(e, "outputs", k_outputs_keys, k_outputs_later);
+      }
+    }
+  }
+
+  void output_path(const Node& v, const std::string& path, std::optional<fs::path>& out) {
+    if (nonempty_string(v, path, "a path") != nullptr) {
+      out = resolve_host_path(v);
+    }
+  }
+
+  fs::path m_spec_file;
+  const LoadOptions& m_options;
+  Diagnostics& m_diags;
+};
+
+} // namespace
+
+void validate_spec(const Node& root, const fs::path& spec_file, const LoadOptions& options, Spec& spec,
+                   Diagnostics& diags) {
+  SchemaWalker(spec_file, options, diags).walk(root, spec);
+}
+
+} // namespace lockstep::envspec

@@ -1,0 +1,18 @@
+#pragma once
+// The schema of spec version 1: walks the merged node tree, validates every key and fills a Spec.
+#include "envspec/canonical.hpp"
+#include "envspec/diagnostics.hpp"
+#include "envspec/node.hpp"
+#include "envspec/spec.hpp"
+
+#include <filesystem>
+
+namespace lockstep::envspec {
+
+/// Validates the merged tree `root` of the spec `spec_file` into `spec` (everything but file, dir,
+/// files, canonical and digest). Every problem is reported to `diags`; the walk never
+/// stops at the first one.
+void validate_spec(const Node& root, const std::filesystem::path& spec_file, const LoadOptions& options,
+                   Spec& spec, Diagnostics& diags);
+
+} // namespace lockstep::envspec

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what lockstep needs to build, test and benchmark on Debian 12 or Ubuntu 22.04+.
+# Usage: scripts/install-deps.sh [build|test|bench]   (each level includes the ones before)
+set -euo pipefail
+
+level=${1:-test}
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 3; }
+  SUDO="sudo"
+fi
+
+build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
+  libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
+  libzstd-dev libdeflate-dev libfmt-dev catch2)
+test_pkgs=(skopeo umoci jq gzip zstd tar python3)
+bench_pkgs=(mmdebstrap hyperfine pigz)
+
+pkgs=("${build_pkgs[@]}")
+case "$level" in
+  build) ;;
+  test) pkgs+=("${test_pkgs[@]}") ;;
+  bench) pkgs+=("${test_pkgs[@]}" "${bench_pkgs[@]}") ;;
+  *) echo "install-deps: unknown level '$level' (build, test or bench)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

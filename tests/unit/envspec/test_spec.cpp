@@ -1,0 +1,747 @@
+// load_spec: every key's happy path, and every kind of error with its whole rendered message.
+#include "envspec/spec.hpp"
+#include "tests/unit/envspec/fixtures/spec_fixture.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+using namespace lockstep;
+using envspec::BaseImage;
+using envspec::LayerCompression;
+using envspec::LoadOptions;
+using envspec::ModePolicy;
+using envspec::OwnerPolicy;
+using envspec::Spec;
+using test::SpecFixture;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string k_hex(64, 'a');
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Happy paths
+
+TEST_CASE_METHOD(SpecFixture, "A minimal spec gets the defaults", "[spec]") {
+  Spec spec = load_ok("lockstep: 1\nname: hello\n");
+  CHECK(spec.schema == 1);
+  CHECK(spec.name == "hello");
+  CHECK(spec.platform.str() == "linux/amd64");
+  CHECK(spec.base.kind == BaseImage::Kind::scratch);
+  CHECK(spec.copy.empty());
+  CHECK(spec.env.empty());
+  CHECK(spec.labels.empty());
+  CHECK_FALSE(spec.entrypoint);
+  CHECK_FALSE(spec.cmd);
+  CHECK_FALSE(spec.workdir);
+  CHECK_FALSE(spec.user);
+  CHECK_FALSE(spec.outputs.oci);
+  CHECK_FALSE(spec.outputs.oci_archive);
+  CHECK_FALSE(spec.outputs.docker_archive);
+  CHECK(spec.outputs.compression == LayerCompression::gzip);
+  CHECK(spec.file == dir() / "lockstep.yaml");
+  CHECK(spec.dir == dir());
+  CHECK(spec.files == std::vector<fs::path>{dir() / "lockstep.yaml"});
+  CHECK(spec.digest.algorithm() == "sha256");
+}
+
+TEST_CASE_METHOD(SpecFixture, "Every key of a full spec is read into the Spec", "[spec]") {
+  make_oci_layout("base");
+  write("files/run.sh", "#!/bin/sh\n");
+  Spec spec = load_ok("lockstep: 1\n"
+                      "name: team/hello-world\n"
+                      "platform: linux/arm64/v8\n"
+                      "base: {oci: ./base@sha256:" +
+                      k_hex +
+                      ", tag: v1.0}\n"
+                      "copy:\n"
+                      "  - {from: ./files, to: /opt/app/}\n"
+                      "  - from: ./files/run.sh\n"
+                      "    to: /usr/local/bin/run\n"
+                      "    mode: 0755\n"
+                      "    owner: 1000:100\n"
+                      "  - {from: files/, to: /srv, mode: preserve, owner: preserve}\n"
+                      "  - {from: files/run.sh, to: /x, owner: 42, mode: \"4755\"}\n"
+                      "env:\n"
+                      "  PATH: /usr/bin:/bin\n"
+                      "  A_1: 1\n"
+                      "  _flag: true\n"
+                      "labels:\n"
+                      "  org.opencontainers.image.title: hello\n"
+                      "  answer: 42\n"
+                      "entrypoint: [/bin/sh, -c]\n"
+                      "cmd: [\"echo hi\"]\n"
+                      "workdir: /opt//app/./\n"
+                      "user: app:staff\n"
+                      "outputs:\n"
+                      "  oci: build/hello\n"
+                      "  oci_archive: /var/tmp/hello.tar\n"
+                      "  docker_archive: ./build/../out/hello-docker.tar\n"
+                      "  compression: zstd\n");
+  CHECK(spec.name == "team/hello-world");
+  CHECK(spec.platform.os == "linux");
+  CHECK(spec.platform.architecture == "arm64");
+  CHECK(spec.platform.variant == "v8");
+
+  CHECK(spec.base.kind == BaseImage::Kind::oci);
+  CHECK(spec.base.path == dir() / "base");
+  CHECK(spec.base.path_text == "./base");
+  CHECK(spec.base.tag == "v1.0");
+  REQUIRE(spec.base.pin);
+  CHECK(spec.base.pin->str() == "sha256:" + k_hex);
+  CHECK(spec.base.location.line == 4);
+  CHECK(spec.base.location.column == 7);
+
+  REQUIRE(spec.copy.size() == 4);
+  const auto& c0 = spec.copy[0];
+  CHECK(c0.from == dir() / "files");
+  CHECK(c0.from_text == "./files");
+  CHECK(c0.to == "/opt/app");
+  CHECK(c0.to_is_dir);
+  CHECK(c0.mode_policy == ModePolicy::normalize);
+  CHECK(c0.owner_policy == OwnerPolicy::fixed);
+  CHECK(c0.uid == 0);
+  CHECK(c0.gid == 0);
+  CHECK(c0.location.line == 6);
+  CHECK(c0.location.column == 5);
+  CHECK(c0.from_location.line == 6);
+  CHECK(c0.from_location.column == 12);
+  CHECK(c0.from_location.length == 7);
+  const auto& c1 = spec.copy[1];
+  CHECK(c1.from == dir() / "files/run.sh");
+  CHECK(c1.to == "/usr/local/bin/run");
+  CHECK_FALSE(c1.to_is_dir);
+  CHECK(c1.mode_policy == ModePolicy::fixed);
+  CHECK(c1.mode == 0755);
+  CHECK(c1.owner_policy == OwnerPolicy::fixed);
+  CHECK(c1.uid == 1000);
+  CHECK(c1.gid == 100);
+  const auto& c2 = spec.copy[2];
+  CHECK(c2.from == dir() / "files");
+  CHECK(c2.to == "/srv");
+  CHECK(c2.mode_policy == ModePolicy::preserve);
+  CHECK(c2.owner_policy == OwnerPolicy::preserve);
+  const auto& c3 = spec.copy[3];
+  CHECK(c3.mode_policy == ModePolicy::fixed);
+  CHECK(c3.mode == 04755);
+  CHECK(c3.uid == 42);
+  CHECK(c3.gid == 42);
+
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  CHECK(spec.env == Env{{"A_1", "1"}, {"PATH", "/usr/bin:/bin"}, {"_flag", "true"}});
+  CHECK(spec.labels ==
+        std::map<std::string, std::string>{{"answer", "42"}, {"org.opencontainers.image.title", "hello"}});
+  CHECK(spec.entrypoint == std::vector<std::string>{"/bin/sh", "-c"});
+  CHECK(spec.cmd == std::vector<std::string>{"echo hi"});
+  CHECK(spec.workdir == "/opt/app");
+  CHECK(spec.user == "app:staff");
+  CHECK(spec.outputs.oci == dir() / "build/hello");
+  CHECK(spec.outputs.oci_archive == fs::path("/var/tmp/hello.tar"));
+  CHECK(spec.outputs.docker_archive == dir() / "out/hello-docker.tar");
+  CHECK(spec.outputs.compression == LayerCompression::zstd);
+}
+
+TEST_CASE_METHOD(SpecFixture, "A base can be an OCI archive file and need not be pinned", "[spec]") {
+  write("base.tar", "not really a tar; load_spec only checks that it is a file");
+  Spec spec = load_ok("lockstep: 1\nname: a\nbase:\n  oci: base.tar\n");
+  CHECK(spec.base.kind == BaseImage::Kind::oci);
+  CHECK(spec.base.path == dir() / "base.tar");
+  CHECK_FALSE(spec.base.pin);
+  CHECK(spec.base.tag.empty());
+}
+
+TEST_CASE_METHOD(SpecFixture, "base: scratch written out is the default", "[spec]") {
+  Spec spec = load_ok("lockstep: 1\nname: a\nbase: scratch\n");
+  CHECK(spec.base.kind == BaseImage::Kind::scratch);
+}
+
+TEST_CASE_METHOD(SpecFixture, "copy.to may be the image root", "[spec]") {
+  write("rootfs/etc/hostname", "x\n");
+  Spec spec = load_ok("lockstep: 1\nname: a\ncopy: [{from: rootfs, to: /}]\n");
+  REQUIRE(spec.copy.size() == 1);
+  CHECK(spec.copy[0].to == "/");
+}
+
+TEST_CASE_METHOD(SpecFixture, "Empty env, labels, copy and cmd lists are allowed", "[spec]") {
+  Spec spec = load_ok("lockstep: 1\nname: a\nenv: {}\nlabels: {}\ncopy: []\ncmd: []\n");
+  CHECK(spec.env.empty());
+  CHECK(spec.labels.empty());
+  CHECK(spec.copy.empty());
+  REQUIRE(spec.cmd);
+  CHECK(spec.cmd->empty());
+}
+
+TEST_CASE_METHOD(SpecFixture, "A symlink inside the spec's directory that stays inside is fine", "[spec]") {
+  write("files/a.txt", "a\n");
+  fs::create_directory_symlink("files", dir() / "alias");
+  Spec spec = load_ok("lockstep: 1\nname: a\ncopy: [{from: alias, to: /a}]\n");
+  REQUIRE(spec.copy.size() == 1);
+  CHECK(spec.copy[0].from == dir() / "alias");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A spec can be loaded from a string", "[spec]") {
+  Result<Spec> spec =
+      envspec::load_spec_from_string("lockstep: 1\nname: from-text\n", dir() / "virtual.yaml");
+  REQUIRE(spec.ok());
+  CHECK(spec->name == "from-text");
+  CHECK(spec->file == dir() / "virtual.yaml");
+}
+
+TEST_CASE_METHOD(SpecFixture, "Diagnostics of a spec loaded from a string quote the string", "[spec]") {
+  Result<Spec> spec =
+      envspec::load_spec_from_string("lockstep: 1\nname: a\nlabls: {}\n", dir() / "virtual.yaml");
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.error().message == path("virtual.yaml") +
+                                    ":3:1: error: labls: unknown key; did you mean 'labels'?\n"
+                                    "    3 | labls: {}\n"
+                                    "      | ^~~~~\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file itself
+
+TEST_CASE_METHOD(SpecFixture, "A missing spec file is a plain invalid_input error", "[spec][errors]") {
+  Result<Spec> spec = load("nope.yaml");
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.error().code == ExitCode::invalid_input);
+  CHECK_FALSE(spec.error().rendered);
+  CHECK(spec.error().message == "can't open " + path("nope.yaml") + ": No such file or directory");
+}
+
+TEST_CASE_METHOD(SpecFixture, "An empty spec file is an error", "[spec][errors]") {
+  CHECK(errors("") ==
+        path() + ":1:1: error: empty spec file; a spec starts with 'lockstep: 1' and 'name: ...'\n");
+  CHECK(errors("# only a comment\n") ==
+        path() + ":1:1: error: empty spec file; a spec starts with 'lockstep: 1' and 'name: ...'\n"
+                 "    1 | # only a comment\n"
+                 "      | ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A top level that is not a map is an error", "[spec][errors]") {
+  CHECK(errors("- lockstep: 1\n- name: a\n") ==
+        path() + ":1:1: error: expected a map of spec keys at the top level, found a list\n"
+                 "    1 | - lockstep: 1\n"
+                 "      | ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A YAML syntax error is located", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: [a, b\nenv: {}\n") ==
+        path() + ":3:4: error: invalid YAML: end of sequence flow not found\n"
+                 "    3 | env: {}\n"
+                 "      |    ^\n");
+  CHECK(errors("lockstep: 1\nname: a: b\n") == path() + ":2:8: error: invalid YAML: illegal map value\n"
+                                                        "    2 | name: a: b\n"
+                                                        "      |        ^\n");
+  CHECK(errors("lockstep: 1\nname: a\n\tenv: {}\n") ==
+        path() + ":3:1: error: invalid YAML: illegal tab when looking for indentation\n"
+                 "    3 | \tenv: {}\n"
+                 "      | ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A file that is not UTF-8 is an error", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: caf\xe9\n") ==
+        path() + ":2:10: error: not valid UTF-8 (byte 21); spec files must be UTF-8\n"
+                 "    2 | name: caf\xe9\n"
+                 "      |          ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A duplicate key is an error that names the first one", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nenv: {A: 1}\nlabels: {}\nenv: {B: 2}\n") ==
+        path() + ":5:1: error: env: duplicate key 'env' (first at line 3)\n"
+                 "    5 | env: {B: 2}\n"
+                 "      | ^~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nenv: {A: 1, A: 2}\n") ==
+        path() + ":3:13: error: env.A: duplicate key 'A' (first at line 3)\n"
+                 "    3 | env: {A: 1, A: 2}\n"
+                 "      |             ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A second YAML document is an error", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\n---\nname: b\n") ==
+        path() + ":3:1: error: a spec file holds one YAML document; a second one starts here\n"
+                 "    3 | ---\n"
+                 "      | ^\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Top-level keys
+
+TEST_CASE_METHOD(SpecFixture, "An unknown key close to a known one gets a suggestion", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nlabls: {a: b}\n") ==
+        path() + ":3:1: error: labls: unknown key; did you mean 'labels'?\n"
+                 "    3 | labls: {a: b}\n"
+                 "      | ^~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nentrypiont: [x]\n") ==
+        path() + ":3:1: error: entrypiont: unknown key; did you mean 'entrypoint'?\n"
+                 "    3 | entrypiont: [x]\n"
+                 "      | ^~~~~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the keys", "[spec][errors]") {
+  CHECK(
+      errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
+      path() +
+          ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, copy, entrypoint, env, extends, "
+          "labels, lockstep, name, outputs, platform, user, workdir\n"
+          "    3 | frobnicate: yes\n"
+          "      | ^~~~~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A YAML merge key points to extends", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\n<<: {env: {A: 1}}\n") ==
+        path() + ":3:1: error: <<: YAML merge keys are not supported; use 'extends' to share settings\n"
+                 "    3 | <<: {env: {A: 1}}\n"
+                 "      | ^~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "Keys planned for later versions say so", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nstack: {cuda: \"12.1\"}\npackages: {apt: [git]}\n") ==
+        path() +
+            ":3:1: error: stack: not supported by this lockstep version yet\n"
+            "    3 | stack: {cuda: \"12.1\"}\n"
+            "      | ^~~~~\n" +
+            path() +
+            ":4:1: error: packages: not supported by this lockstep version yet\n"
+            "    4 | packages: {apt: [git]}\n"
+            "      | ^~~~~~~~\n"
+            "2 errors\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A missing schema version is reported at 1:1", "[spec][errors]") {
+  CHECK(errors("name: a\n") == path() + ":1:1: error: lockstep: missing 'lockstep: 1' (the schema version)\n"
+                                        "    1 | name: a\n"
+                                        "      | ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "Another schema version is unsupported", "[spec][errors]") {
+  CHECK(errors("lockstep: 2\nname: a\n") ==
+        path() + ":1:11: error: lockstep: unsupported schema version 2; this lockstep reads version 1\n"
+                 "    1 | lockstep: 2\n"
+                 "      |           ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "The schema version must be an integer", "[spec][errors]") {
+  CHECK(
+      errors("lockstep: \"1\"\nname: a\n") ==
+      path() +
+          ":1:11: error: lockstep: expected the schema version as an integer (lockstep: 1), found a string\n"
+          "    1 | lockstep: \"1\"\n"
+          "      |           ^~~\n");
+  CHECK(
+      errors("lockstep: 1.0\nname: a\n") ==
+      path() +
+          ":1:11: error: lockstep: expected the schema version as an integer (lockstep: 1), found a number\n"
+          "    1 | lockstep: 1.0\n"
+          "      |           ^~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A missing name is reported at 1:1", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\n") ==
+        path() + ":1:1: error: name: missing 'name' (the image name, e.g. 'name: my-app')\n"
+                 "    1 | lockstep: 1\n"
+                 "      | ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A name that is not a repository name says what is allowed", "[spec][errors]") {
+  CHECK(
+      errors("lockstep: 1\nname: My_App\n") ==
+      path() +
+          ":2:7: error: name: invalid name 'My_App': use lowercase letters, digits and separators ('.', '_', "
+          "'__', '-'), with '/' between components, e.g. 'my-app'\n"
+          "    2 | name: My_App\n"
+          "      |       ^~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A name of the wrong type or empty is an error", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: [a]\n") == path() + ":2:7: error: name: expected a string, found a list\n"
+                                                       "    2 | name: [a]\n"
+                                                       "      |       ^\n");
+  CHECK(errors("lockstep: 1\nname:\n") == path() + ":2:1: error: name: expected a string, found nothing\n"
+                                                   "    2 | name:\n"
+                                                   "      | ^~~~\n");
+  CHECK(errors("lockstep: 1\nname: ''\n") ==
+        path() + ":2:7: error: name: expected the image name, found an empty string\n"
+                 "    2 | name: ''\n"
+                 "      |       ^~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A bad platform carries the parser's message", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nplatform: linux/x86\n") ==
+        path() + ":3:11: error: platform: invalid platform 'linux/x86': unknown architecture 'x86' (e.g. "
+                 "amd64, arm64, "
+                 "ppc64le)\n"
+                 "    3 | platform: linux/x86\n"
+                 "      |           ^~~~~~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nplatform: {os: linux}\n") ==
+        path() + ":3:11: error: platform: expected a string, found a map\n"
+                 "    3 | platform: {os: linux}\n"
+                 "      |           ^\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// base
+
+TEST_CASE_METHOD(SpecFixture, "A bad base pin carries the digest parser's message, under the pin",
+                 "[spec][errors]") {
+  make_oci_layout("base");
+  CHECK(errors("lockstep: 1\nname: a\nbase: {oci: ./base@sha256:abc}\n") ==
+        path() + ":3:20: error: base.oci: invalid digest 'sha256:abc': sha256 needs exactly 64 lowercase hex "
+                 "digits\n"
+                 "    3 | base: {oci: ./base@sha256:abc}\n"
+                 "      |                    ^~~~~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A missing base path is an error at the path", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nbase:\n  oci: \"./img@sha256:" + k_hex + "\"\n") ==
+        path() + ":4:9: error: base.oci: no such file or directory: ./img (resolved to " + path("img") +
+            ")\n"
+            "    4 |   oci: \"./img@sha256:" +
+            k_hex +
+            "\"\n"
+            "      |         ^~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A base directory that is not an OCI layout is an error", "[spec][errors]") {
+  write("img/readme", "x");
+  CHECK(errors("lockstep: 1\nname: a\nbase: {oci: img}\n") ==
+        path() + ":3:13: error: base.oci: " + path("img") +
+            " is not an OCI layout (it has no oci-layout file)\n"
+            "    3 | base: {oci: img}\n"
+            "      |             ^~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A base that is neither scratch nor a map is an error", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nbase: alpine:3.19\n") ==
+        path() + ":3:7: error: base: expected 'scratch' or a map {oci: PATH}, found 'alpine:3.19'\n"
+                 "    3 | base: alpine:3.19\n"
+                 "      |       ^~~~~~~~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nbase: [x]\n") ==
+        path() + ":3:7: error: base: expected 'scratch' or a map {oci: PATH}, found a list\n"
+                 "    3 | base: [x]\n"
+                 "      |       ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A base map needs oci, has known keys only, and a valid tag",
+                 "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nbase: {image: alpine, tag: \"bad tag\"}\n") ==
+        path() +
+            ":3:7: error: base: missing 'oci' (an OCI layout directory or OCI archive, e.g. {oci: ./base})\n"
+            "    3 | base: {image: alpine, tag: \"bad tag\"}\n"
+            "      |       ^\n" +
+            path() +
+            ":3:8: error: base.image: not supported by this lockstep version yet\n"
+            "    3 | base: {image: alpine, tag: \"bad tag\"}\n"
+            "      |        ^~~~~\n" +
+            path() +
+            ":3:28: error: base.tag: invalid tag 'bad tag': letters and digits separated by '-', '.', '_', "
+            "':', '@', '+' or '/'\n"
+            "    3 | base: {image: alpine, tag: \"bad tag\"}\n"
+            "      |                            ^~~~~~~~~\n"
+            "3 errors\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// copy
+
+TEST_CASE_METHOD(SpecFixture, "copy.to must be absolute", "[spec][errors]") {
+  write("f", "x");
+  CHECK(errors("lockstep: 1\nname: a\ncopy:\n  - {from: f, to: opt/f}\n") ==
+        path() +
+            ":4:19: error: copy[0].to: must be an absolute path in the image (e.g. /opt/app), found 'opt/f'\n"
+            "    4 |   - {from: f, to: opt/f}\n"
+            "      |                   ^~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "copy.to must not contain '..'", "[spec][errors]") {
+  write("f", "x");
+  CHECK(
+      errors("lockstep: 1\nname: a\ncopy:\n  - {from: f, to: /opt/../../etc/f}\n") ==
+      path() +
+          ":4:19: error: copy[0].to: '/opt/../../etc/f' contains a '..' component; paths in the image can't "
+          "leave its root\n"
+          "    4 |   - {from: f, to: /opt/../../etc/f}\n"
+          "      |                   ^~~~~~~~~~~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A missing copy.from is an error at the from value", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\ncopy:\n  - from: ./files\n    to: /opt\n") ==
+        path() + ":4:11: error: copy[0].from: no such file or directory: ./files (resolved to " +
+            path("files") +
+            ")\n"
+            "    4 |   - from: ./files\n"
+            "      |           ^~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "copy.from outside the spec's directory is an error unless allowed",
+                 "[spec][errors]") {
+  write("secret", "s");
+  write("proj/lockstep.yaml", "lockstep: 1\nname: a\ncopy: [{from: ../secret, to: /s}]\n");
+  CHECK(errors_of("proj/lockstep.yaml") ==
+        path("proj/lockstep.yaml") +
+            ":3:15: error: copy[0].from: ../secret is outside the spec's directory " + path("proj") +
+            " (resolved to " + path("secret") +
+            "); use --allow-outside to allow it\n"
+            "    3 | copy: [{from: ../secret, to: /s}]\n"
+            "      |               ^~~~~~~~~\n");
+
+  LoadOptions allow;
+  allow.allow_outside = true;
+  Result<Spec> spec = load("proj/lockstep.yaml", allow);
+  REQUIRE(spec.ok());
+  REQUIRE(spec->copy.size() == 1);
+  CHECK(spec->copy[0].from == dir() / "secret");
+}
+
+TEST_CASE_METHOD(SpecFixture, "An absolute copy.from outside the spec's directory is an escape too",
+                 "[spec][errors]") {
+  write("secret", "s");
+  write("proj/lockstep.yaml", "lockstep: 1\nname: a\ncopy: [{from: " + path("secret") + ", to: /s}]\n");
+  CHECK(errors_of("proj/lockstep.yaml") ==
+        path("proj/lockstep.yaml") + ":3:15: error: copy[0].from: " + path("secret") +
+            " is outside the spec's directory " + path("proj") + " (resolved to " + path("secret") +
+            "); use --allow-outside to allow it\n"
+            "    3 | copy: [{from: " +
+            path("secret") + ", to: /s}]\n" + "      |               ^" +
+            std::string(path("secret").size() - 1, '~') + "\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A copy.from symlink that leads outside is an escape", "[spec][errors]") {
+  write("secret/key", "s");
+  write("proj/lockstep.yaml", "lockstep: 1\nname: a\ncopy: [{from: ./link/key, to: /s}]\n");
+  fs::create_directory_symlink("../secret", dir() / "proj/link");
+  CHECK(errors_of("proj/lockstep.yaml") == path("proj/lockstep.yaml") +
+                                               ":3:15: error: copy[0].from: ./link/key leads outside " +
+                                               path("proj") + " through a symlink (to " + path("secret/key") +
+                                               "); use --allow-outside to allow it\n"
+                                               "    3 | copy: [{from: ./link/key, to: /s}]\n"
+                                               "      |               ^~~~~~~~~~\n");
+
+  LoadOptions allow;
+  allow.allow_outside = true;
+  CHECK(load("proj/lockstep.yaml", allow).ok());
+}
+
+TEST_CASE_METHOD(SpecFixture, "A bad mode says what a mode looks like", "[spec][errors]") {
+  write("f", "x");
+  CHECK(
+      errors("lockstep: 1\nname: a\ncopy: [{from: f, to: /f, mode: 0855}]\n") ==
+      path() +
+          ":3:32: error: copy[0].mode: invalid mode '0855': expected octal permission bits like 0755 or 0644 "
+          "(at most 07777), or 'preserve'\n"
+          "    3 | copy: [{from: f, to: /f, mode: 0855}]\n"
+          "      |                                ^~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\ncopy: [{from: f, to: /f, mode: 017777}]\n") ==
+        path() +
+            ":3:32: error: copy[0].mode: invalid mode '017777': expected octal permission bits like 0755 or "
+            "0644 (at most 07777), or 'preserve'\n"
+            "    3 | copy: [{from: f, to: /f, mode: 017777}]\n"
+            "      |                                ^~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "An owner by name is an error", "[spec][errors]") {
+  write("f", "x");
+  CHECK(errors("lockstep: 1\nname: a\ncopy: [{from: f, to: /f, owner: root}]\n") ==
+        path() + ":3:33: error: copy[0].owner: owner must be numeric UID[:GID] or 'preserve', found 'root'\n"
+                 "    3 | copy: [{from: f, to: /f, owner: root}]\n"
+                 "      |                                 ^~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\ncopy: [{from: f, to: /f, owner: \"1000:\"}]\n") ==
+        path() + ":3:33: error: copy[0].owner: owner must be numeric UID[:GID] or 'preserve', found '1000:'\n"
+                 "    3 | copy: [{from: f, to: /f, owner: \"1000:\"}]\n"
+                 "      |                                 ^~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A copy item needs from and to, and known keys only", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\ncopy:\n  - {src: f}\n") ==
+        path() +
+            ":4:5: error: copy[0]: missing 'from' (the file or directory to copy)\n"
+            "    4 |   - {src: f}\n"
+            "      |     ^\n" +
+            path() +
+            ":4:5: error: copy[0]: missing 'to' (the absolute path in the image)\n"
+            "    4 |   - {src: f}\n"
+            "      |     ^\n" +
+            path() +
+            ":4:6: error: copy[0].src: unknown key; expected one of: from, mode, owner, to\n"
+            "    4 |   - {src: f}\n"
+            "      |      ^~~\n"
+            "3 errors\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "copy must be a list of maps", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\ncopy: {from: f, to: /f}\n") ==
+        path() + ":3:7: error: copy: expected a list, found a map\n"
+                 "    3 | copy: {from: f, to: /f}\n"
+                 "      |       ^\n");
+  CHECK(errors("lockstep: 1\nname: a\ncopy: [./f]\n") ==
+        path() + ":3:8: error: copy[0]: expected a map {from: HOST_PATH, to: IMAGE_PATH}, found a string\n"
+                 "    3 | copy: [./f]\n"
+                 "      |        ^~~\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// env, labels, entrypoint, cmd, workdir, user, outputs
+
+TEST_CASE_METHOD(SpecFixture, "A bad env name is an error at the name", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nenv:\n  MY-VAR: x\n  1ST: y\n") ==
+        path() +
+            ":4:3: error: env.MY-VAR: invalid variable name 'MY-VAR': use letters, digits and '_', not "
+            "starting "
+            "with a digit\n"
+            "    4 |   MY-VAR: x\n"
+            "      |   ^~~~~~\n" +
+            path() +
+            ":5:3: error: env.1ST: invalid variable name '1ST': use letters, digits and '_', not starting "
+            "with a digit\n"
+            "    5 |   1ST: y\n"
+            "      |   ^~~\n"
+            "2 errors\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "An env value must be a scalar", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nenv:\n  A:\n  B: [x]\n") ==
+        path() +
+            ":4:3: error: env.A: expected a value, found nothing; write \"\" for an empty string\n"
+            "    4 |   A:\n"
+            "      |   ^\n" +
+            path() +
+            ":5:6: error: env.B: expected a string, found a list\n"
+            "    5 |   B: [x]\n"
+            "      |      ^\n"
+            "2 errors\n");
+  CHECK(errors("lockstep: 1\nname: a\nenv: [A=1]\n") == path() +
+                                                            ":3:6: error: env: expected a map, found a list\n"
+                                                            "    3 | env: [A=1]\n"
+                                                            "      |      ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "labels must be a map of scalars", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nlabels: team=ml\n") ==
+        path() + ":3:9: error: labels: expected a map, found a string\n"
+                 "    3 | labels: team=ml\n"
+                 "      |         ^~~~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nlabels: {a: {b: c}}\n") ==
+        path() + ":3:13: error: labels.a: expected a string, found a map\n"
+                 "    3 | labels: {a: {b: c}}\n"
+                 "      |             ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "An entrypoint written as a string gets the list hint", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nentrypoint: /bin/sh -c 'echo hi'\n") ==
+        path() + ":3:13: error: entrypoint: expected a list, found a string; write it as a list, e.g. "
+                 "[\"/bin/sh\", \"-c\", \"...\"]\n"
+                 "    3 | entrypoint: /bin/sh -c 'echo hi'\n"
+                 "      |             ^~~~~~~~~~~~~~~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "cmd items must be strings", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\ncmd: [python, {x: 1}]\n") ==
+        path() + ":3:15: error: cmd[1]: expected a string, found a map\n"
+                 "    3 | cmd: [python, {x: 1}]\n"
+                 "      |               ^\n");
+  CHECK(errors("lockstep: 1\nname: a\ncmd: {a: b}\n") ==
+        path() + ":3:6: error: cmd: expected a list, found a map\n"
+                 "    3 | cmd: {a: b}\n"
+                 "      |      ^\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "workdir must be an absolute image path", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nworkdir: app\n") ==
+        path() + ":3:10: error: workdir: must be an absolute path in the image (e.g. /opt/app), found 'app'\n"
+                 "    3 | workdir: app\n"
+                 "      |          ^~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nworkdir: /app/..\n") ==
+        path() + ":3:10: error: workdir: '/app/..' contains a '..' component; paths in the image can't leave "
+                 "its root\n"
+                 "    3 | workdir: /app/..\n"
+                 "      |          ^~~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "user must be NAME or UID with an optional group and no spaces",
+                 "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nuser: \"app user\"\n") ==
+        path() + ":3:7: error: user: invalid user 'app user': expected NAME or UID, optionally followed by "
+                 ":GROUP or "
+                 ":GID, without spaces\n"
+                 "    3 | user: \"app user\"\n"
+                 "      |       ^~~~~~~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nuser: \"a:b:c\"\n") ==
+        path() +
+            ":3:7: error: user: invalid user 'a:b:c': expected NAME or UID, optionally followed by :GROUP or "
+            ":GID, without spaces\n"
+            "    3 | user: \"a:b:c\"\n"
+            "      |       ^~~~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nuser: \"\"\n") ==
+        path() + ":3:7: error: user: expected a user, found an empty string\n"
+                 "    3 | user: \"\"\n"
+                 "      |       ^~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "outputs has known keys and gzip or zstd compression", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\noutputs:\n  oci_archiv: x.tar\n  sif: x.sif\n  compression: xz\n") ==
+        path() +
+            ":4:3: error: outputs.oci_archiv: unknown key; did you mean 'oci_archive'?\n"
+            "    4 |   oci_archiv: x.tar\n"
+            "      |   ^~~~~~~~~~\n" +
+            path() +
+            ":5:3: error: outputs.sif: not supported by this lockstep version yet\n"
+            "    5 |   sif: x.sif\n"
+            "      |   ^~~\n" +
+            path() +
+            ":6:16: error: outputs.compression: expected 'gzip' or 'zstd', found 'xz'\n"
+            "    6 |   compression: xz\n"
+            "      |                ^~\n"
+            "3 errors\n");
+  CHECK(errors("lockstep: 1\nname: a\noutputs: [oci]\n") ==
+        path() + ":3:10: error: outputs: expected a map, found a list\n"
+                 "    3 | outputs: [oci]\n"
+                 "      |          ^\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many errors at once
+
+TEST_CASE_METHOD(SpecFixture, "Every error of a spec is reported together, in source order",
+                 "[spec][errors]") {
+  write("f", "x");
+  CHECK(errors("lockstep: 1\n"
+               "name: Bad Name\n"
+               "platfrom: linux/amd64\n"
+               "copy:\n"
+               "  - {from: f, to: rel, mode: 999}\n"
+               "env: {ok: 1, bad-name: 2}\n"
+               "cmd: echo\n") ==
+        path() +
+            ":2:7: error: name: invalid name 'Bad Name': use lowercase letters, digits and separators ('.', "
+            "'_', "
+            "'__', '-'), with '/' between components, e.g. 'my-app'\n"
+            "    2 | name: Bad Name\n"
+            "      |       ^~~~~~~~\n" +
+            path() +
+            ":3:1: error: platfrom: unknown key; did you mean 'platform'?\n"
+            "    3 | platfrom: linux/amd64\n"
+            "      | ^~~~~~~~\n" +
+            path() +
+            ":5:19: error: copy[0].to: must be an absolute path in the image (e.g. /opt/app), found 'rel'\n"
+            "    5 |   - {from: f, to: rel, mode: 999}\n"
+            "      |                   ^~~\n" +
+            path() +
+            ":5:30: error: copy[0].mode: invalid mode '999': expected octal permission bits like 0755 or "
+            "0644 (at most 07777), or 'preserve'\n"
+            "    5 |   - {from: f, to: rel, mode: 999}\n"
+            "      |                              ^~~\n" +
+            path() +
+            ":6:14: error: env.bad-name: invalid variable name 'bad-name': use letters, digits and '_', "
+            "not starting with a digit\n"
+            "    6 | env: {ok: 1, bad-name: 2}\n"
+            "      |              ^~~~~~~~\n" +
+            path() +
+            ":7:6: error: cmd: expected a list, found a string; write it as a list, e.g. [\"/bin/sh\", "
+            "\"-c\", \"...\"]\n"
+            "    7 | cmd: echo\n"
+            "      |      ^~~~\n"
+            "6 errors\n");
+}
