@@ -5,11 +5,35 @@
 
 #include <sys/stat.h>
 
+#include <clocale>
 #include <exception>
 
 namespace lockstep {
 
 namespace {
+
+// libarchive converts names from the current locale's charset to UTF-8 for PAX records. Every call
+// runs under C.UTF-8 on this thread, so the output never depends on LANG/LC_ALL: valid UTF-8 names
+// are written as UTF-8, and anything else falls back to a raw name marked hdrcharset=BINARY.
+class Utf8Locale {
+public:
+  Utf8Locale() {
+    static locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
+    if (utf8 != static_cast<locale_t>(nullptr)) {
+      m_previous = uselocale(utf8);
+    }
+  }
+  ~Utf8Locale() {
+    if (m_previous != static_cast<locale_t>(nullptr)) {
+      uselocale(m_previous);
+    }
+  }
+  Utf8Locale(const Utf8Locale&) = delete;
+  Utf8Locale& operator=(const Utf8Locale&) = delete;
+
+private:
+  locale_t m_previous = static_cast<locale_t>(nullptr);
+};
 
 } // namespace
 
@@ -60,6 +84,7 @@ mode_t file_type_bits(TarEntry::Type t) {
 TarWriter::TarWriter(ByteSink& out)
     : m_state(std::make_unique<CallbackState>(CallbackState{&out, nullptr})), m_archive(archive_write_new()),
       m_entry(archive_entry_new()) {
+  Utf8Locale locale;
   check(archive_write_set_format_pax_restricted(m_archive), "set format");
   // SCHILY.xattr.* records only (no LIBARCHIVE.xattr.* duplicates): what containerd and Go read.
   check(archive_write_set_format_option(m_archive, "pax", "xattrheader", "SCHILY"), "set xattr header");
@@ -68,6 +93,7 @@ TarWriter::TarWriter(ByteSink& out)
 }
 
 TarWriter::~TarWriter() {
+  Utf8Locale locale;
   m_state->sink = nullptr;
   archive_entry_free(m_entry);
   archive_write_free(m_archive);
@@ -86,6 +112,7 @@ void TarWriter::check(int r, const char* what) {
 }
 
 void TarWriter::add(const TarEntry& e) {
+  Utf8Locale locale;
   archive_entry_clear(m_entry);
   std::string path = e.type == TarEntry::Type::dir ? e.path + "/" : e.path;
   archive_entry_copy_pathname(m_entry, path.c_str());
@@ -120,10 +147,13 @@ void TarWriter::add(const TarEntry& e) {
   for (const auto& [name, value] : e.xattrs) {
     archive_entry_xattr_add_entry(m_entry, name.c_str(), value.data(), value.size());
   }
-  check(archive_write_header(m_archive, m_entry), path.c_str());
+  int r = archive_write_header(m_archive, m_entry);
+  // ARCHIVE_WARN: the name is not valid UTF-8 and was written raw with hdrcharset=BINARY.
+  check(r == ARCHIVE_WARN && !m_state->error ? ARCHIVE_OK : r, path.c_str());
 }
 
 void TarWriter::write_data(const void* data, std::size_t size) {
+  Utf8Locale locale;
   la_ssize_t n = archive_write_data(m_archive, data, size);
   if (n < 0 || static_cast<std::size_t>(n) != size) {
     check(ARCHIVE_FATAL, "write data");
@@ -132,6 +162,7 @@ void TarWriter::write_data(const void* data, std::size_t size) {
 
 void TarWriter::finish() {
   if (!m_finished) {
+    Utf8Locale locale;
     m_finished = true;
     check(archive_write_close(m_archive), "close");
   }

@@ -12,8 +12,10 @@ lockstep: 1
 name: cache
 copy: [{from: ./src, to: /data}]
 YAML
-# Sources changed within the last 2 s are "racy" and never recorded; age them.
+# Sources changed (ctime) within the last 2 s are "racy" and never recorded; let them age.
 find proj/src -exec touch -h -d '2020-01-01' {} +
+age() { sleep 2.1; }
+age
 
 layer_cached() { jq -r '[.layers[] | select(.source == "copy") | .cached][0]' <<<"$1"; }
 
@@ -34,6 +36,7 @@ pass "a no-change rebuild takes the layer from the cache and compresses nothing"
 
 printf 'ONE\n' >proj/src/one.txt
 touch -d '2020-01-01' proj/src/one.txt
+age
 ls_run build proj/lockstep.yaml --oci out --json
 assert_eq false "$(layer_cached "$OUT")" "after a content change"
 changed=$(jq -r .manifest_digest <<<"$OUT")
@@ -41,7 +44,7 @@ changed=$(jq -r .manifest_digest <<<"$OUT")
 pass "a content change rebuilds the layer and changes the digest"
 
 chmod 0755 proj/src/sub/two.txt
-touch -d '2020-01-01' proj/src/sub/two.txt
+age
 ls_run build proj/lockstep.yaml --oci out --json
 assert_eq false "$(layer_cached "$OUT")" "after a mode change"
 [ "$(jq -r .manifest_digest <<<"$OUT")" != "$changed" ] || fail "mode change did not change the digest"

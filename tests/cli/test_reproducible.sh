@@ -63,11 +63,18 @@ OUT=$(LOCKSTEP_THREADS=3 "$LOCKSTEP" build two-elsewhere/lockstep.yaml --oci out
 assert_eq "$z1" "$(last_line "$OUT")" "zstd digest across thread counts"
 pass "zstd layers are identical for 2 and 3 threads"
 
+# With SOURCE_DATE_EPOCH=2023-11-14, mtimes are clamped: later ones become the epoch, earlier ones
+# (here 2001) are kept. Same inputs in another directory, order and umask: same digest.
+make_project three reverse 077 "2001-02-03 04:05:06"
 OUT=$(SOURCE_DATE_EPOCH=1700000000 "$LOCKSTEP" build one/lockstep.yaml --oci out5)
 e1=$(last_line "$OUT")
 [ "$e1" != "$d1" ] || fail "SOURCE_DATE_EPOCH did not change the digest"
-OUT=$(SOURCE_DATE_EPOCH=1700000000 "$LOCKSTEP" build two-elsewhere/lockstep.yaml --oci out6)
+OUT=$(SOURCE_DATE_EPOCH=1700000000 LOCKSTEP_THREADS=1 "$LOCKSTEP" build three/lockstep.yaml --oci out6)
 assert_eq "$e1" "$(last_line "$OUT")" "digest with SOURCE_DATE_EPOCH"
+OUT=$(SOURCE_DATE_EPOCH=1700000000 "$LOCKSTEP" build two-elsewhere/lockstep.yaml --oci out6b)
+layer=$(jq -r '.layers[0].digest' "out6b/blobs/sha256/$(last_line "$OUT" | cut -d: -f2)" | cut -d: -f2)
+assert_eq "1700000000" "$(gzip -dc "out6b/blobs/sha256/$layer" | tar -t --utc --full-time -v 2>/dev/null |
+  awk '{ print $4 " " $5 }' | sort -u | xargs -I{} date -u -d {} +%s | sort -u)" "2024 mtimes clamped to the epoch"
 pass "SOURCE_DATE_EPOCH is honoured and still reproducible"
 
 ls_run build one/lockstep.yaml --oci out7 --docker-archive one.tar --oci-archive one.oci.tar

@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 #include <catch2/catch.hpp>
 
+#include <clocale>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,9 @@ std::vector<ReadEntry> read_tar(const std::string& bytes) {
   archive_read_support_format_tar(a);
   REQUIRE(archive_read_open_memory(a, bytes.data(), bytes.size()) == ARCHIVE_OK);
   struct archive_entry* e = nullptr;
-  while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+  // ARCHIVE_WARN: a name could not be converted to the reader's locale; it is still returned raw.
+  for (int rc = archive_read_next_header(a, &e); rc == ARCHIVE_OK || rc == ARCHIVE_WARN;
+       rc = archive_read_next_header(a, &e)) {
     ReadEntry r;
     r.path = archive_entry_pathname(e);
     r.type = static_cast<int>(archive_entry_filetype(e));
@@ -143,4 +146,35 @@ TEST_CASE("the tar writer is deterministic and ends with two zero blocks", "[tar
   CHECK(a.find("mtime=") == std::string::npos);
   CHECK(a.find("LIBARCHIVE.") == std::string::npos);
   CHECK(a.find("SCHILY.xattr.security.capability=") != std::string::npos);
+}
+
+TEST_CASE("the tar writer's bytes do not depend on the process locale", "[tar]") {
+  auto build = [] {
+    StringSink sink;
+    TarWriter tar(sink);
+    std::vector<std::string> names = {"ünicode-ascii-mix.txt", "plain.txt",
+                                      std::string("x/") + std::string(120, 'a') + "é", "bad-\xff-name"};
+    for (const std::string& name : names) {
+      TarEntry e;
+      e.path = name;
+      tar.add(e);
+    }
+    tar.finish();
+    return sink.out;
+  };
+  std::setlocale(LC_ALL, "C");
+  std::string c = build();
+  std::setlocale(LC_ALL, "C.UTF-8");
+  std::string utf8 = build();
+  std::setlocale(LC_ALL, "C");
+  REQUIRE(c == utf8);
+  auto entries = read_tar(c);
+  REQUIRE(entries.size() == 4);
+  CHECK(entries[0].path == "ünicode-ascii-mix.txt");
+  // Only the name that is not UTF-8 is marked as raw bytes.
+  std::size_t marks = 0;
+  for (std::size_t pos = 0; (pos = c.find("hdrcharset=BINARY", pos)) != std::string::npos; ++pos) {
+    ++marks;
+  }
+  CHECK(marks == 1);
 }
