@@ -26,7 +26,7 @@ struct Base {
 
 Error base_error(const envspec::Spec& spec, const std::string& message) {
   envspec::Diagnostics diags;
-  diags.error(spec.base.location, "base", message);
+  diags.error(spec.base.location, "base.oci", message);
   return diags.to_error();
 }
 

@@ -250,6 +250,9 @@ private:
     if (oci == nullptr) {
       error(v.location, "base", "missing 'oci' (an OCI layout directory or OCI archive, e.g. {oci: ./base})");
     }
+    if (oci != nullptr) {
+      out.location = oci->value.location; // later errors about the base image point at its path
+    }
     for (const MapEntry& e : v.entries) {
       if (e.key == "oci") {
         base_path(e.value, out);

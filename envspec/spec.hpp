@@ -54,7 +54,7 @@ struct BaseImage {
   std::string path_text;        ///< as written
   std::string tag;              ///< optional `tag: TAG` selecting a ref.name in the layout
   std::optional<Digest> pin;    ///< `PATH@sha256:...`: the manifest digest the base must have
-  SourceLocation location;      ///< of the value
+  SourceLocation location;      ///< of the `oci` value (or of `base` itself)
 };
 
 /// Layer compression for outputs.

@@ -44,7 +44,7 @@ assert_eq "oci:../base-layout" "$(jq -r '.annotations["org.opencontainers.image.
 pass "the manifest records the base digest and name"
 
 cfg=$(skopeo inspect --config oci:app-layout:latest)
-assert_eq '["PATH=/usr/bin:/bin","LANG=en_US.UTF-8","APP=1"]' "$(jq -c .config.Env <<<"$cfg")" "merged Env"
+assert_eq '["LANG=en_US.UTF-8","PATH=/usr/bin:/bin","APP=1"]' "$(jq -c .config.Env <<<"$cfg")" "merged Env"
 assert_eq '["/bin/sh"]' "$(jq -c .config.Entrypoint <<<"$cfg")" "inherited Entrypoint"
 assert_eq '["/opt/app/app.txt"]' "$(jq -c .config.Cmd <<<"$cfg")" "overridden Cmd"
 assert_eq app "$(jq -r '.config.Labels["org.example.layer"]' <<<"$cfg")" "overridden label"
@@ -74,7 +74,7 @@ sed -i "s|@$base_digest|@$wrong|" app/lockstep.yaml
 ls_run build app/lockstep.yaml --oci app-wrong
 assert_eq 2 "$RC" "wrong pin exit code"
 assert_contains "$ERR" "app/lockstep.yaml:3:" "wrong pin location"
-assert_contains "$ERR" "error: base:" "wrong pin key path"
+assert_contains "$ERR" "error: base.oci:" "wrong pin key path"
 assert_contains "$ERR" "$wrong" "wrong pin names the pinned digest"
 [ ! -e app-wrong ] || fail "output written despite a wrong pin"
 pass "a wrong pin is a located error (exit 2) and writes nothing"
