@@ -1,5 +1,8 @@
 #include "builder/layer_plan.hpp"
 
+#include "builder/tree_scan.hpp"
+#include "support/compress.hpp"
+
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
@@ -26,31 +29,6 @@ using envspec::ModePolicy;
 using envspec::OwnerPolicy;
 
 namespace {
-
-// The names in directory `fd` (without "." and ".."), read with getdents64 (no DIR* allocation).
-Result<void> list_directory(int fd, const std::string& path, std::vector<std::string>& names) {
-  alignas(8) char buf[32768];
-  for (;;) {
-    ssize_t n = ::getdents64(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return errno_error("can't read directory " + path, errno);
-    }
-    if (n == 0) {
-      return {};
-    }
-    for (ssize_t off = 0; off < n;) {
-      auto* de = reinterpret_cast<struct dirent64*>(buf + off);
-      std::string_view name = de->d_name;
-      if (name != "." && name != "..") {
-        names.emplace_back(name);
-      }
-      off += de->d_reclen;
-    }
-  }
-}
 
 // A node of the image tree being assembled: a member (if any) and children sorted by name.
 struct Node {
@@ -187,31 +165,23 @@ struct Planner {
     return {};
   }
 
-  // Adds the contents of the host directory `dirfd` (path `host`) below `node` (image path `rel`).
-  Result<void> walk(int dirfd, const std::string& host, Node& node, const std::string& rel, const CopyItem& item,
-                    std::size_t item_index) {
-    LS_TRY(check_interrupted());
-    std::vector<std::string> names;
-    LS_TRY(list_directory(dirfd, host, names));
-    for (const auto& name : names) {
-      struct stat st {};
-      std::string child_host = host + "/" + name;
-      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        return errno_error("can't stat " + child_host, errno);
-      }
-      std::string child_rel = rel.empty() ? name : rel + "/" + name;
-      auto& slot = node.children[name];
+  // Adds the scanned contents of host directory `host` below `node` (image path `rel`).
+  Result<void> walk(const TreeScan& scan, const std::string& host, Node& node, const std::string& rel,
+                    const CopyItem& item, std::size_t item_index) {
+    const std::vector<ScannedEntry>* entries = scan.listing(host);
+    if (entries == nullptr) {
+      return internal_error("directory {} was not scanned", host);
+    }
+    for (const auto& e : *entries) {
+      std::string child_host = host + "/" + e.name;
+      std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
+      auto& slot = node.children[e.name];
       if (!slot) {
         slot = std::make_unique<Node>();
       }
-      LS_TRY(set_entry(*slot, item, item_index, child_rel, child_host, st));
-      if (S_ISDIR(st.st_mode)) {
-        int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-          return errno_error("can't open directory " + child_host, errno);
-        }
-        UniqueFd child_fd(fd);
-        LS_TRY(walk(child_fd.get(), child_host, *slot, child_rel, item, item_index));
+      LS_TRY(set_entry(*slot, item, item_index, child_rel, child_host, e.st));
+      if (S_ISDIR(e.st.st_mode)) {
+        LS_TRY(walk(scan, child_host, *slot, child_rel, item, item_index));
       }
     }
     return {};
@@ -230,8 +200,8 @@ struct Planner {
       if (item.to != "/") {
         LS_TRY(set_entry(target, item, item_index, rel, item.from.string(), st));
       }
-      LS_TRY_ASSIGN(UniqueFd fd, open_file(item.from, O_RDONLY | O_DIRECTORY));
-      return walk(fd.get(), item.from.string(), target, rel, item, item_index);
+      LS_TRY_ASSIGN(TreeScan scan, TreeScan::scan(item.from.string(), default_thread_count()));
+      return walk(scan, item.from.string(), target, rel, item, item_index);
     }
     std::string dest = item.to;
     if (item.to_is_dir || item.to == "/") {

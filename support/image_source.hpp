@@ -23,26 +23,33 @@ struct ImageRef {
   enum class Transport { oci_dir, oci_archive, docker_archive };
   Transport transport = Transport::oci_dir;
   std::filesystem::path path;
-  std::string tag; ///< `oci:DIR:TAG` / `oci-archive:FILE:TAG` (a ref.name); empty if none
+  /// `oci:DIR:TAG` / `oci-archive:FILE:TAG` (a ref.name), or the NAME[:TAG] of
+  /// `docker-archive:FILE:NAME[:TAG]` (a RepoTag); empty if none
+  std::string tag;
 
-  /// Parses "oci:DIR[:TAG]", "oci-archive:FILE[:TAG]", "docker-archive:FILE". A bare path is
-  /// refused with a hint to add a transport prefix.
+  /// Parses "oci:DIR[:TAG]", "oci-archive:FILE[:TAG]", "docker-archive:FILE[:NAME[:TAG]]". A bare
+  /// path or an unknown transport is refused with the accepted forms.
   static Result<ImageRef> parse(std::string_view text);
+  /// The reference as text; parse(str()) gives back the same reference.
   [[nodiscard]] std::string str() const;
 };
 
 /// How to pick one image out of a layout or archive that may hold several.
 struct SelectOptions {
-  std::string tag;                ///< match `org.opencontainers.image.ref.name` (overrides ImageRef::tag)
-  std::optional<Digest> digest;   ///< require this manifest digest
-  std::optional<Platform> platform; ///< for an index: the entry for this platform (default linux/amd64)
+  std::string tag;              ///< match `org.opencontainers.image.ref.name` (overrides ImageRef::tag)
+  std::optional<Digest> digest; ///< require this manifest digest
+  /// for an index: the entry for this platform (default linux/amd64); when set, the chosen
+  /// image's config must also be for it
+  std::optional<Platform> platform;
 };
 
 /// One image, resolved down to its manifest and config (both verified against their digests).
 struct OpenedImage {
-  Digest manifest_digest;       ///< sha256 of manifest_bytes
+  Digest manifest_digest; ///< sha256 of manifest_bytes
   std::string manifest_bytes;
   Manifest manifest;
+  /// The manifest's mediaType, or (the field is optional in OCI) that of the descriptor naming it.
+  std::string manifest_media_type;
   std::string config_bytes;
   json config;
   std::vector<Digest> diff_ids; ///< from the config; same count as manifest.layers
@@ -69,7 +76,7 @@ public:
   /// Reads a blob of at most `max_size` bytes, verifying its digest and size.
   virtual Result<std::string> read_blob(const Descriptor& desc, std::uint64_t max_size) = 0;
   /// Copies a blob into the store, verifying digest and size while streaming; a no-op if the
-  /// store already has it.
+  /// store already has it. Blobs of a synthesised manifest are known once resolve() returned it.
   virtual Result<void> fetch_blob(const Descriptor& desc, const BlobStore& store) = 0;
 };
 

@@ -94,7 +94,7 @@ TEST_CASE_METHOD(SpecFixture, "Every key of a full spec is read into the Spec", 
   REQUIRE(spec.base.pin);
   CHECK(spec.base.pin->str() == "sha256:" + k_hex);
   CHECK(spec.base.location.line == 4);
-  CHECK(spec.base.location.column == 7);
+  CHECK(spec.base.location.column == 13); // the `oci` value: later errors about the image point at it
 
   REQUIRE(spec.copy.size() == 4);
   const auto& c0 = spec.copy[0];

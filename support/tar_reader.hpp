@@ -1,0 +1,60 @@
+#pragma once
+// Reading untrusted tar archives (plain or compressed) member by member with libarchive.
+//
+// Only tar formats are recognised (ustar, pax, GNU) and only library-backed decompression filters
+// (gzip, bzip2, xz/lzma, lzip, zstd, lz4): libarchive never runs an external program for us.
+// Member names are normalised ("./a//b" -> "a/b"); an absolute name or a ".." component makes the
+// whole archive invalid. Nothing is ever extracted: callers get headers and a byte stream.
+#include "support/fs.hpp"
+#include "support/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+struct archive; // libarchive
+
+namespace lockstep {
+
+/// One member header.
+struct TarMember {
+  enum class Type { file, directory, symlink, hardlink, other };
+  std::string name; ///< normalised: relative, no "." or empty components; "" for the root itself
+  Type type = Type::other;
+  std::int64_t size = 0;   ///< data bytes (regular files only)
+  std::string link_target; ///< symlink: the target as stored; hardlink: the normalised member name
+};
+
+/// A forward-only reader over the members of one tar file.
+class TarReader {
+public:
+  /// Opens `file`; `what` names it in every error (e.g. "oci-archive:/tmp/x.tar").
+  static Result<TarReader> open(const std::filesystem::path& file, std::string what);
+  ~TarReader();
+  TarReader(TarReader&& o) noexcept;
+  TarReader& operator=(TarReader&&) = delete;
+  TarReader(const TarReader&) = delete;
+  TarReader& operator=(const TarReader&) = delete;
+
+  /// The next member's header, or nullopt at the end of the archive. Unread data of the previous
+  /// member is skipped. A hostile name (absolute, "..") is an invalid_input error.
+  Result<std::optional<TarMember>> next();
+  /// Reads up to `size` bytes of the current member's data; 0 at its end.
+  Result<std::size_t> read(void* data, std::size_t size);
+
+private:
+  TarReader(struct archive* a, std::string what) : m_archive(a), m_what(std::move(what)) {}
+  Error archive_failure(const std::string& doing) const;
+  struct archive* m_archive = nullptr;
+  UniqueFd m_fd;
+  std::string m_what;
+  std::string m_current; ///< name of the member being read, for messages
+};
+
+/// Normalises a tar member name: strips "./" and empty components and a trailing '/'; refuses an
+/// absolute name or a ".." component. "." and "./" become "".
+Result<std::string> normalize_member_name(std::string_view name);
+
+} // namespace lockstep
