@@ -267,12 +267,17 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   envspec::LayerCompression lc = options.compression.value_or(spec.outputs.compression);
   Codec codec = lc == envspec::LayerCompression::zstd ? Codec::zstd : Codec::gzip;
 
+  log::Timer timer("build");
   // 1. Time comes from SOURCE_DATE_EPOCH or the default epoch, never the clock.
   LS_TRY_ASSIGN(result.epoch, image_epoch());
   // 2. The content-addressed store shared by all builds.
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
   // 3. The base image: resolved, verified, its layers imported byte for byte.
-  LS_TRY_ASSIGN(std::optional<Base> base, resolve_base(spec, store));
+  std::optional<Base> base;
+  {
+    log::Timer t("resolve base");
+    LS_TRY_ASSIGN(base, resolve_base(spec, store));
+  }
   if (base) {
     for (std::size_t i = 0; i < base->image.manifest.layers.size(); ++i) {
       oci::Descriptor d = base->image.manifest.layers[i];
@@ -286,8 +291,12 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   // 4. Plan and build the application layer (cached by input fingerprint).
   std::vector<std::string> history;
   if (!spec.copy.empty()) {
+    log::Timer plan_timer("plan layer");
     LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(spec.copy, result.epoch, layer_settings(codec)));
+    plan_timer.stop();
+    log::Timer layer_timer("build layer");
     LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "layer 1/1"));
+    layer_timer.stop();
     log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19), log::human_size(layer.descriptor.size),
               plan.created_by, layer.cached ? " (cached)" : "");
     result.layers.push_back(layer.descriptor);
@@ -297,6 +306,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   }
   // 5. Config and manifest, with provenance annotations.
   if (options.vcs_annotations) {
+    log::Timer t("git provenance");
     result.git = git_info_for(spec.dir);
   }
   json config = compose_config(spec, base, result.diff_ids, history, result.epoch);
@@ -311,6 +321,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
   result.manifest.platform = spec.platform;
   // 6. Outputs, each published atomically.
+  log::Timer outputs_timer("write outputs");
   oci::StoredImage image;
   image.manifest = result.manifest;
   image.blobs.push_back(result.config);

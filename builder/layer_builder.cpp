@@ -31,19 +31,14 @@ private:
   BlobStore::Writer& m_writer;
 };
 
-// The tar stream is hashed (diff_id) and handed to the compressor.
+// The tar stream goes to the compressor (which also feeds the diff_id hash on its own thread).
 class TarSink final : public ByteSink {
 public:
   explicit TarSink(ParallelCompressor& c) : m_compressor(c) {}
-  void write(const void* data, std::size_t size) override {
-    m_hash.update(data, size);
-    m_compressor.write(data, size);
-  }
-  Digest finish() { return m_hash.finish(); }
+  void write(const void* data, std::size_t size) override { m_compressor.write(data, size); }
 
 private:
   ParallelCompressor& m_compressor;
-  Sha256 m_hash;
 };
 
 std::optional<BuiltLayer> cached_layer(const LayerPlan& plan, const BlobStore& store, Codec codec) {
@@ -110,7 +105,9 @@ Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Co
   BuiltLayer layer;
   try {
     StoreSink store_sink(writer);
-    ParallelCompressor compressor(codec, store_sink, default_thread_count());
+    Sha256 diff_hash;
+    ParallelCompressor compressor(codec, store_sink, default_thread_count(),
+                                  [&diff_hash](const void* data, std::size_t size) { diff_hash.update(data, size); });
     TarSink tar_sink(compressor);
     TarWriter tar(tar_sink);
     log::Progress progress(label, plan.content_bytes);
@@ -126,7 +123,7 @@ Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Co
     }
     tar.finish();
     compressor.finish();
-    layer.diff_id = tar_sink.finish();
+    layer.diff_id = diff_hash.finish();
     progress.done();
   } catch (const Failure& f) {
     return f.error();

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cerrno>
 #include <ctime>
 #include <map>
@@ -39,7 +40,21 @@ struct Node {
   std::int64_t mtime_ns = 0;
   std::int64_t ctime_ns = 0;
   std::size_t item = 0; // which copy item produced it (hard links never cross items)
-  std::map<std::string, std::unique_ptr<Node>> children;
+  std::vector<std::pair<std::string, std::unique_ptr<Node>>> children; // sorted by name
+
+  // The child called `name`, created if missing. Appending in sorted order (a fresh directory
+  // filled from a sorted listing) costs no search.
+  Node& child(const std::string& name) {
+    if (children.empty() || children.back().first < name) {
+      return *children.emplace_back(name, std::make_unique<Node>()).second;
+    }
+    auto it = std::lower_bound(children.begin(), children.end(), name,
+                               [](const auto& c, const std::string& n) { return c.first < n; });
+    if (it == children.end() || it->first != name) {
+      it = children.emplace(it, name, std::make_unique<Node>());
+    }
+    return *it->second;
+  }
 };
 
 struct Planner {
@@ -64,11 +79,7 @@ struct Planner {
         continue;
       }
       rel = rel.empty() ? name : rel + "/" + name;
-      auto& child = n->children[name];
-      if (!child) {
-        child = std::make_unique<Node>();
-      }
-      n = child.get();
+      n = &n->child(name);
       if (n->entry && n->entry->tar.type != TarEntry::Type::dir && j < image_path.size()) {
         // A later item puts something below what was a file: the file gives way to a directory.
         n->entry.reset();
@@ -175,13 +186,10 @@ struct Planner {
     for (const auto& e : *entries) {
       std::string child_host = host + "/" + e.name;
       std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
-      auto& slot = node.children[e.name];
-      if (!slot) {
-        slot = std::make_unique<Node>();
-      }
-      LS_TRY(set_entry(*slot, item, item_index, child_rel, child_host, e.st));
+      Node& slot = node.child(e.name);
+      LS_TRY(set_entry(slot, item, item_index, child_rel, child_host, e.st));
       if (S_ISDIR(e.st.st_mode)) {
-        LS_TRY(walk(scan, child_host, *slot, child_rel, item, item_index));
+        LS_TRY(walk(scan, child_host, slot, child_rel, item, item_index));
       }
     }
     return {};
@@ -212,25 +220,55 @@ struct Planner {
   }
 };
 
-// Feeds length-prefixed fields, so that no two different field lists hash alike.
-void hash_fields(Sha256& h, std::initializer_list<std::string_view> fields) {
-  for (std::string_view f : fields) {
-    std::string len = std::to_string(f.size()) + ":";
-    h.update(len);
-    h.update(f);
+// The fingerprint's input: every field in a fixed binary form (integers as 8 bytes, strings as an
+// 8-byte length then the bytes), so no two different member lists hash alike. Buffered, so
+// SHA-256 sees large blocks.
+class FingerprintHasher {
+public:
+  template <typename... Fields>
+  void add(const Fields&... fields) {
+    (append(fields), ...);
+    if (m_buf.size() >= (1U << 16)) {
+      m_hash.update(m_buf.data(), m_buf.size());
+      m_buf.clear();
+    }
   }
-  h.update("\n");
-}
+  Digest finish() {
+    m_hash.update(m_buf.data(), m_buf.size());
+    return m_hash.finish();
+  }
 
-// Appends the subtree below `node` in tar order and feeds the fingerprint.
-void flatten(const Node& node, std::vector<PlannedEntry>& out, std::map<std::tuple<std::size_t, std::uint64_t, std::uint64_t>, std::string>& links,
-             Sha256& fp, std::uint64_t& bytes) {
-  for (const auto& [name, child] : node.children) {
+private:
+  void append_u64(std::uint64_t v) {
+    char b[8];
+    std::memcpy(b, &v, sizeof(b)); // host byte order: fingerprints never leave this machine's cache
+    m_buf.insert(m_buf.end(), b, b + sizeof(b));
+  }
+  void append(std::string_view f) {
+    append_u64(f.size());
+    m_buf.insert(m_buf.end(), f.begin(), f.end());
+  }
+  void append(const std::string& f) { append(std::string_view(f)); }
+  void append(const char* f) { append(std::string_view(f)); }
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
+  void append(Int v) {
+    append_u64(static_cast<std::uint64_t>(v));
+  }
+
+  std::vector<char> m_buf;
+  Sha256 m_hash;
+};
+
+using LinkKey = std::tuple<std::size_t, std::uint64_t, std::uint64_t>;
+
+// Moves the members below `node` into `out` in tar order and feeds the fingerprint.
+void flatten(Node& node, std::vector<PlannedEntry>& out, std::map<LinkKey, std::string>& links,
+             FingerprintHasher& fp, std::uint64_t& bytes) {
+  for (auto& [name, child] : node.children) {
     if (child->entry) {
-      PlannedEntry e = *child->entry;
+      PlannedEntry& e = *child->entry;
       if (e.tar.type == TarEntry::Type::file && child->nlink > 1) {
-        auto key = std::make_tuple(child->item, child->dev, child->ino);
-        auto [it, inserted] = links.emplace(key, e.tar.path);
+        auto [it, inserted] = links.emplace(LinkKey{child->item, child->dev, child->ino}, e.tar.path);
         if (!inserted) {
           e.tar.type = TarEntry::Type::hardlink;
           e.tar.link_target = it->second;
@@ -240,15 +278,13 @@ void flatten(const Node& node, std::vector<PlannedEntry>& out, std::map<std::tup
         }
       }
       const TarEntry& t = e.tar;
-      hash_fields(fp, {t.path, std::to_string(static_cast<int>(t.type)), std::to_string(t.mode),
-                       std::to_string(t.uid), std::to_string(t.gid), std::to_string(t.mtime), std::to_string(t.size),
-                       t.link_target, std::to_string(t.dev_major), std::to_string(t.dev_minor)});
+      fp.add(t.path, static_cast<int>(t.type), t.mode, t.uid, t.gid, t.mtime, t.size, t.link_target, t.dev_major,
+             t.dev_minor);
       for (const auto& [k, v] : t.xattrs) {
-        hash_fields(fp, {"xattr", k, v});
+        fp.add("xattr", k, v);
       }
       if (!e.source.empty()) {
-        hash_fields(fp, {"source", e.source, std::to_string(child->dev), std::to_string(child->ino),
-                         std::to_string(child->mtime_ns), std::to_string(child->ctime_ns)});
+        fp.add("source", e.source, child->dev, child->ino, child->mtime_ns, child->ctime_ns);
       }
       if (t.type == TarEntry::Type::file) {
         bytes += static_cast<std::uint64_t>(t.size);
@@ -279,9 +315,10 @@ Result<LayerPlan> plan_copy_layer(const std::vector<CopyItem>& items, std::int64
     }
     plan.created_by += "copy " + items[i].from_text + " -> " + items[i].to;
   }
-  Sha256 fp;
-  hash_fields(fp, {k_layer_format_version, settings, std::to_string(epoch)});
-  std::map<std::tuple<std::size_t, std::uint64_t, std::uint64_t>, std::string> links;
+  FingerprintHasher fp;
+  fp.add(k_layer_format_version, settings, epoch);
+  std::map<LinkKey, std::string> links;
+  plan.entries.reserve(8192);
   flatten(planner.root, plan.entries, links, fp, plan.content_bytes);
   plan.fingerprint = fp.finish();
   plan.cacheable = planner.cacheable;

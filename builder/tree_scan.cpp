@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
-#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -19,13 +19,26 @@ namespace lockstep::builder {
 
 namespace {
 
-// Lists and lstat()s one directory.
-Result<std::vector<ScannedEntry>> scan_directory(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+// A directory waiting to be scanned: opened relative to its parent's fd (one name to look up,
+// not a whole path), which stays open until all its subdirectories are opened.
+struct PendingDir {
+  std::shared_ptr<UniqueFd> parent;
+  std::string name;
+  std::string path;
+};
+
+// Lists and lstat()s one directory; returns its fd for opening the subdirectories.
+Result<std::vector<ScannedEntry>> scan_directory(const PendingDir& dir, std::shared_ptr<UniqueFd>& fd_out) {
+  const std::string& path = dir.path;
+  constexpr int k_flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  int fd = dir.parent ? ::openat(dir.parent->get(), dir.name.c_str(), k_flags) : -1;
+  if (fd < 0) {
+    fd = ::open(path.c_str(), k_flags);
+  }
   if (fd < 0) {
     return errno_error("can't open directory " + path, errno);
   }
-  UniqueFd guard(fd);
+  fd_out = std::make_shared<UniqueFd>(fd);
   std::vector<ScannedEntry> out;
   alignas(8) char buf[32768];
   for (;;) {
@@ -63,7 +76,7 @@ public:
   explicit Scanner(std::unordered_map<std::string, std::vector<ScannedEntry>>& out) : m_out(out) {}
 
   void run(const std::string& root, unsigned threads) {
-    m_pending.push_back(root);
+    m_pending.push_back(PendingDir{nullptr, root, root});
     std::vector<std::thread> workers;
     for (unsigned i = 1; i < threads; ++i) {
       workers.emplace_back([this] { work(); });
@@ -85,17 +98,21 @@ private:
         m_cv.notify_all();
         return;
       }
-      std::string dir = std::move(m_pending.front());
-      m_pending.pop_front();
+      // Last in, first out: the frontier (and the parent fds it holds open) stays small.
+      PendingDir dir = std::move(m_pending.back());
+      m_pending.pop_back();
       ++m_active;
       lock.unlock();
-      Result<std::vector<ScannedEntry>> listing =
-          interrupted() ? Result<std::vector<ScannedEntry>>(check_interrupted().error()) : scan_directory(dir);
-      std::vector<std::string> subdirs;
+      std::shared_ptr<UniqueFd> fd;
+      Result<std::vector<ScannedEntry>> listing = interrupted()
+                                                      ? Result<std::vector<ScannedEntry>>(check_interrupted().error())
+                                                      : scan_directory(dir, fd);
+      dir.parent.reset();
+      std::vector<PendingDir> subdirs;
       if (listing) {
         for (const auto& e : *listing) {
           if (S_ISDIR(e.st.st_mode)) {
-            subdirs.push_back(dir + "/" + e.name);
+            subdirs.push_back(PendingDir{fd, e.name, dir.path + "/" + e.name});
           }
         }
       }
@@ -106,7 +123,7 @@ private:
           error = std::move(listing).error();
         }
       } else {
-        m_out.emplace(std::move(dir), std::move(*listing));
+        m_out.emplace(std::move(dir.path), std::move(*listing));
         for (auto& s : subdirs) {
           m_pending.push_back(std::move(s));
         }
@@ -116,7 +133,7 @@ private:
   }
 
   std::unordered_map<std::string, std::vector<ScannedEntry>>& m_out;
-  std::deque<std::string> m_pending;
+  std::vector<PendingDir> m_pending;
   std::size_t m_active = 0;
   std::mutex m_mutex;
   std::condition_variable m_cv;

@@ -30,6 +30,9 @@ void apply_context(const Context& ctx) {
   if (ctx.json) {
     log::disable_progress();
   }
+  if (ctx.timings) {
+    log::enable_timings();
+  }
 }
 
 } // namespace
@@ -40,6 +43,7 @@ void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json) {
   }
   cmd.add_flag("--debug", ctx.debug, "Log each step on stderr");
   cmd.add_flag("-q,--quiet", ctx.quiet, "Print only errors and the result");
+  cmd.add_flag("--timings", ctx.timings, "Print how long each phase took on stderr");
 }
 
 int run(int argc, char** argv) {
@@ -74,6 +78,7 @@ int run(int argc, char** argv) {
     return static_cast<int>(ExitCode::invalid_input);
   }
   try {
+    log::Timer total("total (after start-up)");
     Result<ExitCode> r = ctx.action();
     if (!r) {
       const Error& err = r.error();

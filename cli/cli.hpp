@@ -15,6 +15,7 @@ struct Context {
   bool json = false;
   bool debug = false;
   bool quiet = false;
+  bool timings = false;
   /// Set by the chosen subcommand's parse callback; run() calls it after parsing.
   std::function<Result<ExitCode>()> action;
 };

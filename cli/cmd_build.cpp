@@ -68,7 +68,9 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
 Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
+  log::Timer load_timer("load spec");
   LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
+  load_timer.stop();
 
   builder::BuildOptions options;
   if (!args.oci.empty()) {

@@ -185,10 +185,40 @@ Result<void> write_archive(const BlobStore& store, const StoredImage& image, con
   return out.commit();
 }
 
+// True when `dir` already holds exactly this image: the same index.json bytes, the layout marker,
+// and every blob a hard link to the store's copy (same inode, so the same verified bytes).
+bool layout_is_current(const BlobStore& store, const StoredImage& image, const fs::path& dir,
+                       const std::string& index) {
+  auto current = read_file(dir / "index.json", 1 << 20);
+  if (!current || *current != index) {
+    return false;
+  }
+  auto marker = read_file(dir / "oci-layout", 4096);
+  if (!marker || *marker != k_oci_layout) {
+    return false;
+  }
+  for (const auto& d : all_blobs(image)) {
+    struct stat in_store {};
+    struct stat in_layout {};
+    if (::stat(store.blob_path(d.digest).c_str(), &in_store) != 0 ||
+        ::lstat((dir / "blobs" / d.digest.algorithm() / d.digest.hex()).c_str(), &in_layout) != 0 ||
+        in_store.st_dev != in_layout.st_dev || in_store.st_ino != in_layout.st_ino ||
+        in_layout.st_size != d.size) {
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 Result<void> write_oci_layout(const BlobStore& store, const StoredImage& image, const fs::path& dir) {
   LS_TRY(check_replaceable_layout(dir));
+  std::string index = index_json(image, false);
+  if (layout_is_current(store, image, dir, index)) {
+    log::debug("{} already holds this image; left as it is", dir.string());
+    return {};
+  }
   fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
   LS_TRY(make_dirs(parent));
   LS_TRY_ASSIGN(TempDir staged, TempDir::create(parent, ".lockstep-tmp-" + dir.filename().string() + "-"));
@@ -203,7 +233,7 @@ Result<void> write_oci_layout(const BlobStore& store, const StoredImage& image, 
     LS_TRY(store.export_to(d.digest, d.size, blobs / d.digest.hex()));
   }
   LS_TRY(write_file_atomic(root / "oci-layout", k_oci_layout));
-  LS_TRY(write_file_atomic(root / "index.json", index_json(image, false)));
+  LS_TRY(write_file_atomic(root / "index.json", index));
   LS_TRY(fsync_dir(blobs));
   LS_TRY(fsync_dir(root / "blobs"));
   LS_TRY(replace_directory(root, dir));

@@ -12,6 +12,7 @@ namespace {
 std::atomic<Level> g_level{Level::normal};
 std::atomic<bool> g_progress_disabled{false};
 std::mutex g_write_mutex;
+std::atomic<bool> g_timings{false};
 
 bool in_ci() {
   const char* ci = std::getenv("CI");
@@ -35,6 +36,18 @@ void write_line(const std::string& line) {
   std::fputs(line.c_str(), stderr);
   std::fputc('\n', stderr);
   std::fflush(stderr);
+}
+
+void enable_timings() { g_timings = true; }
+
+Timer::Timer(std::string name) : m_name(std::move(name)), m_start(std::chrono::steady_clock::now()) {}
+
+void Timer::stop() {
+  if (!m_stopped && g_timings) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m_start).count();
+    write_line(fmt::format("lockstep: timing: {} {:.1f} ms", m_name, ms));
+  }
+  m_stopped = true;
 }
 
 std::string human_size(std::uint64_t bytes) {

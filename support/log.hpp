@@ -65,6 +65,25 @@ private:
   bool m_drawn = false;
 };
 
+/// Enables phase timers (--timings).
+void enable_timings();
+
+/// Measures one phase; prints "lockstep: timing: NAME 12.3 ms" on stderr when it ends, if enabled.
+class Timer {
+public:
+  explicit Timer(std::string name);
+  ~Timer() { stop(); }
+  /// Ends the phase now (prints once).
+  void stop();
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+
+private:
+  std::string m_name;
+  std::chrono::steady_clock::time_point m_start;
+  bool m_stopped = false;
+};
+
 /// "245.0 MiB".
 std::string human_size(std::uint64_t bytes);
 
