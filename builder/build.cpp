@@ -38,7 +38,7 @@ Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobSt
   oci::ImageRef ref;
   std::error_code ec;
   ref.transport = fs::is_directory(spec.base.path, ec) ? oci::ImageRef::Transport::oci_dir
-                                                        : oci::ImageRef::Transport::oci_archive;
+                                                       : oci::ImageRef::Transport::oci_archive;
   ref.path = spec.base.path;
   ref.tag = spec.base.tag;
   auto source = oci::ImageSource::open(ref);
@@ -54,8 +54,9 @@ Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobSt
     return base_error(spec, image.error().message);
   }
   if (spec.base.pin && image->manifest_digest != *spec.base.pin) {
-    return base_error(spec, fmt::format("{} has manifest digest {}, but the spec pins {}", spec.base.path_text,
-                                        image->manifest_digest.str(), spec.base.pin->str()));
+    return base_error(spec,
+                      fmt::format("{} has manifest digest {}, but the spec pins {}", spec.base.path_text,
+                                  image->manifest_digest.str(), spec.base.pin->str()));
   }
   if (!(image->platform == spec.platform)) {
     return base_error(spec, fmt::format("{} is for platform {}, but the spec builds {}", spec.base.path_text,
@@ -71,7 +72,8 @@ Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobSt
       return base_error(spec, r.error().message);
     }
   }
-  Base base{std::move(*image), "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
+  Base base{std::move(*image),
+            "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
   return std::optional<Base>(std::move(base));
 }
 
@@ -87,8 +89,9 @@ std::string oci_layer_type(const std::string& media_type) {
 }
 
 // Pass: the image config, from the base's (carried forward) and the spec.
-json compose_config(const envspec::Spec& spec, const std::optional<Base>& base, const std::vector<Digest>& diff_ids,
-                    const std::vector<std::string>& history, std::int64_t epoch) {
+json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
+                    const std::vector<Digest>& diff_ids, const std::vector<std::string>& history,
+                    std::int64_t epoch) {
   json cfg = base ? base->image.config : json::object();
   cfg["architecture"] = spec.platform.architecture;
   cfg["os"] = spec.platform.os;
@@ -167,8 +170,10 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base, 
 }
 
 // Pass: manifest annotations (provenance).
-std::map<std::string, std::string> compose_annotations(const envspec::Spec& spec, const std::optional<Base>& base,
-                                                       const std::optional<GitInfo>& git, std::int64_t epoch) {
+std::map<std::string, std::string> compose_annotations(const envspec::Spec& spec,
+                                                       const std::optional<Base>& base,
+                                                       const std::optional<GitInfo>& git,
+                                                       std::int64_t epoch) {
   std::map<std::string, std::string> a;
   a[std::string(oci::k_annotation_created)] = oci::rfc3339(epoch);
   a[std::string(oci::k_annotation_title)] = spec.name;
@@ -206,7 +211,8 @@ Result<std::pair<std::string, std::string>> parse_tag(const std::string& name, c
   auto slash = repo.find('/');
   if (slash != std::string::npos) {
     std::string first = repo.substr(0, slash);
-    if (first.find('.') != std::string::npos || first.find(':') != std::string::npos || first == "localhost") {
+    if (first.find('.') != std::string::npos || first.find(':') != std::string::npos ||
+        first == "localhost") {
       repo_path = repo.substr(slash + 1); // a registry host is not part of the repository grammar
     }
   }
@@ -257,7 +263,9 @@ Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, cons
 
 } // namespace
 
-std::string WrittenOutput::reference() const { return kind + ":" + path.string(); }
+std::string WrittenOutput::reference() const {
+  return kind + ":" + path.string();
+}
 
 Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options) {
   BuildResult result;
@@ -297,8 +305,8 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     log::Timer layer_timer("build layer");
     LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "layer 1/1"));
     layer_timer.stop();
-    log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19), log::human_size(layer.descriptor.size),
-              plan.created_by, layer.cached ? " (cached)" : "");
+    log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
+              log::human_size(layer.descriptor.size), plan.created_by, layer.cached ? " (cached)" : "");
     result.layers.push_back(layer.descriptor);
     result.diff_ids.push_back(layer.diff_id);
     result.layer_cached.push_back(layer.cached);

@@ -39,16 +39,16 @@ struct WrittenOutput {
 
 /// What a build produced.
 struct BuildResult {
-  oci::Descriptor manifest;       ///< the manifest blob
-  oci::Descriptor config;         ///< the config blob
+  oci::Descriptor manifest;            ///< the manifest blob
+  oci::Descriptor config;              ///< the config blob
   std::vector<oci::Descriptor> layers; ///< all layers, base first
   std::vector<Digest> diff_ids;
   std::size_t base_layer_count = 0;
   std::vector<bool> layer_cached; ///< for the layers lockstep built (after the base layers)
   std::vector<WrittenOutput> outputs;
   std::int64_t epoch = 0;
-  std::string ref_name;           ///< tag recorded in index.json
-  std::string repo_tag;           ///< "name:tag"
+  std::string ref_name; ///< tag recorded in index.json
+  std::string repo_tag; ///< "name:tag"
   std::optional<GitInfo> git;
 };
 

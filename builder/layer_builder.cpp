@@ -52,7 +52,7 @@ std::optional<BuiltLayer> cached_layer(const LayerPlan& plan, const BlobStore& s
   }
   auto desc = oci::Descriptor::from_json((*j)["descriptor"], "layer cache record");
   auto diff = (*j)["diff_id"].is_string() ? Digest::parse((*j)["diff_id"].get<std::string>())
-                                            : Result<Digest>(invalid_input("no diff_id"));
+                                          : Result<Digest>(invalid_input("no diff_id"));
   if (!desc || !diff || desc->media_type != media_type_for(codec) || !store.has(desc->digest, desc->size)) {
     return std::nullopt;
   }
@@ -67,7 +67,9 @@ void copy_file_into(TarWriter& tar, const PlannedEntry& e, std::vector<char>& bu
   UniqueFd guard(fd);
   std::int64_t left = e.tar.size;
   while (left > 0) {
-    ssize_t n = ::read(fd, buf.data(), static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(buf.size()))));
+    ssize_t n =
+        ::read(fd, buf.data(),
+               static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(buf.size()))));
     if (n < 0) {
       if (errno == EINTR) {
         continue;
@@ -83,20 +85,21 @@ void copy_file_into(TarWriter& tar, const PlannedEntry& e, std::vector<char>& bu
   }
   char extra = 0;
   if (left != 0 || ::read(fd, &extra, 1) != 0) {
-    throw Failure(io_error("{} changed size while it was being read; run the build again when it is stable",
-                           e.source));
+    throw Failure(
+        io_error("{} changed size while it was being read; run the build again when it is stable", e.source));
   }
 }
 
 } // namespace
 
 std::string layer_settings(Codec codec) {
-  return codec == Codec::gzip
-             ? fmt::format("gzip level {} chunk {} ({})", k_gzip_level, k_gzip_chunk_size, codec_library_versions())
-             : fmt::format("zstd level {} ({})", k_zstd_level, codec_library_versions());
+  return codec == Codec::gzip ? fmt::format("gzip level {} chunk {} ({})", k_gzip_level, k_gzip_chunk_size,
+                                            codec_library_versions())
+                              : fmt::format("zstd level {} ({})", k_zstd_level, codec_library_versions());
 }
 
-Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec, const std::string& label) {
+Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,
+                               const std::string& label) {
   if (auto hit = cached_layer(plan, store, codec)) {
     log::debug("{}: layer cache hit {} -> {}", label, plan.fingerprint.hex(), hit->descriptor.digest.str());
     return *hit;
@@ -106,8 +109,9 @@ Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Co
   try {
     StoreSink store_sink(writer);
     Sha256 diff_hash;
-    ParallelCompressor compressor(codec, store_sink, default_thread_count(),
-                                  [&diff_hash](const void* data, std::size_t size) { diff_hash.update(data, size); });
+    ParallelCompressor compressor(
+        codec, store_sink, default_thread_count(),
+        [&diff_hash](const void* data, std::size_t size) { diff_hash.update(data, size); });
     TarSink tar_sink(compressor);
     TarWriter tar(tar_sink);
     log::Progress progress(label, plan.content_bytes);

@@ -26,6 +26,7 @@ struct BuiltLayer {
 std::string layer_settings(Codec codec);
 
 /// Builds the layer described by `plan` into `store` (or reuses it). `label` names it in progress output.
-Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec, const std::string& label);
+Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,
+                               const std::string& label);
 
 } // namespace lockstep::builder

@@ -2,7 +2,6 @@
 
 #include "builder/tree_scan.hpp"
 #include "support/compress.hpp"
-
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
@@ -15,8 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -160,7 +159,8 @@ struct Planner {
     e.read_capability = e.tar.type == TarEntry::Type::file && item.mode_policy == ModePolicy::preserve;
     if (e.tar.type == TarEntry::Type::dir && node.entry && node.entry->tar.type == TarEntry::Type::dir) {
       // Directory over directory: keep the children, take the new attributes.
-    } else if (node.entry && node.entry->tar.type == TarEntry::Type::dir && e.tar.type != TarEntry::Type::dir) {
+    } else if (node.entry && node.entry->tar.type == TarEntry::Type::dir &&
+               e.tar.type != TarEntry::Type::dir) {
       node.children.clear(); // a non-directory replaces a directory and everything below it
     }
     node.entry = std::move(e);
@@ -225,8 +225,7 @@ struct Planner {
 // SHA-256 sees large blocks.
 class FingerprintHasher {
 public:
-  template <typename... Fields>
-  void add(const Fields&... fields) {
+  template <typename... Fields> void add(const Fields&... fields) {
     (append(fields), ...);
     if (m_buf.size() >= (1U << 16)) {
       m_hash.update(m_buf.data(), m_buf.size());
@@ -250,8 +249,7 @@ private:
   }
   void append(const std::string& f) { append(std::string_view(f)); }
   void append(const char* f) { append(std::string_view(f)); }
-  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>>
-  void append(Int v) {
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>> void append(Int v) {
     append_u64(static_cast<std::uint64_t>(v));
   }
 
@@ -278,8 +276,8 @@ void flatten(Node& node, std::vector<PlannedEntry>& out, std::map<LinkKey, std::
         }
       }
       const TarEntry& t = e.tar;
-      fp.add(t.path, static_cast<int>(t.type), t.mode, t.uid, t.gid, t.mtime, t.size, t.link_target, t.dev_major,
-             t.dev_minor);
+      fp.add(t.path, static_cast<int>(t.type), t.mode, t.uid, t.gid, t.mtime, t.size, t.link_target,
+             t.dev_major, t.dev_minor);
       for (const auto& [k, v] : t.xattrs) {
         fp.add("xattr", k, v);
       }
@@ -303,7 +301,8 @@ std::int64_t now_ns() {
 
 } // namespace
 
-Result<LayerPlan> plan_copy_layer(const std::vector<CopyItem>& items, std::int64_t epoch, const std::string& settings) {
+Result<LayerPlan> plan_copy_layer(const std::vector<CopyItem>& items, std::int64_t epoch,
+                                  const std::string& settings) {
   Planner planner;
   planner.epoch = epoch;
   planner.racy_after_ns = now_ns() - 2'000'000'000;

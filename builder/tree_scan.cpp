@@ -66,7 +66,8 @@ Result<std::vector<ScannedEntry>> scan_directory(const PendingDir& dir, std::sha
       }
     }
   }
-  std::sort(out.begin(), out.end(), [](const ScannedEntry& a, const ScannedEntry& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const ScannedEntry& a, const ScannedEntry& b) { return a.name < b.name; });
   return out;
 }
 
@@ -104,9 +105,9 @@ private:
       ++m_active;
       lock.unlock();
       std::shared_ptr<UniqueFd> fd;
-      Result<std::vector<ScannedEntry>> listing = interrupted()
-                                                      ? Result<std::vector<ScannedEntry>>(check_interrupted().error())
-                                                      : scan_directory(dir, fd);
+      Result<std::vector<ScannedEntry>> listing =
+          interrupted() ? Result<std::vector<ScannedEntry>>(check_interrupted().error())
+                        : scan_directory(dir, fd);
       dir.parent.reset();
       std::vector<PendingDir> subdirs;
       if (listing) {

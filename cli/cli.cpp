@@ -48,7 +48,8 @@ void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json) {
 
 int run(int argc, char** argv) {
   install_interrupt_handlers();
-  CLI::App app{"lockstep: one spec, pinned to the byte; reproducible OCI images without a daemon", "lockstep"};
+  CLI::App app{"lockstep: one spec, pinned to the byte; reproducible OCI images without a daemon",
+               "lockstep"};
   app.set_version_flag("--version", std::string("lockstep ") + k_version);
   app.require_subcommand(1);
   app.footer(k_footer);

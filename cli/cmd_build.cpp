@@ -92,9 +92,10 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
 
   LS_TRY_ASSIGN(builder::BuildResult result, builder::build_image(spec, options));
   if (result.outputs.empty()) {
-    log::info("no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive); "
-              "the image is in the store at {}",
-              BlobStore::default_root().string());
+    log::info(
+        "no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive); "
+        "the image is in the store at {}",
+        BlobStore::default_root().string());
   }
   if (ctx.json) {
     std::printf("%s\n", result_to_json(result, spec).dump(2).c_str());
@@ -111,12 +112,14 @@ void register_build(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("build", "Build the spec's image into OCI layout / archive outputs");
   cmd->add_option("SPEC", args->spec, "The spec file")->capture_default_str();
   cmd->add_option("--oci", args->oci, "Write an OCI image layout directory")->type_name("DIR");
-  cmd->add_option("--oci-archive", args->oci_archive, "Write an OCI archive (tar of a layout)")->type_name("FILE");
+  cmd->add_option("--oci-archive", args->oci_archive, "Write an OCI archive (tar of a layout)")
+      ->type_name("FILE");
   cmd->add_option("--docker-archive", args->docker_archive, "Write a docker-archive for `docker load`")
       ->type_name("FILE");
   cmd->add_option("--tag", args->tag, "Tag (TAG or NAME:TAG); default: the spec's name and 'latest'")
       ->type_name("T");
-  cmd->add_option("--compression", args->compression, "Layer compression (default: outputs.compression or gzip)")
+  cmd->add_option("--compression", args->compression,
+                  "Layer compression (default: outputs.compression or gzip)")
       ->check(CLI::IsMember({"gzip", "zstd"}));
   cmd->add_flag("--allow-outside", args->allow_outside, "Allow copy.from paths outside the spec's directory");
   cmd->add_flag("--no-vcs", args->no_vcs, "Don't record the spec's git revision in the manifest");

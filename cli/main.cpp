@@ -1,3 +1,5 @@
 #include "cli/cli.hpp"
 
-int main(int argc, char** argv) { return lockstep::cli::run(argc, argv); }
+int main(int argc, char** argv) {
+  return lockstep::cli::run(argc, argv);
+}

@@ -33,12 +33,12 @@ enum class OwnerPolicy {
 
 /// One `copy:` item.
 struct CopyItem {
-  std::filesystem::path from;   ///< absolute, lexically normal path on the host
-  std::string from_text;        ///< as written in the spec (for messages and history)
-  std::string to;               ///< normalised absolute path in the image ("/opt/app"); "/" allowed
-  bool to_is_dir = false;       ///< `to` was written with a trailing '/'
+  std::filesystem::path from; ///< absolute, lexically normal path on the host
+  std::string from_text;      ///< as written in the spec (for messages and history)
+  std::string to;             ///< normalised absolute path in the image ("/opt/app"); "/" allowed
+  bool to_is_dir = false;     ///< `to` was written with a trailing '/'
   ModePolicy mode_policy = ModePolicy::normalize;
-  std::uint32_t mode = 0;       ///< with ModePolicy::fixed
+  std::uint32_t mode = 0; ///< with ModePolicy::fixed
   OwnerPolicy owner_policy = OwnerPolicy::fixed;
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
@@ -50,11 +50,11 @@ struct CopyItem {
 struct BaseImage {
   enum class Kind { scratch, oci };
   Kind kind = Kind::scratch;
-  std::filesystem::path path;   ///< OCI layout directory or OCI archive file (absolute), Kind::oci
-  std::string path_text;        ///< as written
-  std::string tag;              ///< optional `tag: TAG` selecting a ref.name in the layout
-  std::optional<Digest> pin;    ///< `PATH@sha256:...`: the manifest digest the base must have
-  SourceLocation location;      ///< of the `oci` value (or of `base` itself)
+  std::filesystem::path path; ///< OCI layout directory or OCI archive file (absolute), Kind::oci
+  std::string path_text;      ///< as written
+  std::string tag;            ///< optional `tag: TAG` selecting a ref.name in the layout
+  std::optional<Digest> pin;  ///< `PATH@sha256:...`: the manifest digest the base must have
+  SourceLocation location;    ///< of the `oci` value (or of `base` itself)
 };
 
 /// Layer compression for outputs.
@@ -72,7 +72,7 @@ struct Outputs {
 struct Spec {
   int schema = 1;
   std::string name;
-  oci::Platform platform;       ///< default linux/amd64
+  oci::Platform platform; ///< default linux/amd64
   BaseImage base;
   std::vector<CopyItem> copy;
   std::vector<std::pair<std::string, std::string>> env; ///< sorted by name
@@ -83,11 +83,12 @@ struct Spec {
   std::optional<std::string> user;
   Outputs outputs;
 
-  std::filesystem::path file;   ///< the spec file (absolute)
-  std::filesystem::path dir;    ///< its directory: relative paths resolve against it
-  std::vector<std::filesystem::path> files; ///< every file read, the spec first, then `extends` in merge order
-  nlohmann::json canonical;     ///< the canonical form the digest is computed over
-  Digest digest;                ///< sha256 of canonical.dump()
+  std::filesystem::path file; ///< the spec file (absolute)
+  std::filesystem::path dir;  ///< its directory: relative paths resolve against it
+  std::vector<std::filesystem::path>
+      files;                ///< every file read, the spec first, then `extends` in merge order
+  nlohmann::json canonical; ///< the canonical form the digest is computed over
+  Digest digest;            ///< sha256 of canonical.dump()
 };
 
 struct LoadOptions {

@@ -13,7 +13,7 @@ fi
 build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
   libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
   libzstd-dev libdeflate-dev libfmt-dev catch2)
-test_pkgs=(skopeo umoci jq gzip zstd tar python3)
+test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format)
 bench_pkgs=(mmdebstrap hyperfine pigz)
 
 pkgs=("${build_pkgs[@]}")

@@ -79,11 +79,13 @@ Result<BlobInfo> BlobStore::Writer::commit(const std::optional<Digest>& expected
   Digest got = m_hash.finish();
   if (expected && *expected != got) {
     m_file.discard();
-    return invalid_input("digest mismatch: expected {}, got {} ({} bytes)", expected->str(), got.str(), m_size);
+    return invalid_input("digest mismatch: expected {}, got {} ({} bytes)", expected->str(), got.str(),
+                         m_size);
   }
   if (expected_size && *expected_size != m_size) {
     m_file.discard();
-    return invalid_input("size mismatch for {}: expected {} bytes, got {}", got.str(), *expected_size, m_size);
+    return invalid_input("size mismatch for {}: expected {} bytes, got {}", got.str(), *expected_size,
+                         m_size);
   }
   fs::path final = m_store->blob_path(got);
   if (m_store->has(got, m_size)) {

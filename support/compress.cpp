@@ -40,8 +40,7 @@ using Chunk = std::shared_ptr<const std::vector<char>>;
 
 // Runs `consume` on its own thread for every item, in submission order. submit() blocks while
 // `capacity` items wait. The first exception thrown by `consume` is rethrown by submit()/finish().
-template <typename T>
-class OrderedWorker {
+template <typename T> class OrderedWorker {
 public:
   OrderedWorker(std::size_t capacity, std::function<void(T&)> consume)
       : m_capacity(capacity), m_consume(std::move(consume)), m_thread([this] { run(); }) {}
@@ -286,8 +285,8 @@ class ParallelCompressor::Impl {
 public:
   Impl(Codec codec, ByteSink& out, unsigned threads, std::function<void(const void*, std::size_t)> tap) {
     if (tap) {
-      m_tap = std::make_unique<OrderedWorker<Chunk>>(threads * 2 + 4,
-                                                     [t = std::move(tap)](Chunk& c) { t(c->data(), c->size()); });
+      m_tap = std::make_unique<OrderedWorker<Chunk>>(
+          threads * 2 + 4, [t = std::move(tap)](Chunk& c) { t(c->data(), c->size()); });
     }
     if (codec == Codec::gzip) {
       m_gzip = std::make_unique<GzipBackend>(out, threads);
@@ -352,13 +351,18 @@ private:
 
 ParallelCompressor::ParallelCompressor(Codec codec, ByteSink& out, unsigned threads,
                                        std::function<void(const void*, std::size_t)> tap)
-    : m_impl(std::make_unique<Impl>(codec, out, threads == 0 ? 1 : threads, std::move(tap))) {}
+    : m_impl(std::make_unique<Impl>(codec, out, threads == 0 ? 1 : threads, std::move(tap))) {
+}
 
 ParallelCompressor::~ParallelCompressor() = default;
 
-void ParallelCompressor::write(const void* data, std::size_t size) { m_impl->write(data, size); }
+void ParallelCompressor::write(const void* data, std::size_t size) {
+  m_impl->write(data, size);
+}
 
-void ParallelCompressor::finish() { m_impl->finish(); }
+void ParallelCompressor::finish() {
+  m_impl->finish();
+}
 
 Result<std::string> decompress(Codec codec, const std::string& data, std::uint64_t max_size) {
   std::string out;
@@ -393,8 +397,8 @@ Result<std::string> decompress(Codec codec, const std::string& data, std::uint64
       buf.resize(cap);
       std::size_t in_used = 0;
       std::size_t out_len = 0;
-      auto r = libdeflate_gzip_decompress_ex(d, data.data() + pos, data.size() - pos, buf.data(), cap, &in_used,
-                                             &out_len);
+      auto r = libdeflate_gzip_decompress_ex(d, data.data() + pos, data.size() - pos, buf.data(), cap,
+                                             &in_used, &out_len);
       if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
         if (cap > max_size) {
           libdeflate_free_decompressor(d);

@@ -69,9 +69,13 @@ Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) {
   }
 }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx)); }
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx));
+}
 
-Sha256::Sha256(Sha256&& other) noexcept : m_ctx(other.m_ctx) { other.m_ctx = nullptr; }
+Sha256::Sha256(Sha256&& other) noexcept : m_ctx(other.m_ctx) {
+  other.m_ctx = nullptr;
+}
 
 Sha256& Sha256::operator=(Sha256&& other) noexcept {
   if (this != &other) {

@@ -175,7 +175,9 @@ void AtomicFile::start_writeback() {
   }
 }
 
-Result<void> AtomicFile::commit() { return commit_as(m_final); }
+Result<void> AtomicFile::commit() {
+  return commit_as(m_final);
+}
 
 Result<void> AtomicFile::commit_as(const fs::path& final_path) {
   if (::fsync(m_fd.get()) != 0) {
@@ -226,7 +228,8 @@ Result<void> replace_directory(const fs::path& staged, const fs::path& target) {
     return fsync_dir(target.parent_path());
   }
   // No RENAME_EXCHANGE on this filesystem: move the old one aside first.
-  fs::path aside = target.parent_path() / (".lockstep-old-" + target.filename().string() + "-" + random_suffix());
+  fs::path aside =
+      target.parent_path() / (".lockstep-old-" + target.filename().string() + "-" + random_suffix());
   if (::rename(target.c_str(), aside.c_str()) != 0) {
     return errno_error("can't move " + target.string() + " aside", errno);
   }

@@ -2,8 +2,9 @@
 
 #include "support/log.hpp"
 
-#include <dlfcn.h>
 #include <git2.h>
+
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <memory>
@@ -16,24 +17,36 @@ namespace {
 // libgit2, loaded on first use (LOCKSTEP_LIBGIT2_SONAME, fixed at build time). Only the functions
 // lockstep calls are looked up; the declarations in git2.h give their types.
 struct LibGit {
-#define LS_GIT_FUNCTIONS(X)                                                                                      \
-  X(git_libgit2_init)                                                                                            \
-  X(git_repository_open_ext)                                                                                     \
-  X(git_repository_free)                                                                                         \
-  X(git_repository_is_bare)                                                                                      \
-  X(git_reference_name_to_id)                                                                                    \
-  X(git_oid_tostr)                                                                                               \
-  X(git_status_list_new)                                                                                         \
-  X(git_status_list_entrycount)                                                                                  \
-  X(git_status_list_free)                                                                                        \
-  X(git_error_last)                                                                                              \
-  X(git_remote_lookup)                                                                                           \
-  X(git_remote_url)                                                                                              \
+#define LS_GIT_FUNCTIONS(X)                                                                                  \
+  X(git_libgit2_init)                                                                                        \
+  X(git_libgit2_shutdown)                                                                                    \
+  X(git_repository_open_ext)                                                                                 \
+  X(git_repository_free)                                                                                     \
+  X(git_repository_is_bare)                                                                                  \
+  X(git_reference_name_to_id)                                                                                \
+  X(git_oid_tostr)                                                                                           \
+  X(git_status_list_new)                                                                                     \
+  X(git_status_list_entrycount)                                                                              \
+  X(git_status_list_free)                                                                                    \
+  X(git_error_last)                                                                                          \
+  X(git_remote_lookup)                                                                                       \
+  X(git_remote_url)                                                                                          \
   X(git_remote_free)
 #define LS_GIT_MEMBER(name) decltype(&::name) name = nullptr;
   LS_GIT_FUNCTIONS(LS_GIT_MEMBER)
 #undef LS_GIT_MEMBER
   std::string error;
+  bool initialised = false;
+
+  LibGit() = default;
+  LibGit(const LibGit&) = delete;
+  LibGit& operator=(const LibGit&) = delete;
+  // Releases libgit2's global state (caches, per-thread pcre2 data) at exit.
+  ~LibGit() {
+    if (initialised) {
+      git_libgit2_shutdown();
+    }
+  }
 
   // Loads the library and every function; on failure `error` says why.
   bool load() {
@@ -43,15 +56,16 @@ struct LibGit {
       error = e != nullptr ? e : "dlopen failed";
       return false;
     }
-#define LS_GIT_LOAD(name)                                                                                        \
-  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name));                                               \
-  if (name == nullptr) {                                                                                         \
-    error = std::string(LOCKSTEP_LIBGIT2_SONAME) + " has no " #name;                                             \
-    return false;                                                                                                \
+#define LS_GIT_LOAD(name)                                                                                    \
+  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name));                                           \
+  if (name == nullptr) {                                                                                     \
+    error = std::string(LOCKSTEP_LIBGIT2_SONAME) + " has no " #name;                                         \
+    return false;                                                                                            \
   }
     LS_GIT_FUNCTIONS(LS_GIT_LOAD)
 #undef LS_GIT_LOAD
     git_libgit2_init();
+    initialised = true;
     return true;
   }
 #undef LS_GIT_FUNCTIONS
@@ -62,9 +76,8 @@ const LibGit* libgit() {
   static bool ok = lib.load();
   if (!ok) {
     static std::once_flag warned;
-    std::call_once(warned, [] {
-      log::warn("can't load libgit2 ({}); the git revision is not recorded", lib.error);
-    });
+    std::call_once(warned,
+                   [] { log::warn("can't load libgit2 ({}); the git revision is not recorded", lib.error); });
     return nullptr;
   }
   return &lib;

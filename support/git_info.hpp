@@ -7,9 +7,10 @@
 namespace lockstep {
 
 struct GitInfo {
-  std::string commit;  ///< HEAD commit id (40 hex); empty on an unborn branch
-  bool dirty = false;  ///< tracked files differ from HEAD (untracked files do not count, like `git describe --dirty`)
-  std::string remote;  ///< URL of the "origin" remote with any user:password@ removed; empty if none
+  std::string commit; ///< HEAD commit id (40 hex); empty on an unborn branch
+  bool dirty =
+      false; ///< tracked files differ from HEAD (untracked files do not count, like `git describe --dirty`)
+  std::string remote; ///< URL of the "origin" remote with any user:password@ removed; empty if none
 };
 
 /// Looks for the git work tree holding `path` (searching upwards, stopping at

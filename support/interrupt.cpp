@@ -28,7 +28,9 @@ void install_interrupt_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool interrupted() { return g_signal.load(std::memory_order_relaxed) != 0; }
+bool interrupted() {
+  return g_signal.load(std::memory_order_relaxed) != 0;
+}
 
 Result<void> check_interrupted() {
   if (interrupted()) {

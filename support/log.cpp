@@ -21,15 +21,21 @@ bool in_ci() {
 
 } // namespace
 
-void set_level(Level level) { g_level = level; }
-Level level() { return g_level; }
+void set_level(Level level) {
+  g_level = level;
+}
+Level level() {
+  return g_level;
+}
 
 bool progress_enabled() {
   static const bool tty = ::isatty(STDERR_FILENO) == 1 && !in_ci();
   return tty && !g_progress_disabled && g_level != Level::quiet;
 }
 
-void disable_progress() { g_progress_disabled = true; }
+void disable_progress() {
+  g_progress_disabled = true;
+}
 
 void write_line(const std::string& line) {
   std::lock_guard lock(g_write_mutex);
@@ -38,9 +44,12 @@ void write_line(const std::string& line) {
   std::fflush(stderr);
 }
 
-void enable_timings() { g_timings = true; }
+void enable_timings() {
+  g_timings = true;
+}
 
-Timer::Timer(std::string name) : m_name(std::move(name)), m_start(std::chrono::steady_clock::now()) {}
+Timer::Timer(std::string name) : m_name(std::move(name)), m_start(std::chrono::steady_clock::now()) {
+}
 
 void Timer::stop() {
   if (!m_stopped && g_timings) {
@@ -62,9 +71,12 @@ std::string human_size(std::uint64_t bytes) {
 }
 
 Progress::Progress(std::string label, std::uint64_t total)
-    : m_label(std::move(label)), m_total(total), m_enabled(progress_enabled()) {}
+    : m_label(std::move(label)), m_total(total), m_enabled(progress_enabled()) {
+}
 
-Progress::~Progress() { done(); }
+Progress::~Progress() {
+  done();
+}
 
 void Progress::advance(std::uint64_t n) {
   m_done += n;

@@ -22,20 +22,17 @@ void disable_progress();
 
 void write_line(const std::string& line);
 
-template <typename... Args>
-void debug(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void debug(fmt::format_string<Args...> f, Args&&... args) {
   if (level() >= Level::debug) {
     write_line("lockstep: debug: " + fmt::format(f, std::forward<Args>(args)...));
   }
 }
-template <typename... Args>
-void info(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void info(fmt::format_string<Args...> f, Args&&... args) {
   if (level() >= Level::normal) {
     write_line(fmt::format(f, std::forward<Args>(args)...));
   }
 }
-template <typename... Args>
-void warn(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> void warn(fmt::format_string<Args...> f, Args&&... args) {
   write_line("lockstep: warning: " + fmt::format(f, std::forward<Args>(args)...));
 }
 

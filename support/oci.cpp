@@ -9,11 +9,10 @@ namespace lockstep::oci {
 namespace {
 
 constexpr std::array k_known_os = {"linux", "windows", "darwin", "freebsd"};
-constexpr std::array k_known_arch = {"amd64", "arm64", "arm", "386", "ppc64le", "ppc64", "s390x", "riscv64",
-                                     "mips64le", "mips64", "mipsle", "mips", "loong64"};
+constexpr std::array k_known_arch = {"amd64",   "arm64",    "arm",    "386",    "ppc64le", "ppc64",  "s390x",
+                                     "riscv64", "mips64le", "mips64", "mipsle", "mips",    "loong64"};
 
-template <typename Array>
-bool contains(const Array& a, std::string_view v) {
+template <typename Array> bool contains(const Array& a, std::string_view v) {
   for (const auto& x : a) {
     if (v == x) {
       return true;
@@ -104,8 +103,8 @@ Result<Platform> Platform::parse(std::string_view text) {
     return invalid_input("invalid platform '{}': unknown OS '{}' (expected linux)", text, p.os);
   }
   if (!contains(k_known_arch, p.architecture)) {
-    return invalid_input("invalid platform '{}': unknown architecture '{}' (e.g. amd64, arm64, ppc64le)", text,
-                         p.architecture);
+    return invalid_input("invalid platform '{}': unknown architecture '{}' (e.g. amd64, arm64, ppc64le)",
+                         text, p.architecture);
   }
   if (parts.size() == 3 && (p.variant.empty() || p.variant.size() > 8)) {
     return invalid_input("invalid platform '{}': bad variant '{}'", text, p.variant);

@@ -16,12 +16,12 @@ namespace lockstep {
 /// Exit codes shared by the CLI, the docs (README "Exit codes") and the tests.
 enum class ExitCode : int {
   ok = 0,
-  check_failed = 1,   ///< the checked thing is not as required (drift, stale lock, mismatch)
-  invalid_input = 2,  ///< bad usage, invalid spec, or a malformed image/archive/lock given as input
-  external = 3,       ///< a needed external facility is missing or failed (tool, network, registry)
-  io = 4,             ///< a local file operation failed (permission denied, disk full)
-  internal = 70,      ///< a bug in lockstep
-  interrupted = 130,  ///< stopped by SIGINT/SIGTERM; nothing half-written is left behind
+  check_failed = 1,  ///< the checked thing is not as required (drift, stale lock, mismatch)
+  invalid_input = 2, ///< bad usage, invalid spec, or a malformed image/archive/lock given as input
+  external = 3,      ///< a needed external facility is missing or failed (tool, network, registry)
+  io = 4,            ///< a local file operation failed (permission denied, disk full)
+  internal = 70,     ///< a bug in lockstep
+  interrupted = 130, ///< stopped by SIGINT/SIGTERM; nothing half-written is left behind
 };
 
 /// A failure with its exit code and a message for the user.
@@ -42,20 +42,16 @@ struct Error {
 };
 
 /// Shorthands that format the message with fmt.
-template <typename... Args>
-Error invalid_input(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> Error invalid_input(fmt::format_string<Args...> f, Args&&... args) {
   return Error{ExitCode::invalid_input, fmt::format(f, std::forward<Args>(args)...)};
 }
-template <typename... Args>
-Error io_error(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> Error io_error(fmt::format_string<Args...> f, Args&&... args) {
   return Error{ExitCode::io, fmt::format(f, std::forward<Args>(args)...)};
 }
-template <typename... Args>
-Error external_error(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> Error external_error(fmt::format_string<Args...> f, Args&&... args) {
   return Error{ExitCode::external, fmt::format(f, std::forward<Args>(args)...)};
 }
-template <typename... Args>
-Error internal_error(fmt::format_string<Args...> f, Args&&... args) {
+template <typename... Args> Error internal_error(fmt::format_string<Args...> f, Args&&... args) {
   return Error{ExitCode::internal, fmt::format(f, std::forward<Args>(args)...)};
 }
 
@@ -63,11 +59,11 @@ Error internal_error(fmt::format_string<Args...> f, Args&&... args) {
 Error errno_error(const std::string& what, int err);
 
 /// Either a value or an Error (a small tl::expected).
-template <typename T>
-class [[nodiscard]] Result {
+template <typename T> class [[nodiscard]] Result {
 public:
   Result(T value) : m_v(std::in_place_index<0>, std::move(value)) {} // NOLINT(google-explicit-constructor)
-  Result(Error error) : m_v(std::in_place_index<1>, std::move(error)) {} // NOLINT(google-explicit-constructor)
+  Result(Error error)
+      : m_v(std::in_place_index<1>, std::move(error)) {} // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const { return m_v.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -104,8 +100,7 @@ private:
 };
 
 /// Result without a value.
-template <>
-class [[nodiscard]] Result<void> {
+template <> class [[nodiscard]] Result<void> {
 public:
   Result() = default;
   Result(Error error) : m_error(std::move(error)), m_failed(true) {} // NOLINT(google-explicit-constructor)
@@ -133,8 +128,7 @@ private:
 };
 
 /// Unwraps a Result inside a function that may throw Failure.
-template <typename T>
-T unwrap(Result<T> r) {
+template <typename T> T unwrap(Result<T> r) {
   if (!r) {
     throw Failure(std::move(r).error());
   }
@@ -150,20 +144,20 @@ T unwrap(Result<T> r) {
 
 /// Evaluates a Result<void>-like expression and returns its error from the enclosing function.
 #define LS_TRY(expr) LS_TRY_IMPL(LS_CONCAT(ls_try_result_, __COUNTER__), expr)
-#define LS_TRY_IMPL(tmp, expr)                                                                     \
-  do {                                                                                             \
-    auto tmp = (expr);                                                                             \
-    if (!tmp) {                                                                                    \
-      return std::move(tmp).error();                                                               \
-    }                                                                                              \
+#define LS_TRY_IMPL(tmp, expr)                                                                               \
+  do {                                                                                                       \
+    auto tmp = (expr);                                                                                       \
+    if (!tmp) {                                                                                              \
+      return std::move(tmp).error();                                                                         \
+    }                                                                                                        \
   } while (false)
 
 /// Declares `decl` from the value of a Result, or returns its error from the enclosing function.
 /// Usage: LS_TRY_ASSIGN(auto text, read_file(path));
 #define LS_TRY_ASSIGN(decl, expr) LS_TRY_ASSIGN_IMPL(LS_CONCAT(ls_try_r_, __COUNTER__), decl, expr)
-#define LS_TRY_ASSIGN_IMPL(tmp, decl, expr)                                                        \
-  auto tmp = (expr);                                                                               \
-  if (!tmp) {                                                                                      \
-    return std::move(tmp).error();                                                                 \
-  }                                                                                                \
+#define LS_TRY_ASSIGN_IMPL(tmp, decl, expr)                                                                  \
+  auto tmp = (expr);                                                                                         \
+  if (!tmp) {                                                                                                \
+    return std::move(tmp).error();                                                                           \
+  }                                                                                                          \
   decl = std::move(tmp).value()

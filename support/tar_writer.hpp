@@ -22,7 +22,7 @@ namespace lockstep {
 /// One tar member, fully described.
 struct TarEntry {
   enum class Type { file, dir, symlink, hardlink, char_device, block_device, fifo };
-  std::string path;        ///< relative ("usr/bin/env"), no leading "/" or "./", no trailing "/"
+  std::string path; ///< relative ("usr/bin/env"), no leading "/" or "./", no trailing "/"
   Type type = Type::file;
   std::uint32_t mode = 0644; ///< permission bits incl. setuid/setgid/sticky (07777)
   std::uint32_t uid = 0;

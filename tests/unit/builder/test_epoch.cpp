@@ -13,10 +13,11 @@ TEST_CASE("SOURCE_DATE_EPOCH values are parsed strictly", "[epoch]") {
     auto r = parse_epoch(bad);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == ExitCode::invalid_input);
-    CHECK(r.error().message == fmt::format("SOURCE_DATE_EPOCH='{}' is not a valid epoch: expected whole seconds "
-                                           "since 1970 (e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)), at "
-                                           "most 253402300799",
-                                           bad));
+    CHECK(r.error().message ==
+          fmt::format("SOURCE_DATE_EPOCH='{}' is not a valid epoch: expected whole seconds "
+                      "since 1970 (e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)), at "
+                      "most 253402300799",
+                      bad));
   }
 }
 

@@ -56,7 +56,8 @@ TEST_CASE("members are ordered depth-first with names sorted bytewise in each di
   for (const auto& e : plan->entries) {
     paths.push_back(e.tar.path);
   }
-  CHECK(paths == std::vector<std::string>{"opt", "opt/x", "opt/x/B", "opt/x/a", "opt/x/a/A", "opt/x/a/z", "opt/x/a-b"});
+  CHECK(paths == std::vector<std::string>{"opt", "opt/x", "opt/x/B", "opt/x/a", "opt/x/a/A", "opt/x/a/z",
+                                          "opt/x/a-b"});
 }
 
 TEST_CASE("modes are normalised by default and never depend on the umask", "[plan]") {
@@ -121,7 +122,8 @@ TEST_CASE("hard links become link members to the first path, only within one cop
   auto a = tmp.write("src/b-first", "data");
   ::link(a.c_str(), (tmp.dir() / "src/a-second").c_str());
   ::link(a.c_str(), (tmp.dir() / "src/c-third").c_str());
-  auto plan = plan_copy_layer({item(tmp.dir() / "src", "/x"), item(tmp.dir() / "src/c-third", "/y")}, 0, "test");
+  auto plan =
+      plan_copy_layer({item(tmp.dir() / "src", "/x"), item(tmp.dir() / "src/c-third", "/y")}, 0, "test");
   REQUIRE(plan);
   CHECK(listing(*plan) == "1 x 0755 0:0\n"
                           "0 x/a-second 0644 0:0\n"
@@ -200,5 +202,6 @@ TEST_CASE("a missing source is an error naming it", "[plan]") {
   test::TempDirFixture tmp;
   auto plan = plan_copy_layer({item(tmp.dir() / "nope", "/")}, 0, "s");
   REQUIRE_FALSE(plan);
-  CHECK(plan.error().message == "can't copy nope (" + (tmp.dir() / "nope").string() + "): No such file or directory");
+  CHECK(plan.error().message ==
+        "can't copy nope (" + (tmp.dir() / "nope").string() + "): No such file or directory");
 }

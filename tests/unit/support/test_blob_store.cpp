@@ -76,8 +76,8 @@ TEST_CASE("a blob whose content does not match the expected digest is not publis
   auto r = w->commit(claimed);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == ExitCode::invalid_input);
-  CHECK(r.error().message == "digest mismatch: expected " + claimed.str() + ", got " + sha256_of("evil").str() +
-                                 " (4 bytes)");
+  CHECK(r.error().message ==
+        "digest mismatch: expected " + claimed.str() + ", got " + sha256_of("evil").str() + " (4 bytes)");
   CHECK_FALSE(store->has(claimed));
   CHECK_FALSE(store->has(sha256_of("evil")));
   CHECK(count_files(tmp.dir() / "cache") == 0);

@@ -13,7 +13,9 @@ namespace {
 
 class StringSink final : public ByteSink {
 public:
-  void write(const void* data, std::size_t size) override { out.append(static_cast<const char*>(data), size); }
+  void write(const void* data, std::size_t size) override {
+    out.append(static_cast<const char*>(data), size);
+  }
   std::string out;
 };
 
@@ -57,10 +59,10 @@ TEST_CASE("gzip members have a fixed header: no name, mtime 0, OS unix", "[compr
   REQUIRE(out.size() > 18);
   CHECK(static_cast<unsigned char>(out[0]) == 0x1f);
   CHECK(static_cast<unsigned char>(out[1]) == 0x8b);
-  CHECK(out[2] == 8);   // deflate
-  CHECK(out[3] == 0);   // FLG: no FNAME/FCOMMENT/FEXTRA
+  CHECK(out[2] == 8);                              // deflate
+  CHECK(out[3] == 0);                              // FLG: no FNAME/FCOMMENT/FEXTRA
   CHECK(out.substr(4, 4) == std::string(4, '\0')); // MTIME
-  CHECK(out[9] == 3);   // OS = Unix
+  CHECK(out[9] == 3);                              // OS = Unix
 }
 
 TEST_CASE("gzip output is read by the gzip command line tool", "[compress]") {

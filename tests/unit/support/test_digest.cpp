@@ -21,9 +21,11 @@ TEST_CASE("digest parsing is strict", "[digest]") {
   std::vector<Case> cases = {
       {"44136fa355b3678a", "invalid digest '44136fa355b3678a': expected 'sha256:<64 hex digits>'"},
       {"md5:abc", "invalid digest 'md5:abc': unsupported algorithm 'md5' (sha256 and sha512 are supported)"},
-      {"sha256:../../etc/passwd", "invalid digest 'sha256:../../etc/passwd': sha256 needs exactly 64 lowercase hex digits"},
+      {"sha256:../../etc/passwd",
+       "invalid digest 'sha256:../../etc/passwd': sha256 needs exactly 64 lowercase hex digits"},
       {"sha256:44136FA355B3678A1146AD16F7E8649E94FB4FC21FE77E8310C060F61CAAFF8A",
-       "invalid digest 'sha256:44136FA355B3678A1146AD16F7E8649E94FB4FC21FE77E8310C060F61CAAFF8A': sha256 needs "
+       "invalid digest 'sha256:44136FA355B3678A1146AD16F7E8649E94FB4FC21FE77E8310C060F61CAAFF8A': sha256 "
+       "needs "
        "exactly 64 lowercase hex digits"},
       {"sha256:abc", "invalid digest 'sha256:abc': sha256 needs exactly 64 lowercase hex digits"},
   };

@@ -14,7 +14,9 @@ namespace {
 
 class StringSink final : public ByteSink {
 public:
-  void write(const void* data, std::size_t size) override { out.append(static_cast<const char*>(data), size); }
+  void write(const void* data, std::size_t size) override {
+    out.append(static_cast<const char*>(data), size);
+  }
   std::string out;
 };
 
