@@ -114,20 +114,23 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
       env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
     }
   }
-  for (const auto& [k, v] : spec.env) {
-    auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == k; });
+  for (const auto& var : spec.env) {
+    auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
     if (it != env.end()) {
-      it->second = v;
+      it->second = var.second;
     } else {
-      env.emplace_back(k, v);
+      env.push_back(var);
     }
   }
   if (std::none_of(env.begin(), env.end(), [](const auto& p) { return p.first == "PATH"; })) {
     env.insert(env.begin(), {"PATH", k_default_path});
   }
   json env_json = json::array();
-  for (const auto& [k, v] : env) {
-    env_json.push_back(k + "=" + v);
+  for (const auto& [name, value] : env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    env_json.push_back(std::move(entry));
   }
   c["Env"] = env_json;
 

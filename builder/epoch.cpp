@@ -19,7 +19,7 @@ Result<std::int64_t> parse_epoch(std::string_view text) {
 }
 
 Result<std::int64_t> image_epoch() {
-  const char* env = std::getenv("SOURCE_DATE_EPOCH"); // NOLINT(concurrency-mt-unsafe)
+  const char* env = std::getenv("SOURCE_DATE_EPOCH");
   if (env == nullptr) {
     return k_default_epoch;
   }

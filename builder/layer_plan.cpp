@@ -77,7 +77,10 @@ struct Planner {
       if (name.empty()) {
         continue;
       }
-      rel = rel.empty() ? name : rel + "/" + name;
+      if (!rel.empty()) {
+        rel += '/';
+      }
+      rel += name;
       n = &n->child(name);
       if (n->entry && n->entry->tar.type != TarEntry::Type::dir && j < image_path.size()) {
         // A later item puts something below what was a file: the file gives way to a directory.
@@ -208,8 +211,14 @@ struct Planner {
       if (item.to != "/") {
         LS_TRY(set_entry(target, item, item_index, rel, item.from.string(), st));
       }
-      LS_TRY_ASSIGN(TreeScan scan, TreeScan::scan(item.from.string(), default_thread_count()));
-      return walk(scan, item.from.string(), target, rel, item, item_index);
+      // A top-level symlink to a directory is followed once, here; the scan never follows links.
+      std::error_code ec;
+      std::string source_root = fs::canonical(item.from, ec).string();
+      if (ec) {
+        return io_error("can't copy {} ({}): {}", item.from_text, item.from.string(), ec.message());
+      }
+      LS_TRY_ASSIGN(TreeScan scan, TreeScan::scan(source_root, default_thread_count()));
+      return walk(scan, source_root, target, rel, item, item_index);
     }
     std::string dest = item.to;
     if (item.to_is_dir || item.to == "/") {

@@ -19,7 +19,7 @@
 namespace lockstep {
 
 unsigned default_thread_count() {
-  if (const char* env = std::getenv("LOCKSTEP_THREADS"); env != nullptr && *env != '\0') { // NOLINT
+  if (const char* env = std::getenv("LOCKSTEP_THREADS"); env != nullptr && *env != '\0') {
     long v = std::strtol(env, nullptr, 10);
     if (v >= 1 && v <= 1024) {
       return static_cast<unsigned>(v);

@@ -32,7 +32,7 @@ struct LibGit {
   X(git_remote_lookup)                                                                                       \
   X(git_remote_url)                                                                                          \
   X(git_remote_free)
-#define LS_GIT_MEMBER(name) decltype(&::name) name = nullptr;
+#define LS_GIT_MEMBER(name) decltype(&::name) name = nullptr; // NOLINT(bugprone-macro-parentheses)
   LS_GIT_FUNCTIONS(LS_GIT_MEMBER)
 #undef LS_GIT_MEMBER
   std::string error;
@@ -57,7 +57,7 @@ struct LibGit {
       return false;
     }
 #define LS_GIT_LOAD(name)                                                                                    \
-  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name));                                           \
+  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name)); /* NOLINT(bugprone-macro-parentheses) */  \
   if (name == nullptr) {                                                                                     \
     error = std::string(LOCKSTEP_LIBGIT2_SONAME) + " has no " #name;                                         \
     return false;                                                                                            \
@@ -104,7 +104,7 @@ std::optional<GitInfo> git_info_for(const std::filesystem::path& path) {
   if (git == nullptr) {
     return std::nullopt;
   }
-  const char* ceiling = std::getenv("GIT_CEILING_DIRECTORIES"); // NOLINT(concurrency-mt-unsafe)
+  const char* ceiling = std::getenv("GIT_CEILING_DIRECTORIES");
   git_repository* raw = nullptr;
   if (git->git_repository_open_ext(&raw, path.c_str(), 0, ceiling) != 0) {
     return std::nullopt;

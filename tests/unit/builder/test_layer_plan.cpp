@@ -205,3 +205,16 @@ TEST_CASE("a missing source is an error naming it", "[plan]") {
   CHECK(plan.error().message ==
         "can't copy nope (" + (tmp.dir() / "nope").string() + "): No such file or directory");
 }
+
+TEST_CASE("a top-level symlink to a directory is followed; links inside are not", "[plan]") {
+  test::TempDirFixture tmp;
+  tmp.write("real/inner/file", "x");
+  fs::create_symlink("inner", tmp.dir() / "real/link-to-inner");
+  fs::create_symlink("real", tmp.dir() / "top");
+  auto plan = plan_copy_layer({item(tmp.dir() / "top", "/t")}, 0, "test");
+  REQUIRE(plan);
+  CHECK(listing(*plan) == "1 t 0755 0:0\n"
+                          "1 t/inner 0755 0:0\n"
+                          "0 t/inner/file 0644 0:0\n"
+                          "2 t/link-to-inner 0777 0:0\n");
+}
