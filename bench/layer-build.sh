@@ -11,10 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 BENCH_DIR=${BENCH_DIR:-/tmp/lockstep-bench}
-LOCKSTEP=${LOCKSTEP:-build/release/lockstep}
-if [ ! -x "$LOCKSTEP" ]; then
+if [ -z "${LOCKSTEP:-}" ]; then
   cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF >/dev/null
   ninja -C build/release lockstep >/dev/null
+  LOCKSTEP=build/release/lockstep
 fi
 LOCKSTEP=$(realpath "$LOCKSTEP")
 for t in umoci mmdebstrap gzip sha256sum; do
