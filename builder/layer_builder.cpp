@@ -65,26 +65,18 @@ void copy_file_into(TarWriter& tar, const PlannedEntry& e, std::vector<char>& bu
     throw Failure(errno_error("can't read " + e.source, errno));
   }
   UniqueFd guard(fd);
-  std::int64_t left = e.tar.size;
+  auto left = static_cast<std::uint64_t>(e.tar.size);
   while (left > 0) {
-    ssize_t n =
-        ::read(fd, buf.data(),
-               static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(buf.size()))));
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      throw Failure(errno_error("can't read " + e.source, errno));
-    }
+    std::size_t n = unwrap(read_some(fd, buf.data(), std::min<std::uint64_t>(left, buf.size()), e.source));
     if (n == 0) {
       break;
     }
-    tar.write_data(buf.data(), static_cast<std::size_t>(n));
-    progress.advance(static_cast<std::uint64_t>(n));
+    tar.write_data(buf.data(), n);
+    progress.advance(n);
     left -= n;
   }
   char extra = 0;
-  if (left != 0 || ::read(fd, &extra, 1) != 0) {
+  if (left != 0 || unwrap(read_some(fd, &extra, 1, e.source)) != 0) {
     throw Failure(
         io_error("{} changed size while it was being read; run the build again when it is stable", e.source));
   }

@@ -108,19 +108,12 @@ Result<Digest> sha256_of_file(const std::filesystem::path& path) {
   Sha256 h;
   std::vector<char> buf(1 << 20);
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return errno_error("can't read " + path.string(), errno);
-    }
+    LS_TRY_ASSIGN(std::size_t n, read_some(fd.get(), buf.data(), buf.size(), path.string()));
     if (n == 0) {
-      break;
+      return h.finish();
     }
-    h.update(buf.data(), static_cast<std::size_t>(n));
+    h.update(buf.data(), n);
   }
-  return h.finish();
 }
 
 } // namespace lockstep

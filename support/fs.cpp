@@ -44,24 +44,35 @@ Result<std::string> read_file(const fs::path& path, std::uint64_t max_size) {
     return invalid_input("can't read {}: {} bytes is more than the limit of {} bytes", path.string(),
                          st.st_size, max_size);
   }
-  std::string out;
-  out.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return errno_error("can't read " + path.string(), errno);
+  std::string out(static_cast<std::size_t>(st.st_size), '\0');
+  LS_TRY_ASSIGN(std::size_t got, read_full(fd.get(), out.data(), out.size(), path.string()));
+  out.resize(got);
+  return out;
+}
+
+Result<std::size_t> read_some(int fd, void* buf, std::size_t size, const std::string& what) {
+  for (;;) {
+    ssize_t n = ::read(fd, buf, size);
+    if (n >= 0) {
+      return static_cast<std::size_t>(n);
     }
+    if (errno != EINTR) {
+      return errno_error("can't read " + what, errno);
+    }
+  }
+}
+
+Result<std::size_t> read_full(int fd, void* buf, std::size_t size, const std::string& what) {
+  char* p = static_cast<char*>(buf);
+  std::size_t got = 0;
+  while (got < size) {
+    LS_TRY_ASSIGN(std::size_t n, read_some(fd, p + got, size - got, what));
     if (n == 0) {
-      out.resize(got);
       break;
     }
-    got += static_cast<std::size_t>(n);
+    got += n;
   }
-  return out;
+  return got;
 }
 
 Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what) {

@@ -46,6 +46,11 @@ Result<UniqueFd> open_file(const std::filesystem::path& path, int flags, mode_t 
 /// Reads a whole file. Files larger than `max_size` are refused (hostile inputs stay bounded).
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_size = 64ULL << 20);
 
+/// One read(2), retried on EINTR: the bytes read, 0 at end of file. The error names `what`.
+Result<std::size_t> read_some(int fd, void* buf, std::size_t size, const std::string& what);
+/// Reads until `size` bytes or end of file (retrying short reads and EINTR); returns the count.
+Result<std::size_t> read_full(int fd, void* buf, std::size_t size, const std::string& what);
+
 /// Writes all of `data` to `fd`, retrying short writes and EINTR.
 Result<void> write_all(int fd, const void* data, std::size_t size, const std::string& what);
 

@@ -35,21 +35,9 @@ public:
     LS_TRY(check_readable_blob(desc, max_size, m_names.location));
     LS_TRY_ASSIGN(UniqueFd fd, open_blob(desc));
     std::string data(static_cast<std::size_t>(desc.size), '\0');
-    std::size_t got = 0;
-    while (got < data.size()) {
-      ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      if (n < 0) {
-        return errno_error(fmt::format("can't read blob {} in {}", desc.digest.str(), m_names.location),
-                           errno);
-      }
-      if (n == 0) {
-        return invalid_input("blob {} in {} was truncated while reading", desc.digest.str(),
-                             m_names.location);
-      }
-      got += static_cast<std::size_t>(n);
+    LS_TRY_ASSIGN(std::size_t got, read_full(fd.get(), data.data(), data.size(), blob_what(desc)));
+    if (got != data.size()) {
+      return invalid_input("blob {} in {} was truncated while reading", desc.digest.str(), m_names.location);
     }
     Digest actual = sha256_of(data);
     if (actual != desc.digest) {
@@ -68,18 +56,11 @@ public:
     std::vector<char> buf(k_chunk);
     while (true) {
       LS_TRY(check_interrupted());
-      ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-      if (n < 0 && errno == EINTR) {
-        continue;
-      }
-      if (n < 0) {
-        return errno_error(fmt::format("can't read blob {} in {}", desc.digest.str(), m_names.location),
-                           errno);
-      }
+      LS_TRY_ASSIGN(std::size_t n, read_some(fd.get(), buf.data(), buf.size(), blob_what(desc)));
       if (n == 0) {
         break;
       }
-      LS_TRY(writer.write(buf.data(), static_cast<std::size_t>(n)));
+      LS_TRY(writer.write(buf.data(), n));
       if (writer.size() > desc.size) {
         break; // grew while reading; commit() reports the size mismatch
       }
@@ -93,6 +74,11 @@ public:
   }
 
 private:
+  // "blob sha256:... in oci:DIR", for read errors.
+  [[nodiscard]] std::string blob_what(const Descriptor& desc) const {
+    return fmt::format("blob {} in {}", desc.digest.str(), m_names.location);
+  }
+
   // Opens blobs/<alg>/<hex> without following a symlink; checks type and size.
   Result<UniqueFd> open_blob(const Descriptor& desc) {
     fs::path p = m_ref.path / "blobs" / desc.digest.algorithm() / desc.digest.hex();
@@ -157,21 +143,8 @@ Result<std::string> read_layout_file(const fs::path& dir, const char* name, std:
                          max_size);
   }
   std::string data(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      return errno_error("can't read " + p.string(), errno);
-    }
-    if (n == 0) {
-      data.resize(got);
-      break;
-    }
-    got += static_cast<std::size_t>(n);
-  }
+  LS_TRY_ASSIGN(std::size_t got, read_full(fd, data.data(), data.size(), p.string()));
+  data.resize(got);
   return data;
 }
 

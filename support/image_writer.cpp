@@ -142,18 +142,12 @@ void add_blob(TarWriter& tar, const BlobStore& store, const Descriptor& d, std::
   std::vector<char> buf(1 << 20);
   for (;;) {
     throw_if_interrupted();
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      throw Failure(errno_error("can't read " + src.string(), errno));
-    }
+    std::size_t n = unwrap(read_some(fd.get(), buf.data(), buf.size(), src.string()));
     if (n == 0) {
       break;
     }
-    h.update(buf.data(), static_cast<std::size_t>(n));
-    tar.write_data(buf.data(), static_cast<std::size_t>(n));
+    h.update(buf.data(), n);
+    tar.write_data(buf.data(), n);
   }
   if (h.finish() != d.digest) {
     throw Failure(

@@ -1,9 +1,20 @@
 #pragma once
 // Shared fixtures for unit tests.
+#include "support/compress.hpp"
+
 #include <filesystem>
 #include <string>
 
 namespace lockstep::test {
+
+/// A ByteSink that keeps everything written to it.
+class StringSink final : public ByteSink {
+public:
+  void write(const void* data, std::size_t size) override {
+    out.append(static_cast<const char*>(data), size);
+  }
+  std::string out;
+};
 
 /// A fresh temporary directory per test, removed afterwards.
 class TempDirFixture {

@@ -1,5 +1,6 @@
 #include "support/compress.hpp"
 #include "support/digest.hpp"
+#include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -11,13 +12,7 @@ using namespace lockstep;
 
 namespace {
 
-class StringSink final : public ByteSink {
-public:
-  void write(const void* data, std::size_t size) override {
-    out.append(static_cast<const char*>(data), size);
-  }
-  std::string out;
-};
+using test::StringSink;
 
 // Mixed input: compressible text and incompressible noise, a bit over 5 chunks.
 std::string sample_input() {

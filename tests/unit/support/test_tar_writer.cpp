@@ -1,4 +1,5 @@
 #include "support/tar_writer.hpp"
+#include "tests/unit/test_support.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -12,13 +13,7 @@ using namespace lockstep;
 
 namespace {
 
-class StringSink final : public ByteSink {
-public:
-  void write(const void* data, std::size_t size) override {
-    out.append(static_cast<const char*>(data), size);
-  }
-  std::string out;
-};
+using test::StringSink;
 
 struct ReadEntry {
   std::string path;
