@@ -210,15 +210,9 @@ Result<std::pair<std::string, std::string>> parse_tag(const std::string& name, c
     repo = tag;
     t = "latest";
   }
-  std::string repo_path = repo;
-  auto slash = repo.find('/');
-  if (slash != std::string::npos) {
-    std::string first = repo.substr(0, slash);
-    if (first.find('.') != std::string::npos || first.find(':') != std::string::npos ||
-        first == "localhost") {
-      repo_path = repo.substr(slash + 1); // a registry host is not part of the repository grammar
-    }
-  }
+  // A registry host is not part of the repository grammar.
+  std::size_t host = oci::registry_host_length(repo);
+  std::string repo_path = host > 0 ? repo.substr(host + 1) : repo;
   if (!oci::valid_repository_name(repo_path)) {
     return invalid_input("--tag '{}': '{}' is not a valid repository name (lowercase letters, digits, and "
                          "separators '.', '_', '-', '/')",
@@ -275,8 +269,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
   result.repo_tag = names.first + ":" + names.second;
   result.ref_name = names.second;
-  envspec::LayerCompression lc = options.compression.value_or(spec.outputs.compression);
-  Codec codec = lc == envspec::LayerCompression::zstd ? Codec::zstd : Codec::gzip;
+  Codec codec = options.compression.value_or(spec.outputs.compression);
 
   log::Timer timer("build");
   // 1. Time comes from SOURCE_DATE_EPOCH or the default epoch, never the clock.

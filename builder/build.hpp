@@ -23,7 +23,7 @@ struct BuildOptions {
   /// `--tag`: "TAG" or "NAME:TAG"; default "latest" with the spec's name.
   std::string tag;
   /// `--compression`, overriding `outputs.compression`.
-  std::optional<envspec::LayerCompression> compression;
+  std::optional<Codec> compression;
   /// Record the spec's git revision in the manifest (off with --no-vcs).
   bool vcs_annotations = true;
   /// The blob store root (default BlobStore::default_root()).

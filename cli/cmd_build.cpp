@@ -84,9 +84,9 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   }
   options.tag = args.tag;
   if (args.compression == "zstd") {
-    options.compression = envspec::LayerCompression::zstd;
+    options.compression = Codec::zstd;
   } else if (args.compression == "gzip") {
-    options.compression = envspec::LayerCompression::gzip;
+    options.compression = Codec::gzip;
   }
   options.vcs_annotations = !args.no_vcs;
 

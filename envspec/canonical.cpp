@@ -84,7 +84,7 @@ json canonical_form(const Spec& spec) {
   // Output paths say where to write the image, not what it is: they stay out of the digest, so
   // moving an output never makes the image (or a lock) differ. Compression changes the bytes.
   json out = json::object();
-  out["compression"] = spec.outputs.compression == LayerCompression::zstd ? "zstd" : "gzip";
+  out["compression"] = spec.outputs.compression == Codec::zstd ? "zstd" : "gzip";
   j["outputs"] = std::move(out);
   return j;
 }

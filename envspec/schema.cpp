@@ -578,9 +578,9 @@ private:
       } else if (e.key == "compression") {
         const std::string* s = string_value(e.value, path);
         if (s != nullptr && *s == "gzip") {
-          out.compression = LayerCompression::gzip;
+          out.compression = Codec::gzip;
         } else if (s != nullptr && *s == "zstd") {
-          out.compression = LayerCompression::zstd;
+          out.compression = Codec::zstd;
         } else if (s != nullptr) {
           error(e.value.location, path, fmt::format("expected 'gzip' or 'zstd', found '{}'", *s));
         }

@@ -2,6 +2,7 @@
 // The spec (lockstep.yaml, schema version 1) as typed data. See docs/spec.md for the full schema,
 // the `extends` merge rules and the canonical digest.
 #include "envspec/diagnostics.hpp"
+#include "support/compress.hpp"
 #include "support/digest.hpp"
 #include "support/oci.hpp"
 #include "support/result.hpp"
@@ -57,15 +58,12 @@ struct BaseImage {
   SourceLocation location;    ///< of the `oci` value (or of `base` itself)
 };
 
-/// Layer compression for outputs.
-enum class LayerCompression { gzip, zstd };
-
 /// The `outputs:` section; every path is absolute.
 struct Outputs {
   std::optional<std::filesystem::path> oci;
   std::optional<std::filesystem::path> oci_archive;
   std::optional<std::filesystem::path> docker_archive;
-  LayerCompression compression = LayerCompression::gzip;
+  Codec compression = Codec::gzip; ///< layer compression
 };
 
 /// A validated spec with `extends` merged.

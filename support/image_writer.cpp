@@ -244,11 +244,7 @@ Result<void> write_docker_archive(const BlobStore& store, const StoredImage& ima
 }
 
 std::string normalize_docker_reference(const std::string& repo_tag) {
-  std::string first = repo_tag.substr(0, repo_tag.find('/'));
-  bool has_registry =
-      repo_tag.find('/') != std::string::npos &&
-      (first.find('.') != std::string::npos || first.find(':') != std::string::npos || first == "localhost");
-  if (has_registry) {
+  if (registry_host_length(repo_tag) > 0) {
     return repo_tag;
   }
   if (repo_tag.find('/') == std::string::npos) {

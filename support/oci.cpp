@@ -318,6 +318,17 @@ std::string rfc3339(std::int64_t unix_seconds) {
   return buf;
 }
 
+std::size_t registry_host_length(std::string_view ref) {
+  std::size_t slash = ref.find('/');
+  if (slash == std::string_view::npos) {
+    return 0;
+  }
+  std::string_view first = ref.substr(0, slash);
+  bool host = first.find('.') != std::string_view::npos || first.find(':') != std::string_view::npos ||
+              first == "localhost";
+  return host ? slash : 0;
+}
+
 bool valid_repository_name(std::string_view s) {
   static const std::regex re("[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*)*");
   return s.size() <= 255 && std::regex_match(s.begin(), s.end(), re);

@@ -105,6 +105,10 @@ Result<json> parse_json(std::string_view bytes, const std::string& where);
 /// "1970-01-01T00:00:00Z" for a Unix time (RFC 3339, UTC, no fraction).
 std::string rfc3339(std::int64_t unix_seconds);
 
+/// The length of the registry host that starts `ref` ("localhost:5000/x/y" -> 14), or 0 when the
+/// first component is not a host (Docker's rule: it contains '.' or ':', or is "localhost").
+std::size_t registry_host_length(std::string_view ref);
+
 /// True if `s` is a valid repository name per the distribution spec.
 bool valid_repository_name(std::string_view s);
 /// True if `s` is a valid tag: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.

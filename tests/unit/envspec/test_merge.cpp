@@ -39,7 +39,7 @@ TEST_CASE_METHOD(SpecFixture, "Extending merges maps deeply, appends lists and o
   CHECK(spec.copy[0].to == "/a");
   CHECK(spec.copy[1].to == "/b");
   CHECK(spec.outputs.oci == dir() / "build/app");
-  CHECK(spec.outputs.compression == envspec::LayerCompression::zstd);
+  CHECK(spec.outputs.compression == Codec::zstd);
   CHECK(spec.files == Files{dir() / "lockstep.yaml", dir() / "base.yaml"});
 }
 

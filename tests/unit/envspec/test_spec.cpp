@@ -9,7 +9,6 @@
 
 using namespace lockstep;
 using envspec::BaseImage;
-using envspec::LayerCompression;
 using envspec::LoadOptions;
 using envspec::ModePolicy;
 using envspec::OwnerPolicy;
@@ -42,7 +41,7 @@ TEST_CASE_METHOD(SpecFixture, "A minimal spec gets the defaults", "[spec]") {
   CHECK_FALSE(spec.outputs.oci);
   CHECK_FALSE(spec.outputs.oci_archive);
   CHECK_FALSE(spec.outputs.docker_archive);
-  CHECK(spec.outputs.compression == LayerCompression::gzip);
+  CHECK(spec.outputs.compression == Codec::gzip);
   CHECK(spec.file == dir() / "lockstep.yaml");
   CHECK(spec.dir == dir());
   CHECK(spec.files == std::vector<fs::path>{dir() / "lockstep.yaml"});
@@ -142,7 +141,7 @@ TEST_CASE_METHOD(SpecFixture, "Every key of a full spec is read into the Spec", 
   CHECK(spec.outputs.oci == dir() / "build/hello");
   CHECK(spec.outputs.oci_archive == fs::path("/var/tmp/hello.tar"));
   CHECK(spec.outputs.docker_archive == dir() / "out/hello-docker.tar");
-  CHECK(spec.outputs.compression == LayerCompression::zstd);
+  CHECK(spec.outputs.compression == Codec::zstd);
 }
 
 TEST_CASE_METHOD(SpecFixture, "A base can be an OCI archive file and need not be pinned", "[spec]") {
