@@ -31,16 +31,6 @@ private:
   BlobStore::Writer& m_writer;
 };
 
-// The tar stream goes to the compressor (which also feeds the diff_id hash on its own thread).
-class TarSink final : public ByteSink {
-public:
-  explicit TarSink(ParallelCompressor& c) : m_compressor(c) {}
-  void write(const void* data, std::size_t size) override { m_compressor.write(data, size); }
-
-private:
-  ParallelCompressor& m_compressor;
-};
-
 std::optional<BuiltLayer> cached_layer(const LayerPlan& plan, const BlobStore& store, Codec codec) {
   auto record = store.get_record(k_cache_ns, plan.fingerprint.hex());
   if (!record) {
@@ -104,8 +94,7 @@ Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Co
     ParallelCompressor compressor(
         codec, store_sink, default_thread_count(),
         [&diff_hash](const void* data, std::size_t size) { diff_hash.update(data, size); });
-    TarSink tar_sink(compressor);
-    TarWriter tar(tar_sink);
+    TarWriter tar(compressor); // the compressor also feeds the diff_id hash, on its own thread
     log::Progress progress(label, plan.content_bytes);
     std::vector<char> buf(1 << 20);
     for (const auto& planned : plan.entries) {

@@ -41,15 +41,15 @@ public:
 /// writer thread). `tap`, if given, also sees every uncompressed byte, in order, on its own thread
 /// (the layer builder hashes the tar stream there). write() and finish() are called from one
 /// thread; they throw Failure (or rethrow a sink's exception) on error or interruption.
-class ParallelCompressor {
+class ParallelCompressor final : public ByteSink {
 public:
   ParallelCompressor(Codec codec, ByteSink& out, unsigned threads,
                      std::function<void(const void*, std::size_t)> tap = nullptr);
-  ~ParallelCompressor();
+  ~ParallelCompressor() override;
   ParallelCompressor(const ParallelCompressor&) = delete;
   ParallelCompressor& operator=(const ParallelCompressor&) = delete;
 
-  void write(const void* data, std::size_t size);
+  void write(const void* data, std::size_t size) override;
   /// Flushes everything; the sink has received the complete compressed stream afterwards.
   void finish();
 
