@@ -56,6 +56,13 @@ json canonical_form(const Spec& spec) {
     copy.push_back(std::move(c));
   }
   j["copy"] = std::move(copy);
+  if (!spec.run.empty()) { // absent when empty, so specs without steps keep their digests
+    json run = json::array();
+    for (const RunStep& step : spec.run) {
+      run.push_back(json{{"sh", step.sh}, {"network", step.network}});
+    }
+    j["run"] = std::move(run);
+  }
 
   json env = json::object();
   for (const auto& [name, value] : spec.env) {
@@ -85,6 +92,9 @@ json canonical_form(const Spec& spec) {
   // moving an output never makes the image (or a lock) differ. Compression changes the bytes.
   json out = json::object();
   out["compression"] = spec.outputs.compression == Codec::zstd ? "zstd" : "gzip";
+  if (spec.outputs.sif_compression != SquashfsCompressor::gzip) { // the default is left out
+    out["sif_compression"] = std::string(squashfs_compressor_name(spec.outputs.sif_compression));
+  }
   j["outputs"] = std::move(out);
   return j;
 }

@@ -24,15 +24,16 @@ namespace {
 using Keys = std::vector<std::string_view>;
 
 // Keys of each map in the schema, and keys planned for later schema versions.
-const Keys k_top_keys = {"lockstep", "name",       "extends", "platform", "base", "copy",   "env",
-                         "labels",   "entrypoint", "cmd",     "workdir",  "user", "outputs"};
-const Keys k_top_later = {"repos", "stack", "packages", "run", "launch"};
+const Keys k_top_keys = {"lockstep", "name",   "extends",    "platform", "base",    "copy", "run",
+                         "env",      "labels", "entrypoint", "cmd",      "workdir", "user", "outputs"};
+const Keys k_top_later = {"repos", "stack", "packages", "launch"};
 const Keys k_base_keys = {"oci", "tag"};
 const Keys k_base_later = {"image"};
 const Keys k_copy_keys = {"from", "to", "mode", "owner"};
 const Keys k_copy_later = {"git", "rev"};
-const Keys k_outputs_keys = {"oci", "oci_archive", "docker_archive", "compression"};
-const Keys k_outputs_later = {"sif"};
+const Keys k_outputs_keys = {"oci", "oci_archive", "docker_archive", "sif", "compression", "sif_compression"};
+const Keys k_outputs_later = {};
+const Keys k_run_keys = {"sh", "network"};
 
 constexpr const char* k_argv_hint = R"(write it as a list, e.g. ["/bin/sh", "-c", "..."])";
 
@@ -87,6 +88,8 @@ public:
         base(v, spec.base);
       } else if (key == "copy") {
         copy(v, spec.copy);
+      } else if (key == "run") {
+        run(v, spec.run);
       } else if (key == "env") {
         env(v, spec.env);
       } else if (key == "labels") {
@@ -575,6 +578,19 @@ private:
         output_path(e.value, path, out.oci_archive);
       } else if (e.key == "docker_archive") {
         output_path(e.value, path, out.docker_archive);
+      } else if (e.key == "sif") {
+        output_path(e.value, path, out.sif);
+      } else if (e.key == "sif_compression") {
+        const std::string* s = string_value(e.value, path);
+        if (s == nullptr) {
+          continue;
+        }
+        if (auto c = parse_squashfs_compressor(*s)) {
+          out.sif_compression = *c;
+        } else {
+          error(e.value.location, path,
+                fmt::format("expected 'gzip', 'zstd', 'xz' or 'lz4', found '{}'", *s));
+        }
       } else if (e.key == "compression") {
         const std::string* s = string_value(e.value, path);
         if (s != nullptr && *s == "gzip") {
@@ -586,6 +602,56 @@ private:
         }
       } else {
         unknown_key(e, "outputs", k_outputs_keys, k_outputs_later);
+      }
+    }
+  }
+
+  // `run: [STEP...]`, each step "COMMAND" or {sh: COMMAND, network: BOOL}.
+  void run(const Node& v, std::vector<RunStep>& out) {
+    if (!v.is_sequence()) {
+      error(v.location, "run", fmt::format("expected a list of commands, found {}", describe(v)));
+      return;
+    }
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      const Node& item = v.items[i];
+      const std::string path = fmt::format("run[{}]", i);
+      RunStep step;
+      step.location = item.location;
+      if (item.is_scalar()) {
+        if (const std::string* s = nonempty_string(item, path, "a shell command")) {
+          step.sh = *s;
+          out.push_back(std::move(step));
+        }
+        continue;
+      }
+      if (!expect_map(item, path, "a shell command or a map {sh: COMMAND, network: BOOL}")) {
+        continue;
+      }
+      if (item.find("sh") == nullptr) {
+        error(item.location, path, "missing 'sh' (the shell command to run)");
+      }
+      bool ok = true;
+      for (const MapEntry& e : item.entries) {
+        const std::string key_path = child_path(path, e.key);
+        if (e.key == "sh") {
+          const std::string* s = nonempty_string(e.value, key_path, "a shell command");
+          ok = ok && s != nullptr;
+          if (s != nullptr) {
+            step.sh = *s;
+          }
+        } else if (e.key == "network") {
+          const std::string* s = string_value(e.value, key_path);
+          if (s != nullptr && (*s == "true" || *s == "false") && !e.value.quoted) {
+            step.network = *s == "true";
+          } else if (s != nullptr) {
+            error(e.value.location, key_path, fmt::format("expected true or false, found '{}'", *s));
+          }
+        } else {
+          unknown_key(e, path, k_run_keys, {});
+        }
+      }
+      if (ok && !step.sh.empty()) {
+        out.push_back(std::move(step));
       }
     }
   }

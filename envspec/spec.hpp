@@ -6,6 +6,7 @@
 #include "support/digest.hpp"
 #include "support/oci.hpp"
 #include "support/result.hpp"
+#include "support/squashfs.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -63,7 +64,17 @@ struct Outputs {
   std::optional<std::filesystem::path> oci;
   std::optional<std::filesystem::path> oci_archive;
   std::optional<std::filesystem::path> docker_archive;
-  Codec compression = Codec::gzip; ///< layer compression
+  std::optional<std::filesystem::path> sif;
+  Codec compression = Codec::gzip;                               ///< layer compression
+  SquashfsCompressor sif_compression = SquashfsCompressor::gzip; ///< the SIF's squashfs blocks
+};
+
+/// One `run:` step: a shell command run in the build sandbox over the image built so far; its
+/// filesystem changes become a layer.
+struct RunStep {
+  std::string sh;       ///< the command, run with `/bin/sh -c`
+  bool network = false; ///< `network: true`: the host network is available (the build is impure)
+  SourceLocation location;
 };
 
 /// A validated spec with `extends` merged.
@@ -73,6 +84,7 @@ struct Spec {
   oci::Platform platform; ///< default linux/amd64
   BaseImage base;
   std::vector<CopyItem> copy;
+  std::vector<RunStep> run;                             ///< in order, after the copy layer
   std::vector<std::pair<std::string, std::string>> env; ///< sorted by name
   std::map<std::string, std::string> labels;
   std::optional<std::vector<std::string>> entrypoint;

@@ -12,9 +12,10 @@ fi
 
 build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
   libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
-  libzstd-dev libdeflate-dev libfmt-dev catch2)
-test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format)
-bench_pkgs=(mmdebstrap hyperfine pigz)
+  libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2)
+test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
+  busybox-static util-linux passwd clang libfuzzer-14-dev)
+bench_pkgs=(mmdebstrap hyperfine pigz squashfs-tools-ng bubblewrap)
 
 pkgs=("${build_pkgs[@]}")
 case "$level" in

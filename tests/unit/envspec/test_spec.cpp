@@ -285,7 +285,7 @@ TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the
       errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
       path() +
           ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, copy, entrypoint, env, extends, "
-          "labels, lockstep, name, outputs, platform, user, workdir\n"
+          "labels, lockstep, name, outputs, platform, run, user, workdir\n"
           "    3 | frobnicate: yes\n"
           "      | ^~~~~~~~~~\n");
 }
@@ -680,15 +680,16 @@ TEST_CASE_METHOD(SpecFixture, "user must be NAME or UID with an optional group a
 }
 
 TEST_CASE_METHOD(SpecFixture, "outputs has known keys and gzip or zstd compression", "[spec][errors]") {
-  CHECK(errors("lockstep: 1\nname: a\noutputs:\n  oci_archiv: x.tar\n  sif: x.sif\n  compression: xz\n") ==
+  CHECK(errors("lockstep: 1\nname: a\noutputs:\n  oci_archiv: x.tar\n  sif_compression: lzo\n  compression: "
+               "xz\n") ==
         path() +
             ":4:3: error: outputs.oci_archiv: unknown key; did you mean 'oci_archive'?\n"
             "    4 |   oci_archiv: x.tar\n"
             "      |   ^~~~~~~~~~\n" +
             path() +
-            ":5:3: error: outputs.sif: not supported by this lockstep version yet\n"
-            "    5 |   sif: x.sif\n"
-            "      |   ^~~\n" +
+            ":5:20: error: outputs.sif_compression: expected 'gzip', 'zstd', 'xz' or 'lz4', found 'lzo'\n"
+            "    5 |   sif_compression: lzo\n"
+            "      |                    ^~~\n" +
             path() +
             ":6:16: error: outputs.compression: expected 'gzip' or 'zstd', found 'xz'\n"
             "    6 |   compression: xz\n"
@@ -743,4 +744,58 @@ TEST_CASE_METHOD(SpecFixture, "Every error of a spec is reported together, in so
             "    7 | cmd: echo\n"
             "      |      ^~~~\n"
             "6 errors\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "outputs.sif is a path and sif_compression defaults to gzip", "[spec]") {
+  auto spec = load_ok("lockstep: 1\nname: a\noutputs: {sif: out/a.sif}\n");
+  REQUIRE(spec.outputs.sif);
+  CHECK(*spec.outputs.sif == dir() / "out/a.sif");
+  CHECK(spec.outputs.sif_compression == SquashfsCompressor::gzip);
+  auto zstd = load_ok("lockstep: 1\nname: a\noutputs: {sif: out/a.sif, sif_compression: zstd}\n");
+  CHECK(zstd.outputs.sif_compression == SquashfsCompressor::zstd);
+  // The default compressor written out or left out is the same spec; another one is not.
+  auto gzip = load_ok("lockstep: 1\nname: a\noutputs: {sif_compression: gzip}\n");
+  CHECK(gzip.digest == load_ok("lockstep: 1\nname: a\n").digest);
+  CHECK(zstd.digest != gzip.digest);
+}
+
+TEST_CASE_METHOD(SpecFixture, "run steps are commands or maps with sh and network", "[spec]") {
+  auto spec =
+      load_ok("lockstep: 1\nname: a\nrun:\n  - echo hi > /x\n  - {sh: apt-get update, network: true}\n");
+  REQUIRE(spec.run.size() == 2);
+  CHECK(spec.run[0].sh == "echo hi > /x");
+  CHECK_FALSE(spec.run[0].network);
+  CHECK(spec.run[1].sh == "apt-get update");
+  CHECK(spec.run[1].network);
+  CHECK(spec.run[1].location.line == 5);
+  // Steps change the image, so they change the digest; their order matters.
+  auto swapped =
+      load_ok("lockstep: 1\nname: a\nrun:\n  - {sh: apt-get update, network: true}\n  - echo hi > /x\n");
+  CHECK(swapped.digest != spec.digest);
+  CHECK(load_ok("lockstep: 1\nname: a\nrun: []\n").digest == load_ok("lockstep: 1\nname: a\n").digest);
+}
+
+TEST_CASE_METHOD(SpecFixture, "run steps are validated", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nrun: make\n") ==
+        path() + ":3:6: error: run: expected a list of commands, found a string\n"
+                 "    3 | run: make\n"
+                 "      |      ^~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nrun:\n  - {network: yes, shell: x}\n  - \"\"\n") ==
+        path() +
+            ":4:5: error: run[0]: missing 'sh' (the shell command to run)\n"
+            "    4 |   - {network: yes, shell: x}\n"
+            "      |     ^\n" +
+            path() +
+            ":4:15: error: run[0].network: expected true or false, found 'yes'\n"
+            "    4 |   - {network: yes, shell: x}\n"
+            "      |               ^~~\n" +
+            path() +
+            ":4:20: error: run[0].shell: unknown key; expected one of: network, sh\n"
+            "    4 |   - {network: yes, shell: x}\n"
+            "      |                    ^~~~~\n" +
+            path() +
+            ":5:5: error: run[1]: expected a shell command, found an empty string\n"
+            "    5 |   - \"\"\n"
+            "      |     ^~\n"
+            "4 errors\n");
 }
