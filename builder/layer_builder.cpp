@@ -31,8 +31,10 @@ private:
   BlobStore::Writer& m_writer;
 };
 
-std::optional<BuiltLayer> cached_layer(const LayerPlan& plan, const BlobStore& store, Codec codec) {
-  auto record = store.get_record(k_cache_ns, plan.fingerprint.hex());
+} // namespace
+
+std::optional<BuiltLayer> find_cached_layer(const Digest& fingerprint, const BlobStore& store, Codec codec) {
+  auto record = store.get_record(k_cache_ns, fingerprint.hex());
   if (!record) {
     return std::nullopt;
   }
@@ -48,6 +50,8 @@ std::optional<BuiltLayer> cached_layer(const LayerPlan& plan, const BlobStore& s
   }
   return BuiltLayer{*desc, *diff, true};
 }
+
+namespace {
 
 void copy_file_into(TarWriter& tar, const PlannedEntry& e, std::vector<char>& buf, log::Progress& progress) {
   int fd = ::open(e.source.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -82,7 +86,7 @@ std::string layer_settings(Codec codec) {
 
 Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,
                                const std::string& label) {
-  if (auto hit = cached_layer(plan, store, codec)) {
+  if (auto hit = find_cached_layer(plan.fingerprint, store, codec)) {
     log::debug("{}: layer cache hit {} -> {}", label, plan.fingerprint.hex(), hit->descriptor.digest.str());
     return *hit;
   }

@@ -11,6 +11,7 @@
 #include "support/oci.hpp"
 #include "support/result.hpp"
 
+#include <optional>
 #include <string>
 
 namespace lockstep::builder {
@@ -24,6 +25,9 @@ struct BuiltLayer {
 
 /// The settings string entering fingerprints: codec, level, chunking and library versions.
 std::string layer_settings(Codec codec);
+
+/// The layer the cache recorded for `fingerprint`, if it is recorded and its blob is in the store.
+std::optional<BuiltLayer> find_cached_layer(const Digest& fingerprint, const BlobStore& store, Codec codec);
 
 /// Builds the layer described by `plan` into `store` (or reuses it). `label` names it in progress output.
 Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,

@@ -76,3 +76,26 @@ tree_listing() { # DIR
 done_testing() {
   echo "# $TESTS_RUN checks passed"
 }
+
+# A minimal root filesystem: busybox-static with the applets the suites use, /etc/passwd and
+# /etc/group. Needs /bin/busybox (package busybox-static).
+make_busybox_root() { # DIR
+  need busybox
+  local dir=$1 applet
+  mkdir -p "$dir/bin" "$dir/etc" "$dir/tmp" "$dir/root"
+  cp "$(command -v busybox)" "$dir/bin/busybox"
+  for applet in sh echo cat ls rm mkdir touch true false id env pwd sleep kill hostname mount \
+    ln chmod stat test wc sed grep head tail find printf; do
+    ln -sf busybox "$dir/bin/$applet"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$dir/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$dir/etc/group"
+}
+
+# The uncompressed tar listing (type, mode, owner, path) of one layer blob of an OCI layout.
+layer_listing() { # LAYOUT N (0-based layer index of the first manifest)
+  local manifest digest
+  manifest=$(jq -r '.manifests[0].digest' "$1/index.json" | cut -d: -f2)
+  digest=$(jq -r ".layers[$2].digest" "$1/blobs/sha256/$manifest" | cut -d: -f2)
+  zcat -f "$1/blobs/sha256/$digest" | tar -tv --numeric-owner | awk '{print substr($1,1,1), $2, $6}'
+}

@@ -1,0 +1,444 @@
+#include "builder/run_step.hpp"
+
+#include "builder/tree_scan.hpp"
+#include "runner/root_cache.hpp"
+#include "runner/sandbox.hpp"
+#include "support/compress.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace lockstep::builder {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* k_run_step_version = "lockstep-run-step-1";
+constexpr std::string_view k_whiteout_prefix = ".wh.";
+constexpr const char* k_opaque_marker = ".wh..wh..opq";
+
+// Files that record when or where a build ran rather than what it installed: package manager
+// logs and binary caches, backups of the previous state, shell and tool histories. Paths are
+// relative to the root; a trailing '/' drops the directory's contents.
+constexpr const char* k_dropped[] = {
+    "var/log/dpkg.log",
+    "var/log/alternatives.log",
+    "var/log/bootstrap.log",
+    "var/log/fontconfig.log",
+    "var/log/apt/",
+    "var/cache/apt/pkgcache.bin",
+    "var/cache/apt/srcpkgcache.bin",
+    "var/cache/ldconfig/aux-cache",
+    "var/lib/dpkg/status-old",
+    "var/lib/dpkg/diversions-old",
+    "var/lib/dpkg/statoverride-old",
+    "var/cache/debconf/config.dat-old",
+    "var/cache/debconf/templates.dat-old",
+    "var/cache/debconf/passwords.dat-old",
+    "root/.cache/",
+    "root/.bash_history",
+    "root/.python_history",
+    "root/.wget-hsts",
+    "root/.lesshst",
+    "tmp/",
+    "var/tmp/",
+};
+
+// The fixed-width binary fingerprint input (see layer_plan.cpp).
+class Hasher {
+public:
+  void add(std::string_view s) {
+    add(static_cast<std::uint64_t>(s.size()));
+    m_hash.update(s.data(), s.size());
+  }
+  void add(std::uint64_t v) {
+    char b[8];
+    std::memcpy(b, &v, sizeof(b));
+    m_hash.update(b, sizeof(b));
+  }
+  Digest finish() { return m_hash.finish(); }
+
+private:
+  Sha256 m_hash;
+};
+
+bool lexists(const fs::path& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+// Clamps the source mtime in a timestamp-based .pyc (PEP 552: magic, "\r\n", flags == 0, mtime,
+// source size) to the epoch. The source file's mtime in the layer is clamped the same way, so the
+// cache entry stays valid for Python.
+Result<bool> fix_pyc(const fs::path& file, std::int64_t epoch) {
+  int fd = ::open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return errno_error("can't open " + file.string(), errno);
+  }
+  UniqueFd guard(fd);
+  unsigned char header[16];
+  ssize_t n = ::pread(fd, header, sizeof(header), 0);
+  if (n != static_cast<ssize_t>(sizeof(header)) || header[2] != '\r' || header[3] != '\n') {
+    return false;
+  }
+  std::uint32_t flags = 0;
+  std::uint32_t mtime = 0;
+  std::memcpy(&flags, header + 4, 4); // little-endian on every platform lockstep builds for
+  std::memcpy(&mtime, header + 8, 4);
+  if (flags != 0 || static_cast<std::int64_t>(mtime) <= epoch) {
+    return false;
+  }
+  auto clamped = static_cast<std::uint32_t>(epoch);
+  if (::pwrite(fd, &clamped, 4, 8) != 4) {
+    return errno_error("can't rewrite " + file.string(), errno);
+  }
+  return true;
+}
+
+struct UpperPlanner {
+  const fs::path& lower;
+  const UpperLayout& layout;
+  std::int64_t epoch;
+  const TreeScan& scan;
+  LayerPlan plan;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> links;
+
+  std::uint32_t map_uid(std::uint32_t id) const {
+    return layout.host_root_uid >= 0 && id == static_cast<std::uint32_t>(layout.host_root_uid) ? 0 : id;
+  }
+  std::uint32_t map_gid(std::uint32_t id) const {
+    return layout.host_root_gid >= 0 && id == static_cast<std::uint32_t>(layout.host_root_gid) ? 0 : id;
+  }
+
+  // An empty directory or file the sandbox made as a mount point, absent from the lower root.
+  bool is_mount_point_stub(const std::string& rel, const std::string& host, const struct stat& st) const {
+    if (layout.mount_points.count(rel) == 0 || lexists(lower / rel)) {
+      return false;
+    }
+    if (S_ISREG(st.st_mode)) {
+      return st.st_size == 0;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      const auto* listing = scan.listing(host);
+      return listing == nullptr || listing->empty();
+    }
+    return false;
+  }
+
+  PlannedEntry base_entry(const std::string& rel, const struct stat& st) const {
+    PlannedEntry e;
+    e.tar.path = rel;
+    e.tar.mode = st.st_mode & 07777;
+    e.tar.uid = map_uid(st.st_uid);
+    e.tar.gid = map_gid(st.st_gid);
+    e.tar.mtime = std::clamp<std::int64_t>(st.st_mtim.tv_sec, 0, epoch);
+    return e;
+  }
+
+  PlannedEntry marker(const std::string& rel) const {
+    PlannedEntry e;
+    e.tar.path = rel;
+    e.tar.type = TarEntry::Type::file;
+    e.tar.mode = 0644;
+    e.tar.mtime = epoch;
+    return e;
+  }
+
+  Result<void> walk(const std::string& host, const std::string& rel) {
+    const std::vector<ScannedEntry>* entries = scan.listing(host);
+    if (entries == nullptr) {
+      return internal_error("directory {} was not scanned", host);
+    }
+    // Members sorted by their name in the tar (a whiteout is named ".wh.NAME").
+    struct Member {
+      std::string tar_name;
+      const ScannedEntry* entry;
+      bool whiteout;
+    };
+    std::vector<Member> members;
+    for (const auto& e : *entries) {
+      if (e.name.compare(0, k_whiteout_prefix.size(), k_whiteout_prefix) == 0) {
+        return invalid_input("the step created {}{}, a name reserved for layer whiteouts",
+                             rel.empty() ? "/" : "/" + rel + "/", e.name);
+      }
+      bool whiteout = S_ISCHR(e.st.st_mode) && e.st.st_rdev == makedev(0, 0);
+      members.push_back(Member{whiteout ? std::string(k_whiteout_prefix) + e.name : e.name, &e, whiteout});
+    }
+    std::sort(members.begin(), members.end(),
+              [](const Member& a, const Member& b) { return a.tar_name < b.tar_name; });
+    for (const Member& m : members) {
+      const struct stat& st = m.entry->st;
+      const std::string child_host = host + "/" + m.entry->name;
+      const std::string child_rel = rel.empty() ? m.tar_name : rel + "/" + m.tar_name;
+      if (m.whiteout) {
+        plan.entries.push_back(marker(child_rel));
+        continue;
+      }
+      if (is_mount_point_stub(child_rel, child_host, st)) {
+        continue;
+      }
+      PlannedEntry e = base_entry(child_rel, st);
+      if (S_ISDIR(st.st_mode)) {
+        e.tar.type = TarEntry::Type::dir;
+        plan.entries.push_back(std::move(e));
+        char value[8];
+        ssize_t n = ::lgetxattr(child_host.c_str(), layout.opaque_xattr.c_str(), value, sizeof(value));
+        if (n == 1 && value[0] == 'y') {
+          plan.entries.push_back(marker(child_rel + "/" + k_opaque_marker));
+        }
+        LS_TRY(walk(child_host, child_rel));
+        continue;
+      }
+      if (S_ISREG(st.st_mode)) {
+        e.tar.type = TarEntry::Type::file;
+        e.tar.size = st.st_size;
+        e.source = child_host;
+        e.read_capability = true;
+        if (st.st_nlink > 1) {
+          auto [it, inserted] = links.emplace(std::make_pair(st.st_dev, st.st_ino), child_rel);
+          if (!inserted) {
+            e.tar.type = TarEntry::Type::hardlink;
+            e.tar.link_target = it->second;
+            e.tar.size = 0;
+            e.source.clear();
+            e.read_capability = false;
+          }
+        }
+        if (e.tar.type == TarEntry::Type::file) {
+          plan.content_bytes += static_cast<std::uint64_t>(st.st_size);
+        }
+      } else if (S_ISLNK(st.st_mode)) {
+        e.tar.type = TarEntry::Type::symlink;
+        e.tar.mode = 0777;
+        e.source = child_host;
+        e.read_link_target = true;
+      } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+        e.tar.type = S_ISCHR(st.st_mode) ? TarEntry::Type::char_device : TarEntry::Type::block_device;
+        e.tar.dev_major = major(st.st_rdev);
+        e.tar.dev_minor = minor(st.st_rdev);
+      } else if (S_ISFIFO(st.st_mode)) {
+        e.tar.type = TarEntry::Type::fifo;
+      } else {
+        log::debug("run step: skipping socket /{}", child_rel);
+        continue;
+      }
+      plan.entries.push_back(std::move(e));
+    }
+    return {};
+  }
+};
+
+} // namespace
+
+Digest run_step_fingerprint(const envspec::RunStep& step, const RunStepInputs& inputs) {
+  Hasher h;
+  h.add(k_run_step_version);
+  h.add(k_layer_format_version);
+  h.add(inputs.settings);
+  h.add(static_cast<std::uint64_t>(inputs.epoch));
+  h.add(static_cast<std::uint64_t>(inputs.parent_diff_ids.size()));
+  for (const auto& d : inputs.parent_diff_ids) {
+    h.add(d.str());
+  }
+  h.add(step.sh);
+  h.add(static_cast<std::uint64_t>(step.network ? 1 : 0));
+  h.add(static_cast<std::uint64_t>(inputs.env.size()));
+  for (const auto& e : inputs.env) {
+    h.add(e);
+  }
+  h.add(inputs.workdir);
+  return h.finish();
+}
+
+Result<std::vector<std::string>> normalize_upper(const fs::path& upper, std::int64_t epoch) {
+  std::vector<std::string> dropped;
+  std::error_code ec;
+  for (std::string_view item : k_dropped) {
+    const bool contents = item.back() == '/';
+    const fs::path p = upper / std::string(contents ? item.substr(0, item.size() - 1) : item);
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      continue;
+    }
+    if (contents && S_ISDIR(st.st_mode)) {
+      std::vector<fs::path> children;
+      for (const auto& child : fs::directory_iterator(p, ec)) {
+        children.push_back(child.path());
+      }
+      std::sort(children.begin(), children.end());
+      for (const auto& child : children) {
+        if (fs::remove_all(child, ec) == static_cast<std::uintmax_t>(-1) || ec) {
+          return io_error("can't drop {} from the step's layer: {}", child.string(), ec.message());
+        }
+        dropped.push_back(fs::relative(child, upper).string());
+      }
+    } else if (!contents) {
+      if (!fs::remove(p, ec) || ec) {
+        return io_error("can't drop {} from the step's layer: {}", p.string(), ec.message());
+      }
+      dropped.emplace_back(item);
+    }
+  }
+  // Timestamp-based .pyc files in __pycache__ directories.
+  for (auto it = fs::recursive_directory_iterator(upper, fs::directory_options::none, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() == ".pyc" && p.parent_path().filename() == "__pycache__" && it->is_regular_file(ec) &&
+        !it->is_symlink(ec)) {
+      LS_TRY(fix_pyc(p, epoch));
+    }
+  }
+  if (ec) {
+    return io_error("can't walk the step's changes in {}: {}", upper.string(), ec.message());
+  }
+  return dropped;
+}
+
+Result<LayerPlan> plan_upper_layer(const fs::path& upper, const fs::path& lower, const UpperLayout& layout,
+                                   std::int64_t epoch) {
+  LS_TRY_ASSIGN(TreeScan scan, TreeScan::scan(upper.string(), default_thread_count()));
+  UpperPlanner planner{lower, layout, epoch, scan, {}, {}};
+  LS_TRY(planner.walk(upper.string(), ""));
+  return std::move(planner.plan);
+}
+
+} // namespace lockstep::builder
+
+namespace lockstep::builder {
+
+namespace {
+
+// Paths the sandbox may create in the overlay as mount points (runner/sandbox.cpp default table).
+const std::set<std::string> k_sandbox_mount_points = {"dev",      "proc", "sys", "tmp", "etc/resolv.conf",
+                                                      "etc/hosts"};
+
+// Runs `fn` with the process's stdout pointing at its stderr, so a step's output never mixes
+// with lockstep's own stdout (which ends with the image digest).
+template <typename Fn> auto with_stdout_on_stderr(Fn fn) {
+  std::fflush(stdout);
+  int saved = ::dup(STDOUT_FILENO);
+  if (saved >= 0) {
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  auto result = fn();
+  if (saved >= 0) {
+    ::dup2(saved, STDOUT_FILENO);
+    ::close(saved);
+  }
+  return result;
+}
+
+std::string step_name(const envspec::RunStep& step, std::size_t index) {
+  return fmt::format("run[{}] ({}:{})", index, step.location.file.string(), step.location.line);
+}
+
+} // namespace
+
+Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const StepContext& ctx) {
+  const BlobStore& store = *ctx.store;
+  const std::string name = step_name(step, index);
+  const std::string label = fmt::format("run[{}]", index);
+  // 1. The layer cache: the same command over the same layers with the same environment.
+  RunStepInputs inputs{ctx.diff_ids, ctx.env, ctx.workdir.empty() ? "/" : ctx.workdir, ctx.epoch,
+                       layer_settings(ctx.codec)};
+  const Digest fingerprint = run_step_fingerprint(step, inputs);
+  if (auto hit = find_cached_layer(fingerprint, store, ctx.codec)) {
+    log::debug("{}: layer cache hit {} -> {}", label, fingerprint.hex(), hit->descriptor.digest.str());
+    return *hit;
+  }
+  // 2. The root built so far, unpacked once and shared read-only.
+  const bool as_root = ::geteuid() == 0;
+  runner::UnpackOptions unpack;
+  unpack.ownership =
+      as_root ? runner::UnpackOptions::Ownership::keep : runner::UnpackOptions::Ownership::caller;
+  LS_TRY_ASSIGN(runner::UnpackedRoot root, runner::unpacked_root(store, ctx.layers, ctx.diff_ids, unpack));
+  // 3. A fresh overlay upper directory next to the store, on the same filesystem as its work dir.
+  LS_TRY(make_dirs(store.root() / "tmp"));
+  LS_TRY_ASSIGN(TempDir scratch, TempDir::create(store.root() / "tmp", "run-step-"));
+  struct Cleanup {
+    const fs::path& dir;
+    ~Cleanup() {
+      if (auto r = runner::remove_tree(dir); !r) {
+        log::warn("can't remove {}: {}", dir.string(), r.error().message);
+      }
+    }
+  } cleanup{scratch.path()};
+  const fs::path upper = scratch.path() / "upper";
+  const fs::path work = scratch.path() / "work";
+  LS_TRY(make_dirs(upper));
+  LS_TRY(make_dirs(work));
+  // 4. Run the step: root inside a user namespace, no network unless asked, a minimal /dev.
+  runner::SandboxConfig config;
+  config.root = root.rootfs;
+  config.overlay = runner::OverlayDirs{upper, work};
+  config.read_only = false;
+  config.network = step.network ? runner::NetworkPolicy::host : runner::NetworkPolicy::none;
+  config.dev.mode = runner::DevPolicy::Mode::minimal;
+  config.uid = 0;
+  config.gid = 0;
+  config.env = ctx.env;
+  config.env.push_back(fmt::format("SOURCE_DATE_EPOCH={}", ctx.epoch));
+  if (std::none_of(config.env.begin(), config.env.end(),
+                   [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
+    config.env.emplace_back("HOME=/root");
+  }
+  config.cwd = ctx.workdir.empty() ? "/" : ctx.workdir;
+  config.cwd_missing = runner::CwdMissing::create;
+  config.argv = {"/bin/sh", "-c", step.sh};
+  log::info("{}: {}{}", label, step.sh, step.network ? " (network on)" : "");
+  log::Timer timer(label);
+  // The step inherits a fixed umask, so the files it creates don't depend on the caller's.
+  const mode_t saved_umask = ::umask(022);
+  Result<int> status = with_stdout_on_stderr([&] { return runner::run_in_sandbox(config); });
+  ::umask(saved_umask);
+  timer.stop();
+  const bool not_found = status ? *status == runner::k_exit_not_found
+                                : static_cast<int>(status.error().code) == runner::k_exit_not_found;
+  if (not_found) {
+    auto shell = runner::probe_in_root(root.rootfs, "/bin/sh");
+    if (!shell || *shell == runner::PathKind::missing) {
+      return Error{ExitCode::check_failed,
+                   fmt::format("{}: the image has no /bin/sh to run the step with; add a shell (e.g. a "
+                               "busybox or dash layer) before the step",
+                               name)};
+    }
+  }
+  if (!status) {
+    return status.error().with_context(name);
+  }
+  if (*status != 0) {
+    return Error{ExitCode::check_failed,
+                 fmt::format("{}: `{}` exited with status {}", name, step.sh, *status)};
+  }
+  // 5. Its changes, normalised, become the layer.
+  LS_TRY_ASSIGN(auto dropped, normalize_upper(upper, ctx.epoch));
+  for (const auto& d : dropped) {
+    log::debug("{}: dropped /{} (records the build, not the image)", label, d);
+  }
+  UpperLayout layout;
+  layout.opaque_xattr = as_root ? "trusted.overlay.opaque" : "user.overlay.opaque";
+  if (!as_root) {
+    layout.host_root_uid = ::geteuid();
+    layout.host_root_gid = ::getegid();
+  }
+  layout.mount_points = k_sandbox_mount_points;
+  LS_TRY_ASSIGN(LayerPlan plan, plan_upper_layer(upper, root.rootfs, layout, ctx.epoch));
+  plan.fingerprint = fingerprint;
+  plan.cacheable = true;
+  plan.created_by = "run: " + step.sh;
+  return build_layer(plan, store, ctx.codec, label);
+}
+
+} // namespace lockstep::builder
