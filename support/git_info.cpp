@@ -120,7 +120,8 @@ std::optional<GitInfo> git_info_for(const std::filesystem::path& path) {
     git->git_oid_tostr(hex, sizeof(hex), &oid);
     info.commit = hex;
   }
-  git_status_options opts = GIT_STATUS_OPTIONS_INIT;
+  git_status_options opts{}; // (GIT_STATUS_OPTIONS_INIT leaves fields out, which clang warns about)
+  opts.version = GIT_STATUS_OPTIONS_VERSION;
   opts.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
   opts.flags = GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
   git_status_list* status = nullptr;
