@@ -1,6 +1,8 @@
 #include "builder/build.hpp"
 
 #include "builder/epoch.hpp"
+#include "builder/run_step.hpp"
+#include "builder/sif_output.hpp"
 #include "support/image_source.hpp"
 #include "support/image_writer.hpp"
 #include "support/log.hpp"
@@ -17,6 +19,7 @@ namespace {
 constexpr const char* k_default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr const char* k_annotation_spec_digest = "dev.lockstep.spec.digest";
 constexpr const char* k_annotation_dirty = "dev.lockstep.source.dirty";
+constexpr const char* k_annotation_impure = "dev.lockstep.impure";
 
 // The base image, resolved, with its layers in the store.
 struct Base {
@@ -224,12 +227,26 @@ Result<std::pair<std::string, std::string>> parse_tag(const std::string& name, c
   return std::make_pair(repo, t);
 }
 
+// The SIF output: the spec file as its definition, the squashfs compressed as asked.
+Result<void> write_sif_output(const envspec::Spec& spec, const BuildOptions& options, const BlobStore& store,
+                              const oci::StoredImage& image, const fs::path& path) {
+  SifSettings sif;
+  LS_TRY_ASSIGN(sif.deffile, read_file(spec.file));
+  sif.spec_digest = spec.digest;
+  sif.arch = spec.platform.architecture;
+  sif.compression = options.sif_compression.value_or(spec.outputs.sif_compression);
+  LS_TRY_ASSIGN(SifResult written, write_sif(store, image, sif, path));
+  log::debug("sif {} {} {}{}", path.string(), written.digest.str(), log::human_size(written.size),
+             written.cached ? " (cached)" : "");
+  return {};
+}
+
 // Pass: publish every requested output.
 Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, const BuildOptions& options,
                                                  const BlobStore& store, const oci::StoredImage& image,
                                                  Codec codec) {
   std::vector<WrittenOutput> wanted;
-  bool cli = options.oci || options.oci_archive || options.docker_archive;
+  bool cli = options.oci || options.oci_archive || options.docker_archive || options.sif;
   auto pick = [&](const std::optional<fs::path>& cli_path, const std::optional<fs::path>& spec_path,
                   const char* kind) {
     const auto& p = cli ? cli_path : spec_path;
@@ -240,11 +257,14 @@ Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, cons
   pick(options.oci, spec.outputs.oci, "oci");
   pick(options.oci_archive, spec.outputs.oci_archive, "oci-archive");
   pick(options.docker_archive, spec.outputs.docker_archive, "docker-archive");
+  pick(options.sif, spec.outputs.sif, "sif");
   for (const auto& out : wanted) {
     if (out.kind == "oci") {
       LS_TRY(oci::write_oci_layout(store, image, out.path));
     } else if (out.kind == "oci-archive") {
       LS_TRY(oci::write_oci_archive(store, image, out.path));
+    } else if (out.kind == "sif") {
+      LS_TRY(write_sif_output(spec, options, store, image, out.path));
     } else {
       if (codec == Codec::zstd) {
         log::warn("docker-archive {} has zstd layers: Docker older than 23.0 can't load them; build with "
@@ -308,7 +328,33 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     result.layer_cached.push_back(layer.cached);
     history.push_back(plan.created_by);
   }
-  // 5. Config and manifest, with provenance annotations.
+  // 5. `run:` steps, each in the build sandbox over the image so far, each giving a layer.
+  if (!spec.run.empty()) {
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch);
+    StepContext ctx;
+    ctx.store = &store;
+    ctx.codec = codec;
+    ctx.epoch = result.epoch;
+    for (const auto& e : partial["config"]["Env"]) {
+      ctx.env.push_back(e.get<std::string>());
+    }
+    if (partial["config"].contains("WorkingDir") && partial["config"]["WorkingDir"].is_string()) {
+      ctx.workdir = partial["config"]["WorkingDir"].get<std::string>();
+    }
+    for (std::size_t i = 0; i < spec.run.size(); ++i) {
+      ctx.layers = result.layers;
+      ctx.diff_ids = result.diff_ids;
+      LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, ctx));
+      log::info("layer {} {} run[{}]{}", layer.descriptor.digest.str().substr(0, 19),
+                log::human_size(layer.descriptor.size), i, layer.cached ? " (cached)" : "");
+      result.layers.push_back(layer.descriptor);
+      result.diff_ids.push_back(layer.diff_id);
+      result.layer_cached.push_back(layer.cached);
+      history.push_back("run: " + spec.run[i].sh);
+      result.impure = result.impure || spec.run[i].network;
+    }
+  }
+  // 6. Config and manifest, with provenance annotations.
   if (options.vcs_annotations) {
     log::Timer t("git provenance");
     result.git = git_info_for(spec.dir);
@@ -321,10 +367,13 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   manifest.config = result.config;
   manifest.layers = result.layers;
   manifest.annotations = compose_annotations(spec, base, result.git, result.epoch);
+  if (result.impure) {
+    manifest.annotations[k_annotation_impure] = "true"; // a run: step had the network
+  }
   LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
   result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
   result.manifest.platform = spec.platform;
-  // 6. Outputs, each published atomically.
+  // 7. Outputs, each published atomically.
   log::Timer outputs_timer("write outputs");
   oci::StoredImage image;
   image.manifest = result.manifest;

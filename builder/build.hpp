@@ -5,6 +5,7 @@
 #include "support/git_info.hpp"
 #include "support/oci.hpp"
 #include "support/result.hpp"
+#include "support/squashfs.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,9 @@ struct BuildOptions {
   std::optional<std::filesystem::path> oci;
   std::optional<std::filesystem::path> oci_archive;
   std::optional<std::filesystem::path> docker_archive;
+  std::optional<std::filesystem::path> sif;
+  /// `--sif-compression`, overriding `outputs.sif_compression`.
+  std::optional<SquashfsCompressor> sif_compression;
   /// `--tag`: "TAG" or "NAME:TAG"; default "latest" with the spec's name.
   std::string tag;
   /// `--compression`, overriding `outputs.compression`.
@@ -32,7 +36,7 @@ struct BuildOptions {
 
 /// One written output.
 struct WrittenOutput {
-  std::string kind; ///< "oci", "oci-archive", "docker-archive"
+  std::string kind; ///< "oci", "oci-archive", "docker-archive", "sif"
   std::filesystem::path path;
   [[nodiscard]] std::string reference() const; ///< e.g. "oci:build/hello:latest"
 };
@@ -50,6 +54,7 @@ struct BuildResult {
   std::string ref_name; ///< tag recorded in index.json
   std::string repo_tag; ///< "name:tag"
   std::optional<GitInfo> git;
+  bool impure = false; ///< a `run:` step had the network (annotated dev.lockstep.impure)
 };
 
 /// Builds the image the spec describes and writes its outputs.

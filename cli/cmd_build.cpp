@@ -18,6 +18,8 @@ struct BuildArgs {
   std::string oci;
   std::string oci_archive;
   std::string docker_archive;
+  std::string sif;
+  std::string sif_compression;
   std::string tag;
   std::string compression;
   bool allow_outside = false;
@@ -28,6 +30,7 @@ constexpr const char* k_examples = R"(Examples:
   lockstep build                                   build ./lockstep.yaml into its `outputs`
   lockstep build examples/hello/lockstep.yaml --oci build/hello --docker-archive build/hello.tar
   lockstep build --tag v1 --compression zstd --oci-archive hello.oci.tar
+  lockstep build --sif hello.sif                   a SIF for Apptainer: apptainer run hello.sif
   digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
   SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
 
@@ -82,6 +85,12 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   if (!args.docker_archive.empty()) {
     options.docker_archive = std::filesystem::absolute(args.docker_archive);
   }
+  if (!args.sif.empty()) {
+    options.sif = std::filesystem::absolute(args.sif);
+  }
+  if (!args.sif_compression.empty()) {
+    options.sif_compression = parse_squashfs_compressor(args.sif_compression);
+  }
   options.tag = args.tag;
   if (args.compression == "zstd") {
     options.compression = Codec::zstd;
@@ -92,10 +101,9 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
 
   LS_TRY_ASSIGN(builder::BuildResult result, builder::build_image(spec, options));
   if (result.outputs.empty()) {
-    log::info(
-        "no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive); "
-        "the image is in the store at {}",
-        BlobStore::default_root().string());
+    log::info("no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive/"
+              "--sif); the image is in the store at {}",
+              BlobStore::default_root().string());
   }
   if (ctx.json) {
     std::printf("%s\n", result_to_json(result, spec).dump(2).c_str());
@@ -116,6 +124,11 @@ void register_build(CLI::App& app, Context& ctx) {
       ->type_name("FILE");
   cmd->add_option("--docker-archive", args->docker_archive, "Write a docker-archive for `docker load`")
       ->type_name("FILE");
+  cmd->add_option("--sif", args->sif, "Write a SIF (Singularity Image Format) file for Apptainer/Singularity")
+      ->type_name("FILE");
+  cmd->add_option("--sif-compression", args->sif_compression,
+                  "SIF squashfs compression (default: outputs.sif_compression or gzip)")
+      ->check(CLI::IsMember({"gzip", "zstd", "xz", "lz4"}));
   cmd->add_option("--tag", args->tag, "Tag (TAG or NAME:TAG); default: the spec's name and 'latest'")
       ->type_name("T");
   cmd->add_option("--compression", args->compression,

@@ -14,8 +14,8 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
   libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
   libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2)
 test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
-  busybox-static util-linux passwd clang libfuzzer-14-dev)
-bench_pkgs=(mmdebstrap hyperfine pigz squashfs-tools-ng bubblewrap)
+  busybox-static util-linux passwd clang libfuzzer-14-dev squashfs-tools-ng)
+bench_pkgs=(mmdebstrap hyperfine pigz bubblewrap)
 
 pkgs=("${build_pkgs[@]}")
 case "$level" in
