@@ -59,6 +59,7 @@ int run(int argc, char** argv) {
   register_check(app, ctx);
   register_build(app, ctx);
   register_inspect(app, ctx);
+  register_exec(app, ctx);
 
   try {
     app.parse(argc, argv);

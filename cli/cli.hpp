@@ -26,6 +26,7 @@ void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json = true);
 void register_check(CLI::App& app, Context& ctx);
 void register_build(CLI::App& app, Context& ctx);
 void register_inspect(CLI::App& app, Context& ctx);
+void register_exec(CLI::App& app, Context& ctx);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);

@@ -1,0 +1,105 @@
+// `lockstep exec`: run a command in an image, rootless, without a daemon or setuid helper.
+#include "cli/cli.hpp"
+#include "runner/exec.hpp"
+
+#include <cstdlib>
+#include <memory>
+
+namespace lockstep::cli {
+
+namespace {
+
+struct ExecArgs {
+  runner::ExecOptions options;
+  bool tmp_host = false;
+  std::string net = "host";
+  std::string gpus;
+  std::string sif_mount;
+};
+
+constexpr const char* k_examples = R"(Examples:
+  lockstep exec oci:build/hello -- /bin/sh -c 'echo $HOME'
+  lockstep exec oci:build/hello                    run the image's ENTRYPOINT + CMD
+  lockstep exec --bind /data:/data:ro --workdir /data docker-archive:hello.tar -- ls
+  lockstep exec --env OMP_NUM_THREADS=4 --cleanenv hello.sif -- env
+  lockstep exec --pid --hostname node1 --net none oci:build/hello -- ps
+  lockstep exec --gpus=0 oci:build/cuda -- nvidia-smi
+  lockstep exec --user 1000:1000 ./rootfs -- id  a root directory (a "sandbox")
+
+IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE or a .sif file,
+dir:PATH or a root directory. OCI images are unpacked once into the cache ($LOCKSTEP_CACHE, default
+~/.cache/lockstep) and shared; a SIF's squashfs is loop-mounted (root), mounted with squashfuse, or
+extracted into the cache, in that order of preference (--sif-mount, --debug says which).
+
+The container: a user namespace (unless root), its own mounts, the image root read-only, the host's
+/dev, /proc, /sys, /etc/resolv.conf, /etc/hosts and your home, a tmpfs /tmp, the host network.
+Environment: host variables, overridden by the image's, overridden by LOCKSTEP_ENV_K=V and --env.
+
+Exit status: the command's (128+N when signal N killed it). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
+and SIGUSR2 are forwarded to it. Before the command starts, lockstep's own failures exit with
+  2 bad usage or image, 3 a facility missing (namespaces, squashfuse, loop devices), 4 local I/O,
+  70 internal, 126 the command is not executable, 127 the command was not found,
+and print "lockstep: error: ..." on stderr. See docs/exec.md.)";
+
+Result<ExitCode> run_exec_command(ExecArgs& args) {
+  runner::ExecOptions& o = args.options;
+  o.tmp = args.tmp_host ? runner::TmpPolicy::host : runner::TmpPolicy::tmpfs;
+  if (args.net == "host") {
+    o.network = runner::NetworkPolicy::host;
+  } else if (args.net == "none") {
+    o.network = runner::NetworkPolicy::none;
+  } else {
+    return invalid_input("invalid --net '{}': use host or none", args.net);
+  }
+  if (!args.gpus.empty()) {
+    o.gpus = args.gpus;
+  }
+  std::string mode = args.sif_mount;
+  if (mode.empty()) {
+    const char* env = std::getenv("LOCKSTEP_SIF_MOUNT");
+    mode = env != nullptr && *env != '\0' ? env : "auto";
+  }
+  LS_TRY_ASSIGN(o.sif_mount, runner::parse_sif_mount_mode(mode));
+  LS_TRY_ASSIGN(int code, runner::run_exec(o));
+  return static_cast<ExitCode>(code);
+}
+
+} // namespace
+
+void register_exec(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<ExecArgs>();
+  runner::ExecOptions& o = args->options;
+  auto* cmd = app.add_subcommand("exec", "Run a command in an image (rootless container)");
+  cmd->add_option("IMAGE", o.image, "The image (see below)")->required();
+  cmd->add_option("COMMAND", o.command, "The command and its arguments, after --");
+  cmd->add_option("-e,--env", o.env, "Set a variable in the container (repeatable); wins over the image's")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_flag("--cleanenv", o.clean_env, "Don't pass the host's environment (TERM excepted)");
+  cmd->add_option("-B,--bind", o.binds, "Bind a host path (repeatable); DST defaults to SRC")
+      ->type_name("SRC[:DST][:ro]")
+      ->allow_extra_args(false);
+  cmd->add_option("-W,--workdir", o.workdir, "Working directory in the container (default: the image's)")
+      ->type_name("DIR");
+  cmd->add_option("-u,--user", o.user, "Run as this user (default: you); GID defaults to UID")
+      ->type_name("UID[:GID]");
+  cmd->add_flag("--tmp-host", args->tmp_host, "Use the host's /tmp instead of a private tmpfs");
+  cmd->add_flag("--writable-tmpfs", o.writable_tmpfs, "Make the root writable; changes vanish at exit");
+  cmd->add_flag("--pid", o.pid_namespace, "A new pid namespace (an init is pid 1, the command pid 2)");
+  cmd->add_option("--hostname", o.hostname, "A new UTS namespace with this hostname")->type_name("NAME");
+  cmd->add_option("--net", args->net, "host (default) or none (a new network namespace, only lo)")
+      ->type_name("host|none");
+  cmd->add_flag("--no-home", o.no_home, "Don't bind your home directory");
+  cmd->add_flag(
+      "--gpus{auto}", args->gpus,
+      "Pass NVIDIA GPUs through: --gpus (NVIDIA_VISIBLE_DEVICES, else all), --gpus=all, --gpus=0,1, "
+      "--gpus=GPU-UUID");
+  cmd->add_option("--sif-mount", args->sif_mount,
+                  "How to use a SIF: auto (default; or $LOCKSTEP_SIF_MOUNT), loop, fuse, extract")
+      ->type_name("MODE");
+  add_common_flags(*cmd, ctx, false);
+  cmd->footer(k_examples);
+  cmd->callback([args, &ctx] { ctx.action = [args] { return run_exec_command(*args); }; });
+}
+
+} // namespace lockstep::cli
