@@ -7,7 +7,7 @@
 # image lacks and so mounts the tmpfs overlay, is reported beside it.
 #
 # Usage: bench/exec-start.sh [RUNS]    (default 300 hyperfine runs per command, 30 warm-up runs)
-# Needs: a built lockstep (build/release or $LOCKSTEP), hyperfine, bwrap, unshare, busybox-static;
+# Needs: a built lockstep (build/bench, static, or $LOCKSTEP), hyperfine, bwrap, unshare, busybox-static;
 # root (it creates a user for the unprivileged runs and removes it afterwards).
 # Target (issue 3): lockstep exec <= 1.5 x unshare + chroot.
 # Run it on a quiet machine: it refuses when the 1-minute load average is 1 or more (FORCE=1 skips
@@ -16,9 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-300}
 if [ -z "${LOCKSTEP:-}" ]; then
-  cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF >/dev/null
-  ninja -C build/release lockstep >/dev/null
-  LOCKSTEP=build/release/lockstep
+  # The release binary as shipped: libraries linked statically (CMakeLists.txt LOCKSTEP_STATIC_DEPS).
+  cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF -DLOCKSTEP_STATIC_DEPS=ON >/dev/null
+  ninja -C build/bench lockstep >/dev/null
+  LOCKSTEP=build/bench/lockstep
 fi
 LOCKSTEP=$(realpath "$LOCKSTEP")
 for t in hyperfine bwrap unshare jq; do

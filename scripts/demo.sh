@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install dependencies, build lockstep, build examples/hello into an OCI layout and a
-# docker-archive, let skopeo check both, and print the image digest.
+# docker-archive (skopeo checks both), then build examples/shell (a busybox root, an app and a run:
+# step) into an OCI layout and a SIF (siftool checks it) and run it with `lockstep exec`, from the
+# OCI image and from the SIF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +21,14 @@ skopeo inspect docker-archive:build/examples/hello.tar | jq -c '{Digest, Layers}
 echo "== lockstep inspect oci:build/examples/hello"
 $lockstep inspect oci:build/examples/hello
 echo
-echo "image digest: $digest"
+echo "== examples/shell: make its busybox root filesystem, build OCI + SIF"
+examples/shell/make-rootfs.sh
+shell_digest=$($lockstep build examples/shell/lockstep.yaml)
+siftool list build/examples/shell.sif
+echo "== lockstep exec oci:build/examples/shell -- /opt/app/bin/hello from-oci"
+$lockstep exec oci:build/examples/shell -- /opt/app/bin/hello from-oci
+echo "== lockstep exec build/examples/shell.sif   (runs the entrypoint)"
+$lockstep exec build/examples/shell.sif
+echo
+echo "image digest (hello): $digest"
+echo "image digest (shell): $shell_digest"

@@ -51,7 +51,7 @@ public:
   Digest finish();
 
 private:
-  void* m_ctx = nullptr; // EVP_MD_CTX
+  void* m_ctx = nullptr; // SHA256_CTX
 };
 
 /// SHA-256 of a byte string.
