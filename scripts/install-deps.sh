@@ -15,7 +15,10 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
   libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2)
 test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
   busybox-static util-linux passwd clang libfuzzer-14-dev squashfs-tools-ng)
-bench_pkgs=(mmdebstrap hyperfine pigz bubblewrap)
+# bench also builds the statically linked release binary (LOCKSTEP_STATIC_DEPS): the .a files of
+# libarchive's dependencies come from their -dev packages.
+bench_pkgs=(mmdebstrap hyperfine pigz bubblewrap libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev
+  liblzma-dev zlib1g-dev)
 
 pkgs=("${build_pkgs[@]}")
 case "$level" in
