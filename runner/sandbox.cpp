@@ -1120,7 +1120,10 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
     }
   }
   env.push_back("PWD=" + *cwd);
-  ::umask(old_umask);
+  ::umask(c.umask.value_or(old_umask));
+  if (c.stdout_to == SandboxConfig::Stdout::to_stderr && ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    child_fail(p.report_fd, errno_error("can't send the command's stdout to stderr", errno));
+  }
   log::debug("sandbox: exec {} in {} as uid {} gid {}", c.argv[0], *cwd, p.uid, p.gid);
 
   // 8. Without a pid namespace the command replaces this process.

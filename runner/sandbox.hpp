@@ -109,6 +109,12 @@ struct SandboxConfig {
   CwdMissing cwd_missing = CwdMissing::fail;
   /// The command; argv[0] without a '/' is looked up in the PATH of `env`.
   std::vector<std::string> argv;
+  /// The command's umask; default: the caller's.
+  std::optional<mode_t> umask;
+  /// Where the command's stdout goes: the caller's stdout, or its stderr (build steps, whose
+  /// output must not mix with lockstep's own stdout).
+  enum class Stdout { inherit, to_stderr };
+  Stdout stdout_to = Stdout::inherit;
 };
 
 /// Exit statuses for a command that could not be started (as POSIX shells use them).
