@@ -129,23 +129,7 @@ struct Planner {
                          const std::string& host, const struct stat& st) {
     PlannedEntry e;
     e.tar.path = rel;
-    if (S_ISREG(st.st_mode)) {
-      e.tar.type = TarEntry::Type::file;
-      e.tar.size = st.st_size;
-      e.source = host;
-    } else if (S_ISDIR(st.st_mode)) {
-      e.tar.type = TarEntry::Type::dir;
-    } else if (S_ISLNK(st.st_mode)) {
-      e.tar.type = TarEntry::Type::symlink;
-      e.source = host;
-      e.read_link_target = true;
-    } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-      e.tar.type = S_ISCHR(st.st_mode) ? TarEntry::Type::char_device : TarEntry::Type::block_device;
-      e.tar.dev_major = major(st.st_rdev);
-      e.tar.dev_minor = minor(st.st_rdev);
-    } else if (S_ISFIFO(st.st_mode)) {
-      e.tar.type = TarEntry::Type::fifo;
-    } else {
+    if (!describe_source(e, st, host)) {
       log::debug("skipping socket {}", host);
       return {};
     }
@@ -229,43 +213,6 @@ struct Planner {
   }
 };
 
-// The fingerprint's input: every field in a fixed binary form (integers as 8 bytes, strings as an
-// 8-byte length then the bytes), so no two different member lists hash alike. Buffered, so
-// SHA-256 sees large blocks.
-class FingerprintHasher {
-public:
-  template <typename... Fields> void add(const Fields&... fields) {
-    (append(fields), ...);
-    if (m_buf.size() >= (1U << 16)) {
-      m_hash.update(m_buf.data(), m_buf.size());
-      m_buf.clear();
-    }
-  }
-  Digest finish() {
-    m_hash.update(m_buf.data(), m_buf.size());
-    return m_hash.finish();
-  }
-
-private:
-  void append_u64(std::uint64_t v) {
-    char b[8];
-    std::memcpy(b, &v, sizeof(b)); // host byte order: fingerprints never leave this machine's cache
-    m_buf.insert(m_buf.end(), b, b + sizeof(b));
-  }
-  void append(std::string_view f) {
-    append_u64(f.size());
-    m_buf.insert(m_buf.end(), f.begin(), f.end());
-  }
-  void append(const std::string& f) { append(std::string_view(f)); }
-  void append(const char* f) { append(std::string_view(f)); }
-  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>> void append(Int v) {
-    append_u64(static_cast<std::uint64_t>(v));
-  }
-
-  std::vector<char> m_buf;
-  Sha256 m_hash;
-};
-
 using LinkKey = std::tuple<std::size_t, std::uint64_t, std::uint64_t>;
 
 // Moves the members below `node` into `out` in tar order and feeds the fingerprint.
@@ -336,6 +283,30 @@ Result<LayerPlan> plan_copy_layer(const std::vector<CopyItem>& items, std::int64
 } // namespace lockstep::builder
 
 namespace lockstep::builder {
+
+bool describe_source(PlannedEntry& entry, const struct stat& st, const std::string& host) {
+  TarEntry& t = entry.tar;
+  if (S_ISREG(st.st_mode)) {
+    t.type = TarEntry::Type::file;
+    t.size = st.st_size;
+    entry.source = host;
+  } else if (S_ISDIR(st.st_mode)) {
+    t.type = TarEntry::Type::dir;
+  } else if (S_ISLNK(st.st_mode)) {
+    t.type = TarEntry::Type::symlink;
+    entry.source = host;
+    entry.read_link_target = true;
+  } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+    t.type = S_ISCHR(st.st_mode) ? TarEntry::Type::char_device : TarEntry::Type::block_device;
+    t.dev_major = major(st.st_rdev);
+    t.dev_minor = minor(st.st_rdev);
+  } else if (S_ISFIFO(st.st_mode)) {
+    t.type = TarEntry::Type::fifo;
+  } else {
+    return false; // a socket
+  }
+  return true;
+}
 
 Result<void> complete_entry(PlannedEntry& entry) {
   if (entry.read_link_target) {

@@ -7,8 +7,12 @@
 #include "support/result.hpp"
 #include "support/tar_writer.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace lockstep::builder {
@@ -21,6 +25,47 @@ struct PlannedEntry {
   /// them also changes the inode's ctime, which the fingerprint covers.
   bool read_link_target = false;
   bool read_capability = false;
+};
+
+/// Sets the type of `entry` from the lstat `st` of host path `host` (type, size, device numbers,
+/// and `source` for files and symlinks). False for a socket, which has no place in a layer.
+bool describe_source(PlannedEntry& entry, const struct stat& st, const std::string& host);
+
+/// A fingerprint's input: every field in a fixed binary form (integers as 8 bytes, strings as an
+/// 8-byte length then the bytes), so no two different member lists hash alike. Buffered, so
+/// SHA-256 sees large blocks.
+class FingerprintHasher {
+public:
+  template <typename... Fields> void add(const Fields&... fields) {
+    (append(fields), ...);
+    if (m_buf.size() >= (1U << 16)) {
+      m_hash.update(m_buf.data(), m_buf.size());
+      m_buf.clear();
+    }
+  }
+  Digest finish() {
+    m_hash.update(m_buf.data(), m_buf.size());
+    return m_hash.finish();
+  }
+
+private:
+  void append_u64(std::uint64_t v) {
+    char b[8];
+    std::memcpy(b, &v, sizeof(b)); // host byte order: fingerprints never leave this machine's cache
+    m_buf.insert(m_buf.end(), b, b + sizeof(b));
+  }
+  void append(std::string_view f) {
+    append_u64(f.size());
+    m_buf.insert(m_buf.end(), f.begin(), f.end());
+  }
+  void append(const std::string& f) { append(std::string_view(f)); }
+  void append(const char* f) { append(std::string_view(f)); }
+  template <typename Int, typename = std::enable_if_t<std::is_integral_v<Int>>> void append(Int v) {
+    append_u64(static_cast<std::uint64_t>(v));
+  }
+
+  std::vector<char> m_buf;
+  Sha256 m_hash;
 };
 
 /// Fills the deferred fields of `entry` (symlink target, file capability).

@@ -56,24 +56,6 @@ constexpr const char* k_dropped[] = {
     "var/tmp/",
 };
 
-// The fixed-width binary fingerprint input (see layer_plan.cpp).
-class Hasher {
-public:
-  void add(std::string_view s) {
-    add(static_cast<std::uint64_t>(s.size()));
-    m_hash.update(s.data(), s.size());
-  }
-  void add(std::uint64_t v) {
-    char b[8];
-    std::memcpy(b, &v, sizeof(b));
-    m_hash.update(b, sizeof(b));
-  }
-  Digest finish() { return m_hash.finish(); }
-
-private:
-  Sha256 m_hash;
-};
-
 bool lexists(const fs::path& p) {
   struct stat st {};
   return ::lstat(p.c_str(), &st) == 0;
@@ -201,10 +183,13 @@ struct UpperPlanner {
         LS_TRY(walk(child_host, child_rel));
         continue;
       }
-      if (S_ISREG(st.st_mode)) {
-        e.tar.type = TarEntry::Type::file;
-        e.tar.size = st.st_size;
-        e.source = child_host;
+      if (!describe_source(e, st, child_host)) {
+        log::debug("run step: skipping socket /{}", child_rel);
+        continue;
+      }
+      if (e.tar.type == TarEntry::Type::symlink) {
+        e.tar.mode = 0777;
+      } else if (e.tar.type == TarEntry::Type::file) {
         e.read_capability = true;
         if (st.st_nlink > 1) {
           auto [it, inserted] = links.emplace(std::make_pair(st.st_dev, st.st_ino), child_rel);
@@ -219,20 +204,6 @@ struct UpperPlanner {
         if (e.tar.type == TarEntry::Type::file) {
           plan.content_bytes += static_cast<std::uint64_t>(st.st_size);
         }
-      } else if (S_ISLNK(st.st_mode)) {
-        e.tar.type = TarEntry::Type::symlink;
-        e.tar.mode = 0777;
-        e.source = child_host;
-        e.read_link_target = true;
-      } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-        e.tar.type = S_ISCHR(st.st_mode) ? TarEntry::Type::char_device : TarEntry::Type::block_device;
-        e.tar.dev_major = major(st.st_rdev);
-        e.tar.dev_minor = minor(st.st_rdev);
-      } else if (S_ISFIFO(st.st_mode)) {
-        e.tar.type = TarEntry::Type::fifo;
-      } else {
-        log::debug("run step: skipping socket /{}", child_rel);
-        continue;
       }
       plan.entries.push_back(std::move(e));
     }
@@ -243,18 +214,13 @@ struct UpperPlanner {
 } // namespace
 
 Digest run_step_fingerprint(const envspec::RunStep& step, const RunStepInputs& inputs) {
-  Hasher h;
-  h.add(k_run_step_version);
-  h.add(k_layer_format_version);
-  h.add(inputs.settings);
-  h.add(static_cast<std::uint64_t>(inputs.epoch));
-  h.add(static_cast<std::uint64_t>(inputs.parent_diff_ids.size()));
+  FingerprintHasher h;
+  h.add(k_run_step_version, k_layer_format_version, inputs.settings, inputs.epoch,
+        inputs.parent_diff_ids.size());
   for (const auto& d : inputs.parent_diff_ids) {
     h.add(d.str());
   }
-  h.add(step.sh);
-  h.add(static_cast<std::uint64_t>(step.network ? 1 : 0));
-  h.add(static_cast<std::uint64_t>(inputs.env.size()));
+  h.add(step.sh, step.network, inputs.env.size());
   for (const auto& e : inputs.env) {
     h.add(e);
   }
@@ -324,22 +290,6 @@ namespace {
 const std::set<std::string> k_sandbox_mount_points = {"dev",      "proc", "sys", "tmp", "etc/resolv.conf",
                                                       "etc/hosts"};
 
-// Runs `fn` with the process's stdout pointing at its stderr, so a step's output never mixes
-// with lockstep's own stdout (which ends with the image digest).
-template <typename Fn> auto with_stdout_on_stderr(Fn fn) {
-  std::fflush(stdout);
-  int saved = ::dup(STDOUT_FILENO);
-  if (saved >= 0) {
-    ::dup2(STDERR_FILENO, STDOUT_FILENO);
-  }
-  auto result = fn();
-  if (saved >= 0) {
-    ::dup2(saved, STDOUT_FILENO);
-    ::close(saved);
-  }
-  return result;
-}
-
 std::string step_name(const envspec::RunStep& step, std::size_t index) {
   return fmt::format("run[{}] ({}:{})", index, step.location.file.string(), step.location.line);
 }
@@ -397,12 +347,11 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   config.cwd = ctx.workdir.empty() ? "/" : ctx.workdir;
   config.cwd_missing = runner::CwdMissing::create;
   config.argv = {"/bin/sh", "-c", step.sh};
+  config.umask = 022; // the files a step creates don't depend on the caller's umask
+  config.stdout_to = runner::SandboxConfig::Stdout::to_stderr; // lockstep's stdout ends with the digest
   log::info("{}: {}{}", label, step.sh, step.network ? " (network on)" : "");
   log::Timer timer(label);
-  // The step inherits a fixed umask, so the files it creates don't depend on the caller's.
-  const mode_t saved_umask = ::umask(022);
-  Result<int> status = with_stdout_on_stderr([&] { return runner::run_in_sandbox(config); });
-  ::umask(saved_umask);
+  Result<int> status = runner::run_in_sandbox(config);
   timer.stop();
   const bool not_found = status ? *status == runner::k_exit_not_found
                                 : static_cast<int>(status.error().code) == runner::k_exit_not_found;
