@@ -1,5 +1,9 @@
 #include "tests/unit/test_support.hpp"
 
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -38,6 +42,27 @@ std::string slurp(const fs::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string run_command(const std::string& cmd, ExitCheck check) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) {
+    out.append(buf.data(), n);
+  }
+  const int status = ::pclose(p);
+  if (check == ExitCheck::must_succeed) {
+    INFO(cmd);
+    REQUIRE(status == 0);
+  }
+  return out;
+}
+
+bool have_tool(const char* tool) {
+  return std::system(("command -v " + std::string(tool) + " >/dev/null 2>&1").c_str()) == 0;
 }
 
 } // namespace lockstep::test

@@ -35,4 +35,12 @@ private:
 /// Reads a whole file.
 std::string slurp(const std::filesystem::path& p);
 
+/// Whether run_command() checks the command's exit status.
+enum class ExitCheck { must_succeed, ignore };
+/// Runs a shell command line and returns its stdout (stderr goes to the test log); with
+/// ExitCheck::must_succeed a non-zero exit fails the test.
+std::string run_command(const std::string& cmd, ExitCheck check = ExitCheck::must_succeed);
+/// True if `tool` is on the PATH.
+bool have_tool(const char* tool);
+
 } // namespace lockstep::test

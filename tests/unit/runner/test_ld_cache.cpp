@@ -17,20 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Runs a command and returns its stdout.
-std::string capture(const std::string& command) {
-  std::FILE* p = ::popen(command.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
-    out.append(buf, n);
-  }
-  REQUIRE(::pclose(p) == 0);
-  return out;
-}
-
 std::string ldconfig() {
   return fs::exists("/sbin/ldconfig") ? "/sbin/ldconfig" : "ldconfig";
 }
@@ -161,7 +147,7 @@ TEST_CASE("ld_cache reads this machine's /etc/ld.so.cache exactly as ldconfig -p
   auto cache = read_ld_cache("/etc/ld.so.cache");
   REQUIRE(cache.ok());
   CHECK(cache->format == LdCacheFormat::new_format);
-  const Printed printed = parse_ldconfig_p(capture(ldconfig() + " -p"));
+  const Printed printed = parse_ldconfig_p(test::run_command(ldconfig() + " -p"));
   REQUIRE(printed.count > 10);
   check_same_as_ldconfig_p(*cache, printed);
 }
@@ -182,8 +168,8 @@ TEST_CASE("ld_cache reads the new, compat and old formats that ldconfig writes",
   auto fresh = read_ld_cache(cache_file);
   REQUIRE(fresh.ok());
   CHECK(fresh->format == LdCacheFormat::new_format);
-  check_same_as_ldconfig_p(*fresh,
-                           parse_ldconfig_p(capture(ldconfig() + " -p -C '" + cache_file.string() + "'")));
+  check_same_as_ldconfig_p(
+      *fresh, parse_ldconfig_p(test::run_command(ldconfig() + " -p -C '" + cache_file.string() + "'")));
   std::vector<std::tuple<std::string, std::int32_t, std::string>> got;
   for (const LdCacheEntry& e : fresh->entries) {
     got.emplace_back(e.name, e.flags, e.path);
@@ -211,8 +197,8 @@ TEST_CASE("ld_cache reads the new, compat and old formats that ldconfig writes",
   for (const LdCacheEntry& e : old->entries) {
     CHECK(e.hwcap == 0);
   }
-  check_same_as_ldconfig_p(*old,
-                           parse_ldconfig_p(capture(ldconfig() + " -p -C '" + cache_file.string() + "'")));
+  check_same_as_ldconfig_p(
+      *old, parse_ldconfig_p(test::run_command(ldconfig() + " -p -C '" + cache_file.string() + "'")));
 }
 
 TEST_CASE("ld_cache reads a big-endian cache and keeps hwcap bits", "[ld_cache]") {

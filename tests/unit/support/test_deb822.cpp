@@ -1,8 +1,8 @@
 #include "support/deb822.hpp"
+#include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <string>
 
 using namespace lockstep;
@@ -84,17 +84,8 @@ TEST_CASE("Malformed relationship fields name the bad part", "[debian][errors]")
 
 TEST_CASE("This machine's dpkg status database parses, every version and relationship field too",
           "[debian][peer]") {
-  std::string text;
-  {
-    FILE* f = std::fopen("/var/lib/dpkg/status", "rb");
-    REQUIRE(f != nullptr);
-    char buf[65536];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
-      text.append(buf, n);
-    }
-    std::fclose(f);
-  }
+  const std::string text = test::slurp("/var/lib/dpkg/status");
+  REQUIRE(!text.empty());
   auto paragraphs = parse_deb822(text, "/var/lib/dpkg/status");
   REQUIRE(paragraphs);
   CHECK(paragraphs->size() > 100);

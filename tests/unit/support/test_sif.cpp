@@ -53,23 +53,6 @@ fs::path write_sample(const fs::path& file, const std::string& partition = std::
   return file;
 }
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) {
-    out.append(buf.data(), n);
-  }
-  REQUIRE(::pclose(p) == 0);
-  return out;
-}
-
-bool have(const char* tool) {
-  return std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) == 0;
-}
-
 // Writes `bytes` to a file and returns read_image's error message ("" when it succeeds).
 std::string read_error(const TempDirFixture& tmp, const std::string& bytes) {
   fs::path f = tmp.write("bad.sif", bytes);
@@ -178,30 +161,32 @@ TEST_CASE("the SIF UUID is derived from the content", "[sif]") {
 }
 
 TEST_CASE("siftool reads the SIF lockstep writes", "[sif]") {
-  if (!have("siftool")) {
+  if (!test::have_tool("siftool")) {
     WARN("siftool is not installed; skipped");
     return;
   }
   TempDirFixture tmp;
   fs::path f = write_sample(tmp.dir() / "a.sif");
-  CHECK(run("siftool list " + f.string() + " | tail -n 3") ==
+  CHECK(test::run_command("siftool list " + f.string() + " | tail -n 3") ==
         "1    |1       |NONE    |32176-32195               |Def.FILE\n"
         "2    |1       |NONE    |32195-32205               |JSON.Generic\n"
         "3    |1       |NONE    |32768-37768               |FS (Squashfs/*System/amd64)\n");
-  CHECK(run("siftool info 3 " + f.string() + " | grep -E 'Filesystem|Partition|Architecture|Group'") ==
+  CHECK(test::run_command("siftool info 3 " + f.string() +
+                          " | grep -E 'Filesystem|Partition|Architecture|Group'") ==
         "  Group ID:         1\n"
         "  Filesystem Type:  Squashfs\n"
         "  Partition Type:   *System\n"
         "  Architecture:     amd64\n");
-  CHECK(run("siftool header " + f.string() + " | grep -E 'Created|Descriptors Free|Data Offset'") ==
+  CHECK(test::run_command("siftool header " + f.string() +
+                          " | grep -E 'Created|Descriptors Free|Data Offset'") ==
         "Created At:           2023-11-14 22:13:20 +0000 UTC\n"
         "Descriptors Free:     45\n"
         "Data Offset:          32176\n");
-  CHECK(run("siftool dump 3 " + f.string()) == std::string(5000, 'p'));
+  CHECK(test::run_command("siftool dump 3 " + f.string()) == std::string(5000, 'p'));
 }
 
 TEST_CASE("read_image reads a SIF that siftool wrote", "[sif]") {
-  if (!have("siftool")) {
+  if (!test::have_tool("siftool")) {
     WARN("siftool is not installed; skipped");
     return;
   }
@@ -209,9 +194,9 @@ TEST_CASE("read_image reads a SIF that siftool wrote", "[sif]") {
   tmp.write("p.bin", std::string(5000, 'z'));
   tmp.write("j.json", "{}");
   std::string dir = tmp.dir().string();
-  run("cd " + dir +
-      " && siftool new x.sif && siftool add x.sif p.bin --datatype 4 --parttype 2 --partfs 1 "
-      "--partarch 4 && siftool add x.sif j.json --datatype 6");
+  test::run_command("cd " + dir +
+                    " && siftool new x.sif && siftool add x.sif p.bin --datatype 4 --parttype 2 --partfs 1 "
+                    "--partarch 4 && siftool add x.sif j.json --datatype 6");
   auto img = read_image(tmp.dir() / "x.sif");
   REQUIRE(img);
   const Descriptor* p = img->primary_partition();

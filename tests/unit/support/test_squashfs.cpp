@@ -192,23 +192,6 @@ std::string extract(const fs::path& image, const fs::path& dest, std::int64_t of
   return listing(dest);
 }
 
-bool have(const char* tool) {
-  return std::system(fmt::format("command -v {} >/dev/null 2>&1", tool).c_str()) == 0;
-}
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) {
-    out.append(buf.data(), n);
-  }
-  REQUIRE(::pclose(p) == 0);
-  return out;
-}
-
 } // namespace
 
 TEST_CASE("squashfs compressor names round-trip", "[squashfs]") {
@@ -253,10 +236,10 @@ TEST_CASE("layers are applied with whiteouts, opaque directories, hard links and
                                               "usr/lib 40755\n"
                                               "usr/lib/libx.so 100644 32 77bd964d links=1\n"
                                               "usr/sh-link 100755 10 a8076d3d links=2\n");
-  if (have("unsquashfs")) {
+  if (test::have_tool("unsquashfs")) {
     // The peer's view: owners 0/0, every time clamped to the epoch (50 s), setuid kept in the image.
-    CHECK(run("TZ=UTC unsquashfs -lln " + img.file.string() +
-              " | awk '{print $1, $2, $3, $4, $5, $6, $7, $8}'") ==
+    CHECK(test::run_command("TZ=UTC unsquashfs -lln " + img.file.string() +
+                            " | awk '{print $1, $2, $3, $4, $5, $6, $7, $8}'") ==
           "drwxr-xr-x 0/0 59 1970-01-01 00:00 squashfs-root  \n"
           "drwxr-xr-x 0/0 29 1970-01-01 00:00 squashfs-root/etc  \n"
           "-rw-r--r-- 0/0 28 1970-01-01 00:00 squashfs-root/etc/passwd  \n"
@@ -268,8 +251,8 @@ TEST_CASE("layers are applied with whiteouts, opaque directories, hard links and
           "drwxr-xr-x 0/0 30 1970-01-01 00:00 squashfs-root/usr/lib  \n"
           "-rw-r--r-- 0/0 32 1970-01-01 00:00 squashfs-root/usr/lib/libx.so  \n"
           "-rwsr-xr-x 0/0 10 1970-01-01 00:00 squashfs-root/usr/sh-link  \n");
-    CHECK(run("TZ=UTC unsquashfs -s " + img.file.string() +
-              " | grep -E 'Creation|Compression|Number of inodes'") ==
+    CHECK(test::run_command("TZ=UTC unsquashfs -s " + img.file.string() +
+                            " | grep -E 'Creation|Compression|Number of inodes'") ==
           "Creation or last append time Thu Jan  1 00:00:50 1970\n"
           "Compression gzip\n"
           "Number of inodes 10\n");
@@ -310,10 +293,10 @@ TEST_CASE("every compressor writes an image the peers read", "[squashfs]") {
           "a 100644 300000 " + sha256_of(std::string(300000, 'a')).hex().substr(0, 8) +
               " links=1\nb 100644 5000 " + sha256_of(random_bytes(5000, 1)).hex().substr(0, 8) +
               " links=1\n");
-    if (have("unsquashfs")) {
-      CHECK(run("unsquashfs -s " + img.file.string() + " | grep '^Compression'") ==
+    if (test::have_tool("unsquashfs")) {
+      CHECK(test::run_command("unsquashfs -s " + img.file.string() + " | grep '^Compression'") ==
             "Compression " + name + "\n");
-      CHECK(run("unsquashfs -cat " + img.file.string() + " a | wc -c") == "300000\n");
+      CHECK(test::run_command("unsquashfs -cat " + img.file.string() + " a | wc -c") == "300000\n");
     }
   }
   CHECK(squashfs_settings(SquashfsOptions{}).find("gzip libdeflate") != std::string::npos);
@@ -541,14 +524,15 @@ TEST_CASE("file capabilities survive, other extended attributes don't", "[squash
   tar.finish();
   fs::path layer = tmp.write("l.tar", sink.out);
   auto img = build(tmp.dir() / "i.sqfs", {layer});
-  if (have("rdsquashfs")) {
-    CHECK(run("rdsquashfs -x /ping " + img.file.string()) ==
+  if (test::have_tool("rdsquashfs")) {
+    CHECK(test::run_command("rdsquashfs -x /ping " + img.file.string()) ==
           "security.capability=0x0100000200200000000000000000000000000000\n");
-    CHECK(run("rdsquashfs -x /plain " + img.file.string()).empty());
+    CHECK(test::run_command("rdsquashfs -x /plain " + img.file.string()).empty());
   }
-  if (::geteuid() == 0 && have("unsquashfs") && have("getcap")) {
-    run("unsquashfs -no-progress -d " + (tmp.dir() / "x").string() + " " + img.file.string() + " >/dev/null");
-    CHECK(run("getcap " + (tmp.dir() / "x" / "ping").string()) ==
+  if (::geteuid() == 0 && test::have_tool("unsquashfs") && test::have_tool("getcap")) {
+    test::run_command("unsquashfs -no-progress -d " + (tmp.dir() / "x").string() + " " + img.file.string() +
+                      " >/dev/null");
+    CHECK(test::run_command("getcap " + (tmp.dir() / "x" / "ping").string()) ==
           (tmp.dir() / "x" / "ping").string() + " cap_net_raw=ep\n");
   }
 }
