@@ -11,27 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 BENCH_DIR=${BENCH_DIR:-/tmp/lockstep-bench}
-if [ -z "${LOCKSTEP:-}" ]; then
-  cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF >/dev/null
-  ninja -C build/release lockstep >/dev/null
-  LOCKSTEP=build/release/lockstep
-fi
-LOCKSTEP=$(realpath "$LOCKSTEP")
-for t in umoci mmdebstrap gzip sha256sum; do
-  command -v "$t" >/dev/null || { echo "bench: '$t' is missing (scripts/install-deps.sh bench)" >&2; exit 3; }
-done
+source bench/lib.sh
+bench_lockstep
+bench_need umoci mmdebstrap gzip sha256sum
 
-mkdir -p "$BENCH_DIR"
-rootfs="$BENCH_DIR/rootfs"
-if [ ! -f "$rootfs/.complete" ]; then
-  echo "bench: creating the rootfs with mmdebstrap (about 20 s)..." >&2
-  rm -rf "$rootfs"
-  SOURCE_DATE_EPOCH=1700000000 mmdebstrap --quiet --variant=apt --include=openmpi-bin bookworm "$rootfs" >&2
-  touch -d @1700000000 "$rootfs/.complete"
-  sleep 2 # let the sources age past lockstep's 2 s "racy" window
-fi
-files=$(find "$rootfs" | wc -l)
-bytes=$(du -sb "$rootfs" | cut -f1)
+bench_rootfs
 
 work="$BENCH_DIR/work"
 rm -rf "$work" && mkdir -p "$work"

@@ -1,0 +1,35 @@
+# Shared by the benchmarks (sourced from the repository root).
+
+# Sets LOCKSTEP to $LOCKSTEP, else to a Release build in build/release (built now).
+bench_lockstep() {
+  if [ -z "${LOCKSTEP:-}" ]; then
+    cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF >/dev/null
+    ninja -C build/release lockstep >/dev/null
+    LOCKSTEP=build/release/lockstep
+  fi
+  LOCKSTEP=$(realpath "$LOCKSTEP")
+}
+
+# Exits 3 naming the first of TOOLS that is missing.
+bench_need() { # TOOLS...
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null || { echo "bench: '$t' is missing (scripts/install-deps.sh bench)" >&2; exit 3; }
+  done
+}
+
+# Sets rootfs, files and bytes: `mmdebstrap --variant=apt --include=openmpi-bin bookworm` (about
+# 250 MB, 8,500 files), built once (reproducibly) and cached in $BENCH_DIR.
+bench_rootfs() {
+  mkdir -p "$BENCH_DIR"
+  rootfs="$BENCH_DIR/rootfs"
+  if [ ! -f "$rootfs/.complete" ]; then
+    echo "bench: creating the rootfs with mmdebstrap (about 20 s)..." >&2
+    rm -rf "$rootfs"
+    SOURCE_DATE_EPOCH=1700000000 mmdebstrap --quiet --variant=apt --include=openmpi-bin bookworm "$rootfs" >&2
+    touch -d @1700000000 "$rootfs/.complete"
+    sleep 2 # let the sources age past lockstep's 2 s "racy" window
+  fi
+  files=$(find "$rootfs" | wc -l)
+  bytes=$(du -sb "$rootfs" | cut -f1)
+}
