@@ -84,10 +84,11 @@ std::string layer_settings(Codec codec) {
                               : fmt::format("zstd level {} ({})", k_zstd_level, codec_library_versions());
 }
 
-Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,
-                               const std::string& label) {
-  if (auto hit = find_cached_layer(plan.fingerprint, store, codec)) {
-    log::debug("{}: layer cache hit {} -> {}", label, plan.fingerprint.hex(), hit->descriptor.digest.str());
+Result<BuiltLayer> build_generated_layer(const Digest& fingerprint, bool cacheable, const BlobStore& store,
+                                         Codec codec, const std::string& label, std::uint64_t content_bytes,
+                                         const LayerContentWriter& write) {
+  if (auto hit = find_cached_layer(fingerprint, store, codec)) {
+    log::debug("{}: layer cache hit {} -> {}", label, fingerprint.hex(), hit->descriptor.digest.str());
     return *hit;
   }
   LS_TRY_ASSIGN(BlobStore::Writer writer, store.begin_write());
@@ -99,17 +100,8 @@ Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Co
         codec, store_sink, default_thread_count(),
         [&diff_hash](const void* data, std::size_t size) { diff_hash.update(data, size); });
     TarWriter tar(compressor); // the compressor also feeds the diff_id hash, on its own thread
-    log::Progress progress(label, plan.content_bytes);
-    std::vector<char> buf(1 << 20);
-    for (const auto& planned : plan.entries) {
-      throw_if_interrupted();
-      PlannedEntry e = planned;
-      unwrap(complete_entry(e));
-      tar.add(e.tar);
-      if (e.tar.type == TarEntry::Type::file && e.tar.size > 0) {
-        copy_file_into(tar, e, buf, progress);
-      }
-    }
+    log::Progress progress(label, content_bytes);
+    unwrap(write(tar, progress));
     tar.finish();
     compressor.finish();
     layer.diff_id = diff_hash.finish();
@@ -121,18 +113,37 @@ Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Co
   layer.descriptor.media_type = std::string(media_type_for(codec));
   layer.descriptor.digest = info.digest;
   layer.descriptor.size = info.size;
-  if (plan.cacheable) {
+  if (cacheable) {
     nlohmann::json record;
     record["descriptor"] = layer.descriptor.to_json();
     record["diff_id"] = layer.diff_id.str();
     // A failed cache write only costs a rebuild next time.
-    if (auto r = store.put_record(k_cache_ns, plan.fingerprint.hex(), record.dump()); !r) {
+    if (auto r = store.put_record(k_cache_ns, fingerprint.hex(), record.dump()); !r) {
       log::debug("can't record layer cache entry: {}", r.error().message);
     }
   } else {
     log::debug("{}: sources changed within the last 2 s; not recording a layer cache entry", label);
   }
   return layer;
+}
+
+Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,
+                               const std::string& label) {
+  return build_generated_layer(
+      plan.fingerprint, plan.cacheable, store, codec, label, plan.content_bytes,
+      [&plan](TarWriter& tar, log::Progress& progress) -> Result<void> {
+        std::vector<char> buf(1 << 20);
+        for (const auto& planned : plan.entries) {
+          throw_if_interrupted();
+          PlannedEntry e = planned;
+          unwrap(complete_entry(e));
+          tar.add(e.tar);
+          if (e.tar.type == TarEntry::Type::file && e.tar.size > 0) {
+            copy_file_into(tar, e, buf, progress);
+          }
+        }
+        return {};
+      });
 }
 
 } // namespace lockstep::builder
