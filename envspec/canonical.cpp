@@ -23,6 +23,9 @@ json canonical_form(const Spec& spec) {
 
   if (spec.base.kind == BaseImage::Kind::scratch) {
     j["base"] = "scratch";
+  } else if (spec.base.kind == BaseImage::Kind::debian) {
+    static constexpr const char* variants[] = {"essential", "apt", "required"};
+    j["base"] = json{{"debian", spec.base.suite}, {"variant", variants[static_cast<int>(spec.base.variant)]}};
   } else {
     json base = json::object();
     base["oci"] = canonical_path(spec.base.path, spec.base.path_text, spec.dir);
@@ -35,10 +38,52 @@ json canonical_form(const Spec& spec) {
     j["base"] = std::move(base);
   }
 
+  // Repositories and packages are absent when there are none, so older specs keep their digests.
+  // A keyring is where trust comes from, not what the image holds: it stays out, like output paths.
+  if (!spec.repos.empty()) {
+    json repos = json::array();
+    for (const Repo& r : spec.repos) {
+      switch (r.kind) {
+      case Repo::Kind::apt:
+        repos.push_back(r.flat ? json{{"apt", r.url}, {"flat", true}}
+                               : json{{"apt", r.url}, {"suite", r.suite}, {"components", r.components}});
+        break;
+      case Repo::Kind::pypi:
+        repos.push_back(json{{"pypi", r.url}});
+        break;
+      case Repo::Kind::wheels:
+        repos.push_back(json{{"wheels", canonical_path(r.dir, r.dir_text, spec.dir)}});
+        break;
+      }
+    }
+    j["repos"] = std::move(repos);
+  }
+  if (!spec.packages.apt.empty() || !spec.packages.pip.empty()) {
+    json packages = json::object();
+    for (const auto* list : {&spec.packages.apt, &spec.packages.pip}) {
+      json names = json::array();
+      for (const PackageRequest& p : *list) {
+        names.push_back(p.text);
+      }
+      packages[list == &spec.packages.apt ? "apt" : "pip"] = std::move(names);
+    }
+    j["packages"] = std::move(packages);
+  }
+
   json copy = json::array();
   for (const CopyItem& item : spec.copy) {
     json c = json::object();
-    c["from"] = canonical_path(item.from, item.from_text, spec.dir);
+    if (!item.git.empty()) {
+      c["git"] = item.git_text.find("://") != std::string::npos
+                     ? item.git
+                     : canonical_path(fs::path(item.git), item.git_text, spec.dir);
+      c["rev"] = item.rev;
+      if (item.keep_git) {
+        c["keep_git"] = true;
+      }
+    } else {
+      c["from"] = canonical_path(item.from, item.from_text, spec.dir);
+    }
     c["to"] = item.to_is_dir && item.to != "/" ? item.to + "/" : item.to;
     switch (item.mode_policy) {
     case ModePolicy::normalize:

@@ -24,13 +24,18 @@ namespace {
 using Keys = std::vector<std::string_view>;
 
 // Keys of each map in the schema, and keys planned for later schema versions.
-const Keys k_top_keys = {"lockstep", "name",   "extends",    "platform", "base",    "copy", "run",
-                         "env",      "labels", "entrypoint", "cmd",      "workdir", "user", "outputs"};
-const Keys k_top_later = {"repos", "stack", "packages", "launch"};
-const Keys k_base_keys = {"oci", "tag"};
+const Keys k_top_keys = {"lockstep", "name",    "extends", "platform", "base",   "repos",
+                         "packages", "copy",    "run",     "env",      "labels", "entrypoint",
+                         "cmd",      "workdir", "user",    "outputs"};
+const Keys k_top_later = {"stack", "launch"};
+const Keys k_base_keys = {"oci", "tag", "debian", "variant"};
 const Keys k_base_later = {"image"};
-const Keys k_copy_keys = {"from", "to", "mode", "owner"};
-const Keys k_copy_later = {"git", "rev"};
+const Keys k_copy_keys = {"from", "to", "mode", "owner", "git", "rev", "keep_git"};
+const Keys k_copy_later = {};
+const Keys k_apt_repo_keys = {"apt", "suite", "components", "keyring", "flat"};
+const Keys k_pypi_repo_keys = {"pypi"};
+const Keys k_wheels_repo_keys = {"wheels"};
+const Keys k_packages_keys = {"apt", "pip"};
 const Keys k_outputs_keys = {"oci", "oci_archive", "docker_archive", "sif", "compression", "sif_compression"};
 const Keys k_outputs_later = {};
 const Keys k_run_keys = {"sh", "network"};
@@ -86,6 +91,10 @@ public:
         platform(v, spec.platform);
       } else if (key == "base") {
         base(v, spec.base);
+      } else if (key == "repos") {
+        repos(v, spec.repos);
+      } else if (key == "packages") {
+        packages(v, spec.packages);
       } else if (key == "copy") {
         copy(v, spec.copy);
       } else if (key == "run") {
@@ -108,9 +117,40 @@ public:
         unknown_key(e, "", k_top_keys, k_top_later);
       }
     }
+    cross_checks(root, spec);
   }
 
 private:
+  // Rules that span keys: packages need a repository of their kind, a Debian base needs apt.
+  void cross_checks(const Node& root, const Spec& spec) {
+    const auto has_repo = [&spec](Repo::Kind kind) {
+      return std::any_of(spec.repos.begin(), spec.repos.end(),
+                         [kind](const Repo& r) { return r.kind == kind; });
+    };
+    const bool repos_valid =
+        std::none_of(m_diags.items().begin(), m_diags.items().end(),
+                     [](const Diagnostic& d) { return d.key_path.rfind("repos", 0) == 0; });
+    const bool need_apt = spec.base.kind == BaseImage::Kind::debian || !spec.packages.apt.empty();
+    if (need_apt && repos_valid && !has_repo(Repo::Kind::apt)) {
+      const SourceLocation& at =
+          spec.base.kind == BaseImage::Kind::debian ? spec.base.location : spec.packages.apt.front().location;
+      error(at, spec.base.kind == BaseImage::Kind::debian ? "base.debian" : "packages.apt",
+            "needs an apt repository in 'repos', e.g. {apt: http://deb.debian.org/debian, suite: bookworm, "
+            "components: [main], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}");
+    }
+    if (!spec.packages.pip.empty() && repos_valid && !has_repo(Repo::Kind::pypi) &&
+        !has_repo(Repo::Kind::wheels)) {
+      error(spec.packages.pip.front().location, "packages.pip",
+            "needs a Python package index or wheelhouse in 'repos', e.g. {pypi: https://pypi.org/simple} or "
+            "{wheels: ./wheelhouse}");
+    }
+    if (need_apt && debian_arch(spec.platform).empty()) {
+      const MapEntry* p = root.find("platform");
+      error(p != nullptr ? p->value.location : spec.base.location, "platform",
+            fmt::format("Debian has no architecture for platform {}", spec.platform.str()));
+    }
+  }
+
   void error(const SourceLocation& location, const std::string& path, std::string message) {
     m_diags.error(location, path, std::move(message));
   }
@@ -249,6 +289,10 @@ private:
     if (!expect_map(v, "base", "'scratch' or a map {oci: PATH}")) {
       return;
     }
+    if (v.find("debian") != nullptr) {
+      debian_base(v, out);
+      return;
+    }
     const MapEntry* oci = v.find("oci");
     if (oci == nullptr) {
       error(v.location, "base", "missing 'oci' (an OCI layout directory or OCI archive, e.g. {oci: ./base})");
@@ -261,8 +305,273 @@ private:
         base_path(e.value, out);
       } else if (e.key == "tag") {
         base_tag(e.value, out);
+      } else if (e.key == "variant") {
+        error(e.key_location, "base.variant",
+              "'variant' goes with 'debian' (e.g. {debian: bookworm, variant: apt})");
       } else {
         unknown_key(e, "base", k_base_keys, k_base_later);
+      }
+    }
+  }
+
+  // `base: {debian: SUITE, variant: essential|apt|required}`: bootstrapped from the apt repositories.
+  void debian_base(const Node& v, BaseImage& out) {
+    out.kind = BaseImage::Kind::debian;
+    for (const MapEntry& e : v.entries) {
+      const std::string path = child_path("base", e.key);
+      if (e.key == "debian") {
+        if (const std::string* s = nonempty_string(e.value, path, "a Debian suite or codename")) {
+          static const std::regex suite_re("[a-z0-9][a-z0-9.+-]*");
+          if (!std::regex_match(*s, suite_re)) {
+            error(e.value.location, path,
+                  fmt::format("invalid suite '{}': expected a codename or suite such as bookworm or stable",
+                              *s));
+          }
+          out.suite = *s;
+          out.location = e.value.location;
+        }
+      } else if (e.key == "variant") {
+        const std::string* s = string_value(e.value, path);
+        if (s != nullptr && *s == "essential") {
+          out.variant = DebianVariant::essential;
+        } else if (s != nullptr && *s == "apt") {
+          out.variant = DebianVariant::apt;
+        } else if (s != nullptr && *s == "required") {
+          out.variant = DebianVariant::required;
+        } else if (s != nullptr) {
+          error(e.value.location, path,
+                fmt::format("expected 'essential', 'apt' or 'required', found '{}'", *s));
+        }
+      } else if (e.key == "oci" || e.key == "tag") {
+        error(e.key_location, path, "a base is either {debian: SUITE} or {oci: PATH}, not both");
+      } else {
+        unknown_key(e, "base", k_base_keys, k_base_later);
+      }
+    }
+  }
+
+  // `repos: [{apt: URL, suite, components, keyring} | {apt: URL, flat: true, keyring} | {pypi: URL} |
+  // {wheels: DIR}]`, in priority order.
+  void repos(const Node& v, std::vector<Repo>& out) {
+    if (!v.is_sequence()) {
+      error(v.location, "repos", fmt::format("expected a list, found {}", describe(v)));
+      return;
+    }
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      const Node& item = v.items[i];
+      const std::string path = item_path("repos", i);
+      constexpr std::string_view expected = "a map {apt: URL, ...}, {pypi: URL} or {wheels: DIR}";
+      if (!expect_map(item, path, expected)) {
+        continue;
+      }
+      Repo repo;
+      repo.location = item.location;
+      if (item.find("apt") != nullptr) {
+        repo.kind = Repo::Kind::apt;
+        if (apt_repo(item, path, repo)) {
+          out.push_back(std::move(repo));
+        }
+      } else if (const MapEntry* pypi = item.find("pypi")) {
+        repo.kind = Repo::Kind::pypi;
+        bool ok = repo_url(pypi->value, child_path(path, "pypi"), repo);
+        for (const MapEntry& e : item.entries) {
+          if (e.key != "pypi") {
+            unknown_key(e, path, k_pypi_repo_keys, {});
+            ok = false;
+          }
+        }
+        if (ok) {
+          out.push_back(std::move(repo));
+        }
+      } else if (const MapEntry* wheels = item.find("wheels")) {
+        repo.kind = Repo::Kind::wheels;
+        bool ok = false;
+        if (const std::string* s =
+                nonempty_string(wheels->value, child_path(path, "wheels"), "a directory")) {
+          repo.dir_text = *s;
+          repo.dir = resolve_host_path(wheels->value);
+          std::error_code ec;
+          ok = fs::is_directory(repo.dir, ec);
+          if (!ok) {
+            error(wheels->value.location, child_path(path, "wheels"),
+                  fmt::format("no such directory: {} (resolved to {})", *s, repo.dir.string()));
+          }
+        }
+        for (const MapEntry& e : item.entries) {
+          if (e.key != "wheels") {
+            unknown_key(e, path, k_wheels_repo_keys, {});
+            ok = false;
+          }
+        }
+        if (ok) {
+          out.push_back(std::move(repo));
+        }
+      } else {
+        error(item.location, path,
+              fmt::format("expected {}: the map has none of apt, pypi, wheels", expected));
+      }
+    }
+  }
+
+  // A repository URL: http://, https:// or file://; a plain path is taken relative to the spec.
+  bool repo_url(const Node& v, const std::string& path, Repo& repo) {
+    const std::string* s = nonempty_string(v, path, "a URL");
+    if (s == nullptr) {
+      return false;
+    }
+    repo.url_text = *s;
+    static const std::regex scheme_re("([A-Za-z][A-Za-z0-9+.-]*)://.*");
+    std::smatch m;
+    if (std::regex_match(*s, m, scheme_re)) {
+      const std::string scheme = m[1].str();
+      if (scheme != "http" && scheme != "https" && scheme != "file") {
+        error(v.location, path, fmt::format("unsupported URL scheme '{}': use http, https or file", scheme));
+        return false;
+      }
+      repo.url = *s;
+    } else {
+      repo.url = "file://" + resolve_host_path(v).string();
+    }
+    while (repo.url.size() > 8 && repo.url.back() == '/') {
+      repo.url.pop_back();
+    }
+    return true;
+  }
+
+  bool apt_repo(const Node& item, const std::string& path, Repo& repo) {
+    bool ok = true;
+    for (const MapEntry& e : item.entries) {
+      const std::string key_path = child_path(path, e.key);
+      if (e.key == "apt") {
+        ok = repo_url(e.value, key_path, repo) && ok;
+      } else if (e.key == "suite") {
+        const std::string* s = nonempty_string(e.value, key_path, "a suite or codename");
+        static const std::regex suite_re("[A-Za-z0-9][A-Za-z0-9._+/-]*");
+        if (s != nullptr && (!std::regex_match(*s, suite_re) || s->find("..") != std::string::npos)) {
+          error(e.value.location, key_path, fmt::format("invalid suite '{}'", *s));
+          ok = false;
+        } else if (s != nullptr) {
+          repo.suite = *s;
+        } else {
+          ok = false;
+        }
+      } else if (e.key == "components") {
+        if (!e.value.is_sequence() || e.value.items.empty()) {
+          error(e.value.location, key_path,
+                fmt::format("expected a non-empty list such as [main], found {}", describe(e.value)));
+          ok = false;
+          continue;
+        }
+        for (std::size_t i = 0; i < e.value.items.size(); ++i) {
+          const std::string* c = nonempty_string(e.value.items[i], item_path(key_path, i), "a component");
+          static const std::regex component_re("[A-Za-z0-9][A-Za-z0-9._+/-]*");
+          if (c != nullptr && std::regex_match(*c, component_re) && c->find("..") == std::string::npos) {
+            repo.components.push_back(*c);
+          } else {
+            if (c != nullptr) {
+              error(e.value.items[i].location, item_path(key_path, i),
+                    fmt::format("invalid component '{}'", *c));
+            }
+            ok = false;
+          }
+        }
+      } else if (e.key == "keyring") {
+        if (const std::string* s = nonempty_string(e.value, key_path, "a keyring file")) {
+          repo.keyring_text = *s;
+          repo.keyring = resolve_host_path(e.value);
+          std::error_code ec;
+          if (!fs::is_regular_file(repo.keyring, ec)) {
+            error(e.value.location, key_path,
+                  fmt::format("no such file: {} (resolved to {}); give the OpenPGP keyring the repository's "
+                              "Release file is signed with",
+                              *s, repo.keyring.string()));
+            ok = false;
+          }
+        } else {
+          ok = false;
+        }
+      } else if (e.key == "flat") {
+        const std::string* s = string_value(e.value, key_path);
+        if (s != nullptr && (*s == "true" || *s == "false") && !e.value.quoted) {
+          repo.flat = *s == "true";
+        } else {
+          if (s != nullptr) {
+            error(e.value.location, key_path, fmt::format("expected true or false, found '{}'", *s));
+          }
+          ok = false;
+        }
+      } else {
+        unknown_key(e, path, k_apt_repo_keys, {});
+        ok = false;
+      }
+    }
+    if (repo.keyring.empty() && item.find("keyring") == nullptr) {
+      error(item.location, path,
+            "missing 'keyring' (the OpenPGP keyring that signs the repository, e.g. "
+            "/usr/share/keyrings/debian-archive-keyring.gpg); lockstep never trusts an unsigned repository");
+      ok = false;
+    }
+    if (repo.flat && (!repo.suite.empty() || !repo.components.empty())) {
+      error(item.location, path, "a flat repository has no 'suite' or 'components'");
+      ok = false;
+    } else if (!repo.flat && repo.suite.empty() && item.find("suite") == nullptr) {
+      error(item.location, path,
+            "missing 'suite' (e.g. suite: bookworm), or 'flat: true' for a flat repository");
+      ok = false;
+    } else if (!repo.flat && repo.components.empty() && item.find("components") == nullptr) {
+      error(item.location, path, "missing 'components' (e.g. components: [main])");
+      ok = false;
+    }
+    return ok;
+  }
+
+  // `packages: {apt: [NAME[:ARCH][=VERSION]...], pip: [REQUIREMENT...]}`.
+  void packages(const Node& v, Packages& out) {
+    if (!expect_map(v, "packages", "a map {apt: [...], pip: [...]}")) {
+      return;
+    }
+    for (const MapEntry& e : v.entries) {
+      const std::string path = child_path("packages", e.key);
+      if (e.key != "apt" && e.key != "pip") {
+        unknown_key(e, "packages", k_packages_keys, {});
+        continue;
+      }
+      if (!e.value.is_sequence()) {
+        error(e.value.location, path,
+              fmt::format("expected a list of package names, found {}", describe(e.value)));
+        continue;
+      }
+      for (std::size_t i = 0; i < e.value.items.size(); ++i) {
+        const Node& item = e.value.items[i];
+        const std::string ipath = item_path(path, i);
+        const std::string* s =
+            nonempty_string(item, ipath, e.key == "apt" ? "a package name" : "a requirement");
+        if (s == nullptr) {
+          continue;
+        }
+        PackageRequest req;
+        req.text = *s;
+        req.location = item.location;
+        if (e.key == "pip") {
+          req.name = *s;
+          out.pip.push_back(std::move(req));
+          continue;
+        }
+        // Debian policy 5.6.1 (names), 5.6.12 (versions); ':ARCH' as apt-get accepts it.
+        static const std::regex apt_re("([a-z0-9][a-z0-9+.-]+)(:([a-z0-9-]+))?(=([0-9A-Za-z.+~:-]+))?");
+        std::smatch m;
+        if (!std::regex_match(*s, m, apt_re)) {
+          error(item.location, ipath,
+                fmt::format(
+                    "invalid package '{}': expected NAME, NAME=VERSION or NAME:ARCH (lowercase letters, "
+                    "digits and + - .)",
+                    *s));
+          continue;
+        }
+        req.name = m[1].str();
+        req.arch = m[3].str();
+        req.version = m[5].str();
+        out.apt.push_back(std::move(req));
       }
     }
   }
@@ -349,7 +658,19 @@ private:
     CopyItem item;
     item.location = v.location;
     bool ok = true;
+    const bool is_git = v.find("git") != nullptr;
+    if (is_git && v.find("from") != nullptr) {
+      error(v.location, path, "an item copies either 'from' a host path or a 'git' repository, not both");
+      return std::nullopt;
+    }
+    if (is_git && v.find("rev") == nullptr) {
+      error(v.location, path, "missing 'rev' (a full commit id or a tag; the lock pins it to a commit)");
+      ok = false;
+    }
     for (std::string_view required : {"from", "to"}) {
+      if (is_git && required == "from") {
+        continue;
+      }
       if (v.find(required) == nullptr) {
         error(v.location, path,
               fmt::format("missing '{}' ({})", required,
@@ -368,12 +689,60 @@ private:
         ok = copy_mode(e.value, key_path, item) && ok;
       } else if (e.key == "owner") {
         ok = copy_owner(e.value, key_path, item) && ok;
+      } else if (e.key == "git") {
+        ok = copy_git(e.value, key_path, item) && ok;
+      } else if (e.key == "rev" || e.key == "keep_git") {
+        if (!is_git) {
+          error(e.key_location, key_path, fmt::format("'{}' goes with 'git: URL'", e.key));
+          ok = false;
+          continue;
+        }
+        const std::string* s =
+            nonempty_string(e.value, key_path, e.key == "rev" ? "a commit id or tag" : "true or false");
+        static const std::regex rev_re("[A-Za-z0-9._/+-]+");
+        if (s == nullptr) {
+          ok = false;
+        } else if (e.key == "rev" && (!std::regex_match(*s, rev_re) || s->find("..") != std::string::npos)) {
+          error(e.value.location, key_path,
+                fmt::format("invalid rev '{}': expected a commit id, tag or branch", *s));
+          ok = false;
+        } else if (e.key == "rev") {
+          item.rev = *s;
+        } else if ((*s == "true" || *s == "false") && !e.value.quoted) {
+          item.keep_git = *s == "true";
+        } else {
+          error(e.value.location, key_path, fmt::format("expected true or false, found '{}'", *s));
+          ok = false;
+        }
       } else {
         unknown_key(e, path, k_copy_keys, k_copy_later);
         ok = false;
       }
     }
     return ok ? std::optional<CopyItem>(std::move(item)) : std::nullopt;
+  }
+
+  // `copy[].git`: a URL (http, https, git, ssh, file) or a host path to a repository.
+  bool copy_git(const Node& v, const std::string& path, CopyItem& item) {
+    const std::string* s = nonempty_string(v, path, "a repository URL or path");
+    if (s == nullptr) {
+      return false;
+    }
+    item.git_text = *s;
+    static const std::regex scheme_re("([A-Za-z][A-Za-z0-9+.-]*)://.*");
+    std::smatch m;
+    if (std::regex_match(*s, m, scheme_re)) {
+      const std::string scheme = m[1].str();
+      if (scheme != "http" && scheme != "https" && scheme != "git" && scheme != "ssh" && scheme != "file") {
+        error(v.location, path,
+              fmt::format("unsupported URL scheme '{}': use https, http, git, ssh or file", scheme));
+        return false;
+      }
+      item.git = *s;
+      return true;
+    }
+    item.git = resolve_host_path(v).string();
+    return true;
   }
 
   bool copy_from(const Node& v, const std::string& path, CopyItem& item) {

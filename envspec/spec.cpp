@@ -5,7 +5,10 @@
 #include "envspec/schema.hpp"
 #include "support/fs.hpp"
 
+#include <algorithm>
 #include <exception>
+#include <functional>
+#include <map>
 #include <system_error>
 
 namespace lockstep::envspec {
@@ -68,6 +71,28 @@ Result<Spec> load_spec_from_string(const std::string& text, const fs::path& file
   } catch (const std::exception& e) {
     return internal_error("loading spec {}: {}", file.string(), e.what());
   }
+}
+
+bool Spec::needs_lock() const {
+  return base.kind == BaseImage::Kind::debian || !packages.apt.empty() || !packages.pip.empty() ||
+         std::any_of(copy.begin(), copy.end(), [](const CopyItem& c) { return !c.git.empty(); });
+}
+
+std::string debian_arch(const oci::Platform& platform) {
+  if (platform.os != "linux") {
+    return "";
+  }
+  // OCI/Go architecture names -> dpkg architecture names (dpkg-architecture -L).
+  static const std::map<std::string, std::string, std::less<>> names = {
+      {"amd64", "amd64"},       {"arm64", "arm64"},   {"386", "i386"},
+      {"ppc64le", "ppc64el"},   {"s390x", "s390x"},   {"riscv64", "riscv64"},
+      {"mips64le", "mips64el"}, {"mipsle", "mipsel"}, {"loong64", "loong64"},
+  };
+  if (platform.architecture == "arm") {
+    return platform.variant == "v5" ? "armel" : "armhf";
+  }
+  auto it = names.find(platform.architecture);
+  return it == names.end() ? "" : it->second;
 }
 
 } // namespace lockstep::envspec

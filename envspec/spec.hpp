@@ -33,10 +33,14 @@ enum class OwnerPolicy {
   preserve, ///< the source's numeric uid/gid
 };
 
-/// One `copy:` item.
+/// One `copy:` item: host files (`from`) or a git repository at a revision (`git` + `rev`).
 struct CopyItem {
-  std::filesystem::path from; ///< absolute, lexically normal path on the host
+  std::filesystem::path from; ///< absolute, lexically normal path on the host (empty for git items)
   std::string from_text;      ///< as written in the spec (for messages and history)
+  std::string git;            ///< `git: URL` (a URL, or a host path made absolute); empty for host files
+  std::string git_text;       ///< `git` as written
+  std::string rev;            ///< `rev:` a full commit id, a tag or a branch (git items)
+  bool keep_git = false;      ///< `keep_git: true` keeps a `.git` directory in the export
   std::string to;             ///< normalised absolute path in the image ("/opt/app"); "/" allowed
   bool to_is_dir = false;     ///< `to` was written with a trailing '/'
   ModePolicy mode_policy = ModePolicy::normalize;
@@ -48,15 +52,55 @@ struct CopyItem {
   SourceLocation from_location; ///< of the `from` value
 };
 
+/// Which packages a Debian bootstrap base starts from (mmdebstrap's variants of the same names).
+enum class DebianVariant {
+  essential, ///< the packages marked Essential: yes
+  apt,       ///< essential + apt (the default)
+  required,  ///< essential + every package of Priority: required
+};
+
 /// The `base:` image.
 struct BaseImage {
-  enum class Kind { scratch, oci };
+  enum class Kind { scratch, oci, debian };
   Kind kind = Kind::scratch;
   std::filesystem::path path; ///< OCI layout directory or OCI archive file (absolute), Kind::oci
   std::string path_text;      ///< as written
   std::string tag;            ///< optional `tag: TAG` selecting a ref.name in the layout
   std::optional<Digest> pin;  ///< `PATH@sha256:...`: the manifest digest the base must have
-  SourceLocation location;    ///< of the `oci` value (or of `base` itself)
+  std::string suite;          ///< Kind::debian: the suite or codename (`debian: bookworm`)
+  DebianVariant variant = DebianVariant::apt; ///< Kind::debian
+  SourceLocation location;                    ///< of the `oci` value (or of `base` itself)
+};
+
+/// One `repos:` entry.
+struct Repo {
+  enum class Kind { apt, pypi, wheels };
+  Kind kind = Kind::apt;
+  std::string url; ///< apt/pypi: the URL (http, https or file); wheels: unused
+  std::string url_text;
+  std::string suite;                   ///< apt: the suite or codename (empty for a flat repository)
+  std::vector<std::string> components; ///< apt: e.g. [main] (empty for a flat repository)
+  bool flat = false;                   ///< apt: `flat: true`, a repository without dists/
+  std::filesystem::path keyring; ///< apt: the OpenPGP keyring (absolute) Release files must be signed by
+  std::string keyring_text;
+  std::filesystem::path dir; ///< wheels: a local directory of .whl files (absolute)
+  std::string dir_text;
+  SourceLocation location;
+};
+
+/// One requested package: `NAME`, `NAME=VERSION`, `NAME:ARCH` (apt) or a PEP 508 requirement (pip).
+struct PackageRequest {
+  std::string text;    ///< as written
+  std::string name;    ///< apt: the package name; pip: the whole requirement text
+  std::string version; ///< apt: `=VERSION`, else empty
+  std::string arch;    ///< apt: `:ARCH`, else empty
+  SourceLocation location;
+};
+
+/// The `packages:` section.
+struct Packages {
+  std::vector<PackageRequest> apt;
+  std::vector<PackageRequest> pip;
 };
 
 /// The `outputs:` section; every path is absolute.
@@ -83,6 +127,8 @@ struct Spec {
   std::string name;
   oci::Platform platform; ///< default linux/amd64
   BaseImage base;
+  std::vector<Repo> repos; ///< in priority order
+  Packages packages;
   std::vector<CopyItem> copy;
   std::vector<RunStep> run;                             ///< in order, after the copy layer
   std::vector<std::pair<std::string, std::string>> env; ///< sorted by name
@@ -99,7 +145,15 @@ struct Spec {
       files;                ///< every file read, the spec first, then `extends` in merge order
   nlohmann::json canonical; ///< the canonical form the digest is computed over
   Digest digest;            ///< sha256 of canonical.dump()
+
+  /// True when the spec names anything that must be pinned in a lock before building: packages, a
+  /// Debian base, or git sources.
+  [[nodiscard]] bool needs_lock() const;
 };
+
+/// The Debian architecture name for an OCI platform (amd64, arm64, armhf, i386, ppc64el, ...), or ""
+/// when Debian has none.
+std::string debian_arch(const oci::Platform& platform);
 
 struct LoadOptions {
   /// Allow `copy.from` outside the spec's directory (`--allow-outside`).

@@ -285,7 +285,7 @@ TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the
       errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
       path() +
           ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, copy, entrypoint, env, extends, "
-          "labels, lockstep, name, outputs, platform, run, user, workdir\n"
+          "labels, lockstep, name, outputs, packages, platform, repos, run, user, workdir\n"
           "    3 | frobnicate: yes\n"
           "      | ^~~~~~~~~~\n");
 }
@@ -298,15 +298,15 @@ TEST_CASE_METHOD(SpecFixture, "A YAML merge key points to extends", "[spec][erro
 }
 
 TEST_CASE_METHOD(SpecFixture, "Keys planned for later versions say so", "[spec][errors]") {
-  CHECK(errors("lockstep: 1\nname: a\nstack: {cuda: \"12.1\"}\npackages: {apt: [git]}\n") ==
+  CHECK(errors("lockstep: 1\nname: a\nstack: {cuda: \"12.1\"}\nlaunch: {nodes: 2}\n") ==
         path() +
             ":3:1: error: stack: not supported by this lockstep version yet\n"
             "    3 | stack: {cuda: \"12.1\"}\n"
             "      | ^~~~~\n" +
             path() +
-            ":4:1: error: packages: not supported by this lockstep version yet\n"
-            "    4 | packages: {apt: [git]}\n"
-            "      | ^~~~~~~~\n"
+            ":4:1: error: launch: not supported by this lockstep version yet\n"
+            "    4 | launch: {nodes: 2}\n"
+            "      | ^~~~~~\n"
             "2 errors\n");
 }
 
@@ -564,7 +564,7 @@ TEST_CASE_METHOD(SpecFixture, "A copy item needs from and to, and known keys onl
             "    4 |   - {src: f}\n"
             "      |     ^\n" +
             path() +
-            ":4:6: error: copy[0].src: unknown key; expected one of: from, mode, owner, to\n"
+            ":4:6: error: copy[0].src: unknown key; expected one of: from, git, keep_git, mode, owner, rev, to\n"
             "    4 |   - {src: f}\n"
             "      |      ^~~\n"
             "3 errors\n");

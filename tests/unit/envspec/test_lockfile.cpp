@@ -1,0 +1,187 @@
+// The lock-related spec keys (base.debian, repos, packages, copy.git) and the lockfile format:
+// rendering, strict parsing, and staleness.
+#include "envspec/lockfile.hpp"
+#include "envspec/spec.hpp"
+#include "tests/unit/envspec/fixtures/spec_fixture.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace lockstep;
+using envspec::BaseImage;
+using envspec::Lock;
+using envspec::LockedArtifact;
+using envspec::Repo;
+using envspec::Spec;
+using test::SpecFixture;
+
+namespace {
+
+const std::string k_apt_spec =
+    "lockstep: 1\n"
+    "name: mpi\n"
+    "base: {debian: bookworm}\n"
+    "repos:\n"
+    "  - {apt: http://deb.debian.org/debian/, suite: bookworm, components: [main], "
+    "keyring: keys/debian.gpg}\n"
+    "  - {pypi: https://pypi.org/simple}\n"
+    "packages:\n"
+    "  apt: [openmpi-bin, \"libc6=2.36-9\", \"libfoo1:i386\"]\n"
+    "  pip: [\"numpy==1.26.4\"]\n"
+    "copy:\n"
+    "  - {git: https://example.org/repo.git, rev: v1.0, to: /opt/repo}\n";
+
+Lock sample_lock() {
+  Lock lock;
+  lock.tool = "lockstep 0.1.0";
+  lock.spec_digest = sha256_of("spec");
+  lock.epoch = 1700000000;
+  lock.platform = "linux/amd64";
+  lock.inputs = nlohmann::json{{"platform", "linux/amd64"}, {"packages", {{"apt", {"openmpi-bin"}}}}};
+  lock.repos.push_back(envspec::LockedRepo{"apt",
+                                           "http://deb.debian.org/debian",
+                                           "bookworm",
+                                           {"main"},
+                                           "Sat, 15 Mar 2025 10:00:00 UTC",
+                                           std::string(64, 'b')});
+  LockedArtifact deb;
+  deb.kind = "deb";
+  deb.name = "libc6";
+  deb.version = "2.36-9+deb12u10";
+  deb.arch = "amd64";
+  deb.group = "base";
+  deb.size = 2757936;
+  deb.sha256 = sha256_of("libc6");
+  deb.url = "http://deb.debian.org/debian/pool/main/g/glibc/libc6_2.36-9+deb12u10_amd64.deb";
+  deb.repo = 0;
+  deb.reason = "base (Essential)";
+  LockedArtifact git;
+  git.kind = "git";
+  git.name = "https://example.org/repo.git";
+  git.version = std::string(40, 'c');
+  git.rev = "v1.0";
+  git.size = 10240;
+  git.sha256 = sha256_of("tree");
+  git.url = "https://example.org/repo.git";
+  lock.artifacts = {git, deb};
+  envspec::sort_artifacts(lock.artifacts);
+  return lock;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(SpecFixture, "Lock keys of the spec are read", "[spec][lock]") {
+  write("keys/debian.gpg", "key");
+  Spec spec = load_ok(k_apt_spec);
+  CHECK(spec.base.kind == BaseImage::Kind::debian);
+  CHECK(spec.base.suite == "bookworm");
+  CHECK(spec.base.variant == envspec::DebianVariant::apt);
+  REQUIRE(spec.repos.size() == 2);
+  CHECK(spec.repos[0].kind == Repo::Kind::apt);
+  CHECK(spec.repos[0].url == "http://deb.debian.org/debian"); // trailing '/' dropped
+  CHECK(spec.repos[0].components == std::vector<std::string>{"main"});
+  CHECK(spec.repos[0].keyring == dir() / "keys/debian.gpg");
+  CHECK(spec.repos[1].kind == Repo::Kind::pypi);
+  REQUIRE(spec.packages.apt.size() == 3);
+  CHECK(spec.packages.apt[1].name == "libc6");
+  CHECK(spec.packages.apt[1].version == "2.36-9");
+  CHECK(spec.packages.apt[2].arch == "i386");
+  CHECK(spec.packages.pip[0].text == "numpy==1.26.4");
+  REQUIRE(spec.copy.size() == 1);
+  CHECK(spec.copy[0].git == "https://example.org/repo.git");
+  CHECK(spec.copy[0].rev == "v1.0");
+  CHECK(spec.needs_lock());
+  CHECK(envspec::debian_arch(spec.platform) == "amd64");
+}
+
+TEST_CASE_METHOD(SpecFixture, "Lock keys report their errors at the key", "[spec][lock][errors]") {
+  const std::string out = errors("lockstep: 1\n"
+                                 "name: a\n"
+                                 "repos:\n"
+                                 "  - {apt: ftp://x, suite: bookworm, components: [main]}\n"
+                                 "  - {apt: http://x, components: [main], keyring: /nonexistent.gpg}\n"
+                                 "packages: {apt: [\"Bad Name\"], npm: [x]}\n"
+                                 "copy:\n"
+                                 "  - {git: https://h/r, to: /opt/r}\n");
+  CHECK(out.find(":4:11: error: repos[0].apt: unsupported URL scheme 'ftp': use http, https or file") !=
+        std::string::npos);
+  CHECK(out.find("repos[0]: missing 'keyring'") != std::string::npos);
+  CHECK(out.find("repos[1].keyring: no such file: /nonexistent.gpg") != std::string::npos);
+  CHECK(out.find("repos[1]: missing 'suite' (e.g. suite: bookworm), or 'flat: true' for a flat repository") !=
+        std::string::npos);
+  CHECK(out.find("packages.apt[0]: invalid package 'Bad Name'") != std::string::npos);
+  CHECK(out.find("packages.npm: unknown key; expected one of: apt, pip") != std::string::npos);
+  CHECK(out.find("copy[0]: missing 'rev' (a full commit id or a tag; the lock pins it to a commit)") !=
+        std::string::npos);
+}
+
+TEST_CASE_METHOD(SpecFixture, "Packages need a repository of their kind", "[spec][lock][errors]") {
+  const std::string out =
+      errors("lockstep: 1\nname: a\nbase: {debian: bookworm}\npackages: {pip: [numpy]}\n");
+  CHECK(out.find(":3:16: error: base.debian: needs an apt repository in 'repos'") != std::string::npos);
+  CHECK(out.find("packages.pip: needs a Python package index or wheelhouse in 'repos'") != std::string::npos);
+}
+
+TEST_CASE_METHOD(SpecFixture, "Lock inputs ignore what doesn't change the lock", "[spec][lock]") {
+  write("keys/debian.gpg", "key");
+  Spec a = load_ok(k_apt_spec);
+  Spec b = load_ok(k_apt_spec + "env: {A: 1}\nlabels: {x: y}\n");
+  CHECK(a.digest != b.digest);
+  CHECK(envspec::lock_inputs(a) == envspec::lock_inputs(b));
+  CHECK(envspec::describe_input_changes(envspec::lock_inputs(a), envspec::lock_inputs(b)).empty());
+  std::string text = k_apt_spec;
+  text.replace(text.find("openmpi-bin"), 11, "htop");
+  Spec c = load_ok(text);
+  CHECK(envspec::describe_input_changes(envspec::lock_inputs(a), envspec::lock_inputs(c)) ==
+        std::vector<std::string>{"packages.apt: added htop", "packages.apt: removed openmpi-bin"});
+}
+
+TEST_CASE("A lock renders one artifact per line and parses back", "[lock]") {
+  Lock lock = sample_lock();
+  const std::string text = envspec::render_lock(lock);
+  CHECK(text.find(
+            "\n    {\"kind\":\"deb\",\"name\":\"libc6\",\"version\":\"2.36-9+deb12u10\",\"arch\":\"amd64\","
+            "\"group\":\"base\",\"size\":2757936,") != std::string::npos);
+  CHECK(text.find("{\"kind\":\"deb\"") < text.find("{\"kind\":\"git\"")); // debs sort first
+  auto parsed = envspec::parse_lock(text, "lockstep.lock");
+  REQUIRE(parsed);
+  CHECK(envspec::render_lock(*parsed) == text);
+  CHECK(parsed->epoch == 1700000000);
+  CHECK(parsed->artifacts[0].sha256 == sha256_of("libc6"));
+  CHECK(parsed->artifacts[1].rev == "v1.0");
+}
+
+TEST_CASE("A malformed lock is refused naming the key", "[lock][errors]") {
+  const std::string text = envspec::render_lock(sample_lock());
+  const auto error_of = [](const std::string& t) {
+    auto r = envspec::parse_lock(t, "lockstep.lock");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    return r.error().message;
+  };
+  std::string bad_sha = text;
+  bad_sha.replace(bad_sha.find(sha256_of("libc6").hex()), 64, std::string(63, 'a') + "G");
+  CHECK(error_of(bad_sha) ==
+        "lockstep.lock: artifacts[0].sha256: expected 64 lowercase hex digits; run `lockstep "
+        "lock` to write a new lock");
+  std::string schema = text;
+  schema.replace(schema.find("\"lockstep-lock\": 1"), 18, "\"lockstep-lock\": 2");
+  CHECK(error_of(schema) ==
+        "lockstep.lock: lockstep-lock: unsupported lock schema 2; this lockstep reads schema 1; "
+        "run `lockstep lock` to write a new lock");
+  std::string extra = text;
+  extra.replace(extra.find("\"epoch\""), 7, "\"epoch2\": 1, \"epoch\"");
+  CHECK(error_of(extra) == "lockstep.lock: epoch2: unknown key; run `lockstep lock` to write a new lock");
+  std::string repo = text;
+  repo.replace(repo.find("\"repo\":0"), 8, "\"repo\":7");
+  CHECK(error_of(repo) ==
+        "lockstep.lock: artifacts[0].repo: no repository 7 (the lock has 1); run `lockstep lock` "
+        "to write a new lock");
+}
+
+TEST_CASE("The lock lives beside the spec", "[lock]") {
+  CHECK(envspec::default_lock_path("/a/lockstep.yaml") == "/a/lockstep.lock");
+  CHECK(envspec::default_lock_path("/a/team.yml") == "/a/team.lock");
+  CHECK(envspec::default_lock_path("/a/spec") == "/a/spec.lock");
+}
