@@ -99,3 +99,78 @@ layer_listing() { # LAYOUT N (0-based layer index of the first manifest)
   digest=$(jq -r ".layers[$2].digest" "$1/blobs/sha256/$manifest" | cut -d: -f2)
   zcat -f "$1/blobs/sha256/$digest" | tar -tv --numeric-owner | awk '{print substr($1,1,1), $2, $6}'
 }
+
+# ---- HTTP server for repository fixtures ----------------------------------------------------------
+# start_http_server DIR serves DIR read-only on 127.0.0.1 at a free port (the server binds port 0
+# and reports the port, so there is no race), waits until it answers, and sets
+#   HTTP_URL  http://127.0.0.1:PORT (no trailing slash)
+#   HTTP_PID  the server's process id
+#   HTTP_LOG  its request log, one line per request: "GET /path HTTP/1.1" STATUS SIZE
+# One server at a time. stop_http_server stops it (idempotent). start_http_server also adds
+# stop_http_server to the EXIT trap set at that moment (keeping that trap and the exit status); a
+# suite that sets its own EXIT trap afterwards must call stop_http_server in it. The server exits
+# by itself when the suite's shell is gone, or after an hour at most.
+start_http_server() { # DIR
+  need python3
+  local dir=$1 port="" i python shell_pid=$BASHPID
+  # The interpreter itself, not a wrapper such as a pyenv shim, so that HTTP_PID is the server.
+  python=$(python3 -c 'import sys; print(sys.executable)')
+  [ -d "$dir" ] || fail "start_http_server: $dir is not a directory"
+  [ -z "${HTTP_PID:-}" ] || fail "start_http_server: a server is already running (pid $HTTP_PID)"
+  HTTP_LOG="$WORK/http.log"
+  : >"$WORK/.http-port"
+  "$python" -c '
+import functools, http.server, os, sys, threading, time
+root, parent = sys.argv[1], int(sys.argv[2])
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        sys.stderr.write(format % args + "\n")
+        sys.stderr.flush()
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=root))
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+def watchdog():
+    end = time.monotonic() + 3600
+    while time.monotonic() < end:
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    os._exit(0)
+threading.Thread(target=watchdog, daemon=True).start()
+server.serve_forever()
+' "$dir" "$shell_pid" >"$WORK/.http-port" 2>>"$HTTP_LOG" &
+  HTTP_PID=$!
+  for i in $(seq 1 100); do
+    port=$(cat "$WORK/.http-port")
+    [ -n "$port" ] && break
+    kill -0 "$HTTP_PID" 2>/dev/null || fail "start_http_server: the server exited: $(cat "$HTTP_LOG")"
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "start_http_server: the server did not report its port within 10 s"
+  for i in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      break
+    fi
+    [ "$i" -lt 100 ] || fail "start_http_server: nothing answers on port $port"
+    sleep 0.1
+  done
+  # shellcheck disable=SC2034 # for the suites
+  HTTP_URL="http://127.0.0.1:$port"
+  # Chain onto the EXIT trap in force now, keeping the exit status it sees ("(exit N) && :" sets $?
+  # without tripping set -e).
+  local previous=""
+  eval "set -- $(trap -p EXIT)"
+  previous=${3:-}
+  # shellcheck disable=SC2064,SC2154 # expanded now on purpose: the trap in force at this moment
+  trap "_ls_http_rc=\$?; stop_http_server; (exit \$_ls_http_rc) && :; $previous" EXIT
+}
+
+stop_http_server() {
+  if [ -n "${HTTP_PID:-}" ]; then
+    kill "$HTTP_PID" 2>/dev/null || true
+    wait "$HTTP_PID" 2>/dev/null || true
+    HTTP_PID=""
+  fi
+}

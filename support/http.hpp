@@ -1,0 +1,60 @@
+#pragma once
+// Downloads over HTTP(S) with libcurl, and reads of file:// URLs, bounded and verified.
+//
+// libcurl (and its ~20 shared objects: TLS, HTTP/2, IDN, ...) is loaded with dlopen on the first
+// download, so commands that never download (`lockstep exec`) don't pay for it at start-up. Its
+// SONAME is fixed at build time (LOCKSTEP_LIBCURL_SONAME, CMakeLists.txt).
+//
+// URLs: http://, https://, file:// (file:///abs/path or file://localhost/abs/path, percent-encoded)
+// and plain absolute paths (read as local files). Redirects: at most 5, and only to http(s).
+// Failures are retried (connection errors, truncated bodies, HTTP 408/429/5xx) with a short
+// exponential backoff; HTTP 404 and other 4xx are not. The proxy variables (http_proxy,
+// https_proxy, no_proxy, ...) work as libcurl reads them.
+#include "support/blob_store.hpp"
+#include "support/digest.hpp"
+#include "support/result.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+/// Limits and retry policy of one transfer.
+struct FetchOptions {
+  std::uint64_t max_size = 64ULL << 20; ///< a larger body aborts the transfer
+  int retries = 3;                      ///< further attempts after a retryable failure
+  long connect_timeout_s = 30;          ///< to establish the connection
+  long low_speed_timeout_s = 60;        ///< abort when no byte arrived for this long
+  long retry_delay_ms = 500;            ///< the first backoff; doubled on each further retry
+};
+
+/// GETs `url` into memory (indexes, small files). Errors name the URL: a missing file is
+/// "URL: not found (HTTP 404)"; network and server failures are ExitCode::external with curl's
+/// message; a body larger than `max_size` is ExitCode::invalid_input ("larger than N bytes").
+Result<std::string> http_get(const std::string& url, std::uint64_t max_size);
+/// http_get with explicit limits and retry policy.
+Result<std::string> http_get(const std::string& url, const FetchOptions& options);
+
+/// One file to download into the blob store.
+struct Download {
+  std::string url;
+  std::optional<Digest> sha256;      ///< when known (from a lock): verified, and the download is
+                                     ///< skipped if the store already has the blob
+  std::optional<std::uint64_t> size; ///< when known: the body must have exactly this many bytes
+  std::string label;                 ///< names the file in messages ("ls-lib 2.0-1"); may be empty
+};
+
+/// Downloads every file into `store`, several at once (up to 8 transfers), with one aggregated
+/// progress line. A file whose sha256 is given and already stored is not downloaded. A body whose
+/// size or sha256 differs from the expected one is ExitCode::invalid_input and nothing is
+/// published for it. All downloads are attempted; if any failed, the error lists every failure in
+/// input order (its code is the first failure's). Returns one BlobInfo per input, in input order.
+Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vector<Download>& downloads,
+                                        std::uint64_t max_size_each);
+/// fetch_all with explicit limits and retry policy (`options.max_size` bounds each file).
+Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vector<Download>& downloads,
+                                        const FetchOptions& options);
+
+} // namespace lockstep
