@@ -1,12 +1,17 @@
 #include "builder/build.hpp"
 
+#include "builder/deb_layers.hpp"
 #include "builder/epoch.hpp"
+#include "builder/git_layers.hpp"
 #include "builder/run_step.hpp"
 #include "builder/sif_output.hpp"
 #include "support/image_source.hpp"
 #include "support/image_writer.hpp"
 #include "support/log.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
 #include <map>
 
 namespace lockstep::builder {
@@ -20,6 +25,7 @@ constexpr const char* k_default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin
 constexpr const char* k_annotation_spec_digest = "dev.lockstep.spec.digest";
 constexpr const char* k_annotation_dirty = "dev.lockstep.source.dirty";
 constexpr const char* k_annotation_impure = "dev.lockstep.impure";
+constexpr const char* k_annotation_lock_digest = "dev.lockstep.lock.digest";
 
 // The base image, resolved, with its layers in the store.
 struct Base {
@@ -35,7 +41,7 @@ Error base_error(const envspec::Spec& spec, const std::string& message) {
 
 // Pass: open the base image, check its pin and platform, import its layers into the store.
 Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobStore& store) {
-  if (spec.base.kind == envspec::BaseImage::Kind::scratch) {
+  if (spec.base.kind != envspec::BaseImage::Kind::oci) { // scratch, or a Debian base made of packages
     return std::optional<Base>();
   }
   oci::ImageRef ref;
@@ -292,8 +298,30 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   Codec codec = options.compression.value_or(spec.outputs.compression);
 
   log::Timer timer("build");
-  // 1. Time comes from SOURCE_DATE_EPOCH or the default epoch, never the clock.
+  // 1. Time comes from the lock, else SOURCE_DATE_EPOCH or the default epoch, never the clock.
   LS_TRY_ASSIGN(result.epoch, image_epoch());
+  if (spec.needs_lock() && !options.lock) {
+    return internal_error("a spec with packages, a Debian base or git sources is built from a lock");
+  }
+  if (options.lock) {
+    if (std::getenv("SOURCE_DATE_EPOCH") != nullptr && result.epoch != options.lock->epoch) {
+      log::warn("SOURCE_DATE_EPOCH={} is ignored: the lock sets the image epoch to {} (re-lock with "
+                "SOURCE_DATE_EPOCH set to change it)",
+                result.epoch, options.lock->epoch);
+    }
+    result.epoch = options.lock->epoch;
+    if (options.lock->platform != spec.platform.str()) {
+      return Error{ExitCode::check_failed, fmt::format("the lock is for platform {}, the spec builds {}; run "
+                                                       "`lockstep lock`",
+                                                       options.lock->platform, spec.platform.str())};
+    }
+    const bool has_debs = std::any_of(options.lock->artifacts.begin(), options.lock->artifacts.end(),
+                                      [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
+    if (has_debs && spec.base.kind == envspec::BaseImage::Kind::oci) {
+      return base_error(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
+                              "base image (its dpkg database would be replaced)");
+    }
+  }
   // 2. The content-addressed store shared by all builds.
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
   // 3. The base image: resolved, verified, its layers imported byte for byte.
@@ -312,14 +340,43 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     }
     result.base_layer_count = result.layers.size();
   }
-  // 4. Plan and build the application layer (cached by input fingerprint).
   std::vector<std::string> history;
-  if (!spec.copy.empty()) {
+  // 3b. Locked packages and git sources, each group in its own layer.
+  if (options.lock) {
+    PackageBuildState state;
+    state.store = &store;
+    state.codec = codec;
+    state.epoch = result.epoch;
+    state.native_arch = envspec::debian_arch(spec.platform);
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch);
+    for (const auto& e : partial["config"]["Env"]) {
+      state.env.push_back(e.get<std::string>());
+    }
+    state.layers = result.layers;
+    state.diff_ids = result.diff_ids;
+    {
+      log::Timer t("packages");
+      LS_TRY(build_deb_layers(*options.lock, state));
+    }
+    {
+      log::Timer t("git sources");
+      LS_TRY(build_git_layers(spec, *options.lock, state));
+    }
+    result.layers = state.layers;
+    result.diff_ids = state.diff_ids;
+    result.layer_cached.insert(result.layer_cached.end(), state.cached.begin(), state.cached.end());
+    history.insert(history.end(), state.history.begin(), state.history.end());
+  }
+  // 4. Plan and build the application layer (cached by input fingerprint).
+  std::vector<envspec::CopyItem> host_copies;
+  std::copy_if(spec.copy.begin(), spec.copy.end(), std::back_inserter(host_copies),
+               [](const envspec::CopyItem& c) { return c.git.empty(); });
+  if (!host_copies.empty()) {
     log::Timer plan_timer("plan layer");
-    LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(spec.copy, result.epoch, layer_settings(codec)));
+    LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(host_copies, result.epoch, layer_settings(codec)));
     plan_timer.stop();
     log::Timer layer_timer("build layer");
-    LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "layer 1/1"));
+    LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "copy layer"));
     layer_timer.stop();
     log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
               log::human_size(layer.descriptor.size), plan.created_by, layer.cached ? " (cached)" : "");
@@ -369,6 +426,9 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   manifest.annotations = compose_annotations(spec, base, result.git, result.epoch);
   if (result.impure) {
     manifest.annotations[k_annotation_impure] = "true"; // a run: step had the network
+  }
+  if (options.lock) {
+    manifest.annotations[k_annotation_lock_digest] = envspec::lock_digest(*options.lock).str();
   }
   LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
   result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};

@@ -1,6 +1,7 @@
 #pragma once
 // `lockstep build`: from a validated spec to image outputs, as a list of passes (build.cpp).
 #include "builder/layer_builder.hpp"
+#include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
 #include "support/git_info.hpp"
 #include "support/oci.hpp"
@@ -30,6 +31,9 @@ struct BuildOptions {
   std::optional<Codec> compression;
   /// Record the spec's git revision in the manifest (off with --no-vcs).
   bool vcs_annotations = true;
+  /// The lock a spec with packages, a Debian base or git sources is built from (cli::lock_for_build).
+  /// Its epoch is the image's; nothing it does not name is fetched.
+  std::optional<envspec::Lock> lock;
   /// The blob store root (default BlobStore::default_root()).
   std::optional<std::filesystem::path> store_root;
 };

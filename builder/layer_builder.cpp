@@ -129,21 +129,20 @@ Result<BuiltLayer> build_generated_layer(const Digest& fingerprint, bool cacheab
 
 Result<BuiltLayer> build_layer(const LayerPlan& plan, const BlobStore& store, Codec codec,
                                const std::string& label) {
-  return build_generated_layer(
-      plan.fingerprint, plan.cacheable, store, codec, label, plan.content_bytes,
-      [&plan](TarWriter& tar, log::Progress& progress) -> Result<void> {
-        std::vector<char> buf(1 << 20);
-        for (const auto& planned : plan.entries) {
-          throw_if_interrupted();
-          PlannedEntry e = planned;
-          unwrap(complete_entry(e));
-          tar.add(e.tar);
-          if (e.tar.type == TarEntry::Type::file && e.tar.size > 0) {
-            copy_file_into(tar, e, buf, progress);
-          }
-        }
-        return {};
-      });
+  return build_generated_layer(plan.fingerprint, plan.cacheable, store, codec, label, plan.content_bytes,
+                               [&plan](TarWriter& tar, log::Progress& progress) -> Result<void> {
+                                 std::vector<char> buf(1 << 20);
+                                 for (const auto& planned : plan.entries) {
+                                   throw_if_interrupted();
+                                   PlannedEntry e = planned;
+                                   unwrap(complete_entry(e));
+                                   tar.add(e.tar);
+                                   if (e.tar.type == TarEntry::Type::file && e.tar.size > 0) {
+                                     copy_file_into(tar, e, buf, progress);
+                                   }
+                                 }
+                                 return {};
+                               });
 }
 
 } // namespace lockstep::builder

@@ -298,8 +298,8 @@ std::string step_name(const envspec::RunStep& step, std::size_t index) {
 
 Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const StepContext& ctx) {
   const BlobStore& store = *ctx.store;
-  const std::string name = step_name(step, index);
-  const std::string label = fmt::format("run[{}]", index);
+  const std::string name = ctx.label.empty() ? step_name(step, index) : ctx.label;
+  const std::string label = ctx.label.empty() ? fmt::format("run[{}]", index) : ctx.label;
   // 1. The layer cache: the same command over the same layers with the same environment.
   RunStepInputs inputs{ctx.diff_ids, ctx.env, ctx.workdir.empty() ? "/" : ctx.workdir, ctx.epoch,
                        layer_settings(ctx.codec)};
@@ -349,7 +349,7 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   config.argv = {"/bin/sh", "-c", step.sh};
   config.umask = 022; // the files a step creates don't depend on the caller's umask
   config.stdout_to = runner::SandboxConfig::Stdout::to_stderr; // lockstep's stdout ends with the digest
-  log::info("{}: {}{}", label, step.sh, step.network ? " (network on)" : "");
+  log::info("{}: {}{}", label, ctx.label.empty() ? step.sh : "running", step.network ? " (network on)" : "");
   log::Timer timer(label);
   Result<int> status = runner::run_in_sandbox(config);
   timer.stop();
@@ -369,7 +369,8 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   }
   if (*status != 0) {
     return Error{ExitCode::check_failed,
-                 fmt::format("{}: `{}` exited with status {}", name, step.sh, *status)};
+                 ctx.label.empty() ? fmt::format("{}: `{}` exited with status {}", name, step.sh, *status)
+                                   : fmt::format("{} exited with status {}", name, *status)};
   }
   // 5. Its changes, normalised, become the layer.
   LS_TRY_ASSIGN(auto dropped, normalize_upper(upper, ctx.epoch));
@@ -386,7 +387,7 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   LS_TRY_ASSIGN(LayerPlan plan, plan_upper_layer(upper, root.rootfs, layout, ctx.epoch));
   plan.fingerprint = fingerprint;
   plan.cacheable = true;
-  plan.created_by = "run: " + step.sh;
+  plan.created_by = ctx.label.empty() ? "run: " + step.sh : ctx.label;
   return build_layer(plan, store, ctx.codec, label);
 }
 

@@ -66,6 +66,9 @@ struct StepContext {
   std::vector<Digest> diff_ids;
   std::vector<std::string> env; ///< the image's Env ("K=V")
   std::string workdir;          ///< the image's WorkingDir, "" for /
+  /// Names the step in progress, errors and history instead of "run[N]" (steps lockstep generates,
+  /// such as configuring packages).
+  std::string label;
 };
 
 /// Runs `step` (the `index`-th of the spec's steps) in the build sandbox over the image of `ctx`

@@ -57,6 +57,7 @@ int run(int argc, char** argv) {
 
   Context ctx;
   register_check(app, ctx);
+  register_lock(app, ctx);
   register_build(app, ctx);
   register_inspect(app, ctx);
   register_exec(app, ctx);

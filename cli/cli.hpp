@@ -1,11 +1,13 @@
 #pragma once
 // The `lockstep` command line: one CLI11 app, one subcommand module per command (cmd_*.cpp), and
 // one place (run()) that prints errors and maps them to exit codes.
+#include "envspec/lockfile.hpp"
 #include "support/result.hpp"
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace lockstep::cli {
@@ -27,6 +29,13 @@ void register_check(CLI::App& app, Context& ctx);
 void register_build(CLI::App& app, Context& ctx);
 void register_inspect(CLI::App& app, Context& ctx);
 void register_exec(CLI::App& app, Context& ctx);
+void register_lock(CLI::App& app, Context& ctx);
+
+/// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
+/// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);
+/// without, a missing or stale lock is (re)made first and written.
+Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, const std::string& lock_arg,
+                                                    bool locked);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);

@@ -24,6 +24,8 @@ struct BuildArgs {
   std::string compression;
   bool allow_outside = false;
   bool no_vcs = false;
+  bool locked = false;
+  std::string lock;
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -31,11 +33,14 @@ constexpr const char* k_examples = R"(Examples:
   lockstep build examples/hello/lockstep.yaml --oci build/hello --docker-archive build/hello.tar
   lockstep build --tag v1 --compression zstd --oci-archive hello.oci.tar
   lockstep build --sif hello.sif                   a SIF for Apptainer: apptainer run hello.sif
+  lockstep build --locked examples/mpi-hello/lockstep.yaml   CI: refuse a missing or stale lock
   digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
   SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
 
-Output paths given here replace the spec's `outputs` paths. Timestamps come from SOURCE_DATE_EPOCH
-(default 0), never the clock; the same spec and inputs give the same digest on any machine.)";
+Output paths given here replace the spec's `outputs` paths. Timestamps come from the lock, else
+SOURCE_DATE_EPOCH (default 0), never the clock; the same spec, lock and inputs give the same digest
+on any machine. A spec with packages, a Debian base or git sources builds from its lock
+(lockstep.lock beside it): without --locked a missing or stale lock is made first.)";
 
 nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec& spec) {
   nlohmann::json j;
@@ -52,7 +57,7 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
     nlohmann::json l = r.layers[i].to_json();
     l["diff_id"] = r.diff_ids[i].str();
     bool from_base = i < r.base_layer_count;
-    l["source"] = from_base ? "base" : "copy";
+    l["source"] = from_base ? "base" : "built";
     if (!from_base) {
       l["cached"] = static_cast<bool>(r.layer_cached[i - r.base_layer_count]);
     }
@@ -76,6 +81,7 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   load_timer.stop();
 
   builder::BuildOptions options;
+  LS_TRY_ASSIGN(options.lock, lock_for_build(spec, args.lock, args.locked));
   if (!args.oci.empty()) {
     options.oci = std::filesystem::absolute(args.oci);
   }
@@ -136,6 +142,10 @@ void register_build(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"gzip", "zstd"}));
   cmd->add_flag("--allow-outside", args->allow_outside, "Allow copy.from paths outside the spec's directory");
   cmd->add_flag("--no-vcs", args->no_vcs, "Don't record the spec's git revision in the manifest");
+  cmd->add_flag("--locked", args->locked,
+                "Build from the existing lock only; exit 1 if it is missing or stale");
+  cmd->add_option("--lock", args->lock, "The lockfile (default: the spec's name with .lock)")
+      ->type_name("FILE");
   add_common_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_build(*args, ctx); }; });

@@ -78,9 +78,6 @@ json canonical_form(const Spec& spec) {
                      ? item.git
                      : canonical_path(fs::path(item.git), item.git_text, spec.dir);
       c["rev"] = item.rev;
-      if (item.keep_git) {
-        c["keep_git"] = true;
-      }
     } else {
       c["from"] = canonical_path(item.from, item.from_text, spec.dir);
     }

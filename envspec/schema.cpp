@@ -30,8 +30,8 @@ const Keys k_top_keys = {"lockstep", "name",    "extends", "platform", "base",  
 const Keys k_top_later = {"stack", "launch"};
 const Keys k_base_keys = {"oci", "tag", "debian", "variant"};
 const Keys k_base_later = {"image"};
-const Keys k_copy_keys = {"from", "to", "mode", "owner", "git", "rev", "keep_git"};
-const Keys k_copy_later = {};
+const Keys k_copy_keys = {"from", "to", "mode", "owner", "git", "rev"};
+const Keys k_copy_later = {"keep_git"};
 const Keys k_apt_repo_keys = {"apt", "suite", "components", "keyring", "flat"};
 const Keys k_pypi_repo_keys = {"pypi"};
 const Keys k_wheels_repo_keys = {"wheels"};
@@ -691,7 +691,7 @@ private:
         ok = copy_owner(e.value, key_path, item) && ok;
       } else if (e.key == "git") {
         ok = copy_git(e.value, key_path, item) && ok;
-      } else if (e.key == "rev" || e.key == "keep_git") {
+      } else if (e.key == "rev") {
         if (!is_git) {
           error(e.key_location, key_path, fmt::format("'{}' goes with 'git: URL'", e.key));
           ok = false;
@@ -706,13 +706,8 @@ private:
           error(e.value.location, key_path,
                 fmt::format("invalid rev '{}': expected a commit id, tag or branch", *s));
           ok = false;
-        } else if (e.key == "rev") {
-          item.rev = *s;
-        } else if ((*s == "true" || *s == "false") && !e.value.quoted) {
-          item.keep_git = *s == "true";
         } else {
-          error(e.value.location, key_path, fmt::format("expected true or false, found '{}'", *s));
-          ok = false;
+          item.rev = *s;
         }
       } else {
         unknown_key(e, path, k_copy_keys, k_copy_later);
@@ -722,7 +717,7 @@ private:
     return ok ? std::optional<CopyItem>(std::move(item)) : std::nullopt;
   }
 
-  // `copy[].git`: a URL (http, https, git, ssh, file) or a host path to a repository.
+  // `copy[].git`: a URL (http, https, git, file) or a host path to a repository.
   bool copy_git(const Node& v, const std::string& path, CopyItem& item) {
     const std::string* s = nonempty_string(v, path, "a repository URL or path");
     if (s == nullptr) {
@@ -733,9 +728,9 @@ private:
     std::smatch m;
     if (std::regex_match(*s, m, scheme_re)) {
       const std::string scheme = m[1].str();
-      if (scheme != "http" && scheme != "https" && scheme != "git" && scheme != "ssh" && scheme != "file") {
+      if (scheme != "http" && scheme != "https" && scheme != "git" && scheme != "file") {
         error(v.location, path,
-              fmt::format("unsupported URL scheme '{}': use https, http, git, ssh or file", scheme));
+              fmt::format("unsupported URL scheme '{}': use https, http, git or file", scheme));
         return false;
       }
       item.git = *s;

@@ -40,7 +40,6 @@ struct CopyItem {
   std::string git;            ///< `git: URL` (a URL, or a host path made absolute); empty for host files
   std::string git_text;       ///< `git` as written
   std::string rev;            ///< `rev:` a full commit id, a tag or a branch (git items)
-  bool keep_git = false;      ///< `keep_git: true` keeps a `.git` directory in the export
   std::string to;             ///< normalised absolute path in the image ("/opt/app"); "/" allowed
   bool to_is_dir = false;     ///< `to` was written with a trailing '/'
   ModePolicy mode_policy = ModePolicy::normalize;

@@ -17,7 +17,7 @@ find proj/src -exec touch -h -d '2020-01-01' {} +
 age() { sleep 2.1; }
 age
 
-layer_cached() { jq -r '[.layers[] | select(.source == "copy") | .cached][0]' <<<"$1"; }
+layer_cached() { jq -r '[.layers[] | select(.source == "built") | .cached][0]' <<<"$1"; }
 
 ls_run build proj/lockstep.yaml --oci out --json
 assert_eq 0 "$RC" "cold build ($ERR)"

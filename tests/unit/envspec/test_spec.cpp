@@ -564,7 +564,7 @@ TEST_CASE_METHOD(SpecFixture, "A copy item needs from and to, and known keys onl
             "    4 |   - {src: f}\n"
             "      |     ^\n" +
             path() +
-            ":4:6: error: copy[0].src: unknown key; expected one of: from, git, keep_git, mode, owner, rev, to\n"
+            ":4:6: error: copy[0].src: unknown key; expected one of: from, git, mode, owner, rev, to\n"
             "    4 |   - {src: f}\n"
             "      |      ^~~\n"
             "3 errors\n");

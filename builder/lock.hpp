@@ -1,0 +1,40 @@
+#pragma once
+// `lockstep lock`: resolving a spec's packages and sources against their repositories into a Lock.
+// See docs/lockfile.md for the rules (candidate choice, groups, --update).
+#include "envspec/lockfile.hpp"
+#include "envspec/spec.hpp"
+#include "support/blob_store.hpp"
+#include "support/result.hpp"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace lockstep::builder {
+
+struct LockOptions {
+  /// The lock being replaced, if any: its versions are kept for every package whose name is not in
+  /// `update` (when the repositories still have them and they fit), so re-locking moves nothing
+  /// unasked.
+  std::optional<envspec::Lock> previous;
+  /// Package names (or git URLs) to move to their newest candidates (`lock --update NAME...`).
+  std::set<std::string> update;
+  /// Ignore `previous` entirely (`lock --update` without names).
+  bool update_all = false;
+  std::int64_t epoch = 0;
+};
+
+/// Resolves `spec` into a lock. Network and tool failures are external errors; an impossible
+/// request (unknown package, unsatisfiable dependency, conflict) is invalid_input with the chain.
+Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& store,
+                                const LockOptions& options);
+
+/// The layer group a Debian package belongs to when it is requested by name: "mpi", "cuda",
+/// "python" or "app" (base packages are those of the Debian base's closure).
+std::string apt_group_of(const std::string& name);
+
+/// Lines describing how `after` differs from `before` ("~ libc6 2.36-9 -> 2.36-10", "+ htop 3.2.2-2").
+std::vector<std::string> describe_lock_changes(const envspec::Lock& before, const envspec::Lock& after);
+
+} // namespace lockstep::builder

@@ -1,0 +1,222 @@
+// `lockstep lock`: resolve the spec's packages and sources into the lockfile, check it, or update it.
+#include "builder/epoch.hpp"
+#include "builder/lock.hpp"
+#include "cli/cli.hpp"
+#include "envspec/lockfile.hpp"
+#include "envspec/spec.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+namespace lockstep::cli {
+
+namespace {
+
+struct LockArgs {
+  std::string spec = "lockstep.yaml";
+  std::string lock;
+  bool check = false;
+  std::vector<std::string> update;
+  bool update_given = false;
+  bool allow_outside = false;
+};
+
+constexpr const char* k_examples = R"(Examples:
+  lockstep lock                          resolve ./lockstep.yaml into ./lockstep.lock
+  lockstep lock --check                  exit 1 if the lock is missing or stale (CI), naming what changed
+  lockstep lock --update openmpi-bin     move only openmpi-bin (and what it needs) to the newest versions
+  lockstep lock --update                 re-resolve everything to the newest versions
+  lockstep lock examples/mpi-hello/lockstep.yaml --json
+
+An existing lock's versions are kept for everything not named in --update; a lock whose inputs
+(platform, base, repos, packages, git sources) match the spec is left alone without network access.
+The lock records the image epoch: SOURCE_DATE_EPOCH when set, else the previous lock's, else 0.)";
+
+Result<void> write_lock(const std::filesystem::path& path, const envspec::Lock& lock) {
+  LS_TRY_ASSIGN(AtomicFile file, AtomicFile::create(path, 0644));
+  LS_TRY(file.write(envspec::render_lock(lock)));
+  return file.commit();
+}
+
+// The epoch a new lock records.
+Result<std::int64_t> lock_epoch(const std::optional<envspec::Lock>& previous) {
+  if (std::getenv("SOURCE_DATE_EPOCH") != nullptr) {
+    return builder::image_epoch();
+  }
+  return previous ? previous->epoch : builder::k_default_epoch;
+}
+
+Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
+  envspec::LoadOptions load;
+  load.allow_outside = args.allow_outside;
+  LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
+  const std::filesystem::path lock_path =
+      args.lock.empty() ? envspec::default_lock_path(spec.file) : std::filesystem::absolute(args.lock);
+  const nlohmann::json inputs = envspec::lock_inputs(spec);
+
+  if (args.check) {
+    LS_TRY_ASSIGN(envspec::Lock lock, envspec::read_lock(lock_path));
+    std::vector<std::string> changes = envspec::describe_input_changes(lock.inputs, inputs);
+    if (ctx.json) {
+      nlohmann::json j{{"lock", lock_path.string()}, {"up_to_date", changes.empty()}, {"changes", changes}};
+      std::printf("%s\n", j.dump(2).c_str());
+    }
+    if (!changes.empty()) {
+      std::string list;
+      for (const std::string& c : changes) {
+        list += "\n  " + c;
+      }
+      return Error{
+          ExitCode::check_failed,
+          fmt::format(
+              "{} is stale: the spec changed since it was locked:{}\nrun `lockstep lock` to update it",
+              lock_path.string(), list)};
+    }
+    if (!ctx.json) {
+      log::info("{} is up to date ({} artifacts)", lock_path.string(), lock.artifacts.size());
+    }
+    return ExitCode::ok;
+  }
+
+  std::optional<envspec::Lock> previous;
+  if (std::filesystem::exists(lock_path)) {
+    Result<envspec::Lock> r = envspec::read_lock(lock_path);
+    if (r) {
+      previous = std::move(*r);
+    } else {
+      log::warn("ignoring the existing lock: {}", r.error().message);
+    }
+  }
+  const bool fresh = previous && envspec::describe_input_changes(previous->inputs, inputs).empty();
+  if (fresh && !args.update_given && std::getenv("SOURCE_DATE_EPOCH") == nullptr) {
+    if (ctx.json) {
+      nlohmann::json j{{"lock", lock_path.string()},
+                       {"written", false},
+                       {"changes", nlohmann::json::array()},
+                       {"digest", envspec::lock_digest(*previous).str()},
+                       {"artifacts", previous->artifacts.size()}};
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      log::info("{} is up to date ({} artifacts); use --update to move versions", lock_path.string(),
+                previous->artifacts.size());
+    }
+    return ExitCode::ok;
+  }
+
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  builder::LockOptions options;
+  options.previous = previous;
+  options.update_all = args.update_given && args.update.empty();
+  options.update.insert(args.update.begin(), args.update.end());
+  LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
+  LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
+  if (!args.update.empty() && previous) {
+    for (const std::string& name : args.update) {
+      const bool known = std::any_of(lock.artifacts.begin(), lock.artifacts.end(),
+                                     [&name](const envspec::LockedArtifact& a) { return a.name == name; });
+      if (!known) {
+        return invalid_input("--update {}: no such package or git source in the lock", name);
+      }
+    }
+  }
+  std::vector<std::string> changes =
+      previous ? builder::describe_lock_changes(*previous, lock) : std::vector<std::string>{};
+  const bool same = previous && envspec::render_lock(*previous) == envspec::render_lock(lock);
+  if (!same) {
+    LS_TRY(write_lock(lock_path, lock));
+  }
+  if (ctx.json) {
+    nlohmann::json j{{"lock", lock_path.string()},
+                     {"written", !same},
+                     {"changes", changes},
+                     {"digest", envspec::lock_digest(lock).str()},
+                     {"artifacts", lock.artifacts.size()}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return ExitCode::ok;
+  }
+  for (const std::string& c : changes) {
+    log::info("  {}", c);
+  }
+  log::info("{} {} ({} artifacts)", same ? "unchanged:" : "wrote", lock_path.string(), lock.artifacts.size());
+  return ExitCode::ok;
+}
+
+} // namespace
+
+Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, const std::string& lock_arg,
+                                                    bool locked) {
+  if (!spec.needs_lock()) {
+    return std::optional<envspec::Lock>();
+  }
+  const std::filesystem::path lock_path =
+      lock_arg.empty() ? envspec::default_lock_path(spec.file) : std::filesystem::absolute(lock_arg);
+  const nlohmann::json inputs = envspec::lock_inputs(spec);
+  std::optional<envspec::Lock> previous;
+  if (locked || std::filesystem::exists(lock_path)) {
+    Result<envspec::Lock> r = envspec::read_lock(lock_path);
+    if (!r && locked) {
+      return r.error().with_context("--locked");
+    }
+    if (r) {
+      previous = std::move(*r);
+    } else {
+      log::warn("ignoring the existing lock: {}", r.error().message);
+    }
+  }
+  std::vector<std::string> changes =
+      previous ? envspec::describe_input_changes(previous->inputs, inputs) : std::vector<std::string>{};
+  if (previous && changes.empty()) {
+    return previous;
+  }
+  if (locked) {
+    std::string list;
+    for (const std::string& c : changes) {
+      list += "\n  " + c;
+    }
+    return Error{
+        ExitCode::check_failed,
+        fmt::format("--locked: {} is stale: the spec changed since it was locked:{}\nrun `lockstep lock` "
+                    "and commit the lock",
+                    lock_path.string(), list)};
+  }
+  log::info("{} {}; locking first", lock_path.string(), previous ? "is stale" : "does not exist");
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  builder::LockOptions options;
+  options.previous = previous;
+  LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
+  LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
+  LS_TRY(write_lock(lock_path, lock));
+  log::info("wrote {} ({} artifacts)", lock_path.string(), lock.artifacts.size());
+  return std::optional<envspec::Lock>(std::move(lock));
+}
+
+void register_lock(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<LockArgs>();
+  auto* cmd = app.add_subcommand("lock", "Resolve the spec's packages and sources into the lockfile");
+  cmd->add_option("SPEC", args->spec, "The spec file")->capture_default_str();
+  cmd->add_option("--lock", args->lock, "The lockfile (default: the spec's name with .lock)")
+      ->type_name("FILE");
+  cmd->add_flag("--check", args->check, "Exit 1 if the lock is missing or stale; change nothing");
+  cmd->add_option("--update", args->update, "Move only these packages (none named: everything)")
+      ->type_name("NAME")
+      ->expected(0, -1);
+  cmd->add_flag("--allow-outside", args->allow_outside, "Allow copy.from paths outside the spec's directory");
+  add_common_flags(*cmd, ctx);
+  cmd->footer(k_examples);
+  cmd->callback([args, &ctx, cmd] {
+    if (cmd->count("--update") > 0) {
+      args->update_given = true;
+    }
+    if (args->check && args->update_given) {
+      throw CLI::ValidationError("--check and --update can't be used together");
+    }
+    ctx.action = [args, &ctx] { return run_lock(*args, ctx); };
+  });
+}
+
+} // namespace lockstep::cli
