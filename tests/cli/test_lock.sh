@@ -232,6 +232,26 @@ LOCKSTEP_CACHE="$WORK/cache5" ls_run build
 assert_eq "$digest" "$(last_line "$OUT")" "maintainer scripts give the same digest in a fresh store"
 pass "maintainer scripts run in the build sandbox (preinst, dpkg --configure); the result is reproducible"
 
+# ---- a flat repository (Packages and Release beside the .debs), armored keyring -------------------
+cat >lockstep.yaml <<YAML
+lockstep: 1
+name: flat
+repos:
+  - {apt: $HTTP_URL/flat, flat: true, keyring: repo/keyring.asc}
+packages: {apt: [ls-flat]}
+outputs: {oci: out}
+YAML
+rm -f lockstep.lock
+ls_run lock
+assert_eq 0 "$RC" "lock from a flat repository: $ERR"
+assert_eq "ls-flat ls-flat-lib" "$(jq -r '[.artifacts[].name] | join(" ")' lockstep.lock)" "flat: the closure"
+assert_eq "$HTTP_URL/flat/$(cd repo/flat && ls ls-flat_*.deb)" \
+  "$(jq -r '.artifacts[] | select(.name == "ls-flat") | .url' lockstep.lock)" "flat: URLs are relative to the repository"
+rm -rf out
+ls_run build --locked
+assert_eq 0 "$RC" "build from a flat repository: $ERR"
+pass "a flat repository with an armored keyring locks and builds"
+
 # ---- git sources -----------------------------------------------------------------------------------
 git init -q src && git -C src config user.email t@e && git -C src config user.name t
 echo one >src/file && git -C src add file && git -C src commit -qm one && git -C src tag v1
