@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -299,7 +301,19 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   ctx.diff_ids = state.diff_ids;
   ctx.env = state.env;
   ctx.label = "configure packages";
-  LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(step, 0, ctx));
+  Result<BuiltLayer> built = build_run_step(step, 0, ctx);
+  if (!built && ::geteuid() != 0 && built.error().code == ExitCode::check_failed) {
+    return Error{
+        ExitCode::check_failed,
+        built.error().message +
+            "\nlockstep builds without root map only your own uid in the build sandbox, so maintainer "
+            "scripts that change file ownership (adduser, base-files, passwd) fail; build this image "
+            "as root (docs/debs.md, \"Rootless builds\")"};
+  }
+  if (!built) {
+    return built.error();
+  }
+  const BuiltLayer& layer = *built;
   append(state, layer, "configure packages (maintainer scripts, dpkg --configure -a)");
   return {};
 }
