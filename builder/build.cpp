@@ -3,8 +3,10 @@
 #include "builder/deb_layers.hpp"
 #include "builder/epoch.hpp"
 #include "builder/git_layers.hpp"
+#include "builder/lock.hpp"
 #include "builder/run_step.hpp"
 #include "builder/sif_output.hpp"
+#include "builder/wheel_layers.hpp"
 #include "support/image_source.hpp"
 #include "support/image_writer.hpp"
 #include "support/log.hpp"
@@ -354,13 +356,19 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     }
     state.layers = result.layers;
     state.diff_ids = result.diff_ids;
+    // Fetch through absolute URLs; the digest recorded in the image is the lock's own.
+    const envspec::Lock lock = resolve_lock_urls(*options.lock, spec.dir);
     {
       log::Timer t("packages");
-      LS_TRY(build_deb_layers(*options.lock, state));
+      LS_TRY(build_deb_layers(lock, state));
+    }
+    {
+      log::Timer t("python packages");
+      LS_TRY(build_wheel_layer(spec, lock, state));
     }
     {
       log::Timer t("git sources");
-      LS_TRY(build_git_layers(spec, *options.lock, state));
+      LS_TRY(build_git_layers(spec, lock, state));
     }
     result.layers = state.layers;
     result.diff_ids = state.diff_ids;

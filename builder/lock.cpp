@@ -4,6 +4,7 @@
 #include "builder/apt_resolver.hpp"
 #include "builder/git_layers.hpp"
 #include "builder/git_source.hpp"
+#include "builder/wheel_lock.hpp"
 #include "support/log.hpp"
 #include "support/version.hpp"
 
@@ -215,7 +216,86 @@ Result<void> lock_git(const envspec::Spec& spec, const BlobStore& store, const L
   return {};
 }
 
+// The apt part of the lock inputs: what the Debian packages were resolved from.
+nlohmann::json apt_inputs(const nlohmann::json& inputs) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* key : {"platform", "base", "repos"}) {
+    if (inputs.contains(key)) {
+      j[key] = inputs[key];
+    }
+  }
+  if (inputs.contains("packages") && inputs["packages"].contains("apt")) {
+    j["apt"] = inputs["packages"]["apt"];
+  }
+  return j;
+}
+
+// Keeps the previous lock's Debian packages, without reading the repositories, when nothing they
+// were resolved from changed and none of them is being updated (so changing a wheel or a git
+// source re-locks without touching apt).
+bool reuse_apt(const LockOptions& options, envspec::Lock& lock) {
+  if (!options.previous || options.update_all ||
+      apt_inputs(options.previous->inputs) != apt_inputs(lock.inputs) ||
+      options.previous->repos.size() != lock.repos.size()) {
+    return false;
+  }
+  for (const envspec::LockedArtifact& a : options.previous->artifacts) {
+    if (a.kind == "deb" && options.update.count(a.name) != 0) {
+      return false;
+    }
+  }
+  for (std::size_t i = 0; i < lock.repos.size(); ++i) {
+    if (lock.repos[i].kind == "apt") {
+      lock.repos[i] = options.previous->repos[i];
+    }
+  }
+  for (const envspec::LockedArtifact& a : options.previous->artifacts) {
+    if (a.kind == "deb") {
+      lock.artifacts.push_back(a);
+    }
+  }
+  log::debug("apt packages: the lock's inputs are unchanged; keeping its {} debs", lock.artifacts.size());
+  return true;
+}
+
+// Local files under the spec's directory are recorded relative to it (`wheels/x.whl`), so the
+// lock, and the lock digest an image records, are the same on every machine; a build resolves
+// them against the spec's directory again (resolve_lock_urls).
+void relative_urls(const envspec::Spec& spec, envspec::Lock& lock) {
+  const std::string dir = spec.dir.string() + "/";
+  const auto relative = [&dir](std::string& url) {
+    for (const std::string& prefix : {"file://" + dir, dir}) {
+      if (url.rfind(prefix, 0) == 0 && url.size() > prefix.size()) {
+        url = url.substr(prefix.size());
+        return;
+      }
+    }
+  };
+  for (envspec::LockedArtifact& a : lock.artifacts) {
+    relative(a.url);
+  }
+  for (envspec::LockedRepo& r : lock.repos) {
+    relative(r.url);
+  }
+}
+
 } // namespace
+
+envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir) {
+  envspec::Lock out = lock;
+  const auto absolute = [&spec_dir](std::string& url) {
+    if (url.find("://") == std::string::npos && !url.empty() && url.front() != '/') {
+      url = "file://" + (spec_dir / url).lexically_normal().string();
+    }
+  };
+  for (envspec::LockedArtifact& a : out.artifacts) {
+    absolute(a.url);
+  }
+  for (envspec::LockedRepo& r : out.repos) {
+    absolute(r.url);
+  }
+  return out;
+}
 
 std::string apt_group_of(const std::string& name) {
   if (starts_with_any(name, {"openmpi",        "libopenmpi", "mpich",     "libmpich", "mpi-default",
@@ -252,12 +332,13 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
     lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
   }
   if (spec.base.kind == envspec::BaseImage::Kind::debian || !spec.packages.apt.empty()) {
-    LS_TRY(lock_apt(spec, store, options, lock));
+    if (!reuse_apt(options, lock)) {
+      LS_TRY(lock_apt(spec, store, options, lock));
+    }
   }
   LS_TRY(lock_git(spec, store, options, lock));
-  if (!spec.packages.pip.empty()) {
-    return invalid_input("packages.pip: Python wheels are not locked by this build yet");
-  }
+  LS_TRY(lock_wheels(spec, lock, store, options));
+  relative_urls(spec, lock);
   envspec::sort_artifacts(lock.artifacts);
   return lock;
 }

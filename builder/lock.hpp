@@ -6,6 +6,7 @@
 #include "support/blob_store.hpp"
 #include "support/result.hpp"
 
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +30,10 @@ struct LockOptions {
 /// request (unknown package, unsatisfiable dependency, conflict) is invalid_input with the chain.
 Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& store,
                                 const LockOptions& options);
+
+/// A copy of `lock` whose relative URLs (local files under the spec's directory, recorded relative
+/// to it) are made absolute `file://` URLs against `spec_dir`, for fetching.
+envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir);
 
 /// The layer group a Debian package belongs to when it is requested by name: "mpi", "cuda",
 /// "python" or "app" (base packages are those of the Debian base's closure).

@@ -9,8 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 
 namespace lockstep::cli {
@@ -111,12 +113,15 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
   builder::LockOptions options;
   options.previous = previous;
-  options.update_all = args.update_given && args.update.empty();
-  options.update.insert(args.update.begin(), args.update.end());
+  std::vector<std::string> names;
+  std::copy_if(args.update.begin(), args.update.end(), std::back_inserter(names),
+               [](const std::string& n) { return !n.empty(); });
+  options.update_all = args.update_given && names.empty();
+  options.update.insert(names.begin(), names.end());
   LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
   LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
-  if (!args.update.empty() && previous) {
-    for (const std::string& name : args.update) {
+  if (!names.empty() && previous) {
+    for (const std::string& name : names) {
       const bool known = std::any_of(lock.artifacts.begin(), lock.artifacts.end(),
                                      [&name](const envspec::LockedArtifact& a) { return a.name == name; });
       if (!known) {

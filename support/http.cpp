@@ -51,7 +51,9 @@ struct LibCurl {
   X(curl_easy_setopt)                                                                                        \
   X(curl_easy_getinfo)                                                                                       \
   X(curl_easy_perform)                                                                                       \
-  X(curl_easy_strerror)
+  X(curl_easy_strerror)                                                                                      \
+  X(curl_slist_append)                                                                                       \
+  X(curl_slist_free_all)
 #define LS_CURL_MEMBER(name) decltype(&::name) name = nullptr; // NOLINT(bugprone-macro-parentheses)
   LS_CURL_FUNCTIONS(LS_CURL_MEMBER)
 #undef LS_CURL_MEMBER
@@ -98,12 +100,20 @@ struct EasyHandle {
   const LibCurl* curl = nullptr;
   CURL* handle = nullptr;
   char error[CURL_ERROR_SIZE] = {};
+  curl_slist* headers = nullptr; // FetchOptions::headers of the current transfer
   EasyHandle() = default;
   EasyHandle(const EasyHandle&) = delete;
   EasyHandle& operator=(const EasyHandle&) = delete;
   ~EasyHandle() {
     if (handle != nullptr) {
       curl->curl_easy_cleanup(handle);
+    }
+    free_headers();
+  }
+  void free_headers() {
+    if (headers != nullptr) {
+      curl->curl_slist_free_all(headers);
+      headers = nullptr;
     }
   }
 };
@@ -403,7 +413,7 @@ bool retryable(CURLcode rc) {
 
 // Sets the options of one transfer on a fresh (or reset) handle.
 Result<void> configure(const LibCurl& curl, CURL* h, Transfer& t, const FetchOptions& options,
-                       char* error_buffer) {
+                       char* error_buffer, curl_slist*& headers) {
   static const std::string user_agent = std::string("lockstep/") + k_version;
   struct Option {
     CURLoption option;
@@ -433,6 +443,19 @@ Result<void> configure(const LibCurl& curl, CURL* h, Transfer& t, const FetchOpt
   set(CURLOPT_HEADERDATA, static_cast<void*>(&t));
   set(CURLOPT_XFERINFOFUNCTION, &on_curl_progress);
   set(CURLOPT_NOPROGRESS, 0L);
+  for (const std::string& header : options.headers) {
+    if (header.find_first_of("\r\n") != std::string::npos || header.find(':') == std::string::npos) {
+      return internal_error("bad request header for {}: {}", t.what, header);
+    }
+    curl_slist* more = curl.curl_slist_append(headers, header.c_str());
+    if (more == nullptr) {
+      return external_error("can't set up the download of {}: curl_slist_append failed", t.what);
+    }
+    headers = more;
+  }
+  if (headers != nullptr) {
+    set(CURLOPT_HTTPHEADER, headers);
+  }
   for (const Option& o : results) {
     if (o.rc != CURLE_OK) {
       return external_error("can't set up the download of {}: libcurl refused option {} ({}); lockstep needs "
@@ -457,11 +480,12 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
     }
   } else {
     curl.curl_easy_reset(easy.handle);
+    easy.free_headers();
   }
   t.curl = &curl;
   t.handle = easy.handle;
   easy.error[0] = '\0';
-  if (auto r = configure(curl, easy.handle, t, options, easy.error); !r) {
+  if (auto r = configure(curl, easy.handle, t, options, easy.error, easy.headers); !r) {
     return fail(std::move(r).error());
   }
   const CURLcode rc = curl.curl_easy_perform(easy.handle);

@@ -28,6 +28,9 @@ struct FetchOptions {
   long connect_timeout_s = 30;          ///< to establish the connection
   long low_speed_timeout_s = 60;        ///< abort when no byte arrived for this long
   long retry_delay_ms = 500;            ///< the first backoff; doubled on each further retry
+  /// Extra HTTP request headers ("Accept: application/json"); not sent for file: URLs. Each must be
+  /// one "Name: value" line without CR or LF.
+  std::vector<std::string> headers;
 };
 
 /// GETs `url` into memory (indexes, small files). Errors name the URL: a missing file is

@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# Python wheels end to end: `lockstep lock` pins `packages.pip` against a wheelhouse directory and
+# a PEP 503/691 index served on 127.0.0.1, and `lockstep build` installs the wheels into one layer
+# that the host's python3 then imports and runs:
+#   - the lock pins each wheel by URL, size and sha256 (deterministically), for the Python and
+#     glibc the image gets from its (fake, signed, flat) apt repository;
+#   - unpinned requirements are refused; unpinned or mismatched dependencies are all listed ("not
+#     closed"); dependencies whose marker is false for the image are not required; sdist-only
+#     projects, indexes without sha256 and images without Python are refused by name;
+#   - PEP 658: with the index's METADATA file the wheel itself is not downloaded while locking;
+#   - a tampered wheel is refused at build time and nothing is stored; two wheels installing the
+#     same file are refused, naming both;
+#   - the layer's packages import, the console script runs; changing a copied file reuses the
+#     wheel layer; two cold builds give the same digest.
+source "$(dirname "$0")/lib.sh"
+need jq tar gpg gpgconf dpkg-deb python3 sha256sum
+
+# ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ----------------------------
+# The packages hold only a doc file: the image needs them in its lock for the target Python (3.11.2,
+# glibc 2.36); the installed wheels are run with the host's python3 below.
+make_apt_repo() { # DIR
+  local dir=$1 stage name version depends
+  stage=$(mktemp -d "$WORK/stage.XXXXXX")
+  mkdir -p "$dir"
+  while read -r name version depends; do
+    mkdir -p "$stage/$name/DEBIAN" "$stage/$name/usr/share/doc/$name"
+    echo "fake $name for lockstep's wheel tests" >"$stage/$name/usr/share/doc/$name/README"
+    {
+      echo "Package: $name"
+      echo "Version: $version"
+      echo "Architecture: amd64"
+      echo "Maintainer: lockstep tests <tests@example.invalid>"
+      [ "$depends" = - ] || echo "Depends: $depends"
+      echo "Priority: optional"
+      echo "Description: fake $name"
+    } >"$stage/$name/DEBIAN/control"
+    find "$stage/$name" -exec touch -h -d @1704067200 {} +
+    dpkg-deb --root-owner-group -Zxz --build "$stage/$name" "$dir/${name}_${version}_amd64.deb" >/dev/null
+  done <<'EOF'
+libc6 2.36-9+deb12u4 -
+python3.11 3.11.2-6+deb12u1 libc6
+python3-minimal 3.11.2-1+b1 python3.11
+python3 3.11.2-1+b1 python3.11,python3-minimal
+EOF
+  (cd "$dir" && for deb in *.deb; do
+    dpkg-deb -f "$deb"
+    echo "Filename: $deb"
+    echo "Size: $(stat -c %s "$deb")"
+    echo "SHA256: $(sha256sum "$deb" | cut -d' ' -f1)"
+    echo
+  done >Packages)
+  {
+    echo "Origin: lockstep-wheel-test"
+    echo "Date: Mon, 01 Jan 2024 00:00:00 UTC"
+    echo "SHA256:"
+    printf ' %s %s Packages\n' "$(sha256sum "$dir/Packages" | cut -d' ' -f1)" "$(stat -c %s "$dir/Packages")"
+  } >"$dir/Release"
+  local gnupg
+  gnupg=$(mktemp -d /tmp/ls-wheel-gpg.XXXXXX)
+  gpg_() { gpg --homedir "$gnupg" --batch --quiet --yes --pinentry-mode loopback --passphrase '' "$@"; }
+  gpg_ --quick-gen-key 'lockstep wheel tests <wheels@example.invalid>' ed25519 sign never 2>/dev/null
+  gpg_ --export >"$dir/keyring.gpg"
+  gpg_ --digest-algo SHA512 --clearsign --output "$dir/InRelease" "$dir/Release"
+  gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
+  rm -rf "$gnupg" "$stage"
+}
+make_apt_repo "$WORK/apt"
+
+# ---- wheels, built with python's zipfile ---------------------------------------------------------
+# make_wheel DIR NAME VERSION 'Requires-Dist lines' 'entry_points.txt' FILE=CONTENT...
+make_wheel() {
+  python3 - "$@" <<'PY'
+import base64, hashlib, sys, zipfile
+out, name, version, requires, entry_points, *files = sys.argv[1:]
+dist = f"{name}-{version}.dist-info"
+members = {}
+for f in files:
+    path, content = f.split("=", 1)
+    members[path] = content.replace("\\n", "\n").encode()
+meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+for line in filter(None, requires.split("|")):
+    meta += line + "\n"
+members[f"{dist}/METADATA"] = meta.encode()
+members[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: lockstep-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+if entry_points:
+    members[f"{dist}/entry_points.txt"] = entry_points.replace("\\n", "\n").encode()
+record = ""
+for path, data in members.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record += f"{path},sha256={digest},{len(data)}\n"
+record += f"{dist}/RECORD,,\n"
+members[f"{dist}/RECORD"] = record.encode()
+path = f"{out}/{name}-{version}-py3-none-any.whl"
+with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+    for p, data in members.items():
+        info = zipfile.ZipInfo(p, date_time=(2024, 1, 1, 0, 0, 0))
+        info.external_attr = 0o644 << 16
+        z.writestr(info, data, zipfile.ZIP_DEFLATED)
+with zipfile.ZipFile(path) as z:
+    z.extract(f"{dist}/METADATA", out + "/.meta")
+print(path)
+PY
+}
+mkdir -p wheelhouse
+make_wheel wheelhouse demo 1.0 \
+  'Requires-Dist: dep==1.0|Requires-Dist: winonly==1; sys_platform == "win32"|Provides-Extra: fast|Requires-Dist: fastlib==1.0; extra == "fast"' \
+  '[console_scripts]\ndemo-cli = demo:main\n' \
+  'demo/__init__.py=from dep import VALUE\n\ndef main():\n    print("demo says", VALUE)\n' >/dev/null
+make_wheel wheelhouse dep 1.0 '' '' 'dep/__init__.py=VALUE = 42\n' >/dev/null
+make_wheel wheelhouse dep 2.0 '' '' 'dep/__init__.py=VALUE = 2\n' >/dev/null
+make_wheel wheelhouse needy 1.0 'Requires-Dist: dep>=2|Requires-Dist: missing-lib>=1.5' '' 'needy.py=\n' >/dev/null
+make_wheel wheelhouse clash 1.0 '' '' 'dep/__init__.py=VALUE = "clash"\n' >/dev/null
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+write_spec() { # REPOS PIP [APT] [EXTRA]
+  cat >lockstep.yaml <<YAML
+lockstep: 1
+name: wheeltest
+repos:
+  - {apt: apt, flat: true, keyring: apt/keyring.gpg}
+$1
+packages:
+  apt: [${3-python3}]
+  pip: [$2]
+${4:-}
+outputs: {oci: out}
+YAML
+}
+WHEELHOUSE='  - {wheels: wheelhouse}'
+
+# ---- lock from a wheelhouse ------------------------------------------------------------------------
+write_spec "$WHEELHOUSE" '"demo==1.0", "dep==1.0", "winonly==1; sys_platform == \"win32\""'
+ls_run lock
+assert_eq 0 "$RC" "lock: $ERR"
+assert_contains "$ERR" "cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36)" "the target comes from the image's python3.11 and libc6"
+wheels=$(jq -c '[.artifacts[] | select(.kind == "wheel") | {name, version, arch, group, reason}]' lockstep.lock)
+assert_eq '[{"name":"demo","version":"1.0","arch":"py3-none-any","group":"python","reason":"requested by packages.pip[0]"},{"name":"dep","version":"1.0","arch":"py3-none-any","group":"python","reason":"requested by packages.pip[1]"}]' \
+  "$wheels" "the lock pins demo and dep; winonly's marker is false for the image"
+demo=$(jq -c '.artifacts[] | select(.name == "demo")' lockstep.lock)
+assert_eq "$(sha wheelhouse/demo-1.0-py3-none-any.whl)" "$(jq -r .sha256 <<<"$demo")" "the lock pins the wheel's sha256"
+assert_eq "$(stat -c %s wheelhouse/demo-1.0-py3-none-any.whl)" "$(jq -r .size <<<"$demo")" "the lock pins the wheel's size"
+assert_eq "wheelhouse/demo-1.0-py3-none-any.whl" "$(jq -r .url <<<"$demo")" "the lock names the wheel by its path relative to the spec (the same lock on every machine)"
+assert_eq 1 "$(jq -r .repo <<<"$demo")" "the wheel's repository"
+assert_eq 1 "$(grep -c '"name":"demo"' lockstep.lock)" "one line per wheel"
+cp lockstep.lock lock.1
+rm lockstep.lock
+ls_run lock
+assert_eq 0 "$RC" "lock again: $ERR"
+cmp -s lock.1 lockstep.lock || fail "locking twice gives different locks: $(diff lock.1 lockstep.lock)"
+pass "lock pins wheels by URL, size and sha256 for the image's Python; false markers are skipped"
+
+# ---- requests lockstep refuses ---------------------------------------------------------------------
+write_spec "$WHEELHOUSE" '"dep==1.0", "demo>=1.0"'
+ls_run lock
+assert_eq 2 "$RC" "an unpinned requirement"
+assert_contains "$ERR" "packages.pip[1]: demo>=1.0 is not pinned; write demo==X.Y.Z" "the unpinned entry is named"
+assert_contains "$ERR" "lockstep.yaml:" "the error points into the spec"
+pass "an unpinned requirement is refused, naming the entry"
+
+write_spec "$WHEELHOUSE" '"demo[fast]==1.0", "needy==1.0", "dep==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "dependencies that are not pinned"
+assert_contains "$ERR" "packages.pip is not closed" "the closure error"
+assert_contains "$ERR" "demo==1.0 needs fastlib==1.0; extra == \"fast\" (not pinned)" "the extra's dependency is listed"
+assert_contains "$ERR" "needy==1.0 needs dep>=2 (dep==1.0 is pinned)" "the mismatched pin is listed"
+assert_contains "$ERR" "needy==1.0 needs missing-lib>=1.5 (not pinned)" "the missing dependency is listed"
+assert_contains "$ERR" "pip freeze" "the error says how to pin them"
+if grep -q winonly <<<"$ERR"; then fail "a dependency whose marker is false was required: $ERR"; fi
+write_spec "$WHEELHOUSE" '"demo==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "demo without dep"
+assert_contains "$ERR" "demo==1.0 needs dep==1.0 (not pinned)" "the missing dependency is named"
+pass "dependencies that are not pinned, or pinned at another version, are all listed"
+
+write_spec "$WHEELHOUSE" '"dep==3.0"'
+ls_run lock
+assert_eq 2 "$RC" "a version that does not exist"
+assert_contains "$ERR" "no version 3.0 of dep; it has 1.0, 2.0" "the versions there are listed"
+write_spec "$WHEELHOUSE" '"dep==1.0"' ""
+ls_run lock
+assert_eq 2 "$RC" "pip packages without a Python in the image"
+assert_contains "$ERR" "add python3 to packages.apt" "the error says how to get a Python"
+pass "a missing version and an image without Python are refused with what to do"
+
+# ---- build from the wheelhouse lock ----------------------------------------------------------------
+echo "v1" >app.txt
+write_spec "$WHEELHOUSE" '"demo==1.0", "dep==1.0"' python3 "copy: [{from: app.txt, to: /app/}]"
+ls_run lock
+assert_eq 0 "$RC" "lock for the build: $ERR"
+ls_run build --locked --json
+assert_eq 0 "$RC" "build: $ERR"
+build1=$OUT
+nlayers=$(jq '.layers | length' <<<"$build1")
+assert_eq 4 "$nlayers" "layers: debs, dpkg database, python packages, copy"
+mkdir root
+manifest=$(jq -r '.manifests[0].digest' out/index.json | cut -d: -f2)
+for digest in $(jq -r '.layers[].digest' "out/blobs/sha256/$manifest" | cut -d: -f2); do
+  tar -xzf "out/blobs/sha256/$digest" -C root
+done
+site=root/usr/local/lib/python3.11/dist-packages
+[ -f "$site/demo/__init__.py" ] || fail "demo is not in $site: $(find root -path '*dist-packages*' | head)"
+[ -f "$site/dep-1.0.dist-info/RECORD" ] || fail "dep's RECORD was not installed"
+assert_eq "lockstep" "$(cat "$site/demo-1.0.dist-info/INSTALLER")" "INSTALLER"
+assert_eq "42" "$(PYTHONPATH=$site python3 -c 'import dep; print(dep.VALUE)')" "the host's python imports dep from the layer"
+assert_eq "#!/usr/bin/python3" "$(head -n 1 root/usr/local/bin/demo-cli)" "the console script's interpreter"
+assert_eq "demo says 42" "$(PYTHONPATH=$site python3 root/usr/local/bin/demo-cli)" "the console script runs"
+assert_eq "1.0" "$(PYTHONPATH=$site python3 -c 'import importlib.metadata as m; print(m.version("demo"))')" \
+  "importlib.metadata reads the installed distribution"
+pass "the wheel layer's packages import and its console script runs"
+
+echo "v2" >app.txt
+ls_run build --locked --json
+assert_eq 0 "$RC" "rebuild: $ERR"
+assert_eq "true true true false" "$(jq -r '[.layers[].cached] | map(tostring) | join(" ")' <<<"$OUT")" \
+  "after changing a copied file only the copy layer is rebuilt"
+assert_eq "$(jq -r '.layers[2].digest' <<<"$build1")" "$(jq -r '.layers[2].digest' <<<"$OUT")" "the wheel layer is the same"
+echo "v1" >app.txt
+LOCKSTEP_CACHE=$WORK/cache-cold ls_run build --locked --json
+assert_eq 0 "$RC" "cold build: $ERR"
+assert_eq "$(jq -r .manifest_digest <<<"$build1")" "$(jq -r .manifest_digest <<<"$OUT")" "two cold builds give one digest"
+pass "a copy change reuses the wheel layer; cold builds are reproducible"
+
+# A wheel changed after locking is refused at build time, and not stored.
+cp wheelhouse/dep-1.0-py3-none-any.whl dep.orig
+printf 'x' >>wheelhouse/dep-1.0-py3-none-any.whl
+bad=$(sha wheelhouse/dep-1.0-py3-none-any.whl)
+LOCKSTEP_CACHE=$WORK/cache-tamper ls_run build --locked
+assert_eq 2 "$RC" "a tampered wheel"
+assert_contains "$ERR" "the lock says" "the error says the file does not match the lock"
+[ ! -e "$WORK/cache-tamper/blobs/sha256/$bad" ] || fail "the tampered wheel was stored"
+cp dep.orig wheelhouse/dep-1.0-py3-none-any.whl
+pass "a wheel that changed after locking is refused and not stored"
+
+# Two wheels installing one file.
+write_spec "$WHEELHOUSE" '"clash==1.0", "dep==1.0"'
+ls_run lock
+assert_eq 0 "$RC" "lock clash: $ERR"
+ls_run build --locked
+assert_eq 2 "$RC" "two wheels with one file"
+assert_contains "$ERR" "clash-1.0-py3-none-any.whl" "the conflict names the first wheel"
+assert_contains "$ERR" "dep-1.0-py3-none-any.whl" "the conflict names the second wheel"
+assert_contains "$ERR" "dep/__init__.py" "the conflict names the file"
+pass "two wheels installing the same file are refused, naming both"
+
+# ---- a PEP 503 (HTML) and PEP 691 (JSON) index over HTTP -------------------------------------------
+mkdir -p index/files index/simple/demo index/simple/dep index/simple/nohash index/simple/sdistonly
+cp wheelhouse/demo-1.0-py3-none-any.whl wheelhouse/dep-1.0-py3-none-any.whl index/files/
+make_wheel index/files dep 0.9 '' '' 'dep/__init__.py=VALUE = 9\n' >/dev/null
+make_wheel index/files nohash 1.0 '' '' 'nohash.py=\n' >/dev/null
+cp wheelhouse/.meta/dep-1.0.dist-info/METADATA index/files/dep-1.0-py3-none-any.whl.metadata
+printf 'not a real sdist' >index/files/sdistonly-1.0.tar.gz
+cat >index/simple/demo/index.html <<HTML
+<!DOCTYPE html><html><body>
+<a href="../../files/demo-1.0-py3-none-any.whl#sha256=$(sha index/files/demo-1.0-py3-none-any.whl)">demo-1.0-py3-none-any.whl</a>
+</body></html>
+HTML
+# dep's page is PEP 691 JSON (served as index.html: lockstep tells JSON from HTML by the body),
+# with sizes and PEP 658 metadata, and 0.9 yanked.
+cat >index/simple/dep/index.html <<JSON
+{"meta": {"api-version": "1.1"}, "name": "dep", "files": [
+ {"filename": "dep-0.9-py3-none-any.whl", "url": "../../files/dep-0.9-py3-none-any.whl",
+  "hashes": {"sha256": "$(sha index/files/dep-0.9-py3-none-any.whl)"}, "yanked": "broken",
+  "size": $(stat -c %s index/files/dep-0.9-py3-none-any.whl)},
+ {"filename": "dep-1.0-py3-none-any.whl", "url": "../../files/dep-1.0-py3-none-any.whl",
+  "hashes": {"sha256": "$(sha index/files/dep-1.0-py3-none-any.whl)"},
+  "core-metadata": {"sha256": "$(sha index/files/dep-1.0-py3-none-any.whl.metadata)"},
+  "size": $(stat -c %s index/files/dep-1.0-py3-none-any.whl)}
+], "versions": ["0.9", "1.0"]}
+JSON
+cat >index/simple/nohash/index.html <<HTML
+<a href="../../files/nohash-1.0-py3-none-any.whl">nohash-1.0-py3-none-any.whl</a>
+HTML
+cat >index/simple/sdistonly/index.html <<HTML
+<a href="../../files/sdistonly-1.0.tar.gz#sha256=$(sha index/files/sdistonly-1.0.tar.gz)">sdistonly-1.0.tar.gz</a>
+HTML
+start_http_server "$WORK/index"
+INDEX="  - {pypi: $HTTP_URL/simple}"
+
+write_spec "$INDEX" '"demo==1.0", "dep==1.0"'
+: >"$HTTP_LOG"
+export LOCKSTEP_CACHE=$WORK/cache-index # a store without the wheels the builds above fetched
+ls_run lock
+assert_eq 0 "$RC" "lock from the index: $ERR"
+assert_eq "$HTTP_URL/files/demo-1.0-py3-none-any.whl" \
+  "$(jq -r '.artifacts[] | select(.name == "demo") | .url' lockstep.lock)" "the wheel's URL on the index"
+assert_eq "$(sha index/files/dep-1.0-py3-none-any.whl)" \
+  "$(jq -r '.artifacts[] | select(.name == "dep") | .sha256' lockstep.lock)" "dep's sha256 from the JSON page"
+assert_contains "$(cat "$HTTP_LOG")" "GET /files/dep-1.0-py3-none-any.whl.metadata" "dep's METADATA comes from its PEP 658 file"
+if grep -q 'GET /files/dep-1.0-py3-none-any.whl ' "$HTTP_LOG"; then
+  fail "dep's wheel was downloaded while locking although the index serves its METADATA"
+fi
+assert_contains "$(cat "$HTTP_LOG")" "GET /files/demo-1.0-py3-none-any.whl " "demo's wheel (no METADATA file) is read"
+ls_run build --locked
+assert_eq 0 "$RC" "build from the index lock: $ERR"
+pass "lock reads PEP 503 HTML and PEP 691 JSON pages (PEP 658 METADATA without the wheel); the build installs from the index"
+
+# Re-locking after an unrelated change keeps the locked wheels without asking the index;
+# `lock --update NAME` asks again for NAME only.
+cp lockstep.lock lock.index
+write_spec "$INDEX" '"demo==1.0", "dep==1.0"' "python3, libc6"
+: >"$HTTP_LOG"
+ls_run lock
+assert_eq 0 "$RC" "re-lock: $ERR"
+if grep -q 'GET /simple/' "$HTTP_LOG"; then fail "re-locking read the index again: $(cat "$HTTP_LOG")"; fi
+assert_eq "$(jq -c '[.artifacts[] | select(.kind == "wheel")]' lock.index)" \
+  "$(jq -c '[.artifacts[] | select(.kind == "wheel")]' lockstep.lock)" "the wheels are kept"
+ls_run lock --update demo
+assert_eq 0 "$RC" "lock --update demo: $ERR"
+assert_eq '"GET /simple/demo/ HTTP/1.1" 200 -' "$(grep -o '"GET /simple/[^"]*"[^"]*' "$HTTP_LOG")" \
+  "--update demo reads demo's page only"
+pass "re-locking keeps locked wheels without the index; --update NAME asks for NAME only"
+
+# The same index read from disk (a plain path is a file: URL; directories are read as index.html).
+write_spec "  - {pypi: index/simple}" '"demo==1.0", "dep==1.0"'
+ls_run lock
+assert_eq 0 "$RC" "lock from a file: index: $ERR"
+assert_eq "index/files/dep-1.0-py3-none-any.whl" \
+  "$(jq -r '.artifacts[] | select(.name == "dep") | .url' lockstep.lock)" "a local index's wheel is recorded relative to the spec"
+pass "an index on disk works as one over HTTP"
+
+write_spec "$INDEX" '"dep==0.9"'
+ls_run lock
+assert_eq 0 "$RC" "a pin to a yanked version: $ERR"
+assert_contains "$ERR" "dep-0.9-py3-none-any.whl is yanked: broken" "the yanked file is used with a warning"
+write_spec "$INDEX" '"nohash==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "an index without sha256"
+assert_contains "$ERR" "the index gives no sha256 for nohash-1.0-py3-none-any.whl" "the file without a hash is named"
+write_spec "$INDEX" '"sdistonly==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "sdist only"
+assert_contains "$ERR" "no wheel of sdistonly 1.0 for cp311 manylinux x86_64" "the missing wheel is named"
+assert_contains "$ERR" "lockstep installs wheels only" "sdists are not built"
+write_spec "$INDEX" '"nosuch==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "an unknown project"
+assert_contains "$ERR" "no repository has nosuch" "the unknown project is named"
+pass "yanked-only pins warn; missing hashes, sdist-only and unknown projects are refused by name"
+
+# Repository order is priority: the wheelhouse listed first supplies demo.
+write_spec "$WHEELHOUSE
+$INDEX" '"demo==1.0", "dep==1.0"'
+ls_run lock
+assert_eq 0 "$RC" "lock with two Python repositories: $ERR"
+assert_eq "wheelhouse/demo-1.0-py3-none-any.whl" \
+  "$(jq -r '.artifacts[] | select(.name == "demo") | .url' lockstep.lock)" "the first repository wins"
+pass "the first repository that has a project supplies it"
+
+done_testing
