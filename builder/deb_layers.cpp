@@ -108,15 +108,6 @@ bool has_path(const std::vector<InstalledDeb>& debs, std::initializer_list<std::
   return false;
 }
 
-void append(PackageBuildState& state, const BuiltLayer& layer, const std::string& created_by) {
-  log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
-            log::human_size(layer.descriptor.size), created_by, layer.cached ? " (cached)" : "");
-  state.layers.push_back(layer.descriptor);
-  state.diff_ids.push_back(layer.diff_id);
-  state.cached.push_back(layer.cached);
-  state.history.push_back(created_by);
-}
-
 // Orders packages so that each comes after what it depends on (Pre-Depends and Depends), for the
 // preinst scripts; cycles are broken by name. Deterministic for the same set.
 std::vector<const InstalledDeb*> dependency_order(const std::vector<InstalledDeb>& debs) {
@@ -169,6 +160,15 @@ std::vector<const InstalledDeb*> dependency_order(const std::vector<InstalledDeb
 }
 
 } // namespace
+
+void append_layer(PackageBuildState& state, const BuiltLayer& layer, const std::string& created_by) {
+  log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
+            log::human_size(layer.descriptor.size), created_by, layer.cached ? " (cached)" : "");
+  state.layers.push_back(layer.descriptor);
+  state.diff_ids.push_back(layer.diff_id);
+  state.cached.push_back(layer.cached);
+  state.history.push_back(created_by);
+}
 
 Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& state) {
   const BlobStore& store = *state.store;
@@ -254,7 +254,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
       }
       names.push_back(a->name);
     }
-    append(state, *layer, fmt::format("packages ({}): {} debs", group, members.size()));
+    append_layer(state, *layer, fmt::format("packages ({}): {} debs", group, members.size()));
     first = false;
   }
   // 3. The dpkg database, so dpkg and apt in the image know what is installed.
@@ -277,7 +277,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     if (!layer) {
       return layer.error();
     }
-    append(state, *layer, fmt::format("dpkg database: {} packages", installed.size()));
+    append_layer(state, *layer, fmt::format("dpkg database: {} packages", installed.size()));
   }
   if (!configure) {
     return {};
@@ -314,7 +314,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     return built.error();
   }
   const BuiltLayer& layer = *built;
-  append(state, layer, "configure packages (maintainer scripts, dpkg --configure -a)");
+  append_layer(state, layer, "configure packages (maintainer scripts, dpkg --configure -a)");
   return {};
 }
 

@@ -30,6 +30,9 @@ struct PackageBuildState {
   std::vector<std::string> history;    ///< one per appended layer
 };
 
+/// Appends a built layer to `state` and logs it ("layer sha256:0123… 3.8 MiB CREATED_BY (cached)").
+void append_layer(PackageBuildState& state, const BuiltLayer& layer, const std::string& created_by);
+
 /// Fetches (verifying size and sha256 against the lock) and installs every `deb` artifact of
 /// `lock`, appending layers to `state`. A package with maintainer scripts in an image without
 /// /bin/sh or dpkg is an invalid_input error naming the package and what is missing.

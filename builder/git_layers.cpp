@@ -99,12 +99,7 @@ Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lo
     }
     const std::string created_by =
         fmt::format("copy git {}@{} -> {}", item.git_text, locked->version.substr(0, 12), item.to);
-    log::info("layer {} {} {}{}", layer->descriptor.digest.str().substr(0, 19),
-              log::human_size(layer->descriptor.size), created_by, layer->cached ? " (cached)" : "");
-    state.layers.push_back(layer->descriptor);
-    state.diff_ids.push_back(layer->diff_id);
-    state.cached.push_back(layer->cached);
-    state.history.push_back(created_by);
+    append_layer(state, *layer, created_by);
   }
   return {};
 }

@@ -143,12 +143,7 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   if (!layer) {
     return layer.error();
   }
-  log::info("layer {} {} {}{}", layer->descriptor.digest.str().substr(0, 19),
-            log::human_size(layer->descriptor.size), created_by, layer->cached ? " (cached)" : "");
-  state.layers.push_back(layer->descriptor);
-  state.diff_ids.push_back(layer->diff_id);
-  state.cached.push_back(layer->cached);
-  state.history.push_back(created_by);
+  append_layer(state, *layer, created_by);
   return {};
 }
 
