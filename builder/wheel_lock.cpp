@@ -103,6 +103,8 @@ struct Wanted {
   SpecifierSet specifier;          // every clause of every entry
   std::set<std::string> extras;    // requested extras, then those dependencies ask for
   std::optional<PyVersion> pinned; // the == version
+  std::set<std::string> hashes;    // from a requirements file: the file must have one of them
+  std::string from_file;           // "requirements.txt:12" when it came from one
   // Chosen:
   int repo = -1;
   IndexFile file;
@@ -320,7 +322,8 @@ std::optional<Wanted> reuse_previous(const Wanted& w, const envspec::Lock& lock,
     auto version = PyVersion::parse(a.version);
     auto name = WheelName::parse(url_filename(a.url));
     if (!version || !name || name->project != w.project || !(name->version == *version) ||
-        !w.specifier.contains(*version, Prereleases::allow) || !best_tag_rank(*name, tags)) {
+        !w.specifier.contains(*version, Prereleases::allow) || !best_tag_rank(*name, tags) ||
+        (!w.hashes.empty() && w.hashes.count(a.sha256.hex()) == 0)) {
       continue;
     }
     Wanted out = w;
@@ -498,6 +501,10 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
       w.specifier = unwrap(SpecifierSet::parse(merged));
     }
     w.extras.insert(req->extras.begin(), req->extras.end());
+    w.hashes.insert(p.hashes.begin(), p.hashes.end());
+    if (w.from_file.empty()) {
+      w.from_file = p.from_file;
+    }
   }
   if (!diagnostics.empty()) {
     return diagnostics.to_error();
@@ -528,6 +535,19 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
       problems.push_back(fmt::format("{}: {}: no repository has {} (looked in {})", item_path(w.index),
                                      w.text, project, fmt::join(looked, ", ")));
       continue;
+    }
+    if (!w.hashes.empty()) {
+      // Hash-checking mode (a requirements file with --hash): only files with a listed hash.
+      const std::size_t all = files.size();
+      files.erase(std::remove_if(files.begin(), files.end(),
+                                 [&w](const IndexFile& f) { return w.hashes.count(f.sha256) == 0; }),
+                  files.end());
+      if (files.empty()) {
+        problems.push_back(
+            fmt::format("{}: {}: none of the {} files {} has for {} has a sha256 that {} lists",
+                        item_path(w.index), w.text, all, repo_label(spec, w.repo), project, w.from_file));
+        continue;
+      }
     }
     Choice choice = choose_wheel(w, files, tags, target, python);
     if (!choice.file) {

@@ -63,7 +63,11 @@ json canonical_form(const Spec& spec) {
     for (const auto* list : {&spec.packages.apt, &spec.packages.pip}) {
       json names = json::array();
       for (const PackageRequest& p : *list) {
-        names.push_back(p.text);
+        std::string text = p.text;
+        for (const std::string& h : p.hashes) { // requirements-file hashes: part of what is asked for
+          text += " --hash=sha256:" + h;
+        }
+        names.push_back(std::move(text));
       }
       packages[list == &spec.packages.apt ? "apt" : "pip"] = std::move(names);
     }

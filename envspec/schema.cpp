@@ -2,6 +2,7 @@
 
 #include "envspec/suggest.hpp"
 #include "support/fs.hpp"
+#include "support/pep508.hpp"
 
 #include <fmt/format.h>
 
@@ -525,7 +526,59 @@ private:
     return ok;
   }
 
-  // `packages: {apt: [NAME[:ARCH][=VERSION]...], pip: [REQUIREMENT...]}`.
+  // `packages.pip[i]: {requirements: FILE}`: a pip requirements file (e.g. `pip freeze` or
+  // pip-compile --generate-hashes output) whose pins, with their hashes, become requests.
+  void requirements_file(const Node& item, const std::string& path, std::vector<PackageRequest>& out) {
+    const MapEntry* file = item.find("requirements");
+    if (file == nullptr) {
+      error(item.location, path, "expected a requirement string or a map {requirements: FILE}");
+      return;
+    }
+    for (const MapEntry& e : item.entries) {
+      if (e.key != "requirements") {
+        unknown_key(e, path, {"requirements"}, {});
+        return;
+      }
+    }
+    const std::string key_path = child_path(path, "requirements");
+    const std::string* s = nonempty_string(file->value, key_path, "a requirements file");
+    if (s == nullptr) {
+      return;
+    }
+    const fs::path resolved = resolve_host_path(file->value);
+    Result<std::string> text = read_file(resolved, 4 << 20);
+    if (!text) {
+      error(file->value.location, key_path, fmt::format("can't read {}: {}", *s, text.error().message));
+      return;
+    }
+    Result<RequirementsFile> parsed = parse_requirements_txt(*text, *s);
+    if (!parsed) {
+      error(file->value.location, key_path, parsed.error().message);
+      return;
+    }
+    const bool any_hash = std::any_of(parsed->requirements.begin(), parsed->requirements.end(),
+                                      [](const PinnedRequirement& r) { return !r.hashes.empty(); });
+    for (const PinnedRequirement& r : parsed->requirements) {
+      if ((parsed->require_hashes || any_hash) && r.hashes.empty()) {
+        error(file->value.location, key_path,
+              fmt::format("{}:{}: {} has no --hash, but the file checks hashes (pip's hash-checking mode "
+                          "needs one for every requirement)",
+                          *s, r.line, r.requirement.str()));
+        continue;
+      }
+      PackageRequest req;
+      req.text = r.requirement.str();
+      req.name = req.text;
+      for (const Digest& d : r.hashes) {
+        req.hashes.push_back(d.hex());
+      }
+      req.from_file = fmt::format("{}:{}", *s, r.line);
+      req.location = file->value.location;
+      out.push_back(std::move(req));
+    }
+  }
+
+  // `packages: {apt: [NAME[:ARCH][=VERSION]...], pip: [REQUIREMENT... | {requirements: FILE}]}`.
   void packages(const Node& v, Packages& out) {
     if (!expect_map(v, "packages", "a map {apt: [...], pip: [...]}")) {
       return;
@@ -544,6 +597,10 @@ private:
       for (std::size_t i = 0; i < e.value.items.size(); ++i) {
         const Node& item = e.value.items[i];
         const std::string ipath = item_path(path, i);
+        if (e.key == "pip" && item.is_map()) {
+          requirements_file(item, ipath, out.pip);
+          continue;
+        }
         const std::string* s =
             nonempty_string(item, ipath, e.key == "apt" ? "a package name" : "a requirement");
         if (s == nullptr) {

@@ -93,6 +93,10 @@ struct PackageRequest {
   std::string name;    ///< apt: the package name; pip: the whole requirement text
   std::string version; ///< apt: `=VERSION`, else empty
   std::string arch;    ///< apt: `:ARCH`, else empty
+  /// pip: sha256 digests (hex) from a requirements file's `--hash=sha256:` options; the locked
+  /// wheel must have one of them. Empty: any file of the pinned version.
+  std::vector<std::string> hashes;
+  std::string from_file; ///< pip: the requirements file it came from (as written), else empty
   SourceLocation location;
 };
 

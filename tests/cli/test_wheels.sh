@@ -346,4 +346,24 @@ assert_eq "wheelhouse/demo-1.0-py3-none-any.whl" \
   "$(jq -r '.artifacts[] | select(.name == "demo") | .url' lockstep.lock)" "the first repository wins"
 pass "the first repository that has a project supplies it"
 
+# A requirements file in pip's hash-checking mode (pip-compile --generate-hashes output).
+printf -- '--require-hashes\ndemo==1.0 \\\n    --hash=sha256:%s\ndep==1.0 --hash=sha256:%s  # a comment\n' \
+  "$(sha wheelhouse/demo-1.0-py3-none-any.whl)" "$(sha wheelhouse/dep-1.0-py3-none-any.whl)" >requirements.txt
+write_spec "$WHEELHOUSE" '{requirements: requirements.txt}'
+rm -f lockstep.lock
+ls_run lock
+assert_eq 0 "$RC" "lock from a requirements file with hashes: $ERR"
+assert_eq "$(sha wheelhouse/demo-1.0-py3-none-any.whl)" \
+  "$(jq -r '.artifacts[] | select(.name == "demo") | .sha256' lockstep.lock)" "the requirements file's hash is the locked one"
+printf 'demo==1.0 --hash=sha256:%s\ndep==1.0 --hash=sha256:%s\n' "$(printf '0%.0s' $(seq 64))" \
+  "$(sha wheelhouse/dep-1.0-py3-none-any.whl)" >requirements.txt
+ls_run lock
+assert_eq 2 "$RC" "a requirements file whose hash matches no file"
+assert_contains "$ERR" "has a sha256 that requirements.txt:1 lists" "the mismatching requirement is named"
+printf 'demo==1.0 --hash=sha256:%s\ndep==1.0\n' "$(sha wheelhouse/demo-1.0-py3-none-any.whl)" >requirements.txt
+ls_run lock
+assert_eq 2 "$RC" "a requirement without a hash in hash-checking mode"
+assert_contains "$ERR" "requirements.txt:2: dep==1.0 has no --hash" "the requirement without a hash is named"
+pass "requirements.txt with --hash/--require-hashes is imported; every hash is enforced"
+
 done_testing
