@@ -5,6 +5,7 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/tar_reader.hpp"
+#include "support/text.hpp"
 
 // The low-level MD5 interface needs no provider lookup (see support/digest.cpp). MD5 is what dpkg
 // records (md5sums, Conffiles); lockstep never trusts it for integrity, the lock's SHA-256 does that.
@@ -20,7 +21,6 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
-#include <clocale>
 #include <memory>
 #include <optional>
 #include <set>
@@ -56,28 +56,6 @@ constexpr std::array<std::string_view, 5> k_script_files = {"preinst", "postinst
 // Top-level directories that merged /usr moves under /usr (usrmerge's and debootstrap's list).
 constexpr std::array<std::string_view, 7> k_merged_dirs = {"bin",   "sbin",   "lib",   "lib32",
                                                            "lib64", "libx32", "libo32"};
-
-// libarchive converts names between the locale's charset and UTF-8; under C.UTF-8 on this thread the
-// bytes pass through unchanged whatever LANG says (the tar writer does the same).
-class Utf8Locale {
-public:
-  Utf8Locale() {
-    static locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
-    if (utf8 != static_cast<locale_t>(nullptr)) {
-      m_previous = uselocale(utf8);
-    }
-  }
-  ~Utf8Locale() {
-    if (m_previous != static_cast<locale_t>(nullptr)) {
-      uselocale(m_previous);
-    }
-  }
-  Utf8Locale(const Utf8Locale&) = delete;
-  Utf8Locale& operator=(const Utf8Locale&) = delete;
-
-private:
-  locale_t m_previous = static_cast<locale_t>(nullptr);
-};
 
 struct ArchiveFree {
   void operator()(struct archive* a) const { archive_read_free(a); }
@@ -462,16 +440,6 @@ private:
 
 // ---- Control file formats --------------------------------------------------------------------------
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 std::vector<std::string_view> lines_of(std::string_view text) {
   std::vector<std::string_view> out;
   std::size_t pos = 0;
@@ -513,7 +481,7 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_md5sums(std::stri
   int line_no = 0;
   for (std::string_view line : lines_of(text)) {
     ++line_no;
-    if (trim(line).empty()) {
+    if (deb822_trim(line).empty()) {
       continue;
     }
     if (line.size() < 35 || !is_lower_hex(line.substr(0, 32)) || line[32] != ' ' ||
@@ -547,7 +515,7 @@ Result<std::vector<Conffile>> parse_conffiles(std::string_view text, std::string
   int line_no = 0;
   for (std::string_view line : lines_of(text)) {
     ++line_no;
-    line = trim(line);
+    line = deb822_trim(line);
     if (line.empty()) {
       continue;
     }
@@ -555,7 +523,7 @@ Result<std::vector<Conffile>> parse_conffiles(std::string_view text, std::string
     constexpr std::string_view k_flag = "remove-on-upgrade ";
     if (line.substr(0, k_flag.size()) == k_flag) {
       c.remove_on_upgrade = true;
-      line = trim(line.substr(k_flag.size()));
+      line = deb822_trim(line.substr(k_flag.size()));
     }
     if (line.empty() || line.front() != '/') {
       return invalid_input("{}: conffiles:{}: '{}' is not an absolute path (or an unknown flag)", what,
@@ -590,13 +558,14 @@ Result<std::vector<TriggerDirective>> parse_triggers(std::string_view text, std:
   int line_no = 0;
   for (std::string_view line : lines_of(text)) {
     ++line_no;
-    line = trim(line);
+    line = deb822_trim(line);
     if (line.empty() || line.front() == '#') {
       continue;
     }
     auto space = line.find_first_of(" \t");
     std::string_view directive = line.substr(0, space);
-    std::string_view name = space == std::string_view::npos ? std::string_view() : trim(line.substr(space));
+    std::string_view name =
+        space == std::string_view::npos ? std::string_view() : deb822_trim(line.substr(space));
     if (!contains(k_directives, directive)) {
       return invalid_input("{}: triggers:{}: unknown directive '{}'", what, line_no, directive);
     }
@@ -621,12 +590,6 @@ Result<std::vector<TriggerDirective>> parse_triggers(std::string_view text, std:
 // Fields the control file may not carry: dpkg computes them (they belong to the status file).
 constexpr std::array<std::string_view, 5> k_status_only_fields = {"Status", "Config-Version", "Conffiles",
                                                                   "Triggers-Pending", "Triggers-Awaited"};
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 Result<Deb822Paragraph> parse_control(std::string_view text, std::string_view what) {
   std::string where = std::string(what) + ": control";

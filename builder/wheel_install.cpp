@@ -152,6 +152,40 @@ Result<std::string> check_member_name(const char* raw, const std::string& what) 
   return std::string(clean);
 }
 
+/// A pass that lists a wheel's members: each header with its checked name, at most k_max_members
+/// of them, stopping when the user interrupts.
+class MemberListing {
+public:
+  MemberListing(ZipReader& zip, const std::string& what) : m_zip(zip), m_what(what) {}
+
+  /// One member: its header (nullptr at the end of the archive) and its checked name.
+  struct Listed {
+    struct archive_entry* entry = nullptr;
+    std::string name;
+  };
+
+  /// The next member.
+  Result<Listed> next() {
+    throw_if_interrupted();
+    LS_TRY_ASSIGN(struct archive_entry * entry, m_zip.next(m_previous));
+    if (entry == nullptr) {
+      return Listed{};
+    }
+    if (++m_entries > k_max_members) {
+      return invalid_input("{}: more than {} zip members; refusing the wheel", m_what, k_max_members);
+    }
+    LS_TRY_ASSIGN(std::string name, check_member_name(raw_name(entry), m_what));
+    m_previous = name;
+    return Listed{entry, std::move(name)};
+  }
+
+private:
+  ZipReader& m_zip;
+  const std::string& m_what;
+  std::string m_previous;
+  std::size_t m_entries = 0;
+};
+
 // ---- paths ---------------------------------------------------------------------------------------
 
 Result<void> check_target_dir(std::string_view value, std::string_view field) {
@@ -380,22 +414,16 @@ std::string entry_point_script(const EntryPoint& entry, std::string_view python)
 Result<CoreMetadata> read_wheel_metadata(const fs::path& whl, std::string_view what_view) {
   const std::string what(what_view);
   LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(whl, what));
-  std::string previous;
+  MemberListing listing(zip, what);
   std::set<std::string> dist_infos;
   std::optional<std::string> metadata;
   std::string metadata_name;
-  std::size_t entries = 0;
   for (;;) {
-    throw_if_interrupted();
-    LS_TRY_ASSIGN(struct archive_entry * entry, zip.next(previous));
+    LS_TRY_ASSIGN(MemberListing::Listed listed, listing.next());
+    auto& [entry, name] = listed;
     if (entry == nullptr) {
       break;
     }
-    if (++entries > k_max_members) {
-      return invalid_input("{}: more than {} zip members; refusing the wheel", what, k_max_members);
-    }
-    LS_TRY_ASSIGN(std::string name, check_member_name(raw_name(entry), what));
-    previous = name;
     std::string first = name.substr(0, name.find('/'));
     if (first.size() <= 10 || first.substr(first.size() - 10) != ".dist-info") {
       continue;
@@ -443,20 +471,14 @@ Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, 
   std::uint64_t total_size = 0;
   {
     LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(whl, what));
-    std::string previous;
-    std::size_t entries = 0;
+    MemberListing listing(zip, what);
     std::size_t script_bytes = 0;
     for (;;) {
-      throw_if_interrupted();
-      LS_TRY_ASSIGN(struct archive_entry * entry, zip.next(previous));
+      LS_TRY_ASSIGN(MemberListing::Listed listed, listing.next());
+      auto& [entry, name] = listed;
       if (entry == nullptr) {
         break;
       }
-      if (++entries > k_max_members) {
-        return invalid_input("{}: more than {} zip members; refusing the wheel", what, k_max_members);
-      }
-      LS_TRY_ASSIGN(std::string name, check_member_name(raw_name(entry), what));
-      previous = name;
       top_level.insert(name.substr(0, name.find('/')));
       if (archive_entry_is_encrypted(entry) != 0) {
         return invalid_input("{}: zip member '{}' is encrypted; refusing the wheel", what, name);

@@ -25,27 +25,10 @@ namespace {
 constexpr const char* k_wheel_layer_version = "lockstep-wheel-layer-1";
 constexpr std::uint64_t k_max_wheel_size = 16ULL << 30;
 
-// The file name a wheel URL ends with, percent-decoded ("demo-1.0-py3-none-any.whl").
-std::string wheel_filename(const std::string& url) {
-  const std::string path = url.substr(0, url.find_first_of("?#"));
-  const std::string last = path.substr(path.rfind('/') + 1);
-  std::string out;
-  for (std::size_t i = 0; i < last.size(); ++i) {
-    if (last[i] == '%' && i + 2 < last.size() && std::isxdigit(static_cast<unsigned char>(last[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(last[i + 2]))) {
-      out += static_cast<char>(std::stoi(last.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += last[i];
-    }
-  }
-  return out;
-}
-
 // Checks a lock's wheel entry before anything is fetched for it; returns its file name.
 Result<std::string> check_locked_wheel(const envspec::LockedArtifact& a, std::size_t index) {
   const std::string where = fmt::format("the lock's artifacts[{}] ({} {})", index, a.name, a.version);
-  const std::string filename = wheel_filename(a.url);
+  const std::string filename = url_filename(a.url);
   auto name = WheelName::parse(filename);
   if (!name) {
     return invalid_input("{}: its URL does not end with a wheel file name: {}", where, name.error().message);

@@ -63,23 +63,6 @@ Result<std::string> upstream_of(const envspec::LockedArtifact& deb) {
   return v.upstream;
 }
 
-// "file:///a/b%20c/x.whl" or "https://h/p/x.whl#frag" -> "x.whl" (percent-decoded).
-std::string url_filename(const std::string& url) {
-  std::string path = url.substr(0, url.find_first_of("?#"));
-  std::string last = path.substr(path.rfind('/') + 1);
-  std::string out;
-  for (std::size_t i = 0; i < last.size(); ++i) {
-    if (last[i] == '%' && i + 2 < last.size() && std::isxdigit(static_cast<unsigned char>(last[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(last[i + 2]))) {
-      out += static_cast<char>(std::stoi(last.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += last[i];
-    }
-  }
-  return out;
-}
-
 // The tag part of a wheel file name: "demo-1.0-py3-none-any.whl" -> "py3-none-any".
 std::string tag_text(const WheelName& w) {
   std::string stem = w.filename.substr(0, w.filename.size() - 4);
@@ -340,6 +323,22 @@ std::optional<Wanted> reuse_previous(const Wanted& w, const envspec::Lock& lock,
 }
 
 } // namespace
+
+std::string url_filename(const std::string& url) {
+  std::string path = url.substr(0, url.find_first_of("?#"));
+  std::string last = path.substr(path.rfind('/') + 1);
+  std::string out;
+  for (std::size_t i = 0; i < last.size(); ++i) {
+    if (last[i] == '%' && i + 2 < last.size() && std::isxdigit(static_cast<unsigned char>(last[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(last[i + 2]))) {
+      out += static_cast<char>(std::stoi(last.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += last[i];
+    }
+  }
+  return out;
+}
 
 std::string PythonTarget::site_packages() const {
   return "usr/local/lib/python" + version + "/dist-packages";

@@ -32,6 +32,9 @@ struct PythonTarget {
   [[nodiscard]] std::string describe() const;
 };
 
+/// The file name a URL ends with, percent-decoded ("file:///a/b%20c/x.whl" -> "x.whl").
+std::string url_filename(const std::string& url);
+
 /// The target Python of an image built from `lock` for `platform`: the lock's `python3.X` deb (the
 /// one `python3` selects when several are locked) and its `libc6`. An image without either is
 /// invalid_input saying to add python3 to packages.apt.

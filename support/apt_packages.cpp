@@ -1,5 +1,7 @@
 #include "support/apt_packages.hpp"
 
+#include "support/text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,12 +10,6 @@
 namespace lockstep {
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 bool blank(std::string_view line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });

@@ -1,19 +1,13 @@
 #include "support/deb822.hpp"
 
+#include "support/text.hpp"
+
 #include <algorithm>
 #include <cctype>
 
 namespace lockstep {
 
-namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view trim(std::string_view s) {
+std::string_view deb822_trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);
   }
@@ -22,6 +16,8 @@ std::string_view trim(std::string_view s) {
   }
   return s;
 }
+
+namespace {
 
 // Package names: lowercase letters, digits and + - . (policy §5.6.1), at least two characters.
 bool valid_package_name(std::string_view s) {
@@ -35,28 +31,28 @@ bool valid_package_name(std::string_view s) {
 
 Result<DebRelation> parse_relation(std::string_view text) {
   DebRelation r;
-  std::string_view s = trim(text);
+  std::string_view s = deb822_trim(text);
   if (s.empty()) {
     return invalid_input("empty package in relationship '{}'", text);
   }
   // Restrictions ([arch list] and <build profiles>) come last.
   if (auto open = s.find_first_of("[<"); open != std::string_view::npos && s.find('(') > open) {
-    r.restrictions = std::string(trim(s.substr(open)));
-    s = trim(s.substr(0, open));
+    r.restrictions = std::string(deb822_trim(s.substr(open)));
+    s = deb822_trim(s.substr(0, open));
   } else if (auto close = s.find(')'); close != std::string_view::npos) {
-    std::string_view after = trim(s.substr(close + 1));
+    std::string_view after = deb822_trim(s.substr(close + 1));
     if (!after.empty()) {
       r.restrictions = std::string(after);
-      s = trim(s.substr(0, close + 1));
+      s = deb822_trim(s.substr(0, close + 1));
     }
   }
   std::string_view name = s;
   if (auto paren = s.find('('); paren != std::string_view::npos) {
     if (s.back() != ')') {
-      return invalid_input("'{}': a version constraint must be closed with ')'", trim(text));
+      return invalid_input("'{}': a version constraint must be closed with ')'", deb822_trim(text));
     }
-    std::string_view inside = trim(s.substr(paren + 1, s.size() - paren - 2));
-    name = trim(s.substr(0, paren));
+    std::string_view inside = deb822_trim(s.substr(paren + 1, s.size() - paren - 2));
+    name = deb822_trim(s.substr(0, paren));
     std::size_t op_len = 0;
     while (op_len < inside.size() &&
            (inside[op_len] == '<' || inside[op_len] == '>' || inside[op_len] == '=')) {
@@ -64,11 +60,11 @@ Result<DebRelation> parse_relation(std::string_view text) {
     }
     auto relation = parse_version_relation(inside.substr(0, op_len));
     if (!relation) {
-      return invalid_input("'{}': {}", trim(text), relation.error().message);
+      return invalid_input("'{}': {}", deb822_trim(text), relation.error().message);
     }
-    auto version = DebianVersion::parse(trim(inside.substr(op_len)));
+    auto version = DebianVersion::parse(deb822_trim(inside.substr(op_len)));
     if (!version) {
-      return invalid_input("'{}': {}", trim(text), version.error().message);
+      return invalid_input("'{}': {}", deb822_trim(text), version.error().message);
     }
     r.relation = *relation;
     r.version = std::move(*version);
@@ -77,11 +73,11 @@ Result<DebRelation> parse_relation(std::string_view text) {
     r.arch_qualifier = std::string(name.substr(colon + 1));
     name = name.substr(0, colon);
     if (r.arch_qualifier.empty()) {
-      return invalid_input("'{}': empty architecture after ':'", trim(text));
+      return invalid_input("'{}': empty architecture after ':'", deb822_trim(text));
     }
   }
   if (!valid_package_name(name)) {
-    return invalid_input("'{}': '{}' is not a valid package name", trim(text), name);
+    return invalid_input("'{}': '{}' is not a valid package name", deb822_trim(text), name);
   }
   r.name = std::string(name);
   return r;
@@ -120,7 +116,7 @@ Result<std::vector<Deb822Paragraph>> parse_deb822(std::string_view text, std::st
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);
     }
-    if (trim(line).empty()) {
+    if (deb822_trim(line).empty()) {
       flush();
       continue;
     }
@@ -155,7 +151,7 @@ Result<std::vector<Deb822Paragraph>> parse_deb822(std::string_view text, std::st
       current.line = line_no;
     }
     current.fields.push_back(
-        Deb822Field{std::string(name), std::string(trim(line.substr(colon + 1))), line_no});
+        Deb822Field{std::string(name), std::string(deb822_trim(line.substr(colon + 1))), line_no});
   }
   flush();
   return out;
@@ -185,14 +181,14 @@ Result<DebRelationField> parse_relation_field(std::string_view value) {
     std::string_view group =
         value.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     start = comma == std::string_view::npos ? value.size() + 1 : comma + 1;
-    if (trim(group).empty()) {
+    if (deb822_trim(group).empty()) {
       if (comma == std::string_view::npos && !field.empty()) {
         break; // a trailing comma
       }
-      if (comma == std::string_view::npos && trim(value).empty()) {
+      if (comma == std::string_view::npos && deb822_trim(value).empty()) {
         break; // an empty field
       }
-      return invalid_input("empty entry between commas in '{}'", trim(value));
+      return invalid_input("empty entry between commas in '{}'", deb822_trim(value));
     }
     std::vector<DebRelation> alternatives;
     std::size_t a = 0;

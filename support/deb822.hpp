@@ -29,6 +29,10 @@ struct Deb822Paragraph {
   [[nodiscard]] const std::string* find(std::string_view name) const;
 };
 
+/// `s` without the spaces and tabs around it, nor a CR before its end (a CRLF line): how deb822
+/// values and the lines of dpkg control files (conffiles, triggers) are trimmed.
+std::string_view deb822_trim(std::string_view s);
+
 /// Parses deb822 text into paragraphs separated by blank lines. Lines starting with '#' are
 /// comments. A line that is neither a field, a continuation nor blank, a continuation before any
 /// field, or a field repeated in one paragraph is invalid_input naming `what` and the line.

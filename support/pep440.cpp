@@ -1,5 +1,7 @@
 #include "support/pep440.hpp"
 
+#include "support/text.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <initializer_list>
@@ -12,25 +14,7 @@ namespace {
 constexpr std::size_t k_max_version_length = 256;
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r' ||
-                        s.front() == '\f' || s.front() == '\v')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r' ||
-                        s.back() == '\f' || s.back() == '\v')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
+  return trim_chars(s, " \t\n\r\f\v");
 }
 
 bool all_digits(std::string_view s) {

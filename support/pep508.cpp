@@ -1,5 +1,7 @@
 #include "support/pep508.hpp"
 
+#include "support/text.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -10,32 +12,12 @@ namespace {
 constexpr std::size_t k_max_requirement_length = 64 * 1024;
 constexpr int k_max_marker_depth = 32;
 
-bool is_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
 bool is_space(char c) {
   return c == ' ' || c == '\t';
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (is_space(s.front()) || s.front() == '\n' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (is_space(s.back()) || s.back() == '\n' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
+  return trim_chars(s, " \t\n\r");
 }
 
 } // namespace
@@ -59,11 +41,11 @@ std::string normalize_project_name(std::string_view name) {
 }
 
 bool valid_project_name(std::string_view name) {
-  if (name.empty() || !is_alnum(name.front()) || !is_alnum(name.back())) {
+  if (name.empty() || !is_ascii_alnum(name.front()) || !is_ascii_alnum(name.back())) {
     return false;
   }
   return std::all_of(name.begin(), name.end(),
-                     [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
+                     [](char c) { return is_ascii_alnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 MarkerEnv linux_cpython(std::string python_full_version, std::string machine) {
@@ -213,7 +195,7 @@ private:
       return false;
     }
     std::size_t end = m_pos + word.size();
-    if (end < m_text.size() && (is_alnum(m_text[end]) || m_text[end] == '_' || m_text[end] == '.')) {
+    if (end < m_text.size() && (is_ascii_alnum(m_text[end]) || m_text[end] == '_' || m_text[end] == '.')) {
       return false;
     }
     m_pos = end;
@@ -289,7 +271,7 @@ private:
       return false;
     }
     std::size_t end = m_pos;
-    while (end < m_text.size() && (is_alnum(m_text[end]) || m_text[end] == '_' || m_text[end] == '.')) {
+    while (end < m_text.size() && (is_ascii_alnum(m_text[end]) || m_text[end] == '_' || m_text[end] == '.')) {
       ++end;
     }
     std::string_view word = m_text.substr(m_pos, end - m_pos);
@@ -482,7 +464,7 @@ Result<Requirement> Requirement::parse(std::string_view text) {
   };
   auto take_name = [&]() -> std::string_view {
     std::size_t start = pos;
-    while (pos < s.size() && (is_alnum(s[pos]) || s[pos] == '.' || s[pos] == '_' || s[pos] == '-')) {
+    while (pos < s.size() && (is_ascii_alnum(s[pos]) || s[pos] == '.' || s[pos] == '_' || s[pos] == '-')) {
       ++pos;
     }
     return s.substr(start, pos - start);

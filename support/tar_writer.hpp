@@ -8,6 +8,7 @@
 #include "support/compress.hpp"
 #include "support/result.hpp"
 
+#include <clocale>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +19,21 @@ struct archive;
 struct archive_entry;
 
 namespace lockstep {
+
+/// Switches this thread's LC_CTYPE to C.UTF-8 (where the system has it) for its lifetime, so that
+/// libarchive's conversions between the locale's charset and UTF-8 pass name bytes through
+/// unchanged whatever LANG/LC_ALL say. Hold one around every libarchive call that reads or writes
+/// member names (the tar writer does, and so does the .deb reader).
+class Utf8Locale {
+public:
+  Utf8Locale();
+  ~Utf8Locale();
+  Utf8Locale(const Utf8Locale&) = delete;
+  Utf8Locale& operator=(const Utf8Locale&) = delete;
+
+private:
+  locale_t m_previous = static_cast<locale_t>(nullptr);
+};
 
 /// One tar member, fully described.
 struct TarEntry {

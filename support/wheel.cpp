@@ -1,5 +1,7 @@
 #include "support/wheel.hpp"
 
+#include "support/text.hpp"
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -11,28 +13,8 @@ namespace {
 constexpr std::size_t k_max_metadata_size = 16U << 20;
 constexpr std::size_t k_max_record_size = 64U << 20;
 
-bool is_alnum(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
-}
-
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
+  return trim_chars(s, " \t\r\n");
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -50,7 +32,7 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 }
 
 bool valid_tag_part(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return is_alnum(c) || c == '_'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return is_ascii_alnum(c) || c == '_'; });
 }
 
 std::optional<std::pair<int, int>> parse_two_numbers(std::string_view text) {
@@ -90,8 +72,9 @@ Result<WheelName> WheelName::parse(std::string_view filename) {
   WheelName w;
   w.filename = std::string(filename);
   w.distribution = std::string(parts[0]);
-  if (w.distribution.empty() || !std::all_of(w.distribution.begin(), w.distribution.end(),
-                                             [](char c) { return is_alnum(c) || c == '_' || c == '.'; })) {
+  if (w.distribution.empty() || !std::all_of(w.distribution.begin(), w.distribution.end(), [](char c) {
+        return is_ascii_alnum(c) || c == '_' || c == '.';
+      })) {
     return bad("the distribution name may only have letters, digits, '_' and '.'");
   }
   w.project = normalize_project_name(w.distribution);
@@ -349,7 +332,7 @@ bool valid_dotted_identifier(std::string_view s) {
   for (auto part : split(s, '.')) {
     if (part.empty() || (part.front() >= '0' && part.front() <= '9') ||
         !std::all_of(part.begin(), part.end(), [](char c) {
-          return is_alnum(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+          return is_ascii_alnum(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
         })) {
       return false;
     }

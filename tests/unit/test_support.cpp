@@ -65,4 +65,46 @@ bool have_tool(const char* tool) {
   return std::system(("command -v " + std::string(tool) + " >/dev/null 2>&1").c_str()) == 0;
 }
 
+std::size_t count_files(const fs::path& dir) {
+  std::size_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    n += e.is_regular_file() ? 1 : 0;
+  }
+  return n;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    out.push_back(line);
+  }
+  return out;
+}
+
+std::string run_python(const fs::path& script, const std::vector<std::string>& args, ExitCheck check) {
+  std::string cmd = "python3 " + script.string();
+  for (const std::string& arg : args) {
+    cmd += " " + arg;
+  }
+  return run_command(cmd, check);
+}
+
+std::string python_packaging(std::initializer_list<const char*> submodules) {
+  if (!have_tool("python3")) {
+    return {};
+  }
+  for (const char* module : {"packaging", "pip._vendor.packaging"}) {
+    std::string imports;
+    for (const char* sub : submodules) {
+      imports += (imports.empty() ? "" : ", ") + std::string(module) + "." + sub;
+    }
+    if (run_command("python3 -c 'import " + imports + "' >/dev/null 2>&1 && echo yes", ExitCheck::ignore) ==
+        "yes\n") {
+      return module;
+    }
+  }
+  return {};
+}
+
 } // namespace lockstep::test

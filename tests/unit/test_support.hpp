@@ -3,7 +3,17 @@
 #include "support/compress.hpp"
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <vector>
+
+/// Fails the test with the error's message when the Result `r` is an error.
+#define REQUIRE_OK(r)                                                                                        \
+  do {                                                                                                       \
+    const auto& ls_r = (r);                                                                                  \
+    INFO((ls_r.ok() ? std::string() : ls_r.error().message));                                                \
+    REQUIRE(ls_r.ok());                                                                                      \
+  } while (false)
 
 namespace lockstep::test {
 
@@ -42,5 +52,21 @@ enum class ExitCheck { must_succeed, ignore };
 std::string run_command(const std::string& cmd, ExitCheck check = ExitCheck::must_succeed);
 /// True if `tool` is on the PATH.
 bool have_tool(const char* tool);
+
+/// How many regular files are under `dir`, recursively.
+std::size_t count_files(const std::filesystem::path& dir);
+
+/// `text` split into lines at '\n' (a final newline adds no empty line).
+std::vector<std::string> lines_of(const std::string& text);
+
+/// Runs `python3 SCRIPT ARGS...` with run_command() and returns its stdout.
+std::string run_python(const std::filesystem::path& script, const std::vector<std::string>& args = {},
+                       ExitCheck check = ExitCheck::must_succeed);
+
+/// The reference implementation for the PEP 440/508 peer checks: "packaging" (python3's) or the copy
+/// pip vendors ("pip._vendor.packaging"), the first in which every one of `submodules` (e.g.
+/// "version", "specifiers") imports. Empty when python3 or both are missing; the peer comparisons
+/// then only warn.
+std::string python_packaging(std::initializer_list<const char*> submodules);
 
 } // namespace lockstep::test

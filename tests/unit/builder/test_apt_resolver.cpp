@@ -22,13 +22,6 @@ using test::TempDirFixture;
 
 namespace {
 
-#define REQUIRE_OK(r)                                                                                        \
-  do {                                                                                                       \
-    const auto& ls_r = (r);                                                                                  \
-    INFO((ls_r.ok() ? std::string() : ls_r.error().message));                                                \
-    REQUIRE(ls_r.ok());                                                                                      \
-  } while (false)
-
 // One Packages paragraph; `extra` adds fields (each ending in '\n').
 std::string pkg(const std::string& name, const std::string& version, const std::string& extra = "",
                 const std::string& arch = "amd64") {

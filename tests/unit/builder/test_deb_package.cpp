@@ -21,14 +21,6 @@ using test::TempDirFixture;
 
 namespace {
 
-// Fails the test with the error's message when `r` is an error.
-#define REQUIRE_OK(r)                                                                                        \
-  do {                                                                                                       \
-    const auto& ls_r = (r);                                                                                  \
-    INFO((ls_r.ok() ? std::string() : ls_r.error().message));                                                \
-    REQUIRE(ls_r.ok());                                                                                      \
-  } while (false)
-
 std::string shell(const std::string& cmd) {
   return run_command(cmd, test::ExitCheck::ignore);
 }

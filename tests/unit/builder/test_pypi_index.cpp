@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,15 +23,6 @@ std::string resolve(const std::string& base, const std::string& ref) {
   INFO(base << " + " << ref);
   REQUIRE(r);
   return *r;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    out.push_back(line);
-  }
-  return out;
 }
 
 // A PEP 503 page as PyPI and download.pytorch.org write them.
@@ -283,8 +273,7 @@ TEST_CASE("Index pages read as pip reads them", "[pypi_index][peer]") {
                             "    print('|'.join([l.filename, l.url_without_fragment, sha.lower(),\n"
                             "        l.requires_python or '', str(int(l.yanked_reason is not None)),\n"
                             "        l.yanked_reason or '']))\n");
-  auto theirs =
-      lines_of(test::run_command("python3 " + script.string() + " " + page.string() + " " + page_url));
+  auto theirs = test::lines_of(test::run_python(script, {page.string(), page_url}));
   auto ours = parse_simple_html(html_page(), page_url);
   REQUIRE(ours);
   REQUIRE(theirs.size() == ours->size());

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -146,15 +145,6 @@ fs::path extract(const test::TempDirFixture& tmp, const std::string& tar_bytes, 
   return root;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    out.push_back(line);
-  }
-  return out;
-}
-
 // The tar's members as "TYPE MODE UID GID MTIME NAME", read with python's tarfile.
 std::vector<std::string> tar_listing(const test::TempDirFixture& tmp, const std::string& tar_bytes) {
   auto tar_path = tmp.write("listing.tar", tar_bytes);
@@ -162,7 +152,7 @@ std::vector<std::string> tar_listing(const test::TempDirFixture& tmp, const std:
                                      "for m in tarfile.open(sys.argv[1]):\n"
                                      "    t = 'd' if m.isdir() else 'f' if m.isfile() else '?'\n"
                                      "    print(t, oct(m.mode), m.uid, m.gid, m.mtime, m.name)\n");
-  return lines_of(test::run_command("python3 " + script.string() + " " + tar_path.string()));
+  return test::lines_of(test::run_python(script, {tar_path.string()}));
 }
 
 } // namespace
@@ -509,7 +499,7 @@ TEST_CASE("pip's own wheel installs and runs", "[wheel_install][peer]") {
       "print(\"\\n\".join(glob.glob(os.path.join(os.path.dirname(ensurepip.__file__), \"_bundled\", "
       "\"pip-*.whl\"))))' 2>/dev/null",
       test::ExitCheck::ignore);
-  auto candidates = lines_of(found);
+  auto candidates = test::lines_of(found);
   if (candidates.empty() || candidates[0].empty()) {
     WARN("no pip wheel found (python3-pip-whl or ensurepip): skipped");
     return;

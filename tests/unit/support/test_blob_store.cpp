@@ -14,18 +14,6 @@
 using namespace lockstep;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::size_t count_files(const fs::path& dir) {
-  std::size_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    n += e.is_regular_file() ? 1 : 0;
-  }
-  return n;
-}
-
-} // namespace
-
 TEST_CASE("a blob is stored under its sha256, read back verified, and read-only", "[store]") {
   test::TempDirFixture tmp;
   auto store = BlobStore::open(tmp.dir() / "cache");
@@ -60,9 +48,9 @@ TEST_CASE("a killed write leaves no visible blob", "[store]") {
   int status = 0;
   ::waitpid(pid, &status, 0);
   REQUIRE(WIFSIGNALED(status));
-  CHECK(count_files(tmp.dir() / "cache" / "blobs") == 0);
+  CHECK(test::count_files(tmp.dir() / "cache" / "blobs") == 0);
   // What the killed writer left is only a temporary file, outside blobs/.
-  CHECK(count_files(tmp.dir() / "cache" / "tmp") == 1);
+  CHECK(test::count_files(tmp.dir() / "cache" / "tmp") == 1);
 }
 
 TEST_CASE("a blob whose content does not match the expected digest is not published", "[store]") {
@@ -80,7 +68,7 @@ TEST_CASE("a blob whose content does not match the expected digest is not publis
         "digest mismatch: expected " + claimed.str() + ", got " + sha256_of("evil").str() + " (4 bytes)");
   CHECK_FALSE(store->has(claimed));
   CHECK_FALSE(store->has(sha256_of("evil")));
-  CHECK(count_files(tmp.dir() / "cache") == 0);
+  CHECK(test::count_files(tmp.dir() / "cache") == 0);
 }
 
 TEST_CASE("a corrupt blob is detected on read and removed", "[store]") {
@@ -123,7 +111,7 @@ TEST_CASE("concurrent writers of the same blob both succeed with one copy", "[st
   for (int v : ok) {
     CHECK(v == 1);
   }
-  CHECK(count_files(tmp.dir() / "cache") == 1);
+  CHECK(test::count_files(tmp.dir() / "cache") == 1);
   CHECK(store->read(sha256_of(data), 8 << 20));
 }
 

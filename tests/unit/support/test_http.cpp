@@ -187,14 +187,6 @@ FetchOptions fast(std::uint64_t max_size = 1 << 20) {
   return o;
 }
 
-std::size_t count_files(const fs::path& dir) {
-  std::size_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    n += e.is_regular_file() ? 1 : 0;
-  }
-  return n;
-}
-
 } // namespace
 
 TEST_CASE("http_get returns the body of a 200 response and names lockstep as the user agent", "[http]") {
@@ -409,7 +401,7 @@ TEST_CASE("a sha256 mismatch stores nothing and says what the lock expected", "[
                                  "Lock again if the change is expected");
   CHECK_FALSE(store->has(sha256_of("tampered")));
   CHECK_FALSE(store->has(locked));
-  CHECK(count_files(tmp.dir() / "cache") == 0);
+  CHECK(test::count_files(tmp.dir() / "cache") == 0);
   CHECK(server.hits("/pkg.deb") == 1);
 }
 
@@ -439,7 +431,7 @@ TEST_CASE("a size other than the lock's is refused, larger or smaller", "[http]"
             "): the lock says it has 1099511627776 bytes, more than the limit of 1048576 "
             "bytes for one download");
   CHECK(server.hits("/grown") == 1);
-  CHECK(count_files(tmp.dir() / "cache") == 0);
+  CHECK(test::count_files(tmp.dir() / "cache") == 0);
 }
 
 TEST_CASE("fetch_all tries every download and lists all failures in input order", "[http]") {
@@ -499,7 +491,8 @@ TEST_CASE("an interrupt stops a download in flight and stores nothing", "[http]"
     auto store = BlobStore::open(tmp.dir() / "cache");
     auto r = fetch_all(*store, {{server.url("/slow"), std::nullopt, std::nullopt, "slow"}}, fast());
     signaller.join();
-    const bool ok = !r && r.error().code == ExitCode::interrupted && count_files(tmp.dir() / "cache") == 0;
+    const bool ok =
+        !r && r.error().code == ExitCode::interrupted && test::count_files(tmp.dir() / "cache") == 0;
     ::_exit(ok ? 0 : 1);
   }
   int status = 0;

@@ -35,14 +35,6 @@ template <typename T> ExitCode code_of(const Result<T>& r) {
   return r.error().code;
 }
 
-std::size_t count_files(const fs::path& dir) {
-  std::size_t n = 0;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    n += e.is_regular_file() ? 1 : 0;
-  }
-  return n;
-}
-
 const std::string k_gzip_layer = std::string("\x1f\x8b\x08\x00", 4) + "pretend gzip";
 const std::string k_zstd_layer = std::string("\x28\xb5\x2f\xfd", 4) + "pretend zstd";
 const std::string k_tar_layer = "pretend tar";
@@ -423,8 +415,8 @@ TEST_CASE("fetch_blob copies a verified blob into the store and publishes nothin
                     lying.digest.str(), layout.dir().string(), lying.digest.str(),
                     sha256_of("tampered bytes").str()));
   CHECK_FALSE(store->has(lying.digest));
-  CHECK(count_files(store->root() / "tmp") == 0);
-  CHECK(count_files(store->root() / "blobs") == 1);
+  CHECK(test::count_files(store->root() / "tmp") == 0);
+  CHECK(test::count_files(store->root() / "blobs") == 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -597,7 +589,7 @@ TEST_CASE("big archive members are streamed: fetch_blob verifies them and publis
   auto r = (*lying)->fetch_blob(image->manifest.layers[0], *store2);
   CHECK(code_of(r) == ExitCode::invalid_input);
   CHECK_FALSE(store2->has(sha256_of(big)));
-  CHECK(count_files(store2->root()) == 0);
+  CHECK(test::count_files(store2->root()) == 0);
 }
 
 // ---------------------------------------------------------------------------------------------

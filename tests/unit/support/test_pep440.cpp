@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,31 +25,6 @@ SpecifierSet specs(const char* text) {
   return *parsed;
 }
 
-// The reference implementation: python3's `packaging`, or the copy pip vendors. Empty when neither
-// is importable (the peer comparisons then only warn).
-std::string packaging_import() {
-  if (!test::have_tool("python3")) {
-    return {};
-  }
-  for (const char* module : {"packaging", "pip._vendor.packaging"}) {
-    std::string probe = std::string("python3 -c 'import ") + module + ".version, " + module +
-                        ".specifiers' >/dev/null 2>&1 && echo yes";
-    if (test::run_command(probe, test::ExitCheck::ignore) == "yes\n") {
-      return module;
-    }
-  }
-  return {};
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    out.push_back(line);
-  }
-  return out;
-}
-
 // Runs a python3 script with `pk` bound to the packaging module and the file `input` as argv[1].
 std::string run_python(const test::TempDirFixture& tmp, const std::string& module, const std::string& body,
                        const std::string& input) {
@@ -59,7 +33,7 @@ std::string run_python(const test::TempDirFixture& tmp, const std::string& modul
                                          module + ".version')\n" + "specifiers = importlib.import_module('" +
                                          module + ".specifiers')\n" + body);
   auto in = tmp.write("input.txt", input);
-  return test::run_command("python3 " + script.string() + " " + in.string());
+  return test::run_python(script, {in.string()});
 }
 
 // Versions exercising every part of the grammar; all valid.
@@ -170,7 +144,7 @@ TEST_CASE("PEP 440 versions order as the spec's examples say", "[pep440]") {
 }
 
 TEST_CASE("PEP 440 normalisation and order agree with python packaging", "[pep440][peer]") {
-  std::string module = packaging_import();
+  std::string module = test::python_packaging({"version", "specifiers"});
   if (module.empty()) {
     WARN("python3 packaging (or pip's vendored copy) is not importable: the peer comparison is skipped");
     return;
@@ -189,7 +163,7 @@ TEST_CASE("PEP 440 normalisation and order agree with python packaging", "[pep44
                                "for p in parsed:\n"
                                "    print(str(p), sum(1 for q in parsed if q < p))\n",
                                input);
-  auto lines = lines_of(out);
+  auto lines = test::lines_of(out);
   REQUIRE(lines.size() == k_versions.size());
   std::vector<PyVersion> ours;
   for (const auto& s : k_versions) {
@@ -268,7 +242,7 @@ TEST_CASE("Specifier matching follows PEP 440's rules", "[pep440]") {
 }
 
 TEST_CASE("Specifier matching agrees with python packaging", "[pep440][peer]") {
-  std::string module = packaging_import();
+  std::string module = test::python_packaging({"version", "specifiers"});
   if (module.empty()) {
     WARN("python3 packaging (or pip's vendored copy) is not importable: the peer comparison is skipped");
     return;
@@ -302,7 +276,7 @@ TEST_CASE("Specifier matching agrees with python packaging", "[pep440][peer]") {
                                "        p = version.Version(x)\n"
                                "        print(int(ss.contains(p)), int(ss.contains(p, prereleases=True)))\n",
                                input);
-  auto lines = lines_of(out);
+  auto lines = test::lines_of(out);
   REQUIRE(lines.size() == set_texts.size() * versions.size());
   std::size_t i = 0;
   for (const auto& s : set_texts) {

@@ -3,7 +3,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,30 +24,6 @@ bool eval(const std::string& marker, const MarkerEnv& env) {
   auto r = m->evaluate(env);
   REQUIRE(r);
   return *r;
-}
-
-// python3's `packaging` or pip's vendored copy; empty when neither is importable.
-std::string packaging_import() {
-  if (!test::have_tool("python3")) {
-    return {};
-  }
-  for (const char* module : {"packaging", "pip._vendor.packaging"}) {
-    std::string probe = std::string("python3 -c 'import ") + module + ".markers, " + module +
-                        ".requirements' >/dev/null 2>&1 && echo yes";
-    if (test::run_command(probe, test::ExitCheck::ignore) == "yes\n") {
-      return module;
-    }
-  }
-  return {};
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    out.push_back(line);
-  }
-  return out;
 }
 
 } // namespace
@@ -195,7 +170,7 @@ TEST_CASE("A requirement applies with its extras", "[pep508]") {
 }
 
 TEST_CASE("Marker evaluation and requirement text agree with python packaging", "[pep508][peer]") {
-  std::string module = packaging_import();
+  std::string module = test::python_packaging({"markers", "requirements"});
   if (module.empty()) {
     WARN("python3 packaging (or pip's vendored copy) is not importable: the peer comparison is skipped");
     return;
@@ -270,7 +245,7 @@ TEST_CASE("Marker evaluation and requirement text agree with python packaging", 
                                "        out.append(str(int(mk.evaluate(env))))\n"
                                "    print('|'.join(out))\n");
   auto in = tmp.write("input.txt", input);
-  auto lines = lines_of(test::run_command("python3 " + script.string() + " " + in.string()));
+  auto lines = test::lines_of(test::run_python(script, {in.string()}));
   REQUIRE(lines.size() == markers.size());
   for (std::size_t i = 0; i < markers.size(); ++i) {
     auto m = Marker::parse(markers[i]);
@@ -311,7 +286,7 @@ TEST_CASE("Marker evaluation and requirement text agree with python packaging", 
                                    "for l in open(sys.argv[1]):\n"
                                    "    print(str(requirements.Requirement(l.rstrip('\\n'))))\n");
   auto req_in = tmp.write("requirements.txt", req_input);
-  auto req_lines = lines_of(test::run_command("python3 " + req_script.string() + " " + req_in.string()));
+  auto req_lines = test::lines_of(test::run_python(req_script, {req_in.string()}));
   REQUIRE(req_lines.size() == requirements.size());
   for (std::size_t i = 0; i < requirements.size(); ++i) {
     CHECK(req(requirements[i]).str() == req_lines[i]);

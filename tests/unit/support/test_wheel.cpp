@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,15 +16,6 @@ WheelName wheel(const char* name) {
   INFO(name);
   REQUIRE(parsed);
   return *parsed;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    out.push_back(line);
-  }
-  return out;
 }
 
 std::vector<WheelTag> tags_for(const char* python, const char* glibc, const char* machine) {
@@ -149,7 +139,7 @@ TEST_CASE("Supported tags equal packaging.tags.sys_tags() of this machine's pyth
   test::TempDirFixture tmp;
   auto path = tmp.write("tags.py", script);
   auto lines =
-      lines_of(test::run_command("python3 " + path.string() + " 2>/dev/null", test::ExitCheck::ignore));
+      test::lines_of(test::run_command("python3 " + path.string() + " 2>/dev/null", test::ExitCheck::ignore));
   if (lines.size() < 4) {
     WARN("python3 is not CPython on glibc Linux, or has no packaging: the peer comparison is skipped");
     return;
