@@ -10,7 +10,6 @@
 #include <fmt/ranges.h>
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +19,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,7 +38,6 @@ constexpr std::size_t k_max_depth = 256;
 constexpr std::size_t k_max_path_length = 4096;
 constexpr std::size_t k_max_symlink_length = 4095;
 constexpr std::size_t k_max_listed_refs = 8;
-constexpr auto k_lock_poll = std::chrono::milliseconds(100);
 // Bumped whenever export_git_tree() would write different bytes for the same commit and options.
 constexpr int k_export_format_version = 1;
 
@@ -163,34 +160,6 @@ Result<std::string> validate_rev(const LibGit& git, const std::string& rev, cons
   }
   return rev;
 }
-
-// An exclusive flock(2) on the cache's lock file, polled so an interrupt is noticed while waiting.
-class CacheLock {
-public:
-  static Result<CacheLock> acquire(const fs::path& path, const std::string& url) {
-    LS_TRY_ASSIGN(UniqueFd fd, open_file(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644));
-    bool announced = false;
-    while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      if (errno != EWOULDBLOCK) {
-        return errno_error("can't lock " + path.string(), errno);
-      }
-      if (!announced) {
-        log::info("waiting for another lockstep process fetching {}", shown(url));
-        announced = true;
-      }
-      LS_TRY(check_interrupted());
-      std::this_thread::sleep_for(k_lock_poll);
-    }
-    return CacheLock(std::move(fd));
-  }
-
-private:
-  explicit CacheLock(UniqueFd fd) : m_fd(std::move(fd)) {}
-  UniqueFd m_fd; // closing it releases the lock
-};
 
 using Repo = GitPtr<git_repository>;
 
@@ -465,7 +434,7 @@ Result<git_oid> peel_to_commit(const LibGit& git, git_repository* repo, const ch
 
 // The cache of `url`, locked and opened (created if missing).
 struct LockedCache {
-  CacheLock lock;
+  UniqueFd lock; // closing it releases the lock
   Repo repo;
 };
 
@@ -474,7 +443,9 @@ Result<LockedCache> lock_cache(const LibGit& git, const fs::path& store_root, co
   LS_TRY(make_dirs(dir.parent_path()));
   fs::path lock_path = dir;
   lock_path.replace_extension(".lock");
-  LS_TRY_ASSIGN(CacheLock lock, CacheLock::acquire(lock_path, url));
+  LS_TRY_ASSIGN(
+      UniqueFd lock,
+      lock_file_exclusive(lock_path, 0644, "waiting for another lockstep process fetching " + shown(url)));
   LS_TRY_ASSIGN(Repo repo, open_or_create_cache(git, dir));
   return LockedCache{std::move(lock), std::move(repo)};
 }

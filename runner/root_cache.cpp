@@ -9,14 +9,12 @@
 
 #include <fcntl.h>
 #include <stdio.h> // renameat2
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <system_error>
-#include <thread>
 
 namespace lockstep::runner {
 
@@ -27,7 +25,6 @@ namespace {
 /// Bumped whenever what an unpacked root contains changes for the same layers (policy, attributes).
 constexpr int k_root_format = 1;
 constexpr auto k_stale_build_age = std::chrono::hours(24);
-constexpr auto k_lock_poll = std::chrono::milliseconds(50);
 
 std::string root_key(const Digest& chain_id, UnpackOptions::Ownership ownership) {
   return fmt::format("{}-{}-v{}", chain_id.hex(), ownership_name(ownership), k_root_format);
@@ -62,38 +59,6 @@ bool is_published(const fs::path& dir) {
   return ::lstat((dir / "info.json").c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
          ::lstat((dir / "rootfs").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
-
-// An exclusive flock(2) on a lock file, polled so an interrupt is noticed while waiting.
-class FileLock {
-public:
-  static Result<FileLock> acquire(const fs::path& path, const std::string& what) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return errno_error("can't open lock file " + path.string(), errno);
-    }
-    FileLock lock(fd);
-    bool announced = false;
-    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      if (errno != EWOULDBLOCK) {
-        return errno_error("can't lock " + path.string(), errno);
-      }
-      if (!announced) {
-        log::info("waiting for another lockstep process to finish unpacking {}", what);
-        announced = true;
-      }
-      LS_TRY(check_interrupted());
-      std::this_thread::sleep_for(k_lock_poll);
-    }
-    return lock;
-  }
-
-private:
-  explicit FileLock(int fd) : m_fd(fd) {}
-  UniqueFd m_fd; // closing it releases the lock
-};
 
 // A build directory under roots/tmp, removed (read-only directories too) unless published.
 class BuildDir {
@@ -214,7 +179,10 @@ Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci
   LS_TRY(make_private_dir(roots));
   LS_TRY(make_private_dir(roots / "tmp"));
   sweep_stale_builds(roots / "tmp");
-  LS_TRY_ASSIGN(FileLock lock, FileLock::acquire(roots / (key + ".lock"), "the root " + chain.str()));
+  LS_TRY_ASSIGN(UniqueFd lock,
+                lock_file_exclusive(roots / (key + ".lock"), 0600,
+                                    "waiting for another lockstep process to finish unpacking the root " +
+                                        chain.str()));
   if (is_published(final_dir)) {
     log::debug("unpacked root {} was published by another process", final_dir.string());
     return result;

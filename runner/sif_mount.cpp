@@ -4,7 +4,6 @@
 #include "support/blob_store.hpp"
 #include "support/digest.hpp"
 #include "support/fs.hpp"
-#include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/sif.hpp"
 #include "support/squashfs.hpp"
@@ -12,7 +11,6 @@
 #include <fmt/ranges.h>
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -140,30 +138,6 @@ Result<std::string> read_oci_config(const sif::Image& image) {
   return std::string();
 }
 
-// An exclusive flock(2) held while one process extracts a SIF; others wait, then reuse its root.
-Result<UniqueFd> lock_file(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid()) {
-    return errno_error("can't open lock file " + path.string(), errno);
-  }
-  bool announced = false;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) {
-      continue;
-    }
-    if (errno != EWOULDBLOCK) {
-      return errno_error("can't lock " + path.string(), errno);
-    }
-    if (!announced) {
-      log::info("waiting for another lockstep process to finish extracting {}", path.stem().string());
-      announced = true;
-    }
-    LS_TRY(check_interrupted());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return fd;
-}
-
 Result<void> make_private_dir(const fs::path& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return errno_error("can't create directory " + dir.string(), errno);
@@ -191,7 +165,12 @@ Result<fs::path> extracted_root(const fs::path& sif, const sif::Descriptor& part
   LS_TRY(make_dirs(store_root));
   LS_TRY(make_private_dir(roots));
   LS_TRY(make_private_dir(roots / "tmp"));
-  LS_TRY_ASSIGN(UniqueFd lock, lock_file(roots / ("sif-" + key + ".lock")));
+  // Held while one process extracts the SIF; others wait, then reuse its root.
+  const fs::path lock_path = roots / ("sif-" + key + ".lock");
+  LS_TRY_ASSIGN(UniqueFd lock,
+                lock_file_exclusive(lock_path, 0600,
+                                    "waiting for another lockstep process to finish extracting " +
+                                        lock_path.stem().string()));
   if (published()) {
     return dir / "rootfs";
   }

@@ -1,15 +1,21 @@
 #include "support/fs.hpp"
 
+#include "support/interrupt.hpp"
+#include "support/log.hpp"
+
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h> // renameat2
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <random>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace lockstep {
@@ -29,6 +35,30 @@ Result<UniqueFd> open_file(const fs::path& path, int flags, mode_t mode) {
     return errno_error("can't open " + path.string(), errno);
   }
   return UniqueFd(fd);
+}
+
+Result<UniqueFd> lock_file_exclusive(const fs::path& path, mode_t mode, const std::string& waiting) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return errno_error("can't open lock file " + path.string(), errno);
+  }
+  UniqueFd lock(fd);
+  bool announced = false;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EWOULDBLOCK) {
+      return errno_error("can't lock " + path.string(), errno);
+    }
+    if (!announced) {
+      log::info("{}", waiting);
+      announced = true;
+    }
+    LS_TRY(check_interrupted());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return lock;
 }
 
 Result<std::string> read_file(const fs::path& path, std::uint64_t max_size) {

@@ -43,6 +43,12 @@ private:
 /// open(2) with O_CLOEXEC; the error names the path.
 Result<UniqueFd> open_file(const std::filesystem::path& path, int flags, mode_t mode = 0);
 
+/// Opens (creating it with `mode`) the lock file `path` and takes an exclusive flock(2) on it. While
+/// another process holds it, the lock is polled so that an interrupt (support/interrupt.hpp) stops
+/// the wait, and `waiting` is logged once. Closing the returned descriptor releases the lock.
+Result<UniqueFd> lock_file_exclusive(const std::filesystem::path& path, mode_t mode,
+                                     const std::string& waiting);
+
 /// Reads a whole file. Files larger than `max_size` are refused (hostile inputs stay bounded).
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_size = 64ULL << 20);
 
