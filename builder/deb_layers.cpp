@@ -69,6 +69,30 @@ std::optional<InstalledDeb> info_from_json(const std::string& text) {
   }
 }
 
+// Reads a locked .deb (its control data must name the package and version the lock does) and
+// streams its data into `tar`.
+Result<InstalledDeb> read_deb(TarWriter& tar, log::Progress& progress, const envspec::LockedArtifact& a,
+                              const BlobStore& store, std::int64_t epoch, DebLayerPaths& seen) {
+  const std::filesystem::path path = store.blob_path(a.sha256);
+  const std::string what = fmt::format("{} {} ({})", a.name, a.version, a.url);
+  InstalledDeb deb;
+  LS_TRY_ASSIGN(deb.control, read_deb_control(path, what));
+  if (deb.control.package != a.name || deb.control.version != a.version) {
+    return invalid_input("{}: the package inside is {} {}, not what the lock names", what,
+                         deb.control.package, deb.control.version);
+  }
+  LS_TRY_ASSIGN(deb.contents, write_deb_data(tar, progress, path, DebLayerOptions{epoch, true}, seen, what));
+  return deb;
+}
+
+// Records what the dpkg database needs of a package, so a build whose layer is cached need not
+// read the .deb again. A failed write only costs a re-read next time.
+void remember(const BlobStore& store, const envspec::LockedArtifact& a, const InstalledDeb& deb) {
+  if (auto r = store.put_record(k_info_ns, info_key(a), info_to_json(deb).dump()); !r) {
+    log::debug("can't record package info: {}", r.error().message);
+  }
+}
+
 // A package's control data and path list: from the record cache, else by reading the .deb.
 Result<InstalledDeb> installed_info(const envspec::LockedArtifact& a, const BlobStore& store,
                                     std::int64_t epoch) {
@@ -77,24 +101,17 @@ Result<InstalledDeb> installed_info(const envspec::LockedArtifact& a, const Blob
       return std::move(*deb);
     }
   }
-  const std::filesystem::path path = store.blob_path(a.sha256);
-  const std::string what = fmt::format("{} {} ({})", a.name, a.version, a.url);
-  InstalledDeb deb;
-  LS_TRY_ASSIGN(deb.control, read_deb_control(path, what));
   NullSink sink;
   TarWriter tar(sink);
   log::Progress progress("", 0);
   DebLayerPaths seen;
   try {
-    LS_TRY_ASSIGN(deb.contents,
-                  write_deb_data(tar, progress, path, DebLayerOptions{epoch, true}, seen, what));
+    LS_TRY_ASSIGN(InstalledDeb deb, read_deb(tar, progress, a, store, epoch, seen));
+    remember(store, a, deb);
+    return deb;
   } catch (const Failure& f) {
     return f.error();
   }
-  if (auto r = store.put_record(k_info_ns, info_key(a), info_to_json(deb).dump()); !r) {
-    log::debug("can't record package info: {}", r.error().message);
-  }
-  return deb;
 }
 
 bool has_path(const std::vector<InstalledDeb>& debs, std::initializer_list<std::string_view> paths) {
@@ -206,53 +223,37 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     }
     FingerprintHasher fp;
     fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, group, first ? 1 : 0);
-    std::uint64_t total = 0;
     for (const envspec::LockedArtifact* a : members) {
       fp.add(a->name, a->version, a->arch, a->sha256.hex());
-      total += a->size;
     }
     const Digest fingerprint = fp.finish();
     std::map<std::string, InstalledDeb> fresh; // infos read while writing the layer
     const bool with_links = first;
-    auto layer = build_generated_layer(
-        fingerprint, true, store, state.codec, "packages (" + group + ")", 0,
-        [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
-          DebLayerPaths seen;
-          if (with_links) {
-            LS_TRY(emit_merged_usr_links(tar, seen, state.epoch, state.native_arch));
-          }
-          for (const envspec::LockedArtifact* a : members) {
-            const std::filesystem::path path = store.blob_path(a->sha256);
-            const std::string what = fmt::format("{} {} ({})", a->name, a->version, a->url);
-            InstalledDeb deb;
-            LS_TRY_ASSIGN(deb.control, read_deb_control(path, what));
-            if (deb.control.package != a->name || deb.control.version != a->version) {
-              return invalid_input("{}: the package inside is {} {}, not what the lock names", what,
-                                   deb.control.package, deb.control.version);
-            }
-            LS_TRY_ASSIGN(deb.contents, write_deb_data(tar, progress, path,
-                                                       DebLayerOptions{state.epoch, true}, seen, what));
-            fresh[a->name + ":" + a->arch] = std::move(deb);
-          }
-          return {};
-        });
+    auto layer =
+        build_generated_layer(fingerprint, true, store, state.codec, "packages (" + group + ")", 0,
+                              [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
+                                DebLayerPaths seen;
+                                if (with_links) {
+                                  LS_TRY(emit_merged_usr_links(tar, seen, state.epoch, state.native_arch));
+                                }
+                                for (const envspec::LockedArtifact* a : members) {
+                                  LS_TRY_ASSIGN(fresh[a->name + ":" + a->arch],
+                                                read_deb(tar, progress, *a, store, state.epoch, seen));
+                                }
+                                return {};
+                              });
     if (!layer) {
       return layer.error();
     }
-    (void)total;
-    std::vector<std::string> names;
     for (const envspec::LockedArtifact* a : members) {
       auto it = fresh.find(a->name + ":" + a->arch);
       if (it != fresh.end()) {
-        if (auto r = store.put_record(k_info_ns, info_key(*a), info_to_json(it->second).dump()); !r) {
-          log::debug("can't record package info: {}", r.error().message);
-        }
+        remember(store, *a, it->second);
         installed.push_back(std::move(it->second));
       } else {
         LS_TRY_ASSIGN(InstalledDeb deb, installed_info(*a, store, state.epoch));
         installed.push_back(std::move(deb));
       }
-      names.push_back(a->name);
     }
     append_layer(state, *layer, fmt::format("packages ({}): {} debs", group, members.size()));
     first = false;
