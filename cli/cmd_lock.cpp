@@ -45,6 +45,36 @@ Result<void> write_lock(const std::filesystem::path& path, const envspec::Lock& 
   return file.commit();
 }
 
+std::filesystem::path lock_path_of(const envspec::Spec& spec, const std::string& lock_arg) {
+  return lock_arg.empty() ? envspec::default_lock_path(spec.file) : std::filesystem::absolute(lock_arg);
+}
+
+// The lock already at `path`, if there is one that parses; a broken one is ignored with a warning
+// (it is about to be replaced).
+std::optional<envspec::Lock> existing_lock(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) {
+    return std::nullopt;
+  }
+  Result<envspec::Lock> r = envspec::read_lock(path);
+  if (!r) {
+    log::warn("ignoring the existing lock: {}", r.error().message);
+    return std::nullopt;
+  }
+  return std::move(*r);
+}
+
+// "PATH is stale: ...:\n  change\n  change\nrun ..." for lock --check and build --locked.
+Error stale_error(const std::string& prefix, const std::filesystem::path& path,
+                  const std::vector<std::string>& changes, const char* advice) {
+  std::string list;
+  for (const std::string& c : changes) {
+    list += "\n  " + c;
+  }
+  return Error{ExitCode::check_failed,
+               fmt::format("{}{} is stale: the spec changed since it was locked:{}\n{}", prefix,
+                           path.string(), list, advice)};
+}
+
 // The epoch a new lock records.
 Result<std::int64_t> lock_epoch(const std::optional<envspec::Lock>& previous) {
   if (std::getenv("SOURCE_DATE_EPOCH") != nullptr) {
@@ -57,8 +87,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
   LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
-  const std::filesystem::path lock_path =
-      args.lock.empty() ? envspec::default_lock_path(spec.file) : std::filesystem::absolute(args.lock);
+  const std::filesystem::path lock_path = lock_path_of(spec, args.lock);
   const nlohmann::json inputs = envspec::lock_inputs(spec);
 
   if (args.check) {
@@ -69,15 +98,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
       std::printf("%s\n", j.dump(2).c_str());
     }
     if (!changes.empty()) {
-      std::string list;
-      for (const std::string& c : changes) {
-        list += "\n  " + c;
-      }
-      return Error{
-          ExitCode::check_failed,
-          fmt::format(
-              "{} is stale: the spec changed since it was locked:{}\nrun `lockstep lock` to update it",
-              lock_path.string(), list)};
+      return stale_error("", lock_path, changes, "run `lockstep lock` to update it");
     }
     if (!ctx.json) {
       log::info("{} is up to date ({} artifacts)", lock_path.string(), lock.artifacts.size());
@@ -85,15 +106,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
     return ExitCode::ok;
   }
 
-  std::optional<envspec::Lock> previous;
-  if (std::filesystem::exists(lock_path)) {
-    Result<envspec::Lock> r = envspec::read_lock(lock_path);
-    if (r) {
-      previous = std::move(*r);
-    } else {
-      log::warn("ignoring the existing lock: {}", r.error().message);
-    }
-  }
+  const std::optional<envspec::Lock> previous = existing_lock(lock_path);
   const bool fresh = previous && envspec::describe_input_changes(previous->inputs, inputs).empty();
   if (fresh && !args.update_given && std::getenv("SOURCE_DATE_EPOCH") == nullptr) {
     if (ctx.json) {
@@ -158,20 +171,17 @@ Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, c
   if (!spec.needs_lock()) {
     return std::optional<envspec::Lock>();
   }
-  const std::filesystem::path lock_path =
-      lock_arg.empty() ? envspec::default_lock_path(spec.file) : std::filesystem::absolute(lock_arg);
+  const std::filesystem::path lock_path = lock_path_of(spec, lock_arg);
   const nlohmann::json inputs = envspec::lock_inputs(spec);
   std::optional<envspec::Lock> previous;
-  if (locked || std::filesystem::exists(lock_path)) {
+  if (locked) {
     Result<envspec::Lock> r = envspec::read_lock(lock_path);
-    if (!r && locked) {
+    if (!r) {
       return r.error().with_context("--locked");
     }
-    if (r) {
-      previous = std::move(*r);
-    } else {
-      log::warn("ignoring the existing lock: {}", r.error().message);
-    }
+    previous = std::move(*r);
+  } else {
+    previous = existing_lock(lock_path);
   }
   std::vector<std::string> changes =
       previous ? envspec::describe_input_changes(previous->inputs, inputs) : std::vector<std::string>{};
@@ -179,15 +189,7 @@ Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, c
     return previous;
   }
   if (locked) {
-    std::string list;
-    for (const std::string& c : changes) {
-      list += "\n  " + c;
-    }
-    return Error{
-        ExitCode::check_failed,
-        fmt::format("--locked: {} is stale: the spec changed since it was locked:{}\nrun `lockstep lock` "
-                    "and commit the lock",
-                    lock_path.string(), list)};
+    return stale_error("--locked: ", lock_path, changes, "run `lockstep lock` and commit the lock");
   }
   log::info("{} {}; locking first", lock_path.string(), previous ? "is stale" : "does not exist");
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
