@@ -200,6 +200,36 @@ assert_contains "$ERR" "Packages.xz" "the tampered index is named"
 cp packages.orig repo/dists/lstest/main/binary-amd64/Packages.xz
 pass "a tampered InRelease, an unknown signing key and a tampered index are refused"
 
+# A mirror serving another suite under the requested name, and a component the Release doesn't list.
+cp -r repo/dists/lstest repo/dists/other
+sed -i 's/suite: lstest/suite: other/' lockstep.yaml
+ls_run lock --update
+assert_eq 2 "$RC" "a Release for another suite"
+assert_contains "$ERR" "the Release is for suite 'lstest' (codename 'lstest'), not 'other' as the spec asks" \
+  "the suite mismatch is named"
+sed -i 's/suite: other/suite: lstest/; s/components: \[main\]/components: [contrib]/' lockstep.yaml
+ls_run lock --update
+assert_eq 2 "$RC" "a component the repository doesn't have"
+assert_contains "$ERR" "the Release lists no contrib/binary-amd64/Packages index: the repository has no packages for amd64 in component 'contrib'" \
+  "the missing component is named"
+sed -i 's/components: \[contrib\]/components: [main]/' lockstep.yaml
+pass "a Release for another suite and a missing component are refused"
+
+# A hand-edited lock: the build still checks what the lock claims against what it gets.
+cp lockstep.lock lock.good
+jq -c '(.artifacts[] | select(.name == "ls-tools") | .version) = "9.9-9"' lock.good >lockstep.lock
+ls_run build --locked
+assert_eq 2 "$RC" "a lock whose version doesn't match the package"
+assert_contains "$ERR" "ls-tools 9.9-9 ($HTTP_URL/pool/main/l/ls-tools/ls-tools_1.0-1_amd64.deb): the package inside is ls-tools 1.0-1, not what the lock names" \
+  "the mismatch between lock and package is named"
+jq -c '.platform = "linux/arm64"' lock.good >lockstep.lock
+ls_run build --locked
+assert_eq 1 "$RC" "a lock for another platform"
+assert_contains "$ERR" "the lock is for platform linux/arm64, the spec builds linux/amd64; run \`lockstep lock\`" \
+  "the platform mismatch is named"
+cp lock.good lockstep.lock
+pass "a hand-edited lock is caught at build time (package identity, platform)"
+
 # ---- maintainer scripts need a shell and dpkg -------------------------------------------------------
 write_spec "ls-scripted"
 rm -rf out
@@ -252,6 +282,16 @@ ls_run build --locked
 assert_eq 0 "$RC" "build from a flat repository: $ERR"
 pass "a flat repository with an armored keyring locks and builds"
 
+# Packages over an OCI base image are refused (its dpkg database would be replaced).
+cp -r out base
+sed -i 's|^name: flat$|name: flat\nbase: {oci: ./base}|; s|oci: out}|oci: out2}|' lockstep.yaml
+ls_run build
+assert_eq 2 "$RC" "apt packages over an OCI base"
+assert_contains "$ERR" "base.oci: packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI base image" \
+  "the refusal says which bases work"
+[ ! -e out2 ] || fail "a refused build wrote output"
+pass "apt packages over an OCI base image are refused with a located error"
+
 # ---- git sources -----------------------------------------------------------------------------------
 git init -q src && git -C src config user.email t@e && git -C src config user.name t
 echo one >src/file && git -C src add file && git -C src commit -qm one && git -C src tag v1
@@ -272,5 +312,17 @@ assert_eq 0 "$RC" "lock --update of the git source: $ERR"
 assert_eq "$(git -C src rev-parse v1)" "$(jq -r '.artifacts[] | select(.kind == "git") | .version' lockstep.lock)" \
   "--update moves the git source to the tag's new commit"
 pass "git sources are locked to a commit and built from it"
+cp lockstep.lock lock.git
+jq -c '(.artifacts[] | select(.kind == "git") | .sha256) = "'"$(printf '0%.0s' $(seq 64))"'"' lock.git >lockstep.lock
+rm -rf out
+LOCKSTEP_CACHE="$WORK/cache-git" ls_run build --locked
+assert_eq 2 "$RC" "a git tree that doesn't match the lock's sha256"
+assert_contains "$ERR" "the repository content changed under the same commit id; refusing it" "the git mismatch is named"
+jq -c 'del(.artifacts[] | select(.kind == "git"))' lock.git >lockstep.lock
+ls_run build --locked
+assert_eq 1 "$RC" "a lock without the git source's commit"
+assert_contains "$ERR" "copy[0]: the lock has no commit for ./src v1; run \`lockstep lock\`" "the missing git pin is named"
+cp lock.git lockstep.lock
+pass "a git source whose tree or pin doesn't match the lock is refused"
 
 done_testing
