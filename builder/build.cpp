@@ -3,6 +3,7 @@
 #include "builder/deb_layers.hpp"
 #include "builder/epoch.hpp"
 #include "builder/git_layers.hpp"
+#include "builder/image_facts.hpp"
 #include "builder/lock.hpp"
 #include "builder/run_step.hpp"
 #include "builder/sif_output.hpp"
@@ -99,10 +100,23 @@ std::string oci_layer_type(const std::string& media_type) {
   return media_type;
 }
 
-// Pass: the image config, from the base's (carried forward) and the spec.
+// The spec may not set lockstep's own labels: `lockstep run` trusts them to describe the image.
+Result<void> check_spec_labels(const envspec::Spec& spec) {
+  for (const auto& [key, value] : spec.labels) {
+    if (key.starts_with(envspec::k_reserved_label_prefix)) {
+      return invalid_input(
+          "{}: labels.{}: labels under '{}' are written by lockstep (docs/spec.md, \"What the "
+          "image records\"); rename the label",
+          spec.file.string(), key, envspec::k_reserved_label_prefix);
+    }
+  }
+  return {};
+}
+
+// Pass: the image config, from the base's (carried forward), the spec and the image facts.
 json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
                     const std::vector<Digest>& diff_ids, const std::vector<std::string>& history,
-                    std::int64_t epoch) {
+                    std::int64_t epoch, const std::map<std::string, std::string>& fact_labels) {
   json cfg = base ? base->image.config : json::object();
   cfg["architecture"] = spec.platform.architecture;
   cfg["os"] = spec.platform.os;
@@ -160,11 +174,14 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
   if (spec.user) {
     c["User"] = *spec.user;
   }
-  if (!spec.labels.empty()) {
+  if (!spec.labels.empty() || !fact_labels.empty()) {
     if (!c.contains("Labels") || !c["Labels"].is_object()) {
       c["Labels"] = json::object();
     }
     for (const auto& [k, v] : spec.labels) {
+      c["Labels"][k] = v;
+    }
+    for (const auto& [k, v] : fact_labels) { // never clash: check_spec_labels refused dev.lockstep.*
       c["Labels"][k] = v;
     }
   }
@@ -300,6 +317,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   Codec codec = options.compression.value_or(spec.outputs.compression);
 
   log::Timer timer("build");
+  LS_TRY(check_spec_labels(spec));
   // 1. Time comes from the lock, else SOURCE_DATE_EPOCH or the default epoch, never the clock.
   LS_TRY_ASSIGN(result.epoch, image_epoch());
   if (spec.needs_lock() && !options.lock) {
@@ -324,6 +342,12 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
                               "base image (its dpkg database would be replaced)");
     }
   }
+  // What the image records of its MPI and CUDA stack (labels and /.lockstep/facts.json).
+  envspec::ImageFacts facts;
+  if (options.lock) {
+    LS_TRY_ASSIGN(facts, image_facts_for(*options.lock));
+  }
+  const std::map<std::string, std::string> fact_labels = envspec::facts_labels(facts);
   // 2. The content-addressed store shared by all builds.
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
   // 3. The base image: resolved, verified, its layers imported byte for byte.
@@ -350,7 +374,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     state.codec = codec;
     state.epoch = result.epoch;
     state.native_arch = envspec::debian_arch(spec.platform);
-    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch);
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels);
     for (const auto& e : partial["config"]["Env"]) {
       state.env.push_back(e.get<std::string>());
     }
@@ -362,6 +386,8 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
       log::Timer t("packages");
       LS_TRY(build_deb_layers(lock, state));
     }
+    // Right after the packages it describes: rebuilt only when the recorded facts change.
+    LS_TRY(build_facts_layer(facts, state));
     {
       log::Timer t("python packages");
       LS_TRY(build_wheel_layer(spec, lock, state));
@@ -395,7 +421,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   }
   // 5. `run:` steps, each in the build sandbox over the image so far, each giving a layer.
   if (!spec.run.empty()) {
-    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch);
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels);
     StepContext ctx;
     ctx.store = &store;
     ctx.codec = codec;
@@ -424,7 +450,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     log::Timer t("git provenance");
     result.git = git_info_for(spec.dir);
   }
-  json config = compose_config(spec, base, result.diff_ids, history, result.epoch);
+  json config = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels);
   LS_TRY_ASSIGN(BlobInfo cfg, store.put(config.dump()));
   result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}};
   oci::Manifest manifest;

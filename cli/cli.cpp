@@ -61,6 +61,8 @@ int run(int argc, char** argv) {
   register_build(app, ctx);
   register_inspect(app, ctx);
   register_exec(app, ctx);
+  register_run(app, ctx);
+  register_preflight(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -29,6 +29,8 @@ void register_check(CLI::App& app, Context& ctx);
 void register_build(CLI::App& app, Context& ctx);
 void register_inspect(CLI::App& app, Context& ctx);
 void register_exec(CLI::App& app, Context& ctx);
+void register_run(CLI::App& app, Context& ctx);
+void register_preflight(CLI::App& app, Context& ctx);
 void register_lock(CLI::App& app, Context& ctx);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at

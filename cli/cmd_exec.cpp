@@ -97,6 +97,13 @@ void register_exec(CLI::App& app, Context& ctx) {
   cmd->add_option("--sif-mount", args->sif_mount,
                   "How to use a SIF: auto (default; or $LOCKSTEP_SIF_MOUNT), loop, fuse, extract")
       ->type_name("MODE");
+  cmd->add_flag("--mpi-rank", o.mpi_rank,
+                "This is one rank a host launcher started (lockstep run uses it): the host's /tmp and the "
+                "launcher's PMIx/Open MPI session directories are bound in");
+  cmd->add_option(
+         "--rank-report", o.rank_report,
+         "When the command ends, write DIR/rank-N.json (rank, node, exit code, times) for the run record")
+      ->type_name("DIR");
   add_common_flags(*cmd, ctx, false);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args] { return run_exec_command(*args); }; });

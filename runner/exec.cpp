@@ -2,6 +2,7 @@
 
 #include "runner/gpu.hpp"
 #include "runner/root_cache.hpp"
+#include "runner/run_record.hpp"
 #include "support/blob_store.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
@@ -489,7 +490,72 @@ Result<void> choose_workdir(const ExecOptions& o, const ImageRuntime& rt, Sandbo
 
 } // namespace
 
+namespace {
+
+// The launcher's session directories a rank must see: PMIx's rendezvous files and Open MPI's
+// session directory live there. /tmp itself comes with --tmp-host.
+void bind_launcher_dirs(SandboxConfig& config) {
+  std::vector<std::string> seen;
+  for (const char* name : {"PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR", "OMPI_MCA_orte_tmpdir_base",
+                           "OMPI_MCA_prte_tmpdir_base", "SLURM_PMIX_TMPDIR"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || value[0] != '/') {
+      continue;
+    }
+    std::error_code ec;
+    fs::path dir = fs::weakly_canonical(value, ec);
+    if (ec || !fs::is_directory(dir, ec) || dir == "/" || dir == "/tmp" ||
+        dir.string().starts_with("/tmp/")) {
+      continue;
+    }
+    if (std::find(seen.begin(), seen.end(), dir.string()) != seen.end()) {
+      continue;
+    }
+    seen.push_back(dir.string());
+    BindSpec bind;
+    bind.source = dir;
+    bind.target = dir.string();
+    config.binds.push_back(std::move(bind));
+    log::debug("exec: rank binds the launcher's {} ({})", name, dir.string());
+  }
+}
+
+std::string host_name() {
+  std::array<char, 256> buf{};
+  ::gethostname(buf.data(), buf.size() - 1);
+  return buf.data();
+}
+
+Result<int> run_exec_inner(const ExecOptions& o);
+
+} // namespace
+
 Result<int> run_exec(const ExecOptions& o) {
+  if (!o.rank_report) {
+    return run_exec_inner(o);
+  }
+  RankReport report;
+  report.rank = rank_from_environment().value_or(0);
+  report.local_rank = local_rank_from_environment().value_or(-1);
+  report.node = host_name();
+  report.start_ns = wall_clock_ns();
+  Result<int> code = run_exec_inner(o);
+  report.end_ns = wall_clock_ns();
+  if (code) {
+    report.exit_code = *code & 0xff;
+  } else {
+    report.exit_code = static_cast<int>(code.error().code) & 0xff;
+    report.error = code.error().message.substr(0, 4000);
+  }
+  if (Result<void> w = write_rank_report(*o.rank_report, report); !w) {
+    log::warn("rank {}: can't write the rank report: {}", report.rank, w.error().message);
+  }
+  return code;
+}
+
+namespace {
+
+Result<int> run_exec_inner(const ExecOptions& o) {
   LS_TRY(check_interrupted());
   log::Timer prepare("prepare the container");
   LS_TRY_ASSIGN(ImageArg arg, parse_image_arg(o.image));
@@ -503,7 +569,10 @@ Result<int> run_exec(const ExecOptions& o) {
     config.uid = u.uid;
     config.gid = u.gid;
   }
-  config.tmp = o.tmp;
+  config.tmp = o.mpi_rank ? TmpPolicy::host : o.tmp;
+  if (o.mpi_rank) {
+    bind_launcher_dirs(config);
+  }
   config.writable_tmpfs = o.writable_tmpfs;
   config.pid_namespace = o.pid_namespace;
   config.hostname = o.hostname;
@@ -537,5 +606,7 @@ Result<int> run_exec(const ExecOptions& o) {
   LS_TRY(check_interrupted());
   return run_in_sandbox(config);
 }
+
+} // namespace
 
 } // namespace lockstep::runner

@@ -89,6 +89,13 @@ struct ExecOptions {
   /// --gpus: nullopt = off; "auto" = $NVIDIA_VISIBLE_DEVICES or all; else the selection.
   std::optional<std::string> gpus;
   SifMountMode sif_mount = SifMountMode::automatic;
+  /// --mpi-rank: this is one rank of a job a host launcher (mpirun's orted, srun) started: the
+  /// host's /tmp, and the PMIx / Open MPI session directories the launcher's environment names
+  /// (PMIX_SERVER_TMPDIR, PMIX_SYSTEM_TMPDIR, OMPI_MCA_orte_tmpdir_base, SLURM's TmpFS) bound in.
+  bool mpi_rank = false;
+  /// --rank-report DIR: when the command ends (or fails to start), write DIR/rank-N.json with the
+  /// rank, node, exit code and times (runner/run_record.hpp).
+  std::optional<std::string> rank_report;
 };
 
 /// Runs the command in the image; returns its exit status (or 128+signal). Errors before the

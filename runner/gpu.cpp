@@ -767,6 +767,19 @@ Result<GpuRecipe> load_gpu_recipe() {
   return parse_gpu_recipe(*text, fs::path("<embedded recipes>") / k_recipe_path);
 }
 
+Result<GpuInventory> gpu_inventory(const GpuHost& host) {
+  GpuInventory inventory;
+  struct stat st {};
+  if (::stat(under_root(host, k_version_file).c_str(), &st) != 0) {
+    return inventory;
+  }
+  LS_TRY_ASSIGN(inventory.driver_version, read_driver_version(host));
+  LS_TRY_ASSIGN(const GpuRecipe recipe, load_gpu_recipe());
+  LS_TRY_ASSIGN(const std::vector<HostGpu> gpus, list_gpus(host, recipe));
+  inventory.gpu_count = gpus.size();
+  return inventory;
+}
+
 Result<GpuPlan> plan_gpu_passthrough(std::string_view visible_devices, const GpuHost& host) {
   LS_TRY_ASSIGN(const GpuRecipe recipe, load_gpu_recipe());
   return plan_gpu_passthrough(visible_devices, host, recipe);

@@ -5,6 +5,7 @@
 // recipes/gpu/nvidia.yaml.
 #include "support/result.hpp"
 
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -65,6 +66,16 @@ GpuHost gpu_host_from_env();
 /// replaces any value; "/.singularity.d/libs" is appended to LD_LIBRARY_PATH (added when absent or
 /// empty), as Apptainer's env scripts do. Call after the image and --env values are in place.
 void merge_gpu_env(const GpuPlan& plan, std::vector<std::string>& environment);
+
+/// The host's driver and GPU count, as `lockstep preflight` reports them.
+struct GpuInventory {
+  std::string driver_version; ///< "535.104.05"; "" when no NVIDIA driver is loaded
+  std::size_t gpu_count = 0;
+};
+
+/// Reads the driver version and counts the GPUs from the same sources as plan_gpu_passthrough. No
+/// driver is not an error (an empty inventory); an unreadable version or GPU list is (external).
+Result<GpuInventory> gpu_inventory(const GpuHost& host);
 
 /// What recipes/gpu/nvidia.yaml says (see that file for the meaning of each field).
 struct GpuRecipe {

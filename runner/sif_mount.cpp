@@ -138,6 +138,15 @@ Result<std::string> read_oci_config(const sif::Image& image) {
   return std::string();
 }
 
+} // namespace
+
+Result<std::string> read_sif_oci_config(const fs::path& sif) {
+  LS_TRY_ASSIGN(sif::Image image, sif::read_image(sif));
+  return read_oci_config(image);
+}
+
+namespace {
+
 Result<void> make_private_dir(const fs::path& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return errno_error("can't create directory " + dir.string(), errno);

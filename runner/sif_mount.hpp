@@ -62,6 +62,10 @@ private:
   std::string m_oci_config;
 };
 
+/// The object oci-config.json of a SIF file (the image config's `config` member that `lockstep
+/// build` stores), or "" when the SIF has none. Reads only the header and that object (bounded).
+Result<std::string> read_sif_oci_config(const std::filesystem::path& sif);
+
 /// The digest the extract cache is keyed by: sha256 of the whole SIF, remembered in the store's
 /// records by (device, inode, size, mtime, ctime) so an unchanged file is not hashed again.
 Result<std::string> sif_content_key(const std::filesystem::path& sif,

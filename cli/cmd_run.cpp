@@ -1,0 +1,687 @@
+// `lockstep run`: launch a job in an image across nodes with mpirun or Slurm, checking every node
+// first (preflight), and leave a run record. Planning is runner/launch.cpp, node checks
+// runner/preflight.cpp, records runner/run_record.cpp. docs/launch.md.
+#include "cli/cli.hpp"
+#include "envspec/image_facts.hpp"
+#include "runner/exec.hpp"
+#include "runner/launch.hpp"
+#include "runner/preflight.hpp"
+#include "runner/run_record.hpp"
+#include "runner/sif_mount.hpp"
+#include "support/fs.hpp"
+#include "support/image_source.hpp"
+#include "support/log.hpp"
+#include "support/process.hpp"
+#include "support/version.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <set>
+
+namespace lockstep::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunArgs {
+  std::string launcher;
+  std::string model;
+  std::string runtime = "native";
+  runner::LaunchRequest request;
+  std::vector<std::string> binds;
+  std::vector<std::string> envs;
+  bool clean_env = false;
+  bool dry_run = false;
+  bool skip_preflight = false;
+  std::string emit;
+  std::vector<std::string> emit_args;
+  std::string runs_dir;
+  std::string job;
+  std::string remote_lockstep;
+  int preflight_timeout = 60;
+};
+
+constexpr const char* k_examples = R"(Examples:
+  lockstep run -n 4 oci:build/mpi-hello -- python3 /opt/hello/hello.py
+      four ranks on this node with the image's own mpirun (--mpi-model container)
+  lockstep run --hostfile hosts -N 3 -n 4 build/mpi-hello.sif -- python3 /opt/hello/hello.py
+      the host's mpirun starts one `lockstep exec` per rank on three nodes (hybrid model)
+  salloc -N 2 lockstep run --ranks-per-node 8 oci:build/train -- python3 train.py
+      inside an allocation: srun --mpi=pmix (chosen from the image's MPI)
+  lockstep run --dry-run -N 2 --hostfile hosts oci:build/train -- python3 train.py
+      print the preflight and launch commands, run nothing
+  lockstep run --emit sbatch job.sh -N 4 --ranks-per-node 8 --gpus-per-node 8 train.sif -- python3 train.py
+  lockstep run --runtime apptainer --dry-run -N 2 --hostfile hosts train.sif -- python3 train.py
+
+Launcher (default): slurm when SLURM_JOB_ID is set, mpirun with --hostfile or -N > 1, else local.
+Before any rank starts, every node is checked in parallel (the image and its digest, the NVIDIA
+driver against the image's CUDA floor when GPUs are requested, host MPI/PMIx against the image's,
+GPU count, user namespaces, free space): a table of results, and exit 1 naming each failing node.
+mpirun reaches nodes with its rsh agent (OMPI_MCA_plm_rsh_agent or --launcher-arg=--mca
+--launcher-arg=plm_rsh_agent --launcher-arg=AGENT; default ssh), and preflight uses the same agent.
+
+A record of each job (image and lock digests, nodes, commands, per-rank exit codes, times) goes to
+$LOCKSTEP_RUNS (default ~/.local/state/lockstep/runs)/<job>/record.json; ranks must be able to write
+there (a shared file system on a real cluster).
+
+Exit status: 0 when every rank exited 0; the failing rank's status (the first to fail; the message
+names its rank and node); 1 preflight failed; 2 bad usage or image; 3 a launcher or node unreachable.
+See docs/launch.md.)";
+
+// What run needs to know about the image before anything starts.
+struct ImageInfo {
+  std::string digest;      // manifest digest (OCI) or sha256 of the file (SIF); "" for directories
+  std::string lock_digest; // dev.lockstep.lock.digest, "" when unknown
+  std::map<std::string, std::string> labels;
+  std::uint64_t unpack_bytes = 0;
+};
+
+std::map<std::string, std::string> labels_of(const nlohmann::json& config_member) {
+  std::map<std::string, std::string> out;
+  if (config_member.is_object() && config_member.contains("Labels") && config_member["Labels"].is_object()) {
+    for (const auto& [k, v] : config_member["Labels"].items()) {
+      if (v.is_string()) {
+        out[k] = v.get<std::string>();
+      }
+    }
+  }
+  return out;
+}
+
+Result<ImageInfo> describe_image(const runner::ImageArg& arg) {
+  ImageInfo info;
+  switch (arg.kind) {
+  case runner::ImageArg::Kind::oci: {
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(arg.ref));
+    LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(oci::SelectOptions{}));
+    info.digest = image.manifest_digest.str();
+    if (auto it = image.manifest.annotations.find("dev.lockstep.lock.digest");
+        it != image.manifest.annotations.end()) {
+      info.lock_digest = it->second;
+    }
+    if (image.config.is_object() && image.config.contains("config")) {
+      info.labels = labels_of(image.config["config"]);
+    }
+    for (const auto& layer : image.manifest.layers) {
+      info.unpack_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(0, layer.size)) * 3;
+    }
+    break;
+  }
+  case runner::ImageArg::Kind::sif: {
+    LS_TRY_ASSIGN(std::optional<Digest> digest, runner::image_digest(arg));
+    info.digest = digest ? digest->str() : "";
+    LS_TRY_ASSIGN(std::string config, runner::read_sif_oci_config(arg.path));
+    if (!config.empty()) {
+      nlohmann::json j = nlohmann::json::parse(config, nullptr, false);
+      info.labels = labels_of(j);
+    }
+    if (auto it = info.labels.find("dev.lockstep.lock.digest"); it != info.labels.end()) {
+      info.lock_digest = it->second;
+    }
+    break;
+  }
+  case runner::ImageArg::Kind::directory:
+    break;
+  }
+  return info;
+}
+
+// IMAGE in a form every node understands: transports kept, paths absolute.
+Result<std::string> absolute_image(const runner::ImageArg& arg) {
+  std::error_code ec;
+  switch (arg.kind) {
+  case runner::ImageArg::Kind::oci: {
+    oci::ImageRef ref = arg.ref;
+    ref.path = fs::absolute(ref.path, ec).lexically_normal();
+    return ref.str();
+  }
+  case runner::ImageArg::Kind::sif:
+    return "sif:" + fs::absolute(arg.path, ec).lexically_normal().string();
+  case runner::ImageArg::Kind::directory:
+    return "dir:" + fs::absolute(arg.path, ec).lexically_normal().string();
+  }
+  return internal_error("unknown image kind");
+}
+
+std::string this_lockstep() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "lockstep" : self.string();
+}
+
+// The rsh agent mpirun uses, as argv words: --mca plm_rsh_agent in the launcher args, else
+// OMPI_MCA_plm_rsh_agent, else ssh. Open MPI allows "ssh : rsh" alternatives: the first is used.
+std::vector<std::string> rsh_agent(const std::vector<std::string>& launcher_args) {
+  std::string agent;
+  for (std::size_t i = 0; i + 2 < launcher_args.size(); ++i) {
+    const std::string& a = launcher_args[i];
+    if ((a == "--mca" || a == "-mca") && launcher_args[i + 1] == "plm_rsh_agent") {
+      agent = launcher_args[i + 2];
+    }
+  }
+  if (agent.empty()) {
+    const char* env = std::getenv("OMPI_MCA_plm_rsh_agent");
+    agent = env != nullptr && *env != '\0' ? env : "ssh";
+  }
+  if (std::size_t colon = agent.find(':'); colon != std::string::npos) {
+    agent = agent.substr(0, colon);
+  }
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : agent + " ") {
+    if (c == ' ' || c == '\t') {
+      if (!word.empty()) {
+        words.push_back(word);
+      }
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (words.empty()) {
+    words = {"ssh"};
+  }
+  if (words.size() == 1 && fs::path(words[0]).filename() == "ssh") {
+    words.insert(words.end(), {"-o", "BatchMode=yes"});
+  }
+  return words;
+}
+
+// `lockstep preflight --json ...` for a node, with the image's facts passed in (the node may lack
+// the image).
+std::vector<std::string> preflight_argv(const std::string& lockstep, const runner::PreflightRequest& req) {
+  std::vector<std::string> argv = {lockstep,     "preflight",   "--json", "--launcher",
+                                   req.launcher, "--mpi-model", req.model};
+  if (!req.image_digest.empty()) {
+    argv.insert(argv.end(), {"--digest", req.image_digest});
+  }
+  if (req.gpus_per_node > 0) {
+    argv.insert(argv.end(), {"--gpus-per-node", std::to_string(req.gpus_per_node)});
+  }
+  if (!req.facts.mpi_impl.empty()) {
+    argv.insert(argv.end(), {"--expect-mpi", req.facts.mpi_impl + "@" + req.facts.mpi.version});
+  }
+  if (!req.facts.pmix.version.empty()) {
+    argv.insert(argv.end(), {"--expect-pmix", req.facts.pmix.version});
+  }
+  if (!req.facts.cuda_driver_floor.empty()) {
+    argv.insert(argv.end(), {"--cuda-floor", req.facts.cuda_driver_floor});
+  }
+  argv.insert(argv.end(), {"--unpack-bytes", std::to_string(req.unpack_bytes)});
+  argv.push_back(req.image);
+  return argv;
+}
+
+runner::NodeReport unreachable(const std::string& node, const std::string& why) {
+  runner::NodeReport r;
+  r.node = node;
+  r.checks.push_back({"reach", runner::Check::Status::fail, why});
+  return r;
+}
+
+// Parses the JSON lines a node (or srun's nodes) printed.
+std::vector<runner::NodeReport> reports_from_output(const std::string& out, std::vector<std::string>& bad) {
+  std::vector<runner::NodeReport> reports;
+  std::size_t pos = 0;
+  while (pos < out.size()) {
+    std::size_t end = out.find('\n', pos);
+    if (end == std::string::npos) {
+      end = out.size();
+    }
+    std::string_view line(out.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line.front() != '{') {
+      continue;
+    }
+    Result<runner::NodeReport> r = runner::node_report_from_json(line);
+    if (r) {
+      reports.push_back(std::move(*r));
+    } else {
+      bad.push_back(r.error().message);
+    }
+  }
+  return reports;
+}
+
+std::string last_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+    text.pop_back();
+  }
+  std::size_t nl = text.find_last_of('\n');
+  text = nl == std::string::npos ? text : text.substr(nl + 1);
+  return text.size() > 300 ? text.substr(0, 300) : text;
+}
+
+// Preflight on every node, in parallel.
+Result<std::vector<runner::NodeReport>> run_preflight(const runner::LaunchPlan& plan, const RunArgs& args,
+                                                      const runner::PreflightRequest& req,
+                                                      const std::string& lockstep, bool dry_run,
+                                                      std::vector<std::vector<std::string>>& commands) {
+  std::vector<runner::NodeReport> reports;
+  const std::vector<std::string> node_cmd = preflight_argv(lockstep, req);
+  const CaptureOptions capture{std::nullopt, std::chrono::seconds(args.preflight_timeout), 1U << 20};
+  if (plan.launcher == runner::Launcher::slurm) {
+    std::vector<std::string> argv = {"srun", "--ntasks-per-node=1", "--mpi=none", "--kill-on-bad-exit=0"};
+    if (plan.nodes > 0) {
+      argv.insert(argv.end(),
+                  {fmt::format("--nodes={}", plan.nodes), fmt::format("--ntasks={}", plan.nodes)});
+    }
+    argv.insert(argv.end(), node_cmd.begin(), node_cmd.end());
+    commands.push_back(argv);
+    if (dry_run) {
+      return reports;
+    }
+    LS_TRY_ASSIGN(CaptureResult out, run_capture(argv, capture));
+    std::vector<std::string> bad;
+    reports = reports_from_output(out.out, bad);
+    if (reports.empty()) {
+      return external_error("preflight through srun gave no results (exit {}): {}{}", out.status,
+                            last_line(out.err), bad.empty() ? "" : "; " + bad.front());
+    }
+    return reports;
+  }
+  if (plan.hosts.empty()) { // this node only
+    commands.push_back(node_cmd);
+    if (dry_run) {
+      return reports;
+    }
+    LS_TRY_ASSIGN(runner::NodeReport r, runner::preflight_node(req));
+    reports.push_back(std::move(r));
+    return reports;
+  }
+  const std::vector<std::string> agent = rsh_agent(args.request.launcher_args);
+  const std::string remote = shell_join(node_cmd);
+  std::vector<std::future<runner::NodeReport>> pending;
+  for (const runner::HostSlots& h : plan.hosts) {
+    std::vector<std::string> argv = agent;
+    argv.insert(argv.end(), {h.host, remote});
+    commands.push_back(argv);
+    if (dry_run) {
+      continue;
+    }
+    pending.push_back(std::async(std::launch::async, [argv, capture, host = h.host]() {
+      Result<CaptureResult> out = run_capture(argv, capture);
+      if (!out) {
+        return unreachable(host, out.error().message);
+      }
+      if (out->timed_out) {
+        return unreachable(host, "no answer within the preflight timeout");
+      }
+      std::vector<std::string> bad;
+      std::vector<runner::NodeReport> rs = reports_from_output(out->out, bad);
+      if (rs.size() != 1) {
+        return unreachable(host, fmt::format("`lockstep preflight` didn't report (exit {}): {}", out->status,
+                                             bad.empty() ? last_line(out->err) : bad.front()));
+      }
+      rs[0].node = rs[0].node.empty() ? host : rs[0].node;
+      return rs[0];
+    }));
+  }
+  for (auto& f : pending) {
+    reports.push_back(f.get());
+  }
+  return reports;
+}
+
+nlohmann::ordered_json facts_to_json(const envspec::ImageFacts& facts) {
+  return envspec::facts_json(facts);
+}
+
+Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
+  runner::LaunchRequest& req = args.request;
+  if (!args.launcher.empty()) {
+    LS_TRY_ASSIGN(req.launcher, runner::parse_launcher(args.launcher));
+  }
+  if (!args.model.empty()) {
+    LS_TRY_ASSIGN(req.model, runner::parse_mpi_model(args.model));
+  }
+  LS_TRY_ASSIGN(req.runtime, runner::parse_container_runtime(args.runtime));
+  if (!req.pmi.empty() && req.pmi != "pmix" && req.pmi != "pmi2") {
+    return invalid_input("unknown --pmi '{}': use pmix or pmi2", req.pmi);
+  }
+  for (const std::string& b : args.binds) {
+    LS_TRY(runner::parse_bind(b)); // refuse a bad --bind here, not in every rank
+    req.exec_args.insert(req.exec_args.end(), {"--bind", b});
+  }
+  for (const std::string& e : args.envs) {
+    if (e.find('=') == std::string::npos) {
+      return invalid_input("--env '{}' needs NAME=VALUE", e);
+    }
+    req.exec_args.insert(req.exec_args.end(), {"--env", e});
+  }
+  if (args.clean_env) {
+    req.exec_args.emplace_back("--cleanenv");
+  }
+  if (!args.emit.empty()) {
+    if (args.emit != "sbatch") {
+      return invalid_input("unknown --emit '{}': use --emit sbatch FILE", args.emit);
+    }
+    if (args.emit_args.size() != 1) {
+      return invalid_input("--emit sbatch needs the output file: --emit sbatch FILE");
+    }
+  }
+
+  // The image: its identity and facts.
+  const std::string image_text = req.image;
+  LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(image_text));
+  LS_TRY_ASSIGN(req.image, absolute_image(arg));
+  LS_TRY_ASSIGN(ImageInfo info, describe_image(arg));
+  LS_TRY_ASSIGN(envspec::ImageFacts facts, envspec::facts_from_labels(info.labels));
+
+  runner::LaunchSite site;
+  site.lockstep = args.remote_lockstep.empty() ? this_lockstep() : args.remote_lockstep;
+  site.root = ::geteuid() == 0;
+  if (const char* id = std::getenv("SLURM_JOB_ID"); id != nullptr && *id != '\0') {
+    site.slurm_job_id = id;
+  }
+  if (!req.hostfile.empty()) {
+    LS_TRY_ASSIGN(std::string text, read_file(req.hostfile, 16U << 20));
+    LS_TRY_ASSIGN(site.hostfile, runner::parse_hostfile(text, req.hostfile));
+    std::error_code ec;
+    req.hostfile = fs::absolute(req.hostfile, ec).string();
+  }
+  req.runs_dir = args.runs_dir.empty() ? "" : fs::absolute(args.runs_dir).string();
+  req.job = args.job;
+  const std::string job = args.job.empty() ? runner::new_job_id(site.slurm_job_id) : args.job;
+  if (job.empty() || job.size() > 200 || job.find('/') != std::string::npos || job == "." || job == "..") {
+    return invalid_input("--job '{}' must be a plain directory name", job);
+  }
+  const fs::path runs = args.runs_dir.empty() ? runner::default_runs_dir() : fs::path(args.runs_dir);
+  site.run_dir = (fs::absolute(runs) / job).string();
+
+  if (!args.emit.empty()) {
+    std::string script = runner::render_sbatch(req, site, info.digest);
+    LS_TRY(write_file_atomic(args.emit_args[0], script, 0755));
+    log::info("wrote {}: submit it with sbatch {}", args.emit_args[0], args.emit_args[0]);
+    return ExitCode::ok;
+  }
+
+  LS_TRY_ASSIGN(runner::LaunchPlan plan, runner::plan_launch(req, site, facts));
+  for (const std::string& note : plan.notes) {
+    log::warn("{}", note);
+  }
+
+  runner::PreflightRequest pre;
+  pre.image = req.image;
+  pre.image_digest = info.digest;
+  pre.model = std::string(runner::name_of(plan.model));
+  pre.launcher = std::string(runner::name_of(plan.launcher));
+  pre.gpus_per_node = req.gpus_per_node;
+  pre.facts = facts;
+  pre.unpack_bytes = info.unpack_bytes;
+
+  std::vector<std::vector<std::string>> preflight_commands;
+  if (args.dry_run) {
+    if (!args.skip_preflight) {
+      LS_TRY(run_preflight(plan, args, pre, site.lockstep, true, preflight_commands));
+    }
+    if (ctx.json) {
+      nlohmann::ordered_json j;
+      j["launcher"] = runner::name_of(plan.launcher);
+      j["model"] = runner::name_of(plan.model);
+      j["runtime"] = runner::name_of(plan.runtime);
+      j["pmi"] = plan.pmi;
+      j["nodes"] = plan.nodes;
+      j["ranks"] = plan.ranks;
+      j["preflight"] = preflight_commands;
+      j["launch"] = plan.argv;
+      j["env"] = plan.env;
+      j["hostfile"] = plan.hostfile_text();
+      j["notes"] = plan.notes;
+      std::cout << j.dump() << "\n";
+      return ExitCode::ok;
+    }
+    std::string out;
+    if (!preflight_commands.empty()) {
+      out += "# preflight, on every node in parallel\n";
+      for (const auto& c : preflight_commands) {
+        out += shell_join(c) + "\n";
+      }
+    }
+    if (!plan.hosts.empty()) {
+      out += fmt::format("# hostfile {}/hostfile\n", site.run_dir);
+      std::string hf = plan.hostfile_text();
+      std::size_t p = 0;
+      while (p < hf.size()) {
+        std::size_t e = hf.find('\n', p);
+        out += "#   " + hf.substr(p, e - p) + "\n";
+        p = e + 1;
+      }
+    }
+    out += "# launch\n";
+    for (const std::string& e : plan.env) {
+      out += shell_quote(e) + " ";
+    }
+    out += shell_join(plan.argv) + "\n";
+    std::cout << out;
+    return ExitCode::ok;
+  }
+
+  // The run directory: the hostfile and the ranks' reports.
+  LS_TRY(make_dirs(fs::path(site.run_dir) / "ranks"));
+  if (!plan.hosts.empty()) {
+    LS_TRY(write_file_atomic(fs::path(site.run_dir) / "hostfile", plan.hostfile_text()));
+  }
+  nlohmann::ordered_json record;
+  record["schema"] = 1;
+  record["job"] = job;
+  record["tool"] = fmt::format("lockstep {}", k_version);
+  record["image"] = {{"ref", req.image},
+                     {"digest", info.digest},
+                     {"lock_digest", info.lock_digest},
+                     {"facts", facts_to_json(facts)}};
+  record["launcher"] = runner::name_of(plan.launcher);
+  record["model"] = runner::name_of(plan.model);
+  record["runtime"] = runner::name_of(plan.runtime);
+  if (!plan.pmi.empty()) {
+    record["pmi"] = plan.pmi;
+  }
+  record["ranks"] = plan.ranks;
+  record["command"] = req.command;
+  record["run"] = runner::run_command_line(req, site);
+
+  const std::int64_t start = runner::wall_clock_ns();
+  auto write_record = [&]() -> Result<void> {
+    return write_file_atomic(fs::path(site.run_dir) / "record.json", record.dump(2) + "\n");
+  };
+
+  // Preflight.
+  std::vector<runner::NodeReport> reports;
+  if (args.skip_preflight) {
+    log::warn("preflight skipped (--skip-preflight): nodes were not checked");
+    record["preflight"] = {{"skipped", true}};
+  } else {
+    log::Timer timer("preflight");
+    LS_TRY_ASSIGN(reports, run_preflight(plan, args, pre, site.lockstep, false, preflight_commands));
+    nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+    for (const runner::NodeReport& r : reports) {
+      nodes.push_back(runner::to_json(r));
+    }
+    record["preflight"] = {{"skipped", false}, {"commands", preflight_commands}, {"nodes", nodes}};
+    const bool failed = std::any_of(reports.begin(), reports.end(), [](const auto& r) { return !r.ok(); });
+    if (failed || (log::level() >= log::Level::normal && !ctx.json)) {
+      std::cerr << runner::render_preflight_table(reports);
+    }
+    if (failed) {
+      std::vector<std::string> names;
+      for (const runner::NodeReport& r : reports) {
+        if (!r.ok()) {
+          std::vector<std::string> why;
+          for (const runner::Check& c : r.checks) {
+            if (c.status == runner::Check::Status::fail) {
+              why.push_back(c.name);
+            }
+          }
+          names.push_back(fmt::format("{} ({})", r.node, fmt::join(why, ", ")));
+        }
+      }
+      record["start"] = runner::iso8601_utc(start);
+      record["end"] = runner::iso8601_utc(runner::wall_clock_ns());
+      record["exit_code"] = 1;
+      record["outcome"] = "preflight failed";
+      LS_TRY(write_record());
+      return Error{ExitCode::check_failed,
+                   fmt::format("preflight failed on {}: no rank was started (record: {}/record.json)",
+                               fmt::join(names, ", "), site.run_dir)};
+    }
+  }
+
+  // Launch.
+  record["launch"] = plan.argv;
+  record["env"] = plan.env;
+  std::optional<std::vector<std::string>> env;
+  if (!plan.env.empty()) {
+    env = std::vector<std::string>();
+    for (char** e = environ; *e != nullptr; ++e) {
+      env->emplace_back(*e);
+    }
+    env->insert(env->end(), plan.env.begin(), plan.env.end());
+  }
+  log::debug("run: {}", shell_join(plan.argv));
+  Result<int> status = run_foreground(plan.argv, env);
+  const std::int64_t end = runner::wall_clock_ns();
+
+  std::vector<runner::RankReport> ranks = runner::read_rank_reports(fs::path(site.run_dir) / "ranks");
+  std::set<std::string> node_names;
+  nlohmann::ordered_json rank_json = nlohmann::ordered_json::array();
+  for (const runner::RankReport& r : ranks) {
+    node_names.insert(r.node);
+    nlohmann::ordered_json j;
+    j["rank"] = r.rank;
+    j["node"] = r.node;
+    j["exit_code"] = r.exit_code;
+    if (!r.error.empty()) {
+      j["error"] = r.error;
+    }
+    j["start"] = runner::iso8601_utc(r.start_ns);
+    j["end"] = runner::iso8601_utc(r.end_ns);
+    rank_json.push_back(j);
+  }
+  if (node_names.empty()) {
+    for (const runner::NodeReport& r : reports) {
+      node_names.insert(r.node);
+    }
+    for (const runner::HostSlots& h : plan.hosts) {
+      node_names.insert(h.host);
+    }
+  }
+  record["nodes"] = std::vector<std::string>(node_names.begin(), node_names.end());
+  record["rank_exits"] = rank_json;
+  record["start"] = runner::iso8601_utc(start);
+  record["end"] = runner::iso8601_utc(end);
+
+  int code = status ? *status : static_cast<int>(status.error().code);
+  std::optional<runner::RankReport> failure = runner::first_failure(ranks);
+  std::string message;
+  if (!status) {
+    message = status.error().message;
+  } else if (code != 0 || failure) {
+    if (failure) {
+      std::string how =
+          failure->error.empty()
+              ? (failure->exit_code > 128 ? fmt::format("was killed by signal {}", failure->exit_code - 128)
+                                          : fmt::format("exited with status {}", failure->exit_code))
+              : "could not start: " + failure->error;
+      message = fmt::format("rank {} on {} {}", failure->rank, failure->node, how);
+      code = failure->exit_code != 0 ? failure->exit_code : code;
+      record["failure"] = {
+          {"rank", failure->rank}, {"node", failure->node}, {"exit_code", failure->exit_code}};
+    } else {
+      message =
+          fmt::format("{} exited with status {} before any rank reported a failure", plan.argv[0], code);
+    }
+    if (static_cast<int>(ranks.size()) < plan.ranks) {
+      message += fmt::format(" ({} of {} ranks reported)", ranks.size(), plan.ranks);
+    }
+  }
+  record["exit_code"] = code;
+  record["outcome"] = code == 0 ? "ok" : message;
+  LS_TRY(write_record());
+  if (ctx.json) {
+    std::cout << record.dump() << "\n";
+  } else {
+    log::info("run record: {}/record.json", site.run_dir);
+  }
+  if (code != 0) {
+    return Error{static_cast<ExitCode>(code),
+                 fmt::format("{} (record: {}/record.json)", message, site.run_dir)};
+  }
+  return ExitCode::ok;
+}
+
+} // namespace
+
+void register_run(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<RunArgs>();
+  runner::LaunchRequest& r = args->request;
+  auto* cmd =
+      app.add_subcommand("run", "Launch a (multi-node MPI) job in an image, checking every node first");
+  cmd->add_option("IMAGE", r.image, "The image: oci:DIR[:TAG], a .sif, ... (as for exec)")->required();
+  cmd->add_option("COMMAND", r.command, "What each rank runs, after --")->required();
+  cmd->add_option("--launcher", args->launcher, "local, mpirun or slurm (default: see below)")
+      ->type_name("NAME");
+  cmd->add_option("-N,--nodes", r.nodes, "Nodes")->type_name("N")->check(CLI::PositiveNumber);
+  cmd->add_option("-n,--ranks", r.ranks, "Ranks in all")->type_name("N")->check(CLI::PositiveNumber);
+  cmd->add_option("--ranks-per-node", r.ranks_per_node, "Ranks on each node")
+      ->type_name("K")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--hostfile", r.hostfile, "Open MPI hostfile naming the nodes (mpirun)")->type_name("FILE");
+  cmd->add_option("--gpus-per-node", r.gpus_per_node, "GPUs each node must have; ranks get --gpus")
+      ->type_name("G")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--mpi-model", args->model,
+                  "hybrid: the host's mpirun/srun starts a container per rank (default); container: the "
+                  "image's mpirun, one node")
+      ->type_name("MODEL");
+  cmd->add_option("--pmi", r.pmi, "srun --mpi= plugin: pmix or pmi2 (default: from the image's MPI)")
+      ->type_name("pmix|pmi2");
+  cmd->add_option("--runtime", args->runtime,
+                  "native (lockstep exec, default), apptainer, singularity or enroot (pyxis under Slurm)")
+      ->type_name("NAME");
+  cmd->add_option("--launcher-arg", r.launcher_args, "An argument for mpirun/srun (repeatable)")
+      ->type_name("ARG")
+      ->allow_extra_args(false);
+  cmd->add_option("-B,--bind", args->binds, "Bind a host path into every rank (repeatable)")
+      ->type_name("SRC[:DST][:ro]")
+      ->allow_extra_args(false);
+  cmd->add_option("-e,--env", args->envs, "Set a variable in every rank (repeatable)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
+  cmd->add_flag("--cleanenv", args->clean_env, "Don't pass the host's environment into the ranks");
+  cmd->add_flag("--dry-run", args->dry_run, "Print the preflight and launch commands; run nothing");
+  cmd->add_option("--emit", args->emit_args, "Write a batch script instead of running: --emit sbatch FILE")
+      ->type_name("sbatch FILE")
+      ->expected(2);
+  cmd->add_flag("--skip-preflight", args->skip_preflight,
+                "Don't check the nodes first (logged and recorded)");
+  cmd->add_option("--runs-dir", args->runs_dir,
+                  "Where run records go (default $LOCKSTEP_RUNS or ~/.local/state/lockstep/runs)")
+      ->type_name("DIR");
+  cmd->add_option("--job", args->job, "Name of this job's record directory (default: TIME-HOST-PID)")
+      ->type_name("NAME");
+  cmd->add_option("--lockstep", args->remote_lockstep,
+                  "The lockstep binary on the nodes (default: this one's path)")
+      ->type_name("PATH");
+  cmd->add_option("--preflight-timeout", args->preflight_timeout, "Seconds to wait for each node's preflight")
+      ->type_name("S")
+      ->check(CLI::PositiveNumber);
+  add_common_flags(*cmd, ctx);
+  cmd->footer(k_examples);
+  cmd->callback([args, &ctx] {
+    if (!args->emit_args.empty()) {
+      args->emit = args->emit_args[0];
+      args->emit_args.erase(args->emit_args.begin());
+    }
+    ctx.action = [args, &ctx] { return run_run_command(*args, ctx); };
+  });
+}
+
+} // namespace lockstep::cli

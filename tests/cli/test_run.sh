@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# `lockstep run` on a simulated cluster (docs/launch.md): three network-namespace nodes reached
+# through an rsh agent, and real Slurm (munged, slurmctld, slurmd per node) started by the suite.
+#   - mpirun (hybrid): examples/mpi-hello's image, OCI and SIF, 4 ranks on n1..n3: the allreduce is
+#     right, the ranks report three distinct hosts, and the run record names them all;
+#   - preflight: a node without the image, a node with an old (faked) NVIDIA driver and a node with
+#     another host Open MPI each stop the launch with exit 1 and a table naming them, no rank started;
+#   - teardown: a failing rank ends the job and names its rank and node; SIGINT stops every rank;
+#     no process and no mount is left behind;
+#   - Slurm: lockstep run inside salloc and inside an sbatch script (--emit sbatch) uses
+#     srun --mpi=pmix and gets the right result.
+# Needs deb.debian.org for the example's packages (exit 77 without it, except in CI).
+source "$(dirname "$0")/lib.sh"
+source "$LOCKSTEP_SOURCE_DIR/tests/cli/cluster.sh"
+need jq mpirun srun salloc sbatch munged slurmctld slurmd nsenter unshare ip curl gpg dpkg-deb python3 xz
+
+if ! curl -fsS --max-time 20 -o /dev/null http://deb.debian.org/debian/dists/bookworm/InRelease 2>/dev/null; then
+  [ -z "${CI:-}" ] || fail "deb.debian.org is not reachable"
+  echo "SKIP: deb.debian.org is not reachable" >&2
+  exit 77
+fi
+
+# ---- the images ----------------------------------------------------------------------------------
+cp -r "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello" ex
+sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
+  ex/lockstep.yaml
+ls_run build --locked ex/lockstep.yaml
+assert_eq 0 "$RC" "build examples/mpi-hello: $ERR"
+digest=$(last_line "$OUT")
+IMG="oci:$WORK/ex/out"
+SIF="$WORK/ex/out.sif"
+
+cluster_up 3
+# mpirun's transport on the cluster: the agent, and TCP only on the cluster's subnet.
+MPI_ARGS=(--launcher-arg=--mca --launcher-arg=plm_rsh_agent "--launcher-arg=$CLUSTER_AGENT"
+  --launcher-arg=--mca --launcher-arg=btl_tcp_if_include "--launcher-arg=$CLUSTER_SUBNET"
+  --launcher-arg=--mca --launcher-arg=oob_tcp_if_include "--launcher-arg=$CLUSTER_SUBNET")
+RUNS="$WORK/runs"
+
+# Runs lockstep on the head node (the login node), capturing OUT, ERR and RC.
+head_run() {
+  set +e
+  OUT=$(on_head "$LOCKSTEP" "$@" 2>"$WORK/.stderr")
+  RC=$?
+  set -e
+  ERR=$(cat "$WORK/.stderr")
+}
+record() { # JOB
+  cat "$RUNS/$1/record.json"
+}
+# The host's mounts, without the per-suite noise, to compare before and after.
+mounts() { awk '{print $5}' /proc/self/mountinfo | sort; }
+mounts_before=$(mounts)
+
+# ---- mpirun across three nodes -------------------------------------------------------------------
+head_run run --runs-dir "$RUNS" --job oci-4 --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 4 "${MPI_ARGS[@]}" \
+  "$IMG" -- python3 /opt/hello/hello.py
+assert_eq 0 "$RC" "lockstep run --launcher mpirun: $OUT $ERR"
+assert_eq 4 "$(grep -c '^hello from rank' <<<"$OUT")" "four ranks said hello"
+assert_contains "$OUT" "allreduce ok: 4 ranks, sum 10" "allreduce over 4 ranks across 3 nodes"
+hosts=$(grep -o 'on n[0-9]*:' <<<"$OUT" | sort -u | tr -d ':' | tr '\n' ' ')
+assert_eq "on n1 on n2 on n3 " "$hosts" "the ranks ran on three distinct hosts"
+pass "lockstep run -N 3 -n 4 (mpirun, hybrid) runs mpi-hello on n1, n2 and n3"
+
+rec=$(record oci-4)
+assert_eq "$digest" "$(jq -r .image.digest <<<"$rec")" "the record's image digest"
+assert_eq "mpirun hybrid 4" "$(jq -r '"\(.launcher) \(.model) \(.ranks)"' <<<"$rec")" "launcher, model, ranks"
+assert_eq '["n1","n2","n3"]' "$(jq -c .nodes <<<"$rec")" "the record's nodes"
+assert_eq "0 0 0 0" "$(jq -r '[.rank_exits[].exit_code] | map(tostring) | join(" ")' <<<"$rec")" "per-rank exits"
+assert_eq 3 "$(jq '.preflight.nodes | length' <<<"$rec")" "preflight reports of 3 nodes"
+assert_eq "openmpi 4.1.4" "$(jq -r '"\(.image.facts.mpi.impl) \(.image.facts.mpi.version)"' <<<"$rec")" \
+  "the image's MPI facts"
+jq -e '.image.lock_digest | startswith("sha256:")' <<<"$rec" >/dev/null || fail "no lock digest in the record"
+jq -e '.launch[0] == "mpirun" and (.start < .end) and .exit_code == 0' <<<"$rec" >/dev/null ||
+  fail "the record lacks the launch command or times: $rec"
+pass "the run record has the image and lock digests, facts, nodes, commands and per-rank exits"
+
+head_run run --runs-dir "$RUNS" --job sif-2 --hostfile "$CLUSTER_DIR/hostfile" -N 2 "${MPI_ARGS[@]}" \
+  --ranks-per-node 1 "$SIF" -- python3 /opt/hello/hello.py
+assert_eq 0 "$RC" "lockstep run of the SIF: $OUT $ERR"
+assert_contains "$OUT" "allreduce ok: 2 ranks, sum 3" "allreduce over 2 ranks from the SIF"
+assert_eq "n1 n2" "$(record sif-2 | jq -r '.nodes | join(" ")')" "the SIF job's nodes"
+pass "the SIF runs the same way (--ranks-per-node 1 on 2 nodes)"
+
+# ---- preflight failures --------------------------------------------------------------------------
+"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-mpi-facts >/dev/null 2>&1 ||
+  fail "make-repo.sh --with-mpi-facts failed"
+start_http_server "$WORK/repo"
+mkdir cu
+cat >cu/lockstep.yaml <<YAML
+lockstep: 1
+name: cudafacts
+repos:
+  - {apt: $HTTP_URL, suite: lstest, components: [main], keyring: $WORK/repo/keyring.gpg}
+packages:
+  apt: [openmpi-bin, libopenmpi3=4.1.4-3+b1, cuda-cudart-12-1]
+outputs: {oci: out}
+YAML
+ls_run build cu/lockstep.yaml
+assert_eq 0 "$RC" "build of the CUDA-facts image: $ERR"
+CU="oci:$WORK/cu/out"
+
+# A fake NVIDIA driver tree: /proc/driver/nvidia/version and one GPU.
+fake_gpu_root() { # DIR DRIVER
+  mkdir -p "$1/proc/driver/nvidia/gpus/0000:3b:00.0" "$1/dev"
+  printf 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Thu Jan 1 00:00:00 UTC 2026\nGCC version:  gcc 12\n' "$2" \
+    >"$1/proc/driver/nvidia/version"
+  printf 'Model: \t\t Fake GPU\nBus Location: \t 0000:3b:00.0\nDevice Minor: \t 0\n' \
+    >"$1/proc/driver/nvidia/gpus/0000:3b:00.0/information"
+  touch "$1/dev/nvidia0" "$1/dev/nvidiactl"
+}
+fake_gpu_root gpu-new 535.104.05
+fake_gpu_root gpu-old 470.57.02
+mkdir -p fakempi empty
+printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >fakempi/mpirun
+chmod +x fakempi/mpirun
+hooks() { # N1 N2 N3 (hook bodies)
+  printf '%s\n' "$1" >"$CLUSTER_DIR/node-n1.sh"
+  printf '%s\n' "$2" >"$CLUSTER_DIR/node-n2.sh"
+  printf '%s\n' "$3" >"$CLUSTER_DIR/node-n3.sh"
+}
+GOOD="export LOCKSTEP_GPU_HOST_ROOT=$WORK/gpu-new"
+preflight_fails() { # JOB WHAT...
+  local job=$1
+  shift
+  head_run run --runs-dir "$RUNS" --job "$job" --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 3 --gpus-per-node 1 \
+    "${MPI_ARGS[@]}" "$CU" -- /bin/true
+  assert_eq 1 "$RC" "$job: preflight must fail: $OUT $ERR"
+  [ ! -e "$RUNS/$job/ranks" ] || [ -z "$(ls "$RUNS/$job/ranks")" ] || fail "$job: a rank started"
+  [ "$(record "$job" | jq -r .outcome)" = "preflight failed" ] || fail "$job: record outcome"
+  record "$job" | jq -e 'has("launch") | not' >/dev/null || fail "$job: the launcher ran"
+  grep -Eq '^NODE +image +driver +gpus +mpi +pmix +userns +space$' <<<"$ERR" || fail "$job: no table header: $ERR"
+}
+
+hooks "mount --bind $WORK/empty $WORK/cu; $GOOD" "$GOOD" "$GOOD"
+preflight_fails missing
+assert_contains "$ERR" "preflight failed on n1 (image): no rank was started" "missing image: the message"
+assert_contains "$ERR" "n1  image: missing" "missing image: the detail line"
+pass "a node without the image stops the launch (exit 1, table, no rank)"
+
+hooks "$GOOD" "$GOOD" "export LOCKSTEP_GPU_HOST_ROOT=$WORK/gpu-old"
+preflight_fails old-driver
+assert_contains "$ERR" "preflight failed on n3 (driver): no rank was started" "old driver: the message"
+assert_contains "$ERR" "n3  driver: " "old driver: the detail line"
+assert_contains "$ERR" "470.57.02" "old driver: the driver version is named"
+pass "a node with an NVIDIA driver older than the image's CUDA floor stops the launch"
+
+hooks "$GOOD" "$GOOD; export PATH=$WORK/fakempi:\$PATH" "$GOOD"
+preflight_fails mpi-mismatch
+assert_contains "$ERR" "preflight failed on n2 (mpi): no rank was started" "MPI mismatch: the message"
+assert_contains "$ERR" "Open MPI 5.0.3" "MPI mismatch: the host's version is named"
+pass "a node whose host Open MPI differs from the image's stops the launch"
+
+hooks "mount --bind $WORK/empty $WORK/cu; $GOOD" "$GOOD; export PATH=$WORK/fakempi:\$PATH" \
+  "export LOCKSTEP_GPU_HOST_ROOT=$WORK/gpu-old"
+preflight_fails all-three
+assert_contains "$ERR" "preflight failed on n1 (image), n2 (mpi), n3 (driver)" "all three nodes named"
+pass "three failing nodes are named together in one table"
+hooks "" "" ""
+
+# ---- teardown --------------------------------------------------------------------------------------
+marker="lsmark$$"
+# Rank 2 fails at once; the others would sleep for a minute.
+head_run run --runs-dir "$RUNS" --job fail --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 4 "${MPI_ARGS[@]}" "$IMG" -- \
+  python3 -c "import os, sys, time; r = int(os.environ['OMPI_COMM_WORLD_RANK']); time.sleep(0.5 if r == 2 else 60); sys.exit(3 if r == 2 else 0)" "$marker"
+assert_eq 3 "$RC" "a failing rank's status is the job's: $ERR"
+assert_contains "$ERR" "rank 2 on n3 exited with status 3" "the failing rank and node are named"
+assert_eq "2 n3 3" "$(record fail | jq -r '"\(.failure.rank) \(.failure.node) \(.failure.exit_code)"')" "record .failure"
+sleep 0.5
+! pgrep -f "$marker" >/dev/null || fail "ranks of the failed job are still running: $(pgrep -af "$marker")"
+pass "a failing rank tears the job down; the status names rank 2 on n3; no rank is left"
+
+(on_head "$LOCKSTEP" run --runs-dir "$RUNS" --job intr --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 4 \
+  "${MPI_ARGS[@]}" "$IMG" -- python3 -c "import time; time.sleep(120)" "$marker" >/dev/null 2>&1) &
+intr_pid=$!
+for _ in $(seq 100); do
+  [ "$(pgrep -fc "^python3 -c import time; time.sleep\(120\) $marker")" -ge 4 ] && break
+  sleep 0.1
+done
+[ "$(pgrep -fc "^python3 -c import time; time.sleep\(120\) $marker")" -ge 4 ] || fail "the 4 ranks didn't start"
+runpid=$(pgrep -f "lockstep run --runs-dir $RUNS --job intr" | head -n 1)
+kill -INT "$runpid"
+for _ in $(seq 100); do
+  pgrep -f "$marker" >/dev/null || break
+  sleep 0.1
+done
+! pgrep -f "$marker" >/dev/null || fail "SIGINT left ranks running: $(pgrep -af "$marker")"
+wait "$intr_pid" || true
+[ "$(record intr | jq -r .exit_code)" != 0 ] || fail "an interrupted job recorded success"
+pass "SIGINT to lockstep run stops all 4 ranks on 3 nodes"
+assert_eq "$mounts_before" "$(mounts)" "the host's mount table after the jobs"
+for n in $CLUSTER_NODES; do
+  [ -z "$(ip netns pids "$CLUSTER_PREFIX-$n")" ] || fail "processes left on $n: $(ip netns pids "$CLUSTER_PREFIX-$n")"
+done
+pass "no process is left on any node and no mount on the host"
+
+# ---- Slurm -------------------------------------------------------------------------------------------
+slurm_up
+head_run run --dry-run --launcher slurm "$IMG" -- true
+assert_eq 2 "$RC" "--launcher slurm outside an allocation is a usage error"
+on_head salloc -N 3 -n 4 "$LOCKSTEP" run --runs-dir "$RUNS" --job salloc "$IMG" -- python3 /opt/hello/hello.py \
+  >salloc.out 2>salloc.err || fail "lockstep run inside salloc: $(cat salloc.out salloc.err)"
+assert_contains "$(cat salloc.out)" "allreduce ok: 4 ranks, sum 10" "allreduce under srun"
+assert_eq "on n1 on n2 on n3 " "$(grep -o 'on n[0-9]*:' salloc.out | sort -u | tr -d ':' | tr '\n' ' ')" \
+  "srun placed the ranks on three hosts"
+jq -e '.launcher == "slurm" and .pmi == "pmix" and (.launch | index("--mpi=pmix") != null)' \
+  "$RUNS"/salloc/record.json >/dev/null || fail "the salloc record: $(cat "$RUNS"/salloc/record.json)"
+pass "lockstep run inside salloc uses srun --mpi=pmix: 4 ranks, 3 nodes, right allreduce"
+
+head_run run --emit sbatch "$WORK/job.sh" -N 3 -n 4 --runs-dir "$RUNS" --job sbatch "$IMG" -- python3 /opt/hello/hello.py
+assert_eq 0 "$RC" "--emit sbatch: $ERR"
+grep -q '^#SBATCH --nodes=3$' job.sh || fail "job.sh lacks #SBATCH --nodes=3: $(cat job.sh)"
+jobid=$(on_head sbatch --parsable --output="$WORK/sbatch.out" "$WORK/job.sh") || fail "sbatch failed"
+slurm_wait_job "$jobid" 90 >/dev/null || fail "the batch job failed: $(cat sbatch.out)"
+assert_contains "$(cat sbatch.out)" "allreduce ok: 4 ranks, sum 10" "allreduce in the batch job"
+jq -e '.launcher == "slurm" and .exit_code == 0 and (.rank_exits | length == 4)' "$RUNS"/sbatch/record.json \
+  >/dev/null || fail "the sbatch record"
+pass "the script from --emit sbatch runs the job through sbatch with srun --mpi=pmix"
+
+done_testing
