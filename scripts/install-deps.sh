@@ -21,7 +21,7 @@ test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools
   iproute2 procps openmpi-bin libopenmpi-dev munge slurm-wlm slurmctld slurmd slurm-client)
 # bench also builds the statically linked release binary (LOCKSTEP_STATIC_DEPS): the .a files of
 # libarchive's dependencies come from their -dev packages.
-bench_pkgs=(mmdebstrap hyperfine pigz bubblewrap libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev
+bench_pkgs=(mmdebstrap hyperfine python3-mpi4py pigz bubblewrap libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev
   liblzma-dev zlib1g-dev)
 
 pkgs=("${build_pkgs[@]}")

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Launch overhead of `lockstep run` (docs/launch.md) against the bare launchers, in one run:
+#   1. a 4-rank MPI hello/allreduce (examples/mpi-hello's hello.py) across 3 network-namespace nodes:
+#      `lockstep run` (preflight on every node + mpirun + one `lockstep exec` per rank, image from
+#      examples/mpi-hello) against bare `mpirun` of the same program on the host (python3-mpi4py);
+#   2. the same under Slurm: `salloc lockstep run` (srun preflight step + srun --mpi=pmix) against
+#      `salloc srun --mpi=pmix` on the host.
+# Prints mean times and ratios (ours / peer); target <= 1.3x. Needs root, deb.debian.org (the
+# image's packages) and scripts/install-deps.sh bench (hyperfine, Open MPI, Slurm, munge).
+# Usage: bench/run-launch.sh [RUNS]   (from the repository root; default 10 runs each)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+runs=${1:-10}
+bench_need hyperfine mpirun salloc srun jq python3
+/usr/bin/python3 -c 'import mpi4py' 2>/dev/null || { echo "bench: python3-mpi4py is missing on the host" >&2; exit 3; }
+bench_lockstep
+
+WORK=$(mktemp -d /tmp/lockstep-bench-launch-XXXXXX)
+export LOCKSTEP_CACHE="$WORK/cache"
+fail() { echo "bench: $*" >&2; exit 1; }
+need() { bench_need "$@"; }
+trap 'rm -rf "$WORK"' EXIT
+LOCKSTEP_SOURCE_DIR=$PWD
+source tests/cli/cluster.sh
+
+cp -r examples/mpi-hello "$WORK/ex"
+sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
+  "$WORK/ex/lockstep.yaml"
+echo "bench: building examples/mpi-hello..." >&2
+"$LOCKSTEP" build --quiet --locked "$WORK/ex/lockstep.yaml" >/dev/null
+cp examples/mpi-hello/hello.py "$WORK/hello.py"
+
+cluster_up 3
+slurm_up
+mca="--mca plm_rsh_agent $CLUSTER_AGENT --mca btl_tcp_if_include $CLUSTER_SUBNET --mca oob_tcp_if_include $CLUSTER_SUBNET"
+largs=""
+for w in $mca; do largs+=" --launcher-arg=$w"; done
+export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+on_head_cmd() { printf '%s head %q' "$CLUSTER_AGENT" "$1"; }
+
+bare_mpirun="mpirun --allow-run-as-root -n 4 --hostfile $CLUSTER_DIR/hostfile --map-by node $mca /usr/bin/python3 $WORK/hello.py"
+ours_mpirun="$LOCKSTEP run --quiet --runs-dir $WORK/runs --hostfile $CLUSTER_DIR/hostfile -N 3 -n 4 $largs oci:$WORK/ex/out -- python3 /opt/hello/hello.py"
+bare_srun="salloc -Q -N 3 -n 4 srun --mpi=pmix /usr/bin/python3 $WORK/hello.py"
+ours_srun="salloc -Q -N 3 -n 4 $LOCKSTEP run --quiet --runs-dir $WORK/runs oci:$WORK/ex/out -- python3 /opt/hello/hello.py"
+
+for c in "$bare_mpirun" "$ours_mpirun" "$bare_srun" "$ours_srun"; do
+  out=$(eval "$(on_head_cmd "$c")" 2>&1) || fail "this failed: $c: $out"
+  grep -q "allreduce ok: 4 ranks, sum 10" <<<"$out" || fail "wrong result from: $c: $out"
+done
+
+hyperfine --shell=bash --style basic --warmup 1 --runs "$runs" --export-json "$WORK/h.json" \
+  -n "bare mpirun (host)" "$(on_head_cmd "$bare_mpirun") >/dev/null" \
+  -n "lockstep run --launcher mpirun" "$(on_head_cmd "$ours_mpirun") >/dev/null" \
+  -n "bare salloc srun --mpi=pmix (host)" "$(on_head_cmd "$bare_srun") >/dev/null" \
+  -n "salloc lockstep run (srun)" "$(on_head_cmd "$ours_srun") >/dev/null" >&2
+
+jq -r '.results as $r | "| launch | mean s | ratio |\n|---|---|---|",
+  "| \($r[0].command) | \($r[0].mean*1000|round/1000) | 1.000 |",
+  "| \($r[1].command) | \($r[1].mean*1000|round/1000) | \(($r[1].mean/$r[0].mean)*1000|round/1000) |",
+  "| \($r[2].command) | \($r[2].mean*1000|round/1000) | 1.000 |",
+  "| \($r[3].command) | \($r[3].mean*1000|round/1000) | \(($r[3].mean/$r[2].mean)*1000|round/1000) |"' "$WORK/h.json"
