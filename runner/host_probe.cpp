@@ -64,10 +64,11 @@ std::string_view first_word(std::string_view s) {
   return s.substr(0, s.find_first_of(" \t\r"));
 }
 
-// A shared library opened for one call and closed again.
+// A shared library opened for one call. RTLD_NODELETE keeps it mapped after dlclose: UCX and PMIx
+// allocate in their constructors and are not made to be unloaded (and LeakSanitizer can then name them).
 class Library {
 public:
-  explicit Library(const char* soname) : m_handle(::dlopen(soname, RTLD_LAZY | RTLD_LOCAL)) {}
+  explicit Library(const char* soname) : m_handle(::dlopen(soname, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE)) {}
   ~Library() {
     if (m_handle != nullptr) {
       ::dlclose(m_handle);
