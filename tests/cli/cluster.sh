@@ -299,8 +299,11 @@ slurm_up() {
   need munged munge slurmctld slurmd sinfo srun sbatch scontrol
   local s=$CLUSTER_DIR/slurm slots name i idle="" status
   read -r slots <"$CLUSTER_DIR/slots"
-  # Fresh state every time: job ids restart at 1, and a stale spool/nK/stepd.slurm.pmix.J.S socket
-  # from an earlier run would make the pmix plugin fail to bind.
+  # Fresh state every time: a stale spool/nK/stepd.slurm.pmix.J.S socket from an earlier run would
+  # make the pmix plugin fail to bind. Job ids start at a number of this suite's own (FirstJobId):
+  # clusters running side by side share /tmp and /dev/shm and name their nodes alike, so equal job
+  # ids would make Open MPI's session directories and shared-memory segments collide (a rank then
+  # dies of SIGSEGV in one suite and the other ranks wait forever).
   rm -rf "$s"
   mkdir -p "$s/etc" "$s/state" "$s/log" "$s/run" "$s/munge"
   for name in $CLUSTER_NODES; do
@@ -315,6 +318,7 @@ slurm_up() {
     cat <<EOF
 # Written by tests/cli/cluster.sh for cluster $CLUSTER_PREFIX.
 ClusterName=$CLUSTER_PREFIX
+FirstJobId=$((($$ % 60000) * 1000 + 1))
 SlurmctldHost=head($(_cluster_addr head))
 SlurmUser=root
 SlurmdUser=root
