@@ -81,7 +81,7 @@ slurm_up
 assert_eq "$CLUSTER_DIR/slurm/etc/slurm.conf" "$SLURM_CONF" "SLURM_CONF"
 head_ok "srun -N3 -n3 hostname" srun --mpi=pmix -N3 -n3 hostname
 assert_eq "n1 n2 n3" "$(sort <<<"$OUT" | xargs)" "srun -N3 -n3 hostname"
-head_ok "srun --mpi=pmix -N3 -n4 hello" srun --mpi=pmix -N3 -n4 "$WORK/hello"
+head_ok "srun --mpi=pmix -N3 -n4 hello" srun --mpi=pmix --kill-on-bad-exit=1 -N3 -n4 "$WORK/hello"
 assert_eq 4 "$(grep -c '^rank [0-3]/4 on n[1-3] sum 6$' <<<"$OUT")" "PMIx-wired ranks under srun: $OUT"
 pass "srun --mpi=pmix runs on every node, and MPI ranks wire up through PMIx"
 
