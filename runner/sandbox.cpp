@@ -8,6 +8,7 @@
 
 #include "support/fs.hpp"
 #include "support/log.hpp"
+#include "support/process.hpp"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -449,56 +450,6 @@ struct ReportHeader {
 // ---------------------------------------------------------------------------------------------
 // Signals: forwarded from each waiting process to the one it waits for.
 
-volatile sig_atomic_t g_forward_to = 0;
-constexpr std::array<int, 6> k_forwarded_signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-void forward_signal(int sig, siginfo_t* info, void* /*context*/) {
-  // Signals the terminal sends (SI_KERNEL) reach the whole foreground process group, the
-  // container's processes included; forwarding them too would deliver them twice.
-  if (info != nullptr && info->si_code == SI_KERNEL) {
-    return;
-  }
-  pid_t pid = g_forward_to;
-  if (pid > 0) {
-    ::kill(pid, sig);
-  }
-}
-
-sigset_t forwarded_set() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : k_forwarded_signals) {
-    sigaddset(&set, s);
-  }
-  return set;
-}
-
-// Installs the forwarding handlers (to `pid`) for its lifetime; restores the old ones after.
-class SignalForwarding {
-public:
-  explicit SignalForwarding(pid_t pid) {
-    g_forward_to = pid;
-    struct sigaction sa {};
-    sa.sa_sigaction = forward_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (std::size_t i = 0; i < k_forwarded_signals.size(); ++i) {
-      sigaction(k_forwarded_signals[i], &sa, &m_old[i]);
-    }
-  }
-  ~SignalForwarding() {
-    for (std::size_t i = 0; i < k_forwarded_signals.size(); ++i) {
-      sigaction(k_forwarded_signals[i], &m_old[i], nullptr);
-    }
-    g_forward_to = 0;
-  }
-  SignalForwarding(const SignalForwarding&) = delete;
-  SignalForwarding& operator=(const SignalForwarding&) = delete;
-
-private:
-  std::array<struct sigaction, k_forwarded_signals.size()> m_old{};
-};
-
 // Default dispositions and an empty mask, as a freshly started command expects (signals the
 // caller ignored, such as SIGHUP under nohup, stay ignored).
 void reset_signals_for_child(const sigset_t& old_mask) {
@@ -513,27 +464,6 @@ void reset_signals_for_child(const sigset_t& old_mask) {
     }
   }
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-}
-
-int status_to_code(int status) {
-  if (WIFEXITED(status)) {
-    return WEXITSTATUS(status);
-  }
-  if (WIFSIGNALED(status)) {
-    return 128 + WTERMSIG(status);
-  }
-  return 128;
-}
-
-// Waits for `pid`, forwarding signals to it; returns its exit code or 128+signal.
-int wait_forwarding(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return 128;
-    }
-  }
-  return status_to_code(status);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1081,7 +1011,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
       ::close(p.report_fd);
       SignalForwarding forwarding(init);
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      _exit(wait_forwarding(init));
+      _exit(wait_exit_code(init));
     }
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::prctl(PR_SET_NAME, "lockstep-init");
@@ -1134,7 +1064,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
 
   // 9. With one, this process is its init (pid 1): it starts the command, forwards signals to it,
   //    reaps every orphan, and exits with the command's status (the kernel then kills the rest).
-  sigset_t fwd = forwarded_set();
+  sigset_t fwd = forwarded_signal_set();
   sigprocmask(SIG_BLOCK, &fwd, nullptr);
   pid_t cmd = ::fork();
   if (cmd < 0) {
@@ -1158,7 +1088,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
       break;
     }
     if (w == cmd) {
-      code = status_to_code(status);
+      code = exit_code_of_status(status);
       break;
     }
   }
@@ -1271,7 +1201,7 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   }
   UniqueFd report(fds[0]);
   plan.report_fd = fds[1];
-  sigset_t fwd = forwarded_set();
+  sigset_t fwd = forwarded_signal_set();
   ChildStart start{&plan, {}, ::getpid(), fds[0]};
   sigprocmask(SIG_BLOCK, &fwd, &start.old_mask);
   const sigset_t old_mask = start.old_mask;
@@ -1299,7 +1229,7 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
     record.append(buf.data(), static_cast<std::size_t>(n));
   }
   timer.stop();
-  const int code = wait_forwarding(pid);
+  const int code = wait_exit_code(pid);
   if (record.size() >= sizeof(ReportHeader)) {
     ReportHeader h{};
     std::memcpy(&h, record.data(), sizeof h);

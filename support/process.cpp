@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<int, 6> k_forwarded = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 volatile sig_atomic_t g_forward_to = 0;
 
 void forward_signal(int sig, siginfo_t* info, void* /*context*/) {
@@ -72,7 +71,7 @@ public:
 void reset_child_signals(SpawnAttributes& sa, bool new_group) {
   sigset_t defaults;
   sigemptyset(&defaults);
-  for (int s : k_forwarded) {
+  for (int s : k_forwarded_signals) {
     struct sigaction cur {};
     sigaction(s, nullptr, &cur);
     if (cur.sa_handler != SIG_IGN) {
@@ -111,16 +110,6 @@ Result<pid_t> spawn(const std::vector<std::string>& argv, const std::optional<st
   return pid;
 }
 
-int wait_for(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return 128;
-    }
-  }
-  return exit_code_of_status(status);
-}
-
 bool is_plain_word(std::string_view word) {
   if (word.empty()) {
     return false;
@@ -137,31 +126,41 @@ bool is_plain_word(std::string_view word) {
 
 } // namespace
 
-struct SignalForwarding::Saved {
-  int signal = 0;
-  struct sigaction action {};
-};
-
-SignalForwarding::SignalForwarding(pid_t pid) : m_saved(new std::vector<Saved>()) {
+SignalForwarding::SignalForwarding(pid_t pid) {
   g_forward_to = pid;
   struct sigaction sa {};
   sa.sa_sigaction = forward_signal;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  for (int s : k_forwarded) {
-    Saved saved;
-    saved.signal = s;
-    sigaction(s, &sa, &saved.action);
-    m_saved->push_back(saved);
+  for (std::size_t i = 0; i < k_forwarded_signals.size(); ++i) {
+    sigaction(k_forwarded_signals[i], &sa, &m_old[i]);
   }
 }
 
 SignalForwarding::~SignalForwarding() {
-  for (const Saved& s : *m_saved) {
-    sigaction(s.signal, &s.action, nullptr);
+  for (std::size_t i = 0; i < k_forwarded_signals.size(); ++i) {
+    sigaction(k_forwarded_signals[i], &m_old[i], nullptr);
   }
   g_forward_to = 0;
-  delete m_saved;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return 128;
+    }
+  }
+  return exit_code_of_status(status);
+}
+
+sigset_t forwarded_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : k_forwarded_signals) {
+    sigaddset(&set, s);
+  }
+  return set;
 }
 
 int exit_code_of_status(int status) {
@@ -239,19 +238,15 @@ Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const Ca
       }
     }
   }
-  result.status = wait_for(pid);
+  result.status = wait_exit_code(pid);
   return result;
 }
 
 Result<int> run_foreground(const std::vector<std::string>& argv,
                            const std::optional<std::vector<std::string>>& env) {
   // Block the forwarded signals until the handlers know the child, so none is lost in between.
-  sigset_t block;
+  const sigset_t block = forwarded_signal_set();
   sigset_t old_mask;
-  sigemptyset(&block);
-  for (int s : k_forwarded) {
-    sigaddset(&block, s);
-  }
   sigprocmask(SIG_BLOCK, &block, &old_mask);
   SpawnAttributes sa;
   reset_child_signals(sa, false);
@@ -262,7 +257,7 @@ Result<int> run_foreground(const std::vector<std::string>& argv,
   }
   SignalForwarding forwarding(*pid);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  return wait_for(*pid);
+  return wait_exit_code(*pid);
 }
 
 std::string shell_quote(std::string_view word) {

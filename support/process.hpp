@@ -6,7 +6,9 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <filesystem>
 #include <optional>
@@ -46,6 +48,7 @@ Result<int> run_foreground(const std::vector<std::string>& argv,
                            const std::optional<std::vector<std::string>>& env = std::nullopt);
 
 /// Forwards the signals above to `pid` for its lifetime (restoring the previous handlers after).
+/// Allocates nothing, so a forked child may use it too.
 class SignalForwarding {
 public:
   explicit SignalForwarding(pid_t pid);
@@ -54,12 +57,22 @@ public:
   SignalForwarding& operator=(const SignalForwarding&) = delete;
 
 private:
-  struct Saved;
-  std::vector<Saved>* m_saved;
+  std::array<struct sigaction, 6> m_old{};
 };
+
+/// The signals SignalForwarding forwards, in the order it installs its handlers.
+inline constexpr std::array<int, 6> k_forwarded_signals = {SIGINT,  SIGTERM, SIGHUP,
+                                                           SIGQUIT, SIGUSR1, SIGUSR2};
+
+/// k_forwarded_signals as a signal set (to block them around a fork).
+sigset_t forwarded_signal_set();
 
 /// The exit code a wait status stands for: the exit code, or 128+signal.
 int exit_code_of_status(int status);
+
+/// Waits for `pid` (retrying on EINTR) and returns exit_code_of_status of it; 128 when it can't
+/// be waited for.
+int wait_exit_code(pid_t pid);
 
 /// `word` quoted for a POSIX shell: unchanged when it holds only [A-Za-z0-9_@%+=:,./-] (and is not
 /// empty), else in single quotes with ' written as '\''.
