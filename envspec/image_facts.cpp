@@ -3,6 +3,7 @@
 #include "envspec/image_facts.hpp"
 
 #include "envspec/node.hpp"
+#include "envspec/recipe_reader.hpp"
 #include "support/debian_version.hpp"
 
 #include <fmt/format.h>
@@ -117,81 +118,7 @@ FactSource source_of(const std::optional<Pick>& pick) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The recipe reader
-
-class DriverTableReader {
-public:
-  explicit DriverTableReader(Diagnostics& diags) : m_diags(diags) {}
-
-  void check_keys(const Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
-    for (const MapEntry& e : map.entries) {
-      if (std::find(allowed.begin(), allowed.end(), e.key) == allowed.end()) {
-        std::string list;
-        for (std::string_view a : allowed) {
-          list += (list.empty() ? "" : ", ") + std::string(a);
-        }
-        m_diags.error(e.key_location, child_path(path, e.key),
-                      fmt::format("unknown key; expected one of: {}", list));
-      }
-    }
-  }
-
-  // A required string value; nullopt after reporting.
-  std::optional<std::string> scalar(const Node& map, const std::string& path, std::string_view key) {
-    const MapEntry* e = map.find(key);
-    if (e == nullptr) {
-      m_diags.error(map.location, path.empty() ? std::string(key) : path,
-                    fmt::format("missing key '{}'", key));
-      return std::nullopt;
-    }
-    if (!e->value.is_scalar()) {
-      m_diags.error(e->value.location, child_path(path, key),
-                    fmt::format("expected a string, found {}", describe(e->value)));
-      return std::nullopt;
-    }
-    return e->value.scalar;
-  }
-
-  // Reports `message` at the value of `key` in `map` when `ok` is false.
-  void expect(bool ok, const Node& map, const std::string& path, std::string_view key,
-              const std::string& message) {
-    if (!ok) {
-      const MapEntry* e = map.find(key);
-      m_diags.error(e != nullptr ? e->value.location : map.location, child_path(path, key), message);
-    }
-  }
-
-  // `source:` names one or more keys of `sources:`.
-  void check_source(const Node& item, const std::string& path,
-                    const std::set<std::string, std::less<>>& known) {
-    const MapEntry* e = item.find("source");
-    if (e == nullptr) {
-      m_diags.error(item.location, path, "missing key 'source' (where this fact comes from)");
-      return;
-    }
-    std::vector<const Node*> names;
-    if (e->value.is_scalar()) {
-      names.push_back(&e->value);
-    } else if (e->value.is_sequence() && !e->value.items.empty()) {
-      for (const Node& n : e->value.items) {
-        names.push_back(&n);
-      }
-    } else {
-      m_diags.error(e->value.location, child_path(path, "source"),
-                    "expected a source name or a non-empty list of them");
-      return;
-    }
-    for (const Node* n : names) {
-      if (!n->is_scalar() || !known.contains(n->scalar)) {
-        m_diags.error(n->location, child_path(path, "source"),
-                      fmt::format("unknown source '{}'; sources are the keys of 'sources:'", n->scalar));
-      }
-    }
-  }
-
-private:
-  Diagnostics& m_diags;
-};
+// The driver table (recipes/cuda/drivers.yaml)
 
 bool valid_release_name(std::string_view s) {
   return s == "GA" || s == "RC" || (s.starts_with("Update ") && all_digits(s.substr(7)) && s.size() <= 10);
@@ -220,22 +147,13 @@ Result<CudaDriverTable> parse_cuda_driver_table(std::string_view text, const std
     diags.error(root->location, "", fmt::format("expected a map, found {}", describe(*root)));
     return diags.to_error();
   }
-  DriverTableReader r(diags);
+  RecipeReader r(diags);
   r.check_keys(*root, "", {"recipe", "sources", "toolkit_drivers"});
   if (auto kind = r.scalar(*root, "", "recipe")) {
     r.expect(*kind == k_recipe_kind, *root, "", "recipe",
              fmt::format("expected '{}', found '{}'", k_recipe_kind, *kind));
   }
-  std::set<std::string, std::less<>> sources;
-  const MapEntry* s = root->find("sources");
-  if (s != nullptr && s->value.is_map() && !s->value.entries.empty()) {
-    for (const MapEntry& e : s->value.entries) {
-      sources.insert(e.key);
-    }
-  } else {
-    diags.error(s != nullptr ? s->value.location : root->location, "sources",
-                "expected a map from source names to descriptions");
-  }
+  const std::set<std::string, std::less<>> sources = r.source_names(*root, false);
   CudaDriverTable table;
   const MapEntry* list = root->find("toolkit_drivers");
   if (list == nullptr || !list->value.is_sequence()) {

@@ -1,6 +1,7 @@
 #include "runner/gpu.hpp"
 
 #include "envspec/node.hpp"
+#include "envspec/recipe_reader.hpp"
 #include "runner/ld_cache.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
@@ -504,97 +505,10 @@ std::vector<GpuBind> plan_files(const GpuHost& host, const GpuRecipe& recipe) {
 
 const std::set<std::string, std::less<>> k_capabilities = {"utility", "compute", "video", "graphics", "ngx"};
 
-/// Reads a recipe's map entries with location-aware errors.
-class RecipeReader {
+/// The GPU recipe's reader: the shared one, plus capabilities.
+class GpuRecipeReader : public envspec::RecipeReader {
 public:
-  explicit RecipeReader(Diagnostics& diags) : m_diags(diags) {}
-
-  void check_keys(const Node& map, const std::string& path, std::initializer_list<std::string_view> allowed) {
-    for (const envspec::MapEntry& e : map.entries) {
-      if (std::find(allowed.begin(), allowed.end(), e.key) == allowed.end()) {
-        std::string list;
-        for (std::string_view a : allowed) {
-          list += (list.empty() ? "" : ", ") + std::string(a);
-        }
-        m_diags.error(e.key_location, envspec::child_path(path, e.key),
-                      fmt::format("unknown key; expected one of: {}", list));
-      }
-    }
-  }
-
-  std::optional<std::string> scalar(const Node& map, const std::string& path, std::string_view key,
-                                    bool required) {
-    const envspec::MapEntry* e = map.find(key);
-    if (e == nullptr) {
-      if (required) {
-        m_diags.error(map.location, path.empty() ? std::string(key) : path,
-                      fmt::format("missing key '{}'", key));
-      }
-      return std::nullopt;
-    }
-    if (!e->value.is_scalar()) {
-      m_diags.error(e->value.location, envspec::child_path(path, key),
-                    fmt::format("expected a string, found {}", envspec::describe(e->value)));
-      return std::nullopt;
-    }
-    return e->value.scalar;
-  }
-
-  std::optional<bool> boolean(const Node& map, const std::string& path, std::string_view key) {
-    const envspec::MapEntry* e = map.find(key);
-    if (e == nullptr) {
-      return std::nullopt;
-    }
-    if (e->value.is_scalar() && !e->value.quoted &&
-        (e->value.scalar == "true" || e->value.scalar == "false")) {
-      return e->value.scalar == "true";
-    }
-    m_diags.error(e->value.location, envspec::child_path(path, key),
-                  fmt::format("expected true or false, found {}", envspec::describe(e->value)));
-    return std::nullopt;
-  }
-
-  /// The items of the list under `key` (nullptr when absent or not a list).
-  const std::vector<Node>* list(const Node& map, const std::string& path, std::string_view key) {
-    const envspec::MapEntry* e = map.find(key);
-    if (e == nullptr) {
-      return nullptr;
-    }
-    if (!e->value.is_sequence()) {
-      m_diags.error(e->value.location, envspec::child_path(path, key),
-                    fmt::format("expected a list, found {}", envspec::describe(e->value)));
-      return nullptr;
-    }
-    return &e->value.items;
-  }
-
-  /// `source:` must name one or more keys of `sources:`.
-  void check_source(const Node& item, const std::string& path,
-                    const std::set<std::string, std::less<>>& known) {
-    const envspec::MapEntry* e = item.find("source");
-    if (e == nullptr) {
-      m_diags.error(item.location, path, "missing key 'source' (where this fact comes from)");
-      return;
-    }
-    std::vector<const Node*> names;
-    if (e->value.is_scalar()) {
-      names.push_back(&e->value);
-    } else if (e->value.is_sequence() && !e->value.items.empty()) {
-      for (const Node& n : e->value.items) {
-        names.push_back(&n);
-      }
-    } else {
-      m_diags.error(e->value.location, envspec::child_path(path, "source"),
-                    "expected a source name or a non-empty list of them");
-      return;
-    }
-    for (const Node* n : names) {
-      if (!n->is_scalar() || !known.contains(n->scalar)) {
-        m_diags.error(n->location, envspec::child_path(path, "source"),
-                      fmt::format("unknown source '{}'; sources are the keys of 'sources:'", n->scalar));
-      }
-    }
-  }
+  using envspec::RecipeReader::RecipeReader;
 
   std::string capability(const Node& item, const std::string& path) {
     std::optional<std::string> cap = scalar(item, path, "capability", true);
@@ -605,9 +519,6 @@ public:
     }
     return cap.value_or("");
   }
-
-private:
-  Diagnostics& m_diags;
 };
 
 } // namespace
@@ -623,7 +534,7 @@ Result<GpuRecipe> parse_gpu_recipe(std::string_view text, const fs::path& origin
     diags.error(root->location, "", fmt::format("expected a map, found {}", envspec::describe(*root)));
     return diags.to_error();
   }
-  RecipeReader r(diags);
+  GpuRecipeReader r(diags);
   r.check_keys(
       *root, "",
       {"recipe", "vendor", "sources", "config_dirs", "libraries", "binaries", "files", "ipc", "devices"});
@@ -635,15 +546,7 @@ Result<GpuRecipe> parse_gpu_recipe(std::string_view text, const fs::path& origin
     diags.error(root->find("vendor")->value.location, "vendor",
                 fmt::format("only 'nvidia' is supported, found '{}'", *vendor));
   }
-  std::set<std::string, std::less<>> sources;
-  if (const envspec::MapEntry* s = root->find("sources"); s != nullptr && s->value.is_map()) {
-    for (const envspec::MapEntry& e : s->value.entries) {
-      sources.insert(e.key);
-    }
-  } else {
-    diags.error(s != nullptr ? s->value.location : root->location, "sources",
-                "expected a map from source names to descriptions");
-  }
+  const std::set<std::string, std::less<>> sources = r.source_names(*root, true);
 
   GpuRecipe recipe;
   if (const auto* dirs = r.list(*root, "", "config_dirs")) {
