@@ -7,7 +7,6 @@
 #include "runner/launch.hpp"
 #include "runner/preflight.hpp"
 #include "runner/run_record.hpp"
-#include "runner/sif_mount.hpp"
 #include "support/fs.hpp"
 #include "support/image_source.hpp"
 #include "support/log.hpp"
@@ -75,64 +74,6 @@ there (a shared file system on a real cluster).
 Exit status: 0 when every rank exited 0; the failing rank's status (the first to fail; the message
 names its rank and node); 1 preflight failed; 2 bad usage or image; 3 a launcher or node unreachable.
 See docs/launch.md.)";
-
-// What run needs to know about the image before anything starts.
-struct ImageInfo {
-  std::string digest;      // manifest digest (OCI) or sha256 of the file (SIF); "" for directories
-  std::string lock_digest; // dev.lockstep.lock.digest, "" when unknown
-  std::map<std::string, std::string> labels;
-  std::uint64_t unpack_bytes = 0;
-};
-
-std::map<std::string, std::string> labels_of(const nlohmann::json& config_member) {
-  std::map<std::string, std::string> out;
-  if (config_member.is_object() && config_member.contains("Labels") && config_member["Labels"].is_object()) {
-    for (const auto& [k, v] : config_member["Labels"].items()) {
-      if (v.is_string()) {
-        out[k] = v.get<std::string>();
-      }
-    }
-  }
-  return out;
-}
-
-Result<ImageInfo> describe_image(const runner::ImageArg& arg) {
-  ImageInfo info;
-  switch (arg.kind) {
-  case runner::ImageArg::Kind::oci: {
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(arg.ref));
-    LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(oci::SelectOptions{}));
-    info.digest = image.manifest_digest.str();
-    if (auto it = image.manifest.annotations.find("dev.lockstep.lock.digest");
-        it != image.manifest.annotations.end()) {
-      info.lock_digest = it->second;
-    }
-    if (image.config.is_object() && image.config.contains("config")) {
-      info.labels = labels_of(image.config["config"]);
-    }
-    for (const auto& layer : image.manifest.layers) {
-      info.unpack_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(0, layer.size)) * 3;
-    }
-    break;
-  }
-  case runner::ImageArg::Kind::sif: {
-    LS_TRY_ASSIGN(std::optional<Digest> digest, runner::image_digest(arg));
-    info.digest = digest ? digest->str() : "";
-    LS_TRY_ASSIGN(std::string config, runner::read_sif_oci_config(arg.path));
-    if (!config.empty()) {
-      nlohmann::json j = nlohmann::json::parse(config, nullptr, false);
-      info.labels = labels_of(j);
-    }
-    if (auto it = info.labels.find("dev.lockstep.lock.digest"); it != info.labels.end()) {
-      info.lock_digest = it->second;
-    }
-    break;
-  }
-  case runner::ImageArg::Kind::directory:
-    break;
-  }
-  return info;
-}
 
 // IMAGE in a form every node understands: transports kept, paths absolute.
 Result<std::string> absolute_image(const runner::ImageArg& arg) {
@@ -331,10 +272,6 @@ Result<std::vector<runner::NodeReport>> run_preflight(const runner::LaunchPlan& 
   return reports;
 }
 
-nlohmann::ordered_json facts_to_json(const envspec::ImageFacts& facts) {
-  return envspec::facts_json(facts);
-}
-
 Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   runner::LaunchRequest& req = args.request;
   if (!args.launcher.empty()) {
@@ -373,8 +310,9 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   const std::string image_text = req.image;
   LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(image_text));
   LS_TRY_ASSIGN(req.image, absolute_image(arg));
-  LS_TRY_ASSIGN(ImageInfo info, describe_image(arg));
-  LS_TRY_ASSIGN(envspec::ImageFacts facts, envspec::facts_from_labels(info.labels));
+  LS_TRY_ASSIGN(runner::ImageDescription info, runner::describe_image(arg));
+  const envspec::ImageFacts& facts = info.facts;
+  const std::string image_digest = info.digest ? info.digest->str() : "";
 
   runner::LaunchSite site;
   site.lockstep = args.remote_lockstep.empty() ? this_lockstep() : args.remote_lockstep;
@@ -398,7 +336,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   site.run_dir = (fs::absolute(runs) / job).string();
 
   if (!args.emit.empty()) {
-    std::string script = runner::render_sbatch(req, site, info.digest);
+    std::string script = runner::render_sbatch(req, site, image_digest);
     LS_TRY(write_file_atomic(args.emit_args[0], script, 0755));
     log::info("wrote {}: submit it with sbatch {}", args.emit_args[0], args.emit_args[0]);
     return ExitCode::ok;
@@ -411,7 +349,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
 
   runner::PreflightRequest pre;
   pre.image = req.image;
-  pre.image_digest = info.digest;
+  pre.image_digest = image_digest;
   pre.model = std::string(runner::name_of(plan.model));
   pre.launcher = std::string(runner::name_of(plan.launcher));
   pre.gpus_per_node = req.gpus_per_node;
@@ -475,9 +413,9 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   record["job"] = job;
   record["tool"] = fmt::format("lockstep {}", k_version);
   record["image"] = {{"ref", req.image},
-                     {"digest", info.digest},
+                     {"digest", image_digest},
                      {"lock_digest", info.lock_digest},
-                     {"facts", facts_to_json(facts)}};
+                     {"facts", envspec::facts_json(facts)}};
   record["launcher"] = runner::name_of(plan.launcher);
   record["model"] = runner::name_of(plan.model);
   record["runtime"] = runner::name_of(plan.runtime);

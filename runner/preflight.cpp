@@ -638,16 +638,34 @@ ImageProbe probe_image(std::string_view text) {
   return probe;
 }
 
-Result<envspec::ImageFacts> image_facts(const ImageArg& image) {
+namespace {
+
+// What the image's manifest and config say, read once for image_facts() and describe_image().
+struct ConfigInfo {
   std::map<std::string, std::string> labels;
+  std::string lock_digest;
+  std::optional<Digest> manifest_digest; // OCI only
+  std::uint64_t layer_bytes = 0;         // OCI only: the compressed layers
+};
+
+Result<ConfigInfo> read_config_info(const ImageArg& image) {
+  ConfigInfo info;
   switch (image.kind) {
   case ImageArg::Kind::oci: {
     LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
     const json& config = opened.config;
-    LS_TRY_ASSIGN(labels,
+    LS_TRY_ASSIGN(info.labels,
                   config_labels(config.is_object() && config.contains("config") ? config["config"] : json(),
                                 image.ref.str()));
+    if (auto it = opened.manifest.annotations.find(std::string(k_lock_digest_key));
+        it != opened.manifest.annotations.end()) {
+      info.lock_digest = it->second;
+    }
+    info.manifest_digest = opened.manifest_digest;
+    for (const auto& layer : opened.manifest.layers) {
+      info.layer_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(0, layer.size));
+    }
     break;
   }
   case ImageArg::Kind::sif: {
@@ -657,14 +675,38 @@ Result<envspec::ImageFacts> image_facts(const ImageArg& image) {
       if (config.is_discarded()) {
         return invalid_input("{}: the oci-config.json object is not valid JSON", image.path.string());
       }
-      LS_TRY_ASSIGN(labels, config_labels(config, image.path.string()));
+      LS_TRY_ASSIGN(info.labels, config_labels(config, image.path.string()));
+    }
+    if (auto it = info.labels.find(std::string(k_lock_digest_key)); it != info.labels.end()) {
+      info.lock_digest = it->second;
     }
     break;
   }
   case ImageArg::Kind::directory:
     break;
   }
-  return envspec::facts_from_labels(labels);
+  return info;
+}
+
+} // namespace
+
+Result<envspec::ImageFacts> image_facts(const ImageArg& image) {
+  LS_TRY_ASSIGN(ConfigInfo info, read_config_info(image));
+  return envspec::facts_from_labels(info.labels);
+}
+
+Result<ImageDescription> describe_image(const ImageArg& image) {
+  LS_TRY_ASSIGN(ConfigInfo info, read_config_info(image));
+  ImageDescription d;
+  LS_TRY_ASSIGN(d.facts, envspec::facts_from_labels(info.labels));
+  d.lock_digest = std::move(info.lock_digest);
+  if (image.kind == ImageArg::Kind::sif) {
+    LS_TRY_ASSIGN(d.digest, image_digest(image));
+  } else {
+    d.digest = info.manifest_digest;
+  }
+  d.unpack_bytes = info.layer_bytes * 3;
+  return d;
 }
 
 NodeReport evaluate_preflight(const PreflightRequest& request, const HostProbe& host,

@@ -96,6 +96,23 @@ ImageProbe probe_image(std::string_view image);
 /// facts for a directory or an image without them. A malformed label is invalid_input.
 Result<envspec::ImageFacts> image_facts(const ImageArg& image);
 
+/// The annotation (OCI manifest) or label (SIF) naming the digest of the lock an image was built from.
+inline constexpr std::string_view k_lock_digest_key = "dev.lockstep.lock.digest";
+
+/// What `lockstep run` needs to know of an image before anything starts.
+struct ImageDescription {
+  std::optional<Digest>
+      digest;                ///< as image_digest(): manifest digest, or sha256 of a SIF; none for a directory
+  std::string lock_digest;   ///< k_lock_digest_key, "" when the image doesn't carry it
+  envspec::ImageFacts facts; ///< as image_facts()
+  /// Room the unpacked image needs: an estimate of 3x the compressed layers for OCI images; 0 for a
+  /// SIF (mounted in place) and a directory.
+  std::uint64_t unpack_bytes = 0;
+};
+
+/// Reads the image's digest, lock digest, facts and unpack estimate (the manifest and config once).
+Result<ImageDescription> describe_image(const ImageArg& image);
+
 /// Compares dotted versions numerically per component ("535.104.05" > "530.30.02"; "4.2.2rc2"
 /// counts as 4.2.2; missing components are 0): negative, zero or positive.
 int compare_versions(std::string_view a, std::string_view b);
