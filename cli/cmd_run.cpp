@@ -597,7 +597,8 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_flag("--dry-run", args->dry_run, "Print the preflight and launch commands; run nothing");
   cmd->add_option("--emit", args->emit_args, "Write a batch script instead of running: --emit sbatch FILE")
       ->type_name("sbatch FILE")
-      ->expected(2);
+      ->expected(2)
+      ->allow_extra_args(false);
   cmd->add_flag("--skip-preflight", args->skip_preflight,
                 "Don't check the nodes first (logged and recorded)");
   cmd->add_option("--runs-dir", args->runs_dir,

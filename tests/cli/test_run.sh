@@ -30,6 +30,25 @@ digest=$(last_line "$OUT")
 IMG="oci:$WORK/ex/out"
 SIF="$WORK/ex/out.sif"
 
+# Bad command lines: exit 2 and a message saying what to write.
+bad_run() { # MESSAGE ARGS...
+  local msg=$1
+  shift
+  ls_run run "$@"
+  assert_eq 2 "$RC" "lockstep run $*: $ERR"
+  assert_contains "$ERR" "$msg" "lockstep run $*"
+}
+bad_run "unknown --pmi 'pmi3': use pmix or pmi2" --pmi pmi3 "$IMG" -- true
+bad_run "--env 'NOEQ' needs NAME=VALUE" --env NOEQ "$IMG" -- true
+bad_run "unknown --emit 'slurm': use --emit sbatch FILE" --emit slurm job.sh "$IMG" -- true
+bad_run "--job 'a/b' must be a plain directory name" --job a/b "$IMG" -- true
+bad_run "unknown --launcher 'pbs': use local, mpirun or slurm" --launcher pbs "$IMG" -- true
+printf 'n1 slots=2\nn2 cpus=2\n' >badhosts
+bad_run "badhosts:2: unknown hostfile field 'cpus=2' (write HOST slots=N)" --hostfile badhosts "$IMG" -- true
+bad_run "-N 2 needs more than this node: give --hostfile (mpirun) or run inside a Slurm allocation" \
+  --launcher local -N 2 "$IMG" -- true
+pass "bad lockstep run command lines exit 2 with what to write instead"
+
 cluster_up 3
 # mpirun's transport on the cluster: the agent, and TCP only on the cluster's subnet.
 MPI_ARGS=(--launcher-arg=--mca --launcher-arg=plm_rsh_agent "--launcher-arg=$CLUSTER_AGENT"
@@ -81,6 +100,14 @@ assert_eq 0 "$RC" "lockstep run of the SIF: $OUT $ERR"
 assert_contains "$OUT" "allreduce ok: 2 ranks, sum 3" "allreduce over 2 ranks from the SIF"
 assert_eq "n1 n2" "$(record sif-2 | jq -r '.nodes | join(" ")')" "the SIF job's nodes"
 pass "the SIF runs the same way (--ranks-per-node 1 on 2 nodes)"
+
+# A node that can't be reached is a failed preflight, not a hang.
+printf 'n1 slots=1\nn9 slots=1\n' >hosts-n9
+head_run run --runs-dir "$RUNS" --job unreachable --hostfile "$WORK/hosts-n9" "${MPI_ARGS[@]}" "$IMG" -- true
+assert_eq 1 "$RC" "an unreachable node: $ERR"
+assert_contains "$ERR" "preflight failed on n9 (reach): no rank was started" "an unreachable node: the message"
+assert_contains "$ERR" "n9  reach: \`lockstep preflight\` didn't report (exit 255)" "an unreachable node: the detail"
+pass "a node the agent can't reach fails preflight (reach), naming it"
 
 # ---- preflight failures --------------------------------------------------------------------------
 "$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-mpi-facts >/dev/null 2>&1 ||
@@ -207,7 +234,7 @@ jq -e '.launcher == "slurm" and .pmi == "pmix" and (.launch | index("--mpi=pmix"
   "$RUNS"/salloc/record.json >/dev/null || fail "the salloc record: $(cat "$RUNS"/salloc/record.json)"
 pass "lockstep run inside salloc uses srun --mpi=pmix: 4 ranks, 3 nodes, right allreduce"
 
-head_run run --emit sbatch "$WORK/job.sh" -N 3 -n 4 --runs-dir "$RUNS" --job sbatch "$IMG" -- python3 /opt/hello/hello.py
+head_run run -N 3 -n 4 --runs-dir "$RUNS" --job sbatch --emit sbatch "$WORK/job.sh" "$IMG" -- python3 /opt/hello/hello.py
 assert_eq 0 "$RC" "--emit sbatch: $ERR"
 grep -q '^#SBATCH --nodes=3$' job.sh || fail "job.sh lacks #SBATCH --nodes=3: $(cat job.sh)"
 jobid=$(on_head sbatch --parsable --output="$WORK/sbatch.out" "$WORK/job.sh") || fail "sbatch failed"
