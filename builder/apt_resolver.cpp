@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <compare>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -81,7 +82,9 @@ namespace {
 // ---- helpers ---------------------------------------------------------------------------------------
 
 constexpr int k_max_restarts = 1000;
-constexpr std::size_t k_max_listed = 5; // providers or versions named in one error
+constexpr std::size_t k_max_listed = 5;      // providers or versions named in one error
+constexpr std::size_t k_max_glob_listed = 8; // versions named when a version glob matches none
+constexpr std::size_t k_max_glob_size = 256; // characters of a version glob
 
 enum class Field { pre_depends, depends, recommends };
 
@@ -159,6 +162,17 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
       s += sep;
     }
     s += p;
+  }
+  return s;
+}
+
+// "name[:arch][=version or glob]", as the spec wrote the request.
+std::string asked_text(const AptRequest& r) {
+  std::string s = r.name + (r.arch ? ":" + *r.arch : "");
+  if (r.version_glob) {
+    s += "=" + *r.version_glob;
+  } else if (r.pin) {
+    s += "=" + r.pin->str();
   }
   return s;
 }
@@ -516,8 +530,7 @@ private:
 
   Result<int> select_request(const AptRequest& req) {
     const std::string ctx = req.arch.value_or(m_o.native_arch);
-    const std::string asked =
-        req.name + (req.arch ? ":" + *req.arch : "") + (req.pin ? "=" + req.pin->str() : std::string());
+    const std::string asked = asked_text(req);
     DebRelation r;
     r.name = req.name;
     r.arch_qualifier = req.arch.value_or("");
@@ -556,7 +569,7 @@ private:
                              req.origin, req.name,
                              join(std::vector<std::string>(names.begin(), names.end()), ", "));
       }
-      if (req.pin && !names.empty()) {
+      if ((req.pin || req.version_glob) && !names.empty()) {
         return invalid_input("{} asks for {}, but {} is a virtual package (provided by {}); pin that instead",
                              req.origin, asked, req.name, *names.begin());
       }
@@ -879,6 +892,48 @@ private:
   std::unordered_map<std::string_view, std::vector<std::pair<int, const DebRelation*>>> m_negative;
 };
 
+// The version a glob request stands for: the previous lock's version when it still matches, else
+// the highest matching version of the highest-priority repository that has one (the universe lists
+// a name's versions by repository, then highest first). nullopt when no repository has the name for
+// the request's architecture: the pass then explains the request like any other.
+Result<std::optional<DebianVersion>> glob_version(const AptUniverse& u, const ResolveOptions& o,
+                                                  const AptRequest& r) {
+  const std::string_view ctx = r.arch ? std::string_view(*r.arch) : std::string_view(o.native_arch);
+  const auto preferred = o.preferred.find(r.name);
+  std::vector<DebianVersion> all;
+  std::optional<DebianVersion> best;
+  for (std::uint32_t i : u.versions(r.name)) {
+    const AptPackage& p = u.packages()[i];
+    if ((p.architecture == "all" ? std::string_view(o.native_arch) : std::string_view(p.architecture)) !=
+        ctx) {
+      continue;
+    }
+    all.push_back(p.version);
+    if (!version_glob_matches(*r.version_glob, p.version.str())) {
+      continue;
+    }
+    if (preferred != o.preferred.end() && preferred->second == p.version) {
+      return std::optional<DebianVersion>(p.version);
+    }
+    if (!best) {
+      best = p.version;
+    }
+  }
+  if (best || all.empty()) {
+    return best;
+  }
+  std::sort(all.begin(), all.end(), std::greater<>());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  std::vector<std::string> listed;
+  for (std::size_t i = 0; i < all.size() && i < k_max_glob_listed; ++i) {
+    listed.push_back(all[i].str());
+  }
+  const std::string more =
+      all.size() > k_max_glob_listed ? fmt::format(" and {} older", all.size() - k_max_glob_listed) : "";
+  return invalid_input("{} asks for {}, but no version of {} matches '{}'; the repositories have {} {}{}",
+                       r.origin, asked_text(r), r.name, *r.version_glob, r.name, join(listed, ", "), more);
+}
+
 // The base set: every name whose best native candidate is Essential (or Priority: required).
 std::vector<AptRequest> base_requests(const AptUniverse& u, const ResolveOptions& o) {
   std::vector<AptRequest> out;
@@ -908,6 +963,62 @@ std::vector<AptRequest> base_requests(const AptUniverse& u, const ResolveOptions
 
 } // namespace
 
+bool version_glob_matches(std::string_view glob, std::string_view version) {
+  // Greedy, going back to the last '*' on a mismatch: each '*' only ever extends, so this is
+  // O(glob x version) at worst (both are short and bounded).
+  std::size_t g = 0;
+  std::size_t v = 0;
+  std::size_t star = std::string_view::npos;
+  std::size_t resume = 0;
+  while (v < version.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = v;
+    } else if (g < glob.size() && glob[g] == version[v]) {
+      ++g;
+      ++v;
+    } else if (star != std::string_view::npos) {
+      g = star + 1;
+      v = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') {
+    ++g;
+  }
+  return g == glob.size();
+}
+
+Result<AptRequest> make_apt_request(std::string name, std::string_view arch, std::string_view version,
+                                    std::string origin) {
+  AptRequest r;
+  r.name = std::move(name);
+  r.origin = std::move(origin);
+  if (!arch.empty()) {
+    r.arch = std::string(arch);
+  }
+  if (version.find('*') != std::string_view::npos) {
+    const bool valid_chars = std::all_of(version.begin(), version.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+             std::string_view(".+~-:*").find(c) != std::string_view::npos;
+    });
+    if (version.size() > k_max_glob_size || !valid_chars) {
+      return invalid_input("{} asks for {}={}: a version glob is at most {} characters of a Debian version "
+                           "(letters, digits and . + ~ - :) and '*'",
+                           r.origin, r.name, version, k_max_glob_size);
+    }
+    r.version_glob = std::string(version);
+  } else if (!version.empty()) {
+    auto v = DebianVersion::parse(version);
+    if (!v) {
+      return invalid_input("{} asks for {}={}: {}", r.origin, r.name, version, v.error().message);
+    }
+    r.pin = std::move(*v);
+  }
+  return r;
+}
+
 Result<std::vector<ResolvedPackage>> resolve(const AptUniverse& universe, const ResolveOptions& options) {
   std::vector<AptRequest> requests = base_requests(universe, options);
   Narrowings narrowings;
@@ -922,13 +1033,20 @@ Result<std::vector<ResolvedPackage>> resolve(const AptUniverse& universe, const 
                            "architecture of the image",
                            r.origin, r.name, *r.arch, *r.arch, options.native_arch);
     }
-    if (r.pin) {
-      Narrowing& n = narrowings[r.name + ":" + r.arch.value_or(options.native_arch)];
-      n.any_repo = true;
-      n.constraints.push_back(Constraint{DebRelation{r.name, {}, VersionRelation::equal, *r.pin, {}},
-                                         fmt::format("{} ({}={})", r.origin, r.name, r.pin->str())});
+    AptRequest req = r;
+    if (req.version_glob) {
+      if (req.pin) {
+        return invalid_input("{} asks for {} with both a version and a version glob", req.origin, req.name);
+      }
+      LS_TRY_ASSIGN(req.pin, glob_version(universe, options, req));
     }
-    requests.push_back(r);
+    if (req.pin) {
+      Narrowing& n = narrowings[req.name + ":" + req.arch.value_or(options.native_arch)];
+      n.any_repo = true;
+      n.constraints.push_back(Constraint{DebRelation{req.name, {}, VersionRelation::equal, *req.pin, {}},
+                                         fmt::format("{} ({})", req.origin, asked_text(req))});
+    }
+    requests.push_back(std::move(req));
   }
   for (int attempt = 0;; ++attempt) {
     Pass pass(universe, options, requests, narrowings);

@@ -25,7 +25,21 @@ struct AptRequest {
   std::optional<std::string> arch;  ///< "name:arch": the native or a foreign architecture
   std::optional<DebianVersion> pin; ///< "name=version": exactly this version, from any repository
   std::string origin;               ///< where it was asked for, e.g. "packages.apt[2]"
+  /// "name=2.18.*+cuda12.1": the highest version matching the glob ('*' is any run of characters),
+  /// taken from the highest-priority repository that has a match; resolve() turns it into a pin.
+  /// Set instead of `pin`, never with it.
+  std::optional<std::string> version_glob = std::nullopt;
 };
+
+/// The request for NAME[:ARCH][=VERSION] as the spec writes it (`packages.apt`): an empty `arch` or
+/// `version` means none; a version with '*' is a glob (`version_glob`), any other one a pin. An
+/// invalid version or glob is invalid_input naming `origin`.
+Result<AptRequest> make_apt_request(std::string name, std::string_view arch, std::string_view version,
+                                    std::string origin);
+
+/// Whether `version` (as dpkg prints it, e.g. "2.18.3-1+cuda12.1") matches `glob`: '*' matches any
+/// run of characters, even an empty one; every other character matches itself (case matters).
+bool version_glob_matches(std::string_view glob, std::string_view version);
 
 /// What to resolve.
 struct ResolveOptions {

@@ -8,6 +8,7 @@
 #include "builder/run_step.hpp"
 #include "builder/sif_output.hpp"
 #include "builder/wheel_layers.hpp"
+#include "envspec/stack.hpp"
 #include "support/image_source.hpp"
 #include "support/image_writer.hpp"
 #include "support/log.hpp"
@@ -116,7 +117,8 @@ Result<void> check_spec_labels(const envspec::Spec& spec) {
 // Pass: the image config, from the base's (carried forward), the spec and the image facts.
 json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
                     const std::vector<Digest>& diff_ids, const std::vector<std::string>& history,
-                    std::int64_t epoch, const std::map<std::string, std::string>& fact_labels) {
+                    std::int64_t epoch, const std::map<std::string, std::string>& fact_labels,
+                    const std::vector<std::pair<std::string, std::string>>& stack_env) {
   json cfg = base ? base->image.config : json::object();
   cfg["architecture"] = spec.platform.architecture;
   cfg["os"] = spec.platform.os;
@@ -137,6 +139,14 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
       std::string s = e.is_string() ? e.get<std::string>() : std::string();
       auto eq = s.find('=');
       env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
+    }
+  }
+  for (const auto& var : stack_env) {
+    auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
+    if (it != env.end()) {
+      it->second = var.second;
+    } else {
+      env.push_back(var);
     }
   }
   for (const auto& var : spec.env) {
@@ -347,7 +357,15 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   if (options.lock) {
     LS_TRY_ASSIGN(facts, image_facts_for(*options.lock));
   }
-  const std::map<std::string, std::string> fact_labels = envspec::facts_labels(facts);
+  std::map<std::string, std::string> fact_labels = envspec::facts_labels(facts);
+  // The stack's choices: labels, and NVIDIA_REQUIRE_CUDA for nvidia-container-cli (a value the
+  // spec's own `env` sets wins).
+  std::vector<std::pair<std::string, std::string>> stack_env;
+  if (options.lock && options.lock->stack) {
+    envspec::StackImageConfig sc = envspec::stack_image_config(*options.lock->stack);
+    fact_labels.insert(sc.labels.begin(), sc.labels.end());
+    stack_env = std::move(sc.env);
+  }
   // 2. The content-addressed store shared by all builds.
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
   // 3. The base image: resolved, verified, its layers imported byte for byte.
@@ -374,7 +392,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     state.codec = codec;
     state.epoch = result.epoch;
     state.native_arch = envspec::debian_arch(spec.platform);
-    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels);
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
     for (const auto& e : partial["config"]["Env"]) {
       state.env.push_back(e.get<std::string>());
     }
@@ -421,7 +439,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   }
   // 5. `run:` steps, each in the build sandbox over the image so far, each giving a layer.
   if (!spec.run.empty()) {
-    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels);
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
     StepContext ctx;
     ctx.store = &store;
     ctx.codec = codec;
@@ -450,7 +468,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     log::Timer t("git provenance");
     result.git = git_info_for(spec.dir);
   }
-  json config = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels);
+  json config = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
   LS_TRY_ASSIGN(BlobInfo cfg, store.put(config.dump()));
   result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}};
   oci::Manifest manifest;

@@ -2,17 +2,11 @@
 
 #include "builder/layer_builder.hpp"
 #include "builder/layer_plan.hpp"
+#include "envspec/recipes.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 
-#include <cstdlib>
-#include <optional>
 #include <string_view>
-
-namespace lockstep::runner {
-// Defined in the generated embedded_recipes.cpp (CMakeLists.txt, "Recipes embedded in the binary").
-std::optional<std::string_view> embedded_recipe(std::string_view relative_path);
-} // namespace lockstep::runner
 
 namespace lockstep::builder {
 
@@ -26,23 +20,26 @@ constexpr const char* k_facts_layer_version = "lockstep-facts-layer-1";
 } // namespace
 
 Result<envspec::CudaDriverTable> load_cuda_driver_table() {
-  if (const char* dir = std::getenv("LOCKSTEP_RECIPES_DIR"); dir != nullptr && *dir != '\0') {
-    const fs::path file = fs::path(dir) / k_drivers_recipe;
-    auto text = read_file(file, 1 << 20);
-    if (!text) {
-      return text.error().with_context("reading the CUDA driver recipe (LOCKSTEP_RECIPES_DIR)");
-    }
-    return envspec::parse_cuda_driver_table(*text, file);
-  }
-  const std::optional<std::string_view> text = runner::embedded_recipe(k_drivers_recipe);
+  fs::path origin;
+  auto text = envspec::read_builtin_recipe(k_drivers_recipe, origin);
   if (!text) {
-    return internal_error("the CUDA driver recipe {} was not embedded in this build", k_drivers_recipe);
+    // Only an unreadable LOCKSTEP_RECIPES_DIR/cuda/drivers.yaml fails as io; a recipe missing from
+    // the binary is a build bug (internal) that says so itself.
+    const Error& e = text.error();
+    return e.code == ExitCode::io ? e.with_context("reading the CUDA driver recipe (LOCKSTEP_RECIPES_DIR)")
+                                  : e;
   }
-  return envspec::parse_cuda_driver_table(*text, fs::path("<embedded recipes>") / k_drivers_recipe);
+  return envspec::parse_cuda_driver_table(*text, origin);
 }
 
 Result<envspec::ImageFacts> image_facts_for(const envspec::Lock& lock) {
   envspec::ImageFacts facts = envspec::facts_from_lock(lock);
+  if (facts.cuda.version.empty() && lock.stack && !lock.stack->cuda.empty()) {
+    // CUDA from the framework's wheels (no cuda-cudart deb): the stack solver's choice.
+    facts.cuda = {lock.stack->cuda, "stack: the framework's wheels"};
+    facts.cuda_driver_floor = lock.stack->driver_floor;
+    return facts;
+  }
   if (facts.cuda.version.empty()) {
     return facts;
   }

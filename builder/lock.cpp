@@ -4,7 +4,10 @@
 #include "builder/apt_resolver.hpp"
 #include "builder/git_layers.hpp"
 #include "builder/git_source.hpp"
+#include "builder/recipes_source.hpp"
 #include "builder/wheel_lock.hpp"
+#include "envspec/recipes.hpp"
+#include "envspec/stack.hpp"
 #include "support/log.hpp"
 #include "support/version.hpp"
 
@@ -127,16 +130,9 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
   }
   for (std::size_t i = 0; i < spec.packages.apt.size(); ++i) {
     const envspec::PackageRequest& p = spec.packages.apt[i];
-    AptRequest req;
-    req.name = p.name;
-    if (!p.arch.empty()) {
-      req.arch = p.arch;
-    }
-    if (!p.version.empty()) {
-      LS_TRY_ASSIGN(DebianVersion v, DebianVersion::parse(p.version));
-      req.pin = v;
-    }
-    req.origin = fmt::format("packages.apt[{}]", i);
+    LS_TRY_ASSIGN(AptRequest req,
+                  make_apt_request(p.name, p.arch, p.version,
+                                   p.origin.empty() ? fmt::format("packages.apt[{}]", i) : p.origin));
     ro.requests.push_back(std::move(req));
     root_groups[p.name] = apt_group_of(p.name);
   }
@@ -219,7 +215,7 @@ Result<void> lock_git(const envspec::Spec& spec, const BlobStore& store, const L
 // The apt part of the lock inputs: what the Debian packages were resolved from.
 nlohmann::json apt_inputs(const nlohmann::json& inputs) {
   nlohmann::json j = nlohmann::json::object();
-  for (const char* key : {"platform", "base", "repos"}) {
+  for (const char* key : {"platform", "base", "repos", "stack"}) {
     if (inputs.contains(key)) {
       j[key] = inputs[key];
     }
@@ -237,6 +233,21 @@ bool reuse_apt(const LockOptions& options, envspec::Lock& lock) {
   if (!options.previous || options.update_all ||
       apt_inputs(options.previous->inputs) != apt_inputs(lock.inputs) ||
       options.previous->repos.size() != lock.repos.size()) {
+    return false;
+  }
+  // The stack's apt requests come from the recipes too, which may have changed since.
+  const auto stack_apt = [](const std::optional<envspec::LockedStack>& st) {
+    std::vector<std::string> out;
+    if (st) {
+      for (const envspec::LockedStackChoice& c : st->choices) {
+        if (c.via == "apt") {
+          out.insert(out.end(), c.packages.begin(), c.packages.end());
+        }
+      }
+    }
+    return out;
+  };
+  if (stack_apt(options.previous->stack) != stack_apt(lock.stack)) {
     return false;
   }
   for (const envspec::LockedArtifact& a : options.previous->artifacts) {
@@ -331,13 +342,30 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
                                                                : "wheels";
     lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
   }
-  if (spec.base.kind == envspec::BaseImage::Kind::debian || !spec.packages.apt.empty()) {
-    if (!reuse_apt(options, lock)) {
-      LS_TRY(lock_apt(spec, store, options, lock));
+  // The stack solver's packages join the spec's own requests (envspec/stack.hpp).
+  envspec::Spec effective = spec;
+  if (spec.stack) {
+    LS_TRY_ASSIGN(const envspec::RecipeSet recipes, recipes_for_spec(spec, store.root()));
+    LS_TRY_ASSIGN(envspec::StackSolution solution,
+                  envspec::solve_stack(*spec.stack, recipes, envspec::stack_context(spec)));
+    for (const std::string& line : envspec::describe_stack(solution.locked)) {
+      log::info("stack: {}", line);
+    }
+    lock.stack = std::move(solution.locked);
+    for (envspec::PackageRequest& r : solution.apt) {
+      effective.packages.apt.push_back(std::move(r));
+    }
+    for (envspec::PackageRequest& r : solution.pip) {
+      effective.packages.pip.push_back(std::move(r));
     }
   }
-  LS_TRY(lock_git(spec, store, options, lock));
-  LS_TRY(lock_wheels(spec, lock, store, options));
+  if (effective.base.kind == envspec::BaseImage::Kind::debian || !effective.packages.apt.empty()) {
+    if (!reuse_apt(options, lock)) {
+      LS_TRY(lock_apt(effective, store, options, lock));
+    }
+  }
+  LS_TRY(lock_git(effective, store, options, lock));
+  LS_TRY(lock_wheels(effective, lock, store, options));
   relative_urls(spec, lock);
   envspec::sort_artifacts(lock.artifacts);
   return lock;

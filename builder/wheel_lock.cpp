@@ -430,7 +430,10 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
     return {};
   }
   envspec::Diagnostics diagnostics;
-  const auto item_path = [](std::size_t i) { return fmt::format("packages.pip[{}]", i); };
+  const auto item_path = [&spec](std::size_t i) {
+    const std::string& origin = spec.packages.pip[i].origin;
+    return origin.empty() ? fmt::format("packages.pip[{}]", i) : origin;
+  };
 
   // 1. The target: the image's Python and glibc, from its Debian packages.
   Result<PythonTarget> target_r = python_target(lock, spec.platform);

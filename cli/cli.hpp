@@ -31,7 +31,11 @@ void register_inspect(CLI::App& app, Context& ctx);
 void register_exec(CLI::App& app, Context& ctx);
 void register_run(CLI::App& app, Context& ctx);
 void register_preflight(CLI::App& app, Context& ctx);
+void register_doctor(CLI::App& app, Context& ctx);
 void register_lock(CLI::App& app, Context& ctx);
+void register_verify(CLI::App& app, Context& ctx);
+void register_diff(CLI::App& app, Context& ctx);
+void register_export(CLI::App& app, Context& ctx);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
 /// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);

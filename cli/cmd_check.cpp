@@ -1,12 +1,16 @@
 // `lockstep check [SPEC]`: reads, merges and validates a spec offline and prints its digest.
+#include "builder/recipes_source.hpp"
 #include "cli/cli.hpp"
 #include "envspec/spec.hpp"
+#include "envspec/stack.hpp"
+#include "support/blob_store.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -25,8 +29,12 @@ constexpr const char* k_check_footer = R"(Examples:
       print {"ok":true,"name":...,"spec_digest":...,"files":[...]}
   lockstep check team/app --allow-outside
       validate team/app/lockstep.yaml; copy.from may name files outside team/app
+  lockstep check gpu/lockstep.yaml
+      with `stack: {framework: pytorch@2.1, cuda: "12"}`: also solve the stack from the recipes
+      (offline) and print the choices: the cu121 wheels, NCCL 2.18.1, cuDNN 8.9.2.26, driver floor
 
-Exit codes: 0 the spec is valid, 2 it is not (every error is listed), or it can't be read.)";
+Exit codes: 0 the spec is valid, 2 it is not (every error is listed; an impossible stack is
+reported at its stack key with what would work instead), or it can't be read.)";
 
 struct CheckOptions {
   std::string spec = k_default_spec;
@@ -50,6 +58,18 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
     return err;
   }
 
+  // The stack is solved offline, from the recipes alone: an impossible stack is a spec error.
+  std::optional<envspec::StackSolution> stack;
+  if (spec->stack) {
+    std::optional<envspec::Lock> previous;
+    if (Result<envspec::Lock> l = envspec::read_lock(envspec::default_lock_path(spec->file))) {
+      previous = std::move(*l);
+    }
+    LS_TRY_ASSIGN(const envspec::RecipeSet recipes,
+                  builder::recipes_for_spec_offline(*spec, BlobStore::default_root(), previous));
+    LS_TRY_ASSIGN(stack, envspec::solve_stack(*spec->stack, recipes, envspec::stack_context(*spec)));
+  }
+
   if (ctx.json) {
     nlohmann::ordered_json out;
     out["ok"] = true;
@@ -59,9 +79,17 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
     for (const fs::path& f : spec->files) {
       out["files"].push_back(f.string());
     }
+    if (stack) {
+      out["stack"] = envspec::stack_json(stack->locked);
+    }
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("ok: %s (spec %s)\n", spec->name.c_str(), spec->digest.str().c_str());
+    if (stack) {
+      for (const std::string& line : envspec::describe_stack(stack->locked)) {
+        std::printf("  %s\n", line.c_str());
+      }
+    }
   }
   return ExitCode::ok;
 }

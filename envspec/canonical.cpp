@@ -74,6 +74,38 @@ json canonical_form(const Spec& spec) {
     j["packages"] = std::move(packages);
   }
 
+  if (spec.stack) {
+    const StackRequest& st = *spec.stack;
+    json stack = json::object();
+    const auto item = [&stack](const char* key, const StackRequest::Item& i) {
+      if (i.given()) {
+        stack[key] = i.text;
+      }
+    };
+    item("cuda", st.cuda);
+    item("cudnn", st.cudnn);
+    item("nccl", st.nccl);
+    item("python", st.python);
+    if (!st.mpi.empty()) {
+      stack["mpi"] = st.mpi_version.given() ? st.mpi + "@" + st.mpi_version.text : st.mpi;
+    }
+    if (!st.framework.empty()) {
+      stack["framework"] =
+          st.framework_version.given() ? st.framework + "@" + st.framework_version.text : st.framework;
+    }
+    if (st.cuda_flavor != "base") {
+      stack["cuda_flavor"] = st.cuda_flavor;
+    }
+    if (!st.recipes_git.empty()) {
+      stack["recipes"] =
+          json{{"git", st.recipes_git_text.find("://") != std::string::npos
+                           ? st.recipes_git
+                           : canonical_path(fs::path(st.recipes_git), st.recipes_git_text, spec.dir)},
+               {"rev", st.recipes_rev}};
+    }
+    j["stack"] = std::move(stack);
+  }
+
   json copy = json::array();
   for (const CopyItem& item : spec.copy) {
     json c = json::object();

@@ -101,9 +101,71 @@ public:
     return v.get<std::int64_t>();
   }
 
+  std::vector<std::string> strings(const json& j, const std::string& path, const char* key) const {
+    const json& v = field(j, path, key);
+    if (!v.is_array() || v.size() > 4096) {
+      fail(path + "." + key, "expected a list of strings");
+    }
+    std::vector<std::string> out;
+    for (const json& s : v) {
+      if (!s.is_string() || s.get_ref<const std::string&>().size() > 8192) {
+        fail(path + "." + key, "expected a list of strings");
+      }
+      out.push_back(s.get<std::string>());
+    }
+    return out;
+  }
+
 private:
   std::string m_what;
 };
+
+LockedStack read_stack(const LockReader& r, const json& j) {
+  r.only_keys(j, "stack",
+              {"recipes", "recipes-commit", "recipes-digest", "cuda", "driver-floor", "min-cc", "archs",
+               "nvidia-require-cuda", "choices"});
+  LockedStack st;
+  st.recipes = r.str(j, "stack", "recipes");
+  st.recipes_commit = r.str(j, "stack", "recipes-commit", true);
+  Result<Digest> digest = Digest::parse(r.str(j, "stack", "recipes-digest"));
+  if (!digest) {
+    r.fail("stack.recipes-digest", digest.error().message);
+  }
+  st.recipes_digest = *digest;
+  st.cuda = r.str(j, "stack", "cuda");
+  st.driver_floor = r.str(j, "stack", "driver-floor");
+  st.min_cc = r.str(j, "stack", "min-cc");
+  st.archs = r.strings(j, "stack", "archs");
+  st.nvidia_require_cuda = r.str(j, "stack", "nvidia-require-cuda");
+  static const std::regex version_re("([0-9]+(\\.[0-9]+)*)?");
+  for (const auto* v : {&st.cuda, &st.driver_floor, &st.min_cc}) {
+    if (!std::regex_match(*v, version_re)) {
+      r.fail("stack", fmt::format("invalid version '{}'", *v));
+    }
+  }
+  const json& choices = r.field(j, "stack", "choices");
+  if (!choices.is_array() || choices.size() > 64) {
+    r.fail("stack.choices", "expected a list");
+  }
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    const std::string path = fmt::format("stack.choices[{}]", i);
+    const json& c = choices[i];
+    r.only_keys(c, path, {"component", "name", "version", "variant", "via", "packages", "facts"});
+    LockedStackChoice choice;
+    choice.component = r.str(c, path, "component");
+    choice.name = r.str(c, path, "name");
+    choice.version = r.str(c, path, "version");
+    choice.variant = r.str(c, path, "variant", true);
+    choice.via = r.str(c, path, "via");
+    if (choice.via != "apt" && choice.via != "wheels") {
+      r.fail(path + ".via", fmt::format("expected apt or wheels, found '{}'", choice.via));
+    }
+    choice.packages = r.strings(c, path, "packages");
+    choice.facts = r.strings(c, path, "facts");
+    st.choices.push_back(std::move(choice));
+  }
+  return st;
+}
 
 } // namespace
 
@@ -118,6 +180,9 @@ json lock_inputs(const Spec& spec) {
   }
   if (spec.canonical.contains("packages")) {
     in["packages"] = spec.canonical["packages"];
+  }
+  if (spec.canonical.contains("stack")) {
+    in["stack"] = spec.canonical["stack"];
   }
   json git = json::array();
   for (const json& c : spec.canonical["copy"]) {
@@ -153,6 +218,9 @@ std::vector<std::string> describe_input_changes(const json& locked, const json& 
   diff_sets(string_set(lp, "apt"), string_set(np, "apt"), "packages.apt", out);
   diff_sets(string_set(lp, "pip"), string_set(np, "pip"), "packages.pip", out);
   diff_sets(string_set(locked, "git"), string_set(now, "git"), "copy (git)", out);
+  if (value(locked, "stack") != value(now, "stack")) {
+    out.push_back(fmt::format("stack: {} -> {}", value(locked, "stack"), value(now, "stack")));
+  }
   if (out.empty()) {
     out.push_back("the locked inputs differ in order only");
   }
@@ -187,6 +255,38 @@ std::string render_lock(const Lock& lock) {
   out += fmt::format("  \"epoch\": {},\n", lock.epoch);
   out += fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
   out += fmt::format("  \"inputs\": {},\n", lock.inputs.dump());
+  if (lock.stack) {
+    const LockedStack& st = *lock.stack;
+    ordered head;
+    head["recipes"] = st.recipes;
+    if (!st.recipes_commit.empty()) {
+      head["recipes-commit"] = st.recipes_commit;
+    }
+    head["recipes-digest"] = st.recipes_digest.str();
+    head["cuda"] = st.cuda;
+    head["driver-floor"] = st.driver_floor;
+    head["min-cc"] = st.min_cc;
+    head["archs"] = st.archs;
+    head["nvidia-require-cuda"] = st.nvidia_require_cuda;
+    std::string h = json_line(head);
+    h.pop_back(); // the closing brace: the choices follow
+    out += "  \"stack\": " + h + ", \"choices\": [";
+    for (std::size_t i = 0; i < st.choices.size(); ++i) {
+      const LockedStackChoice& c = st.choices[i];
+      ordered j;
+      j["component"] = c.component;
+      j["name"] = c.name;
+      j["version"] = c.version;
+      if (!c.variant.empty()) {
+        j["variant"] = c.variant;
+      }
+      j["via"] = c.via;
+      j["packages"] = c.packages;
+      j["facts"] = c.facts;
+      out += (i == 0 ? "\n    " : ",\n    ") + json_line(j);
+    }
+    out += st.choices.empty() ? "]},\n" : "\n  ]},\n";
+  }
   out += "  \"repos\": [";
   for (std::size_t i = 0; i < lock.repos.size(); ++i) {
     const LockedRepo& r = lock.repos[i];
@@ -242,9 +342,9 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
   LockReader r(what);
   Lock lock;
   try {
-    r.only_keys(
-        root, "",
-        {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "inputs", "repos", "artifacts"});
+    r.only_keys(root, "",
+                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "inputs", "stack", "repos",
+                 "artifacts"});
     const json& schema = r.field(root, "", "lockstep-lock");
     if (!schema.is_number_integer() || schema.get<std::int64_t>() != k_lock_schema) {
       r.fail("lockstep-lock", fmt::format("unsupported lock schema {}; this lockstep reads schema {}",
@@ -267,6 +367,9 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     lock.inputs = r.field(root, "", "inputs");
     if (!lock.inputs.is_object()) {
       r.fail("inputs", "expected an object");
+    }
+    if (root.contains("stack")) {
+      lock.stack = read_stack(r, root["stack"]);
     }
     const json& repos = r.field(root, "", "repos");
     if (!repos.is_array()) {

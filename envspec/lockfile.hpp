@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,33 @@ struct LockedArtifact {
   std::string reason; ///< why it is in the lock ("requested", "openmpi-bin (Depends)")
 };
 
+/// One component the stack solver chose (docs/spec.md, `stack:`).
+struct LockedStackChoice {
+  std::string component;             ///< "cuda", "cudnn", "nccl", "mpi", "python" or "framework"
+  std::string name;                  ///< "cuda", "cudnn", "nccl", "openmpi", "python", "pytorch", ...
+  std::string version;               ///< what was chosen: "12.1", "8.9.2.26", "2.18", "2.1.2"
+  std::string variant;               ///< framework build variant ("cu121"); else ""
+  std::string via;                   ///< "apt" (packages from an apt repository) or "wheels"
+  std::vector<std::string> packages; ///< the requests it made ("libnccl2=2.18*-*+cuda12.1", "torch==2.1.2")
+  std::vector<std::string> facts;    ///< why, with the recipe rows and their sources
+  bool operator==(const LockedStackChoice&) const = default;
+};
+
+/// The stack solver's result as the lock records it.
+struct LockedStack {
+  std::string recipes;            ///< where the recipes came from: "builtin", "dir PATH" or "git URL"
+  std::string recipes_commit;     ///< git: the commit; else ""
+  Digest recipes_digest;          ///< sha256 over the recipe files (envspec::RecipeOrigin::digest)
+  std::string cuda;               ///< CUDA X.Y of the image ("" without CUDA)
+  std::string driver_floor;       ///< lowest Linux driver ("530.30.02"), "" when unknown
+  std::string min_cc;             ///< lowest GPU compute capability ("5.0"), "" when unknown
+  std::vector<std::string> archs; ///< compute capabilities the framework binaries carry, if known
+  std::string
+      nvidia_require_cuda; ///< the NVIDIA_REQUIRE_CUDA value images get ("cuda>=12.1,driver>=530.30.02")
+  std::vector<LockedStackChoice> choices; ///< in component order
+  bool operator==(const LockedStack&) const = default;
+};
+
 /// A parsed lockfile.
 struct Lock {
   int schema = k_lock_schema;
@@ -54,7 +82,8 @@ struct Lock {
   Digest spec_digest;     ///< the spec's canonical digest (extends included) when it was locked
   std::int64_t epoch = 0; ///< the image epoch builds from this lock use
   std::string platform;
-  nlohmann::json inputs; ///< lock_inputs() of the spec it was made from
+  nlohmann::json inputs;            ///< lock_inputs() of the spec it was made from
+  std::optional<LockedStack> stack; ///< the `stack:` solver's choices, when the spec has a stack
   std::vector<LockedRepo> repos;
   std::vector<LockedArtifact> artifacts;
 };

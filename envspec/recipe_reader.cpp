@@ -65,6 +65,48 @@ const std::vector<Node>* RecipeReader::list(const Node& map, const std::string& 
   return &e->value.items;
 }
 
+std::optional<std::vector<std::string>> RecipeReader::string_list(const Node& map, const std::string& path,
+                                                                  std::string_view key) {
+  const std::vector<Node>* items = list(map, path, key);
+  if (items == nullptr) {
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const Node& item = (*items)[i];
+    if (item.is_scalar()) {
+      out.push_back(item.scalar);
+    } else {
+      m_diags.error(item.location, item_path(child_path(path, key), i),
+                    fmt::format("expected a string, found {}", describe(item)));
+    }
+  }
+  return out;
+}
+
+const std::vector<MapEntry>* RecipeReader::entries(const Node& map, const std::string& path,
+                                                   std::string_view key) {
+  const MapEntry* e = map.find(key);
+  if (e == nullptr) {
+    return nullptr;
+  }
+  if (!e->value.is_map()) {
+    m_diags.error(e->value.location, child_path(path, key),
+                  fmt::format("expected a map, found {}", describe(e->value)));
+    return nullptr;
+  }
+  return &e->value.entries;
+}
+
+std::optional<std::string> RecipeReader::entry_string(const MapEntry& entry, const std::string& path) {
+  if (!entry.value.is_scalar()) {
+    m_diags.error(entry.value.location, child_path(path, entry.key),
+                  fmt::format("expected a string, found {}", describe(entry.value)));
+    return std::nullopt;
+  }
+  return entry.value.scalar;
+}
+
 void RecipeReader::expect(bool ok, const Node& map, const std::string& path, std::string_view key,
                           const std::string& message) {
   if (!ok) {

@@ -33,6 +33,18 @@ public:
   /// The items of the list under `key` (nullptr when absent, or not a list: reported).
   const std::vector<Node>* list(const Node& map, const std::string& path, std::string_view key);
 
+  /// The strings of the list under `key`: nullopt when absent or not a list (reported); an item
+  /// that is not a string is reported and left out.
+  std::optional<std::vector<std::string>> string_list(const Node& map, const std::string& path,
+                                                      std::string_view key);
+
+  /// The entries of the map under `key` (nullptr when absent, or not a map: reported).
+  const std::vector<MapEntry>* entries(const Node& map, const std::string& path, std::string_view key);
+
+  /// The string a map entry holds (`entry` is one of entries()); nullopt when it is not a string
+  /// (reported at the value, as `path`.KEY).
+  std::optional<std::string> entry_string(const MapEntry& entry, const std::string& path);
+
   /// Reports `message` at the value of `key` in `map` (or at `map` when the key is absent) unless `ok`.
   void expect(bool ok, const Node& map, const std::string& path, std::string_view key,
               const std::string& message);

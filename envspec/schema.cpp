@@ -1,5 +1,6 @@
 #include "envspec/schema.hpp"
 
+#include "envspec/recipes.hpp"
 #include "envspec/suggest.hpp"
 #include "support/fs.hpp"
 #include "support/pep508.hpp"
@@ -27,8 +28,10 @@ using Keys = std::vector<std::string_view>;
 // Keys of each map in the schema, and keys planned for later schema versions.
 const Keys k_top_keys = {"lockstep", "name",    "extends", "platform", "base",   "repos",
                          "packages", "copy",    "run",     "env",      "labels", "entrypoint",
-                         "cmd",      "workdir", "user",    "outputs"};
-const Keys k_top_later = {"stack", "launch"};
+                         "cmd",      "workdir", "user",    "outputs",  "stack"};
+const Keys k_top_later = {"launch"};
+const Keys k_stack_keys = {"cuda", "cudnn", "nccl", "mpi", "python", "framework", "cuda_flavor", "recipes"};
+const Keys k_stack_recipes_keys = {"git", "rev"};
 const Keys k_base_keys = {"oci", "tag", "debian", "variant"};
 const Keys k_base_later = {"image"};
 const Keys k_copy_keys = {"from", "to", "mode", "owner", "git", "rev"};
@@ -96,6 +99,10 @@ public:
         repos(v, spec.repos);
       } else if (key == "packages") {
         packages(v, spec.packages);
+      } else if (key == "stack") {
+        spec.stack.emplace();
+        spec.stack->location = e.key_location;
+        stack(v, *spec.stack);
       } else if (key == "copy") {
         copy(v, spec.copy);
       } else if (key == "run") {
@@ -144,6 +151,25 @@ private:
       error(spec.packages.pip.front().location, "packages.pip",
             "needs a Python package index or wheelhouse in 'repos', e.g. {pypi: https://pypi.org/simple} or "
             "{wheels: ./wheelhouse}");
+    }
+    if (spec.stack && repos_valid) {
+      const StackRequest& st = *spec.stack;
+      if (!st.framework.empty() && !has_repo(Repo::Kind::pypi) && !has_repo(Repo::Kind::wheels)) {
+        error(st.framework_location, "stack.framework",
+              fmt::format("needs a Python package index or wheelhouse in 'repos' for the {} wheels, e.g. "
+                          "{{pypi: https://pypi.org/simple}}",
+                          st.framework));
+      }
+      const bool apt_parts =
+          st.cuda.given() || st.cudnn.given() || st.nccl.given() || st.python.given() || !st.mpi.empty();
+      if (apt_parts && st.framework.empty() && !has_repo(Repo::Kind::apt)) {
+        error(st.location, "stack",
+              "needs an apt repository in 'repos' (CUDA, cuDNN and NCCL come from NVIDIA's CUDA repository, "
+              "MPI and "
+              "Python from Debian), e.g. {apt: "
+              "https://developer.download.nvidia.com/compute/cuda/repos/debian12/"
+              "x86_64/, flat: true, keyring: keys/cuda.gpg}");
+      }
     }
     if (need_apt && debian_arch(spec.platform).empty()) {
       const MapEntry* p = root.find("platform");
@@ -579,6 +605,124 @@ private:
   }
 
   // `packages: {apt: [NAME[:ARCH][=VERSION]...], pip: [REQUIREMENT... | {requirements: FILE}]}`.
+  // `stack:` (docs/spec.md): version constraints per component; the solver checks them against
+  // the recipes later (envspec/stack.hpp), this only checks their form.
+  void stack(const Node& v, StackRequest& out) {
+    if (!expect_map(v, "stack", "a map, e.g. {cuda: \"12.1\", nccl: \"2.18\", framework: pytorch@2.1}")) {
+      return;
+    }
+    const auto constraint = [this](const Node& value, const std::string& path, std::string_view text,
+                                   StackRequest::Item& item, std::size_t offset) {
+      if (text.empty()) {
+        error(value.location, path, "expected a version after '@', e.g. openmpi@4.1");
+        return;
+      }
+      Result<VersionConstraint> c = VersionConstraint::parse(text);
+      if (!c) {
+        error(sub_location(value, offset, text.size()), path, c.error().message);
+        return;
+      }
+      item.text = std::string(text);
+      item.location = sub_location(value, offset, text.size());
+    };
+    // `NAME[@VERSION]` for mpi and framework.
+    const auto named = [&](const Node& value, const std::string& path,
+                           std::initializer_list<std::string_view> names, std::string& name,
+                           StackRequest::Item& version) {
+      const std::string* s = nonempty_string(value, path, "NAME or NAME@VERSION");
+      if (s == nullptr) {
+        return;
+      }
+      const std::size_t at = s->find('@');
+      const std::string n = s->substr(0, at);
+      if (std::find(names.begin(), names.end(), n) == names.end()) {
+        error(sub_location(value, 0, n.size()), path,
+              fmt::format("unknown {} '{}'; expected one of: {}", path == "stack.mpi" ? "MPI" : "framework",
+                          n, fmt::join(names, ", ")));
+        return;
+      }
+      name = n;
+      if (at != std::string::npos) {
+        constraint(value, path, std::string_view(*s).substr(at + 1), version, at + 1);
+      }
+    };
+    for (const MapEntry& e : v.entries) {
+      const std::string path = "stack." + e.key;
+      const Node& value = e.value;
+      if (e.key == "cuda" || e.key == "cudnn" || e.key == "nccl" || e.key == "python") {
+        StackRequest::Item& item = e.key == "cuda"    ? out.cuda
+                                   : e.key == "cudnn" ? out.cudnn
+                                   : e.key == "nccl"  ? out.nccl
+                                                      : out.python;
+        const std::string* s = nonempty_string(value, path, "a version, e.g. \"12.1\"");
+        if (s != nullptr) {
+          constraint(value, path, *s, item, 0);
+        }
+      } else if (e.key == "mpi") {
+        out.mpi_location = value.location;
+        named(value, path, {"openmpi", "mpich"}, out.mpi, out.mpi_version);
+      } else if (e.key == "framework") {
+        out.framework_location = value.location;
+        named(value, path, {"pytorch", "tensorflow", "jax"}, out.framework, out.framework_version);
+      } else if (e.key == "cuda_flavor") {
+        const std::string* s = nonempty_string(value, path, "base, runtime or devel");
+        if (s != nullptr && *s != "base" && *s != "runtime" && *s != "devel") {
+          error(
+              value.location, path,
+              fmt::format("unknown CUDA flavor '{}'; expected base (the CUDA runtime library), runtime (all "
+                          "CUDA libraries) or devel (the whole toolkit)",
+                          *s));
+        } else if (s != nullptr) {
+          out.cuda_flavor = *s;
+        }
+      } else if (e.key == "recipes") {
+        stack_recipes(value, out);
+      } else {
+        unknown_key(e, "stack", k_stack_keys, {});
+      }
+    }
+    if ((out.cudnn.given() || out.nccl.given()) && !out.cuda.given() && out.framework.empty()) {
+      const StackRequest::Item& first = out.cudnn.given() ? out.cudnn : out.nccl;
+      error(first.location, out.cudnn.given() ? "stack.cudnn" : "stack.nccl",
+            "needs stack.cuda (or a framework): cuDNN and NCCL are built for one CUDA version; add e.g. "
+            "cuda: \"12.1\"");
+    }
+  }
+
+  // `stack.recipes: {git: URL, rev: REV}`.
+  void stack_recipes(const Node& v, StackRequest& out) {
+    out.recipes_location = v.location;
+    if (!expect_map(v, "stack.recipes", "a map {git: URL, rev: COMMIT}")) {
+      return;
+    }
+    for (const MapEntry& e : v.entries) {
+      const std::string path = "stack.recipes." + e.key;
+      if (e.key == "git") {
+        CopyItem tmp;
+        if (copy_git(e.value, path, tmp)) {
+          out.recipes_git = tmp.git;
+          out.recipes_git_text = tmp.git_text;
+        }
+      } else if (e.key == "rev") {
+        const std::string* s = nonempty_string(e.value, path, "a commit id or tag");
+        static const std::regex rev_re("[A-Za-z0-9._/+-]+");
+        if (s != nullptr && (!std::regex_match(*s, rev_re) || s->find("..") != std::string::npos)) {
+          error(e.value.location, path,
+                fmt::format("invalid rev '{}': expected a commit id, tag or branch", *s));
+        } else if (s != nullptr) {
+          out.recipes_rev = *s;
+        }
+      } else {
+        unknown_key(e, "stack.recipes", k_stack_recipes_keys, {});
+      }
+    }
+    if (v.find("git") == nullptr || v.find("rev") == nullptr) {
+      error(v.location, "stack.recipes",
+            "needs both 'git' (the recipes repository) and 'rev' (the commit to use), e.g. {git: "
+            "https://git.example.org/ml/recipes, rev: 3f2a9c1...}");
+    }
+  }
+
   void packages(const Node& v, Packages& out) {
     if (!expect_map(v, "packages", "a map {apt: [...], pip: [...]}")) {
       return;
@@ -614,14 +758,15 @@ private:
           out.pip.push_back(std::move(req));
           continue;
         }
-        // Debian policy 5.6.1 (names), 5.6.12 (versions); ':ARCH' as apt-get accepts it.
-        static const std::regex apt_re("([a-z0-9][a-z0-9+.-]+)(:([a-z0-9-]+))?(=([0-9A-Za-z.+~:-]+))?");
+        // Debian policy 5.6.1 (names), 5.6.12 (versions); ':ARCH' as apt-get accepts it; '*' in the
+        // version is a glob (NAME=2.18.*+cuda12.1, docs/apt-resolver.md).
+        static const std::regex apt_re("([a-z0-9][a-z0-9+.-]+)(:([a-z0-9-]+))?(=([0-9A-Za-z.+~:*-]+))?");
         std::smatch m;
         if (!std::regex_match(*s, m, apt_re)) {
           error(item.location, ipath,
                 fmt::format(
-                    "invalid package '{}': expected NAME, NAME=VERSION or NAME:ARCH (lowercase letters, "
-                    "digits and + - .)",
+                    "invalid package '{}': expected NAME, NAME=VERSION, NAME=VERSION-GLOB (with '*') or "
+                    "NAME:ARCH (lowercase letters, digits and + - .)",
                     *s));
           continue;
         }

@@ -97,6 +97,9 @@ struct PackageRequest {
   /// wheel must have one of them. Empty: any file of the pinned version.
   std::vector<std::string> hashes;
   std::string from_file; ///< pip: the requirements file it came from (as written), else empty
+  /// Where it was asked for when not in `packages:` ("stack.nccl" for a package the stack solver
+  /// added); empty for the spec's own requests.
+  std::string origin;
   SourceLocation location;
 };
 
@@ -124,6 +127,36 @@ struct RunStep {
   SourceLocation location;
 };
 
+/// The `stack:` section: what the team wants of the GPU/MPI/Python stack, as version constraints
+/// the solver (envspec/stack.hpp) turns into concrete packages from the recipes.
+struct StackRequest {
+  /// One requested component: the constraint text as written ("12.1", ">=12.1,<13") and where.
+  struct Item {
+    std::string text;
+    SourceLocation location;
+    [[nodiscard]] bool given() const { return !text.empty(); }
+  };
+  Item cuda;              ///< `cuda: "12.1"`
+  Item cudnn;             ///< `cudnn: "8.9"`
+  Item nccl;              ///< `nccl: "2.18"`
+  Item python;            ///< `python: "3.11"`
+  std::string mpi;        ///< `mpi: openmpi@4.1`: the implementation ("openmpi", "mpich"), else ""
+  Item mpi_version;       ///< its version constraint ("4.1"), may be empty
+  std::string framework;  ///< `framework: pytorch@2.1`: "pytorch", "tensorflow", "jax", else ""
+  Item framework_version; ///< "2.1"
+  SourceLocation mpi_location;
+  SourceLocation framework_location;
+  /// `cuda_flavor:` which CUDA packages a system CUDA installs: "base" (the runtime library,
+  /// default), "runtime" (all CUDA libraries) or "devel" (the whole toolkit).
+  std::string cuda_flavor = "base";
+  /// `recipes: {git: URL, rev: REV}`: a team's recipes repository instead of the built-in recipes.
+  std::string recipes_git;      ///< URL, or an absolute host path
+  std::string recipes_git_text; ///< as written
+  std::string recipes_rev;
+  SourceLocation recipes_location;
+  SourceLocation location; ///< of the `stack` key
+};
+
 /// A validated spec with `extends` merged.
 struct Spec {
   int schema = 1;
@@ -132,6 +165,7 @@ struct Spec {
   BaseImage base;
   std::vector<Repo> repos; ///< in priority order
   Packages packages;
+  std::optional<StackRequest> stack; ///< `stack:`, when the spec has one
   std::vector<CopyItem> copy;
   std::vector<RunStep> run;                             ///< in order, after the copy layer
   std::vector<std::pair<std::string, std::string>> env; ///< sorted by name

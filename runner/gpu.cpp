@@ -2,6 +2,7 @@
 
 #include "envspec/node.hpp"
 #include "envspec/recipe_reader.hpp"
+#include "envspec/recipes.hpp"
 #include "runner/ld_cache.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
@@ -23,10 +24,6 @@
 #include <set>
 
 namespace lockstep::runner {
-
-/// Defined in build/generated/embedded_recipes.cpp (the CMake block "Recipes embedded in the
-/// binary"): the bytes of recipes/<relative_path>, or nullopt when there is no such recipe.
-std::optional<std::string_view> embedded_recipe(std::string_view relative_path);
 
 namespace {
 
@@ -177,6 +174,7 @@ struct HostGpu {
   std::string bus_id; ///< the directory name, e.g. "0000:3b:00.0"
   std::string uuid;   ///< "GPU-..." (empty when unknown)
   int minor = -1;     ///< N of /dev/nvidiaN
+  std::string model;  ///< the "Model:" line (empty when unknown)
 };
 
 std::string no_driver_message(const GpuHost& host, std::string_view missing) {
@@ -217,7 +215,7 @@ Result<std::string> read_driver_version(const GpuHost& host) {
 
 /// Parses "Key: value" lines of a GPU information file.
 HostGpu parse_gpu_information(std::string bus_id, std::string_view text) {
-  HostGpu gpu{std::move(bus_id), {}, -1};
+  HostGpu gpu{std::move(bus_id), {}, -1, {}};
   std::size_t pos = 0;
   while (pos < text.size()) {
     const std::size_t nl = std::min(text.find('\n', pos), text.size());
@@ -238,6 +236,8 @@ HostGpu parse_gpu_information(std::string bus_id, std::string_view text) {
     const std::string_view value = trim(line.substr(colon + 1));
     if (key == "GPU UUID") {
       gpu.uuid = std::string(value);
+    } else if (key == "Model") {
+      gpu.model = std::string(value);
     } else if (key == "Device Minor" && !value.empty() &&
                value.find_first_not_of("0123456789") == std::string_view::npos && value.size() <= 6) {
       gpu.minor = std::stoi(std::string(value));
@@ -281,7 +281,7 @@ Result<std::vector<HostGpu>> list_gpus(const GpuHost& host, const GpuRecipe& rec
     const std::string_view prefix = recipe.gpu_device_prefix;
     if (name.size() > prefix.size() && name.starts_with(prefix) && name.size() - prefix.size() <= 6 &&
         name.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-      gpus.push_back(HostGpu{{}, {}, std::stoi(name.substr(prefix.size()))});
+      gpus.push_back(HostGpu{{}, {}, std::stoi(name.substr(prefix.size())), {}});
     }
   }
   std::sort(gpus.begin(), gpus.end(), [](const HostGpu& a, const HostGpu& b) { return a.minor < b.minor; });
@@ -655,19 +655,15 @@ Result<GpuRecipe> parse_gpu_recipe(std::string_view text, const fs::path& origin
 }
 
 Result<GpuRecipe> load_gpu_recipe() {
-  if (const char* dir = std::getenv("LOCKSTEP_RECIPES_DIR"); dir != nullptr && *dir != '\0') {
-    const fs::path file = fs::path(dir) / k_recipe_path;
-    auto text = read_file(file, 1 << 20);
-    if (!text) {
-      return text.error().with_context("reading the GPU recipe (LOCKSTEP_RECIPES_DIR)");
-    }
-    return parse_gpu_recipe(*text, file);
-  }
-  const std::optional<std::string_view> text = embedded_recipe(k_recipe_path);
+  fs::path origin;
+  auto text = envspec::read_builtin_recipe(k_recipe_path, origin);
   if (!text) {
-    return internal_error("the GPU recipe {} was not embedded in this build", k_recipe_path);
+    // Only an unreadable LOCKSTEP_RECIPES_DIR/gpu/nvidia.yaml fails as io; a recipe missing from
+    // the binary is a build bug (internal) that says so itself.
+    const Error& e = text.error();
+    return e.code == ExitCode::io ? e.with_context("reading the GPU recipe (LOCKSTEP_RECIPES_DIR)") : e;
   }
-  return parse_gpu_recipe(*text, fs::path("<embedded recipes>") / k_recipe_path);
+  return parse_gpu_recipe(*text, origin);
 }
 
 Result<GpuInventory> gpu_inventory(const GpuHost& host) {
@@ -680,6 +676,9 @@ Result<GpuInventory> gpu_inventory(const GpuHost& host) {
   LS_TRY_ASSIGN(const GpuRecipe recipe, load_gpu_recipe());
   LS_TRY_ASSIGN(const std::vector<HostGpu> gpus, list_gpus(host, recipe));
   inventory.gpu_count = gpus.size();
+  for (const HostGpu& gpu : gpus) {
+    inventory.gpus.push_back(InventoryGpu{gpu.bus_id, gpu.model, gpu.uuid, gpu.minor});
+  }
   return inventory;
 }
 

@@ -67,10 +67,19 @@ GpuHost gpu_host_from_env();
 /// empty), as Apptainer's env scripts do. Call after the image and --env values are in place.
 void merge_gpu_env(const GpuPlan& plan, std::vector<std::string>& environment);
 
+/// One GPU as /proc/driver/nvidia/gpus/<PCI address>/information describes it.
+struct InventoryGpu {
+  std::string bus_id; ///< "0000:3b:00.0"; "" for a /dev/nvidiaN stand-in
+  std::string model;  ///< the "Model:" line ("NVIDIA H100 80GB HBM3"); "" when unknown
+  std::string uuid;   ///< "GPU-..."; "" when unknown
+  int minor = -1;     ///< N of /dev/nvidiaN
+};
+
 /// The host's driver and GPU count, as `lockstep preflight` reports them.
 struct GpuInventory {
   std::string driver_version; ///< "535.104.05"; "" when no NVIDIA driver is loaded
   std::size_t gpu_count = 0;
+  std::vector<InventoryGpu> gpus; ///< in PCI bus order (NVML's numbering); gpu_count entries
 };
 
 /// Reads the driver version and counts the GPUs from the same sources as plan_gpu_passthrough. No

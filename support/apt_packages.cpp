@@ -137,12 +137,18 @@ public:
     }
 
     LS_TRY_ASSIGN(const Deb822Field* filename, required("Filename"));
-    if (!valid_filename(filename->value)) {
+    // Flat repositories made by apt-ftparchive or NVIDIA's repo-debian.sh (the CUDA repositories)
+    // write "./NAME.deb": the leading "./" is dropped, so the URL is the file's own.
+    std::string_view path = filename->value;
+    while (path.substr(0, 2) == "./") {
+      path.remove_prefix(2);
+    }
+    if (!valid_filename(path)) {
       return fail(*filename, fmt::format("Filename '{}' must be a relative path inside the repository (no "
                                          "'..', '.' or empty components, no leading '/')",
                                          filename->value));
     }
-    pkg.filename = filename->value;
+    pkg.filename = std::string(path);
 
     LS_TRY_ASSIGN(const Deb822Field* size, required("Size"));
     const std::string& s = size->value;

@@ -137,6 +137,184 @@ TEST_CASE("A pin selects exactly that version, or says which versions exist", "[
         "packages.apt[2] asks for ls-lib=9.0-1, but the repositories have ls-lib 1.0-1, 2.0-1");
 }
 
+TEST_CASE("A version glob matches '*' against any run of characters and nothing else",
+          "[apt][resolver][glob]") {
+  struct Case {
+    const char* glob;
+    const char* version;
+    bool matches;
+  };
+  for (const Case& c : {Case{"2.18.*+cuda12.1", "2.18.3-1+cuda12.1", true},
+                        Case{"2.18.*+cuda12.1", "2.18.3-1+cuda12.2", false},
+                        Case{"2.18.*+cuda12.1", "2.19.3-1+cuda12.1", false},
+                        Case{"2.18.*", "2.18.3-1+cuda12.2", true},
+                        Case{"2.18.*", "2.180.1-1", false},
+                        Case{"2.18*", "2.180.1-1", true},
+                        Case{"8.9.*", "8.9.2.26-1+cuda12.1", true},
+                        Case{"*", "1", true},
+                        Case{"*-1", "1.0-1", true},
+                        Case{"*-1", "1.0-10", false},
+                        Case{"1.*.*-1", "1.2.3-1", true},
+                        Case{"1.*.*-1", "1.2-1", false},
+                        Case{"**", "", true},
+                        Case{"1.0", "1.0", true},
+                        Case{"1.0", "1.0-1", false},
+                        Case{"a*b*c", "aXbYbZc", true},
+                        Case{"a*b*c", "aXbYcZ", false},
+                        Case{"2.18.?-1", "2.18.3-1", false}, // only '*' is special
+                        Case{"1:2.*", "1:2.5-1", true},
+                        Case{"2.*", "1:2.5-1", false}}) {
+    INFO(c.glob << " ~ " << c.version);
+    CHECK(version_glob_matches(c.glob, c.version) == c.matches);
+  }
+}
+
+TEST_CASE("make_apt_request tells a pin from a glob and refuses bad versions", "[apt][resolver][glob]") {
+  auto pin = make_apt_request("libnccl2", "", "2.18.3-1+cuda12.1", "packages.apt[1]");
+  REQUIRE_OK(pin);
+  REQUIRE(pin->pin);
+  CHECK(pin->pin->str() == "2.18.3-1+cuda12.1");
+  CHECK_FALSE(pin->version_glob);
+  CHECK_FALSE(pin->arch);
+  CHECK(pin->origin == "packages.apt[1]");
+
+  auto glob = make_apt_request("libnccl2", "amd64", "2.18.*+cuda12.1", "packages.apt[2]");
+  REQUIRE_OK(glob);
+  CHECK_FALSE(glob->pin);
+  CHECK(glob->version_glob == std::optional<std::string>("2.18.*+cuda12.1"));
+  CHECK(glob->arch == std::optional<std::string>("amd64"));
+
+  auto plain = make_apt_request("libnccl2", "", "", "packages.apt[0]");
+  REQUIRE_OK(plain);
+  CHECK_FALSE(plain->pin);
+  CHECK_FALSE(plain->version_glob);
+
+  auto bad_glob = make_apt_request("libnccl2", "", "2.18.*/x", "packages.apt[3]");
+  REQUIRE_FALSE(bad_glob);
+  CHECK(bad_glob.error().code == ExitCode::invalid_input);
+  CHECK(bad_glob.error().message ==
+        "packages.apt[3] asks for libnccl2=2.18.*/x: a version glob is at most 256 characters of a Debian "
+        "version (letters, digits and . + ~ - :) and '*'");
+  CHECK_FALSE(make_apt_request("libnccl2", "", std::string(300, '*'), "packages.apt[3]"));
+  auto bad_pin = make_apt_request("libnccl2", "", "x1.0", "packages.apt[4]");
+  REQUIRE_FALSE(bad_pin);
+  CHECK(bad_pin.error().code == ExitCode::invalid_input);
+  CHECK(bad_pin.error().message.rfind("packages.apt[4] asks for libnccl2=x1.0: ", 0) == 0);
+}
+
+namespace {
+
+// libnccl2 and libnccl-dev builds as NVIDIA's repository numbers them (libnccl-dev needs the same
+// libnccl2), and libcudnn8.
+std::string nvidia_like(const std::vector<std::string>& nccl, const std::vector<std::string>& cudnn = {}) {
+  std::string text;
+  for (const std::string& v : nccl) {
+    text += pkg("libnccl2", v) + pkg("libnccl-dev", v, "Depends: libnccl2 (= " + v + ")\n");
+  }
+  for (const std::string& v : cudnn) {
+    text += pkg("libcudnn8", v);
+  }
+  return text;
+}
+
+AptRequest glob_request(const std::string& name, int index, const std::string& glob) {
+  auto r = make_apt_request(name, "", glob, fmt::format("packages.apt[{}]", index));
+  REQUIRE_OK(r);
+  return *r;
+}
+
+} // namespace
+
+TEST_CASE("A version glob takes the highest matching version and the lock gets the exact one",
+          "[apt][resolver][glob]") {
+  auto u = universe({nvidia_like({"2.16.2-1+cuda11.8", "2.18.1-1+cuda12.1", "2.18.3-1+cuda12.1",
+                                  "2.18.3-1+cuda12.2", "2.19.3-1+cuda12.2", "2.20.5-1+cuda12.4"},
+                                 {"8.7.0.84-1+cuda11.8", "8.9.2.26-1+cuda12.1", "8.9.7.29-1+cuda12.2"})});
+  CHECK(chosen(u, asking({glob_request("libnccl2", 0, "2.18.*+cuda12.1")})) ==
+        Strings{"libnccl2 2.18.3-1+cuda12.1"});
+  CHECK(chosen(u, asking({glob_request("libnccl2", 0, "2.18.*")})) == Strings{"libnccl2 2.18.3-1+cuda12.2"});
+  CHECK(chosen(u, asking({glob_request("libcudnn8", 0, "8.9.*")})) ==
+        Strings{"libcudnn8 8.9.7.29-1+cuda12.2"});
+  CHECK(chosen(u, asking({glob_request("libcudnn8", 0, "*+cuda12.1")})) ==
+        Strings{"libcudnn8 8.9.2.26-1+cuda12.1"});
+  // The dependency on the exact libnccl2 follows the chosen libnccl-dev, even though a newer
+  // libnccl2 exists; asking for libnccl2 with the same glob agrees with it.
+  auto r = resolve(u, asking({glob_request("libnccl-dev", 0, "2.18.*+cuda12.1"),
+                              glob_request("libnccl2", 1, "2.18.*+cuda12.1")}));
+  REQUIRE_OK(r);
+  CHECK(chosen(*r) == Strings{"libnccl-dev 2.18.3-1+cuda12.1", "libnccl2 2.18.3-1+cuda12.1"});
+  CHECK((*r)[1].reasons ==
+        Strings{"requested by packages.apt[1]", "libnccl-dev (Depends: libnccl2 (= 2.18.3-1+cuda12.1))"});
+  // A glob and a plain request that disagree: the error names the glob.
+  CHECK(error_of(u, asking({glob_request("libnccl2", 0, "2.18.*+cuda12.1"),
+                            request("libnccl-dev", 1, "2.20.5-1+cuda12.4")})) ==
+        "libnccl-dev 2.20.5-1+cuda12.4 depends on libnccl2 (= 2.20.5-1+cuda12.4), but the repositories have "
+        "libnccl2 2.16.2-1+cuda11.8, 2.18.1-1+cuda12.1, 2.18.3-1+cuda12.1, 2.18.3-1+cuda12.2, "
+        "2.19.3-1+cuda12.2, 2.20.5-1+cuda12.4 and libnccl2 must also satisfy libnccl2 (= 2.18.3-1+cuda12.1), "
+        "for packages.apt[0] (libnccl2=2.18.*+cuda12.1)\n"
+        "  chain: packages.apt[1] -> libnccl-dev");
+}
+
+TEST_CASE("A version glob prefers the higher-priority repository, then any repository with a match",
+          "[apt][resolver][glob]") {
+  auto u =
+      universe({nvidia_like({"2.18.1-1+cuda12.1"}), nvidia_like({"2.18.3-1+cuda12.1", "2.19.3-1+cuda12.2"})});
+  // Repository 0 has a match: its version wins over repository 1's higher one, as for a plain name.
+  CHECK(chosen(u, asking({glob_request("libnccl2", 0, "2.18.*")})) == Strings{"libnccl2 2.18.1-1+cuda12.1"});
+  CHECK(chosen(u, asking({request("libnccl2", 0)})) == Strings{"libnccl2 2.18.1-1+cuda12.1"});
+  // Only repository 1 has a match: it is taken from there, as a pin would be.
+  CHECK(chosen(u, asking({glob_request("libnccl2", 0, "2.19.*")})) == Strings{"libnccl2 2.19.3-1+cuda12.2"});
+  // Its dependency on the same libnccl2 does not reach past repository 0 by itself (as with apt's
+  // pin priorities): asking for both with the glob does.
+  CHECK(error_of(u, asking({glob_request("libnccl-dev", 0, "2.19.*")})) ==
+        "libnccl-dev 2.19.3-1+cuda12.2 depends on libnccl2 (= 2.19.3-1+cuda12.2), but the repositories have "
+        "libnccl2 2.18.1-1+cuda12.1 (a lower-priority repository has libnccl2 2.19.3-1+cuda12.2; pin "
+        "libnccl2=2.19.3-1+cuda12.2 to use it)\n"
+        "  chain: packages.apt[0] -> libnccl-dev");
+  auto r =
+      resolve(u, asking({glob_request("libnccl-dev", 0, "2.19.*"), glob_request("libnccl2", 1, "2.19.*")}));
+  REQUIRE_OK(r);
+  CHECK(chosen(*r) == Strings{"libnccl-dev 2.19.3-1+cuda12.2", "libnccl2 2.19.3-1+cuda12.2"});
+  CHECK((*r)[0].package->repo == 1);
+  CHECK((*r)[1].package->repo == 1);
+}
+
+TEST_CASE("A version glob keeps the previous lock's version while it still matches",
+          "[apt][resolver][glob]") {
+  auto u = universe({nvidia_like({"2.18.1-1+cuda12.1", "2.18.3-1+cuda12.1", "2.19.3-1+cuda12.2"})});
+  ResolveOptions o = asking({glob_request("libnccl2", 0, "2.18.*")});
+  o.preferred.emplace("libnccl2", *DebianVersion::parse("2.18.1-1+cuda12.1"));
+  CHECK(chosen(u, o) == Strings{"libnccl2 2.18.1-1+cuda12.1"});
+  // A locked version the glob no longer matches is not kept.
+  o.requests = {glob_request("libnccl2", 0, "2.19.*")};
+  CHECK(chosen(u, o) == Strings{"libnccl2 2.19.3-1+cuda12.2"});
+}
+
+TEST_CASE("A version glob nothing matches lists the versions there are, newest first",
+          "[apt][resolver][glob]") {
+  std::vector<std::string> versions;
+  for (int minor = 10; minor <= 20; ++minor) {
+    versions.push_back(fmt::format("2.{}.1-1+cuda12.1", minor));
+  }
+  auto u = universe({nvidia_like(versions), pkg("ls-prov", "1", "Provides: ls-virtual\n")});
+  CHECK(error_of(u, asking({glob_request("libnccl2", 3, "2.21.*")})) ==
+        "packages.apt[3] asks for libnccl2=2.21.*, but no version of libnccl2 matches '2.21.*'; the "
+        "repositories "
+        "have libnccl2 2.20.1-1+cuda12.1, 2.19.1-1+cuda12.1, 2.18.1-1+cuda12.1, 2.17.1-1+cuda12.1, "
+        "2.16.1-1+cuda12.1, 2.15.1-1+cuda12.1, 2.14.1-1+cuda12.1, 2.13.1-1+cuda12.1 and 3 older");
+  auto two = universe({nvidia_like({"2.18.1-1+cuda12.1", "2.19.3-1+cuda12.2"})});
+  CHECK(error_of(two, asking({glob_request("libnccl2", 0, "*+cuda11.8")})) ==
+        "packages.apt[0] asks for libnccl2=*+cuda11.8, but no version of libnccl2 matches '*+cuda11.8'; the "
+        "repositories have libnccl2 2.19.3-1+cuda12.2, 2.18.1-1+cuda12.1");
+  CHECK(
+      error_of(u, asking({glob_request("libncl2", 0, "2.18.*")})) ==
+      "packages.apt[0] asks for libncl2=2.18.*, which none of the repositories has (did you mean libnccl2?)");
+  CHECK(error_of(u, asking({glob_request("ls-virtual", 0, "1*")})) ==
+        "packages.apt[0] asks for ls-virtual=1*, but ls-virtual is a virtual package (provided by ls-prov); "
+        "pin "
+        "that instead");
+}
+
 TEST_CASE("A version chosen too early is replaced when a later dependency rules it out", "[apt][resolver]") {
   // ls-x takes the newest ls-lib; ls-y then needs an older one, so the resolver learns the constraint
   // and starts again.

@@ -285,7 +285,7 @@ TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the
       errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
       path() +
           ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, copy, entrypoint, env, extends, "
-          "labels, lockstep, name, outputs, packages, platform, repos, run, user, workdir\n"
+          "labels, lockstep, name, outputs, packages, platform, repos, run, stack, user, workdir\n"
           "    3 | frobnicate: yes\n"
           "      | ^~~~~~~~~~\n");
 }
@@ -298,16 +298,22 @@ TEST_CASE_METHOD(SpecFixture, "A YAML merge key points to extends", "[spec][erro
 }
 
 TEST_CASE_METHOD(SpecFixture, "Keys planned for later versions say so", "[spec][errors]") {
-  CHECK(errors("lockstep: 1\nname: a\nstack: {cuda: \"12.1\"}\nlaunch: {nodes: 2}\n") ==
+  CHECK(errors("lockstep: 1\nname: a\nlaunch: {nodes: 2}\n") ==
+        path() + ":3:1: error: launch: not supported by this lockstep version yet\n"
+                 "    3 | launch: {nodes: 2}\n"
+                 "      | ^~~~~~\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A stack needs repositories to come from", "[spec][errors]") {
+  CHECK(errors("lockstep: 1\nname: a\nstack: {cuda: \"12.1\"}\n") ==
         path() +
-            ":3:1: error: stack: not supported by this lockstep version yet\n"
+            ":3:1: error: stack: needs an apt repository in 'repos' (CUDA, cuDNN and NCCL come from NVIDIA's "
+            "CUDA "
+            "repository, MPI and Python from Debian), e.g. {apt: "
+            "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/, flat: true, keyring: "
+            "keys/cuda.gpg}\n"
             "    3 | stack: {cuda: \"12.1\"}\n"
-            "      | ^~~~~\n" +
-            path() +
-            ":4:1: error: launch: not supported by this lockstep version yet\n"
-            "    4 | launch: {nodes: 2}\n"
-            "      | ^~~~~~\n"
-            "2 errors\n");
+            "      | ^~~~~\n");
 }
 
 TEST_CASE_METHOD(SpecFixture, "A missing schema version is reported at 1:1", "[spec][errors]") {

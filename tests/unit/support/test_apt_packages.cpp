@@ -119,6 +119,18 @@ TEST_CASE("A paragraph at the end of an index without a final newline keeps its 
   CHECK(empty->empty());
 }
 
+TEST_CASE("A leading ./ in Filename (flat repositories made by NVIDIA's repo-debian.sh) is dropped",
+          "[apt][packages]") {
+  auto r = parse_packages_index(
+      fmt::format("Package: cuda-cudart-12-1\nVersion: 12.1.105-1\nArchitecture: amd64\n"
+                  "Filename: ./cuda-cudart-12-1_12.1.105-1_amd64.deb\nSize: 1\nSHA256: {}\n",
+                  k_sha_a),
+      "Packages", 0);
+  REQUIRE(r);
+  REQUIRE(r->size() == 1);
+  CHECK(r->front().filename == "cuda-cudart-12-1_12.1.105-1_amd64.deb");
+}
+
 TEST_CASE("Malformed and hostile Packages entries are refused with the index, line and package",
           "[apt][packages][errors]") {
   const std::string ok = paragraph("ls-ok") + "\n";
@@ -136,8 +148,8 @@ TEST_CASE("Malformed and hostile Packages entries are refused with the index, li
         "Packages:9: ls-bad: version 'a1': the upstream part 'a1' must start with a digit");
   CHECK(error_of(ok + "Package: ls-bad\nVersion: 1\nArchitecture: AMD64\n") ==
         "Packages:10: ls-bad: 'AMD64' is not a valid architecture");
-  for (const std::string filename :
-       {"../../etc/passwd", "/etc/passwd", "pool/../x.deb", "pool//x.deb", "pool/./x.deb", "pool\\x.deb"}) {
+  for (const std::string filename : {"../../etc/passwd", "/etc/passwd", "pool/../x.deb", "pool//x.deb",
+                                     "pool/./x.deb", "pool\\x.deb", "./../x.deb", "././", "./"}) {
     const std::string text = fmt::format("{}Package: ls-bad\nVersion: 1\nArchitecture: amd64\nFilename: {}\n"
                                          "Size: 1\nSHA256: {}\n",
                                          ok, filename, k_sha_a);

@@ -1,0 +1,81 @@
+// `lockstep verify IMAGE [--lock L]`: the image's files against dpkg's and pip's records, and its
+// packages against a lock (docs/verify-diff.md).
+#include "cli/cli.hpp"
+#include "envspec/lockfile.hpp"
+#include "runner/image_contents.hpp"
+#include "runner/verify.hpp"
+#include "support/log.hpp"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace lockstep::cli {
+
+namespace {
+
+constexpr const char* k_verify_footer = R"(Examples:
+  lockstep verify oci:out                      every file of every package against dpkg's and pip's records
+  lockstep verify out --lock lockstep.lock     also: exactly the lock's debs and wheels, built from that lock
+  lockstep verify image.sif --json             the same as JSON (docs/verify-diff.md)
+
+IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:NAME[:TAG]], a SIF file, an OCI
+layout directory, an OCI or docker archive, or dir:ROOT (an unpacked root).
+Checked: each file in /var/lib/dpkg/info/*.md5sums and each conffile of /var/lib/dpkg/status has its
+recorded MD5; each row of a .dist-info/RECORD with a hash has that sha256 and size. With --lock: the
+image records that lock's digest (when it records one), and its installed debs and wheels are exactly
+the lock's (name, version, architecture).
+
+Exit codes: 0 everything matches, 1 a mismatch (one line per problem), 2 the image, the lock or a
+record in the image is malformed or unreadable, 3/4 as for every command.)";
+
+struct VerifyArgs {
+  std::string image;
+  std::string lock;
+};
+
+Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
+  LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_location(args.image));
+  std::optional<envspec::Lock> lock;
+  if (!args.lock.empty()) {
+    LS_TRY_ASSIGN(lock, envspec::read_lock(args.lock));
+  }
+  log::Timer read_timer("verify: read the image");
+  LS_TRY_ASSIGN(const runner::ImageContents contents, runner::read_image_contents(image));
+  read_timer.stop();
+  runner::VerifyOptions options;
+  options.lock = lock ? &*lock : nullptr;
+  options.lock_name = args.lock;
+  LS_TRY_ASSIGN(const runner::VerifyReport report, runner::verify_contents(contents, options));
+  if (report.debs == 0 && report.wheels == 0) {
+    log::warn(
+        "{} has no dpkg database (/var/lib/dpkg/status) and no .dist-info RECORD: no file records to check",
+        report.image);
+  }
+  if (ctx.json) {
+    std::printf(
+        "%s\n",
+        runner::verify_json(report).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::fputs(runner::render_verify_text(report).c_str(), stdout);
+  }
+  return report.ok() ? ExitCode::ok : ExitCode::check_failed;
+}
+
+} // namespace
+
+void register_verify(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<VerifyArgs>();
+  auto* cmd = app.add_subcommand("verify", "Check an image's files against its package records and a lock");
+  cmd->add_option("IMAGE", args->image,
+                  "The image: oci:DIR, oci-archive:FILE, docker-archive:FILE, a SIF, dir:ROOT")
+      ->required();
+  cmd->add_option("--lock", args->lock, "Also check that the image holds exactly this lock's packages")
+      ->type_name("LOCK");
+  add_common_flags(*cmd, ctx);
+  cmd->footer(k_verify_footer);
+  cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_verify(*args, ctx); }; });
+}
+
+} // namespace lockstep::cli

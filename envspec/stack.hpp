@@ -1,0 +1,64 @@
+#pragma once
+// The `stack:` solver: from version constraints on CUDA, cuDNN, NCCL, MPI, Python and a framework
+// (`stack: {framework: pytorch@2.1, cuda: "12"}`) to concrete, compatible choices and the package
+// requests that deliver them (NVIDIA CUDA repository names, Debian packages, pinned wheels). It
+// works from the recipes alone (envspec/recipes.hpp), so `lockstep check` runs it offline; `lockstep
+// lock` adds its requests to the spec's own and records its choices, with the facts behind them, in
+// the lock. docs/spec.md (`stack:`) and docs/recipes.md.
+//
+// Only usable recipe rows (not `confidence: unverified`) take part. Among the combinations that
+// satisfy every constraint the solver prefers, in order: the newest framework release and version;
+// the variant PyPI's plain wheel is, then stable before experimental; the newest CUDA; the newest
+// cuDNN and NCCL. An impossible stack is an error located at the constraint to change, listing what
+// would work instead.
+#include "envspec/lockfile.hpp"
+#include "envspec/recipes.hpp"
+#include "envspec/spec.hpp"
+#include "support/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lockstep::envspec {
+
+/// What the solver needs to know of the rest of the spec.
+struct StackContext {
+  std::string debian_suite; ///< `base: {debian: SUITE}`, "" for other bases
+};
+
+/// The solver's answer.
+struct StackSolution {
+  LockedStack locked;              ///< what the lock records (choices, facts, driver floor, ...)
+  std::vector<PackageRequest> apt; ///< apt requests, `origin` "stack.<component>"; versions may be globs
+  std::vector<PackageRequest> pip; ///< pinned wheel requirements ("torch==2.1.2"), same origins
+};
+
+/// The context of `spec` (its Debian suite).
+StackContext stack_context(const Spec& spec);
+
+/// Solves `request` against `recipes`. An impossible request is invalid_input whose message is a
+/// rendered diagnostic at the offending `stack` key (Error::rendered), listing what would work.
+Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
+                                  const StackContext& context);
+
+/// Human-readable lines describing a solution ("cuda       12.1      apt     cuda-cudart-12-1"),
+/// then the driver floor and NVIDIA_REQUIRE_CUDA, for `lockstep check` and `lockstep lock`.
+std::vector<std::string> describe_stack(const LockedStack& stack);
+
+/// A locked stack as JSON (the lock's `stack` object; `lockstep check --json`).
+nlohmann::ordered_json stack_json(const LockedStack& stack);
+
+/// The image config additions a locked stack implies: env NVIDIA_REQUIRE_CUDA (when CUDA is in
+/// the stack) and the dev.lockstep.* labels of the choices (dev.lockstep.stack.<component> =
+/// "<name> <version>[ <variant>]", dev.lockstep.gpu.min-cc, dev.lockstep.gpu.archs).
+struct StackImageConfig {
+  std::vector<std::pair<std::string, std::string>> env;
+  std::map<std::string, std::string> labels;
+};
+StackImageConfig stack_image_config(const LockedStack& stack);
+
+} // namespace lockstep::envspec
