@@ -319,7 +319,9 @@ std::string sif_labels(const json& config, const std::map<std::string, std::stri
   labels["org.label-schema.build-date"] = build_date(epoch);
   labels["org.opencontainers.image.created"] = oci::rfc3339(epoch);
   for (const auto& [k, v] : annotations) {
-    if (k.rfind("org.opencontainers.image.", 0) == 0) {
+    // The OCI annotations, and the digest of the lock the image was built from, so that `lockstep
+    // verify --lock` and preflight can check a SIF's lock too.
+    if (k.rfind("org.opencontainers.image.", 0) == 0 || k == "dev.lockstep.lock.digest") {
       labels[k] = v;
     }
   }

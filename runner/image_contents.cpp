@@ -898,6 +898,28 @@ Result<std::map<std::string, std::string>> labels_of(const nlohmann::json& confi
   return out;
 }
 
+constexpr std::int64_t k_max_sif_labels = 1 << 20;
+
+// Reads `bytes.size()` bytes at `offset` (a short read at the end of the file gives fewer).
+Result<std::size_t> read_at(int fd, std::string& bytes, std::int64_t offset, const std::string& what) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n =
+        ::pread(fd, bytes.data() + done, bytes.size() - done, offset + static_cast<std::int64_t>(done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return errno_error("can't read " + what, errno);
+    }
+    if (n == 0) {
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
 // A private directory under the lockstep cache's tmp/ (swept after a day if a kill leaves it).
 Result<TempDir> private_dir(const std::string& prefix) {
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
@@ -962,6 +984,21 @@ Result<void> read_sif(ImageContents& contents, const ImageArg& image, const Cont
   }
   if (auto it = contents.labels.find(std::string(k_lock_digest_key)); it != contents.labels.end()) {
     contents.lock_digest = it->second;
+  }
+  // The SIF's labels object (JSON.Generic "labels", Apptainer's `inspect --labels`) carries the
+  // manifest annotations a build copies there; the lock digest is taken from it when present.
+  for (const sif::Descriptor& d : sif_image.descriptors) {
+    if (d.type != sif::DataType::labels || d.size <= 0 || d.size > k_max_sif_labels) {
+      continue;
+    }
+    LS_TRY_ASSIGN(UniqueFd fd, open_file(image.path, O_RDONLY));
+    std::string bytes(static_cast<std::size_t>(d.size), '\0');
+    LS_TRY_ASSIGN(std::size_t n, read_at(fd.get(), bytes, d.offset, contents.what));
+    auto labels = oci::parse_json(bytes.substr(0, n), contents.what + " labels");
+    if (labels && labels->is_object() && labels->contains(k_lock_digest_key) &&
+        (*labels)[std::string(k_lock_digest_key)].is_string() && contents.lock_digest.empty()) {
+      contents.lock_digest = (*labels)[std::string(k_lock_digest_key)].get<std::string>();
+    }
   }
   LS_TRY_ASSIGN(contents.digest, image_digest(image));
   LS_TRY_ASSIGN(TempDir tmp, private_dir("verify-sif-"));

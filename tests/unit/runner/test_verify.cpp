@@ -284,6 +284,27 @@ TEST_CASE_METHOD(ContentsFixture, "Changed, missing and retyped files are named 
       R"({"kind":"md5","package":"ls-lib","path":"/usr/lib/libls.so.1","message":"/usr/lib/libls.so.1: md5 differs from ls-lib's record"})");
 }
 
+TEST_CASE_METHOD(ContentsFixture, "A Debian package's .dist-info is checked by its md5sums, not its RECORD",
+                 "[verify]") {
+  const fs::path root = make_root();
+  const std::string dist = "usr/lib/python3/dist-packages/blinker-1.5.dist-info/";
+  write("root/" + dist + "METADATA", "A");
+  write("root/" + dist + "RECORD", "blinker-1.5.dist-info/METADATA,sha256=" + sha256_of("A").hex() + ",1\n");
+  write("root/var/lib/dpkg/info/ls-app.md5sums",
+        k_md5_of_a + "  usr/bin/ls-app\n" + k_md5_of_a + "  " + dist + "METADATA\n");
+  const ImageContents c = read_root(root);
+  Result<VerifyReport> report = verify_contents(c, {});
+  REQUIRE_OK(report);
+  CHECK(report->ok());
+  CHECK(report->wheels == 1); // demo only
+  Result<ImagePackages> packages = image_packages(c);
+  REQUIRE_OK(packages);
+  REQUIRE(packages->dists.size() == 2);
+  CHECK(packages->dists[0].project == "blinker");
+  CHECK(packages->dists[0].from_deb);
+  CHECK_FALSE(packages->dists[1].from_deb);
+}
+
 TEST_CASE_METHOD(ContentsFixture, "A diverted file is checked where the diversion put it", "[verify]") {
   const fs::path root = make_root();
   fs::rename(root / "usr/bin/ls-app", root / "usr/bin/ls-app.distrib");
