@@ -85,8 +85,9 @@ read_commit_recipes(const fs::path& store_root, const std::string& url, const st
     }
     if (m->type != TarMember::Type::file) {
       // A link could point anywhere on the machine that reads the recipes.
-      return invalid_input("recipes repository {} at {}: {} is not a plain file; recipe files must be regular files",
-                           url, commit, name);
+      return invalid_input(
+          "recipes repository {} at {}: {} is not a plain file; recipe files must be regular files", url,
+          commit, name);
     }
     const auto size = static_cast<std::uint64_t>(m->size);
     if (size > k_max_recipe_file || (total += size) > k_max_recipes_total) {

@@ -75,7 +75,8 @@ Result<Spec> load_spec_from_string(const std::string& text, const fs::path& file
 
 bool Spec::needs_lock() const {
   return base.kind == BaseImage::Kind::debian || !packages.apt.empty() || !packages.pip.empty() ||
-         stack.has_value() || std::any_of(copy.begin(), copy.end(), [](const CopyItem& c) { return !c.git.empty(); });
+         stack.has_value() ||
+         std::any_of(copy.begin(), copy.end(), [](const CopyItem& c) { return !c.git.empty(); });
 }
 
 std::string debian_arch(const oci::Platform& platform) {
