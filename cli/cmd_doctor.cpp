@@ -79,7 +79,8 @@ bool is_lock_file(const std::string& target) {
 Result<runner::TargetReport> evaluate_lock(const std::string& path, const runner::Capture& host) {
   LS_TRY_ASSIGN(const envspec::Lock lock, envspec::read_lock(path));
   LS_TRY_ASSIGN(const envspec::ImageFacts facts, builder::image_facts_for(lock));
-  return runner::evaluate_target("lock", path, facts, host, nullptr, 0);
+  return runner::evaluate_target("lock", path, facts, host, nullptr, 0,
+                                 lock.stack ? std::string_view(lock.stack->min_cc) : std::string_view());
 }
 
 // The verdict for an image: its dev.lockstep.* labels.
@@ -95,7 +96,8 @@ Result<runner::TargetReport> evaluate_image(const std::string& image, const runn
   }
   LS_TRY_ASSIGN(const runner::ImageArg arg, runner::parse_image_arg(image));
   LS_TRY_ASSIGN(const runner::ImageDescription description, runner::describe_image(arg));
-  return runner::evaluate_target("image", image, description.facts, host, &probe, description.unpack_bytes);
+  return runner::evaluate_target("image", image, description.facts, host, &probe, description.unpack_bytes,
+                                 description.gpu_min_cc);
 }
 
 Result<ExitCode> run_doctor(const DoctorArgs& args, const Context& ctx) {

@@ -26,6 +26,7 @@
 #include "support/wheel.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -1563,7 +1564,8 @@ Result<Capture> capture(const DoctorOptions& options) {
 }
 
 TargetReport evaluate_target(std::string kind, std::string ref, const envspec::ImageFacts& facts,
-                             const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes) {
+                             const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes,
+                             std::string_view gpu_min_cc) {
   PreflightRequest request;
   request.image = ref;
   request.model = "hybrid";
@@ -1596,6 +1598,34 @@ TargetReport evaluate_target(std::string kind, std::string ref, const envspec::I
     Check kept = c;
     kept.detail = printable(kept.detail, k_max_text);
     t.checks.push_back(std::move(kept));
+  }
+  // The GPUs' architecture against the oldest one the target's binaries support.
+  if (!gpu_min_cc.empty() && !host.snapshot.host.gpus.empty()) {
+    std::vector<std::string> old;
+    std::size_t known = 0;
+    for (const SnapshotGpu& g : host.snapshot.host.gpus) {
+      if (g.compute_capability.empty()) {
+        continue;
+      }
+      ++known;
+      if (compare_versions(g.compute_capability, gpu_min_cc) < 0) {
+        old.push_back(fmt::format("GPU {} ({}, compute capability {})", g.index, or_none(g.name, "unnamed"),
+                                  g.compute_capability));
+      }
+    }
+    if (!old.empty()) {
+      t.checks.push_back(
+          Check{"gpu-arch", Status::fail,
+                printable(fmt::format("{} {} older than {}, the lowest compute capability the "
+                                      "target's CUDA stack supports (use newer GPUs, or a stack "
+                                      "built for older ones)",
+                                      fmt::join(old, ", "), old.size() == 1 ? "is" : "are", gpu_min_cc),
+                          k_max_text)});
+    } else if (known > 0) {
+      t.checks.push_back(Check{"gpu-arch", Status::ok,
+                               fmt::format("{} GPU{} at compute capability {} or newer", known,
+                                           known == 1 ? "" : "s", gpu_min_cc)});
+    }
   }
   return t;
 }

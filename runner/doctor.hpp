@@ -174,9 +174,12 @@ Result<Capture> capture(const DoctorOptions& options);
 /// make them with its defaults: the hybrid MPI model, started by the host's mpirun when there is
 /// one, else by Slurm when `sinfo`/`srun` answered, else locally; GPUs requested when the target
 /// records CUDA. `image` is the probed image (its check is kept) or nullptr for a lock (no image,
-/// space checks). Skipped checks are dropped. Pure.
+/// space checks). Skipped checks are dropped. With `gpu_min_cc` (the target's lowest GPU compute
+/// capability: dev.lockstep.gpu.min-cc, or the lock's stack) a "gpu-arch" check follows: every GPU
+/// whose compute capability nvidia-smi reported must be at least that. Pure.
 TargetReport evaluate_target(std::string kind, std::string ref, const envspec::ImageFacts& facts,
-                             const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes);
+                             const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes,
+                             std::string_view gpu_min_cc = {});
 
 /// The human report: an aligned table of the host, its GPUs, the MPI stack and the Python
 /// environment, then the target's verdict with one line per check. Deterministic.

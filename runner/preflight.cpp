@@ -27,6 +27,7 @@
 #include <charconv>
 #include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <utility>
 
@@ -700,6 +701,14 @@ Result<ImageDescription> describe_image(const ImageArg& image) {
   ImageDescription d;
   LS_TRY_ASSIGN(d.facts, envspec::facts_from_labels(info.labels));
   d.lock_digest = std::move(info.lock_digest);
+  if (auto cc = info.labels.find("dev.lockstep.gpu.min-cc"); cc != info.labels.end()) {
+    static const std::regex cc_re("[0-9]{1,3}\\.[0-9]{1,3}");
+    if (!std::regex_match(cc->second, cc_re)) {
+      return invalid_input("label dev.lockstep.gpu.min-cc: '{}' is not a compute capability (X.Y)",
+                           clean_text(cc->second));
+    }
+    d.gpu_min_cc = cc->second;
+  }
   if (image.kind == ImageArg::Kind::sif) {
     LS_TRY_ASSIGN(d.digest, image_digest(image));
   } else {

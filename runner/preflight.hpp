@@ -105,6 +105,7 @@ struct ImageDescription {
       digest;                ///< as image_digest(): manifest digest, or sha256 of a SIF; none for a directory
   std::string lock_digest;   ///< k_lock_digest_key, "" when the image doesn't carry it
   envspec::ImageFacts facts; ///< as image_facts()
+  std::string gpu_min_cc;    ///< label dev.lockstep.gpu.min-cc (the stack's lowest compute capability), or ""
   /// Room the unpacked image needs: an estimate of 3x the compressed layers for OCI images; 0 for a
   /// SIF (mounted in place) and a directory.
   std::uint64_t unpack_bytes = 0;

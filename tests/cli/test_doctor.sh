@@ -211,6 +211,16 @@ assert_contains "$OUT" "  driver      FAIL  no NVIDIA driver (the image's CUDA 1
 mv root/proc/driver.off root/proc/driver
 pass "a lock runs with a new enough driver and the same MPI (exit 0); another MPI or no driver: exit 1"
 
+# A lock whose stack needs newer GPUs than the node's (the fake nvidia-smi reports compute capability 9.0).
+jq --arg d "sha256:$(hex recipes)" '. + {stack: {recipes: "builtin", "recipes-digest": $d, cuda: "12.1",
+  "driver-floor": "530.30.02", "min-cc": "10.0", archs: [], "nvidia-require-cuda": "cuda>=12.1", choices: []}}' \
+  lockstep.lock >stack.lock
+doctor "$TOOLS" -- --host-root root stack.lock
+assert_eq 1 "$RC" "a lock whose stack needs compute capability 10.0 on 9.0 GPUs"
+assert_contains "$OUT" "  gpu-arch    FAIL  GPU 0 (" "the gpu-arch check"
+assert_contains "$OUT" "are older than 10.0, the lowest compute capability the target's CUDA stack supports" "its reason"
+pass "a lock whose stack needs newer GPUs than the node has can't run here (exit 1)"
+
 # ---- the verdict for an image ---------------------------------------------------------------------------
 mkdir -p img/rootfs/etc
 printf 'doctor\n' >img/rootfs/etc/marker

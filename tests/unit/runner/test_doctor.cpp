@@ -102,10 +102,9 @@ TEST_CASE("doctor: os-release, glibc's banner, Slurm's --version and the dpkg da
   CHECK(os_pretty_name("NAME=Alpine\nVERSION_ID=3.19.1\n") == "Alpine 3.19.1");
   CHECK(os_pretty_name("ID=x\n").empty());
 
-  CHECK(
-      glibc_version_in(std::string("\0\0GNU C Library (Ubuntu GLIBC 2.35-0ubuntu3.6) stable release version "
-                                   "2.35.\n",
-                                   86)) == "2.35");
+  static constexpr char k_banner[] =
+      "\0\0GNU C Library (Ubuntu GLIBC 2.35-0ubuntu3.6) stable release version 2.35.\n";
+  CHECK(glibc_version_in(std::string(k_banner, sizeof(k_banner) - 1)) == "2.35");
   CHECK(glibc_version_in("GNU C Library (GNU libc) stable release version 2.17, by Roland McGrath") ==
         "2.17");
   CHECK(glibc_version_in("GNU C Library is mentioned, no banner").empty());
@@ -422,6 +421,33 @@ TEST_CASE_METHOD(NodeFixture, "doctor: a target's CUDA floor and MPI are checked
   REQUIRE(local.checks.size() == 2); // the mpi check is skipped
   CHECK(local.checks[0].name == "pmix");
   CHECK(local.checks[1].name == "userns");
+}
+
+TEST_CASE_METHOD(NodeFixture, "doctor: GPUs older than the target's lowest compute capability fail gpu-arch",
+                 "[doctor]") {
+  with_tools();
+  test::TempDirFixture::write(
+      "root/proc/driver/nvidia/version",
+      "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 UTC 2023\n");
+  const Capture c = capture_ok();
+  REQUIRE(c.snapshot.host.gpus.size() == 2);
+  REQUIRE(c.snapshot.host.gpus[0].compute_capability == "9.0");
+  const TargetReport ok = evaluate_target("lock", "l.lock", cuda_openmpi_facts(), c, nullptr, 0, "7.5");
+  CHECK(ok.can_run());
+  CHECK(ok.checks.back() ==
+        Check{"gpu-arch", Check::Status::ok, "2 GPUs at compute capability 7.5 or newer"});
+  const TargetReport too_old = evaluate_target("lock", "l.lock", cuda_openmpi_facts(), c, nullptr, 0, "10.0");
+  CHECK_FALSE(too_old.can_run());
+  CHECK(too_old.checks.back().name == "gpu-arch");
+  CHECK(too_old.checks.back().status == Check::Status::fail);
+  CHECK(too_old.checks.back().detail.find("GPU 0 (") == 0);
+  CHECK(too_old.checks.back().detail.find(", compute capability 9.0), GPU 1 (") != std::string::npos);
+  CHECK(too_old.checks.back().detail.find(
+            " are older than 10.0, the lowest compute capability the target's CUDA "
+            "stack supports (use newer GPUs, or a stack built for older ones)") != std::string::npos);
+  // No minimum recorded: no check.
+  CHECK(evaluate_target("lock", "l.lock", cuda_openmpi_facts(), c, nullptr, 0).checks.back().name !=
+        "gpu-arch");
 }
 
 TEST_CASE_METHOD(NodeFixture, "doctor: the report is a table of the host then the verdict", "[doctor]") {
