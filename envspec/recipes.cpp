@@ -1147,7 +1147,8 @@ Result<RecipeSet> parse_recipe_texts(const std::map<std::string, RecipeText>& fi
   read("ucx/ucx.yaml", [&](const Node& root) { loader.read_library(root, "ucx", set.ucx); });
   read("pmix/pmix.yaml", [&](const Node& root) { loader.read_library(root, "pmix", set.pmix); });
   read("python/python.yaml", [&](const Node& root) { loader.read_python(root, set.python); });
-  for (const auto& [name, display] : k_frameworks) { // RecipeSet::frameworks order, not path order
+  for (const auto& entry : k_frameworks) { // RecipeSet::frameworks order, not path order
+    const auto& name = entry.first; // a plain reference: lambdas can't capture a structured binding (clang)
     read(fmt::format("{0}/{0}.yaml", name), [&](const Node& root) {
       FrameworkRecipe framework;
       loader.read_framework(root, name, framework);
