@@ -141,20 +141,15 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
       env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
     }
   }
-  for (const auto& var : stack_env) {
-    auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
-    if (it != env.end()) {
-      it->second = var.second;
-    } else {
-      env.push_back(var);
-    }
-  }
-  for (const auto& var : spec.env) {
-    auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
-    if (it != env.end()) {
-      it->second = var.second;
-    } else {
-      env.push_back(var);
+  // The stack's variables over the base's, then the spec's over both.
+  for (const auto* vars : {&stack_env, &spec.env}) {
+    for (const auto& var : *vars) {
+      auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
+      if (it != env.end()) {
+        it->second = var.second;
+      } else {
+        env.push_back(var);
+      }
     }
   }
   if (std::none_of(env.begin(), env.end(), [](const auto& p) { return p.first == "PATH"; })) {

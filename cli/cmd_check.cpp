@@ -80,7 +80,7 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
       out["files"].push_back(f.string());
     }
     if (stack) {
-      out["stack"] = envspec::stack_json(stack->locked);
+      out["stack"] = envspec::locked_stack_json(stack->locked);
     }
     std::printf("%s\n", out.dump().c_str());
   } else {

@@ -247,6 +247,35 @@ void sort_artifacts(std::vector<LockedArtifact>& artifacts) {
   });
 }
 
+nlohmann::ordered_json locked_stack_json(const LockedStack& stack) {
+  nlohmann::ordered_json j;
+  j["recipes"] = stack.recipes;
+  if (!stack.recipes_commit.empty()) {
+    j["recipes-commit"] = stack.recipes_commit;
+  }
+  j["recipes-digest"] = stack.recipes_digest.str();
+  j["cuda"] = stack.cuda;
+  j["driver-floor"] = stack.driver_floor;
+  j["min-cc"] = stack.min_cc;
+  j["archs"] = stack.archs;
+  j["nvidia-require-cuda"] = stack.nvidia_require_cuda;
+  j["choices"] = nlohmann::ordered_json::array();
+  for (const LockedStackChoice& c : stack.choices) {
+    nlohmann::ordered_json cj;
+    cj["component"] = c.component;
+    cj["name"] = c.name;
+    cj["version"] = c.version;
+    if (!c.variant.empty()) {
+      cj["variant"] = c.variant;
+    }
+    cj["via"] = c.via;
+    cj["packages"] = c.packages;
+    cj["facts"] = c.facts;
+    j["choices"].push_back(std::move(cj));
+  }
+  return j;
+}
+
 std::string render_lock(const Lock& lock) {
   std::string out = "{\n";
   out += fmt::format("  \"lockstep-lock\": {},\n", lock.schema);
@@ -256,36 +285,16 @@ std::string render_lock(const Lock& lock) {
   out += fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
   out += fmt::format("  \"inputs\": {},\n", lock.inputs.dump());
   if (lock.stack) {
-    const LockedStack& st = *lock.stack;
-    ordered head;
-    head["recipes"] = st.recipes;
-    if (!st.recipes_commit.empty()) {
-      head["recipes-commit"] = st.recipes_commit;
-    }
-    head["recipes-digest"] = st.recipes_digest.str();
-    head["cuda"] = st.cuda;
-    head["driver-floor"] = st.driver_floor;
-    head["min-cc"] = st.min_cc;
-    head["archs"] = st.archs;
-    head["nvidia-require-cuda"] = st.nvidia_require_cuda;
+    ordered head = locked_stack_json(*lock.stack);
+    const ordered choices = std::move(head["choices"]);
+    head.erase("choices");
     std::string h = json_line(head);
-    h.pop_back(); // the closing brace: the choices follow
+    h.pop_back(); // the closing brace: the choices follow, one per line
     out += "  \"stack\": " + h + ", \"choices\": [";
-    for (std::size_t i = 0; i < st.choices.size(); ++i) {
-      const LockedStackChoice& c = st.choices[i];
-      ordered j;
-      j["component"] = c.component;
-      j["name"] = c.name;
-      j["version"] = c.version;
-      if (!c.variant.empty()) {
-        j["variant"] = c.variant;
-      }
-      j["via"] = c.via;
-      j["packages"] = c.packages;
-      j["facts"] = c.facts;
-      out += (i == 0 ? "\n    " : ",\n    ") + json_line(j);
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      out += (i == 0 ? "\n    " : ",\n    ") + json_line(choices[i]);
     }
-    out += st.choices.empty() ? "]},\n" : "\n  ]},\n";
+    out += choices.empty() ? "]},\n" : "\n  ]},\n";
   }
   out += "  \"repos\": [";
   for (std::size_t i = 0; i < lock.repos.size(); ++i) {

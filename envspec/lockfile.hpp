@@ -75,6 +75,9 @@ struct LockedStack {
   bool operator==(const LockedStack&) const = default;
 };
 
+/// A locked stack as the lock writes it (its `stack` object; also `lockstep check --json`).
+nlohmann::ordered_json locked_stack_json(const LockedStack& stack);
+
 /// A parsed lockfile.
 struct Lock {
   int schema = k_lock_schema;

@@ -57,15 +57,20 @@ struct Want {
   }
 };
 
-Want want(const StackRequest::Item& item) {
+// A constraint text as a Want ("" = none; the spec and the recipes were validated when loaded).
+Want want(const std::string& text) {
   Want w;
-  if (item.given()) {
-    if (Result<VersionConstraint> c = VersionConstraint::parse(item.text)) {
+  if (!text.empty()) {
+    if (Result<VersionConstraint> c = VersionConstraint::parse(text)) {
       w.c = *c;
-      w.text = item.text;
+      w.text = text;
     }
   }
   return w;
+}
+
+Want want(const StackRequest::Item& item) {
+  return want(item.text);
 }
 
 // The version text a package pattern's {version} takes: what the spec asked for when it is a plain
@@ -125,18 +130,6 @@ bool has_system(const FrameworkVariant* v, std::string_view component) {
   return v != nullptr && std::find(v->system.begin(), v->system.end(), component) != v->system.end();
 }
 
-// The variant's need of a component as a constraint ("" = none).
-Want variant_need(const std::string& text) {
-  Want w;
-  if (!text.empty()) {
-    if (Result<VersionConstraint> c = VersionConstraint::parse(text)) {
-      w.c = *c;
-      w.text = text;
-    }
-  }
-  return w;
-}
-
 // Which request keys take part in a search; a relaxed search leaves one out.
 struct Request {
   Want cuda, cudnn, nccl, python, fw_version;
@@ -149,7 +142,8 @@ struct Request {
 
 class Solver {
 public:
-  Solver(const RecipeSet& recipes, const StackContext& context) : m_r(recipes), m_ctx(context) {}
+  Solver(const RecipeSet& recipes, const StackContext& context)
+      : m_r(recipes), m_suite_python(find_suite_python(recipes, context.debian_suite)) {}
 
   // Every combination satisfying `q`, in preference order (at most `limit`).
   std::vector<Pick> search(const Request& q, std::size_t limit) const {
@@ -187,18 +181,7 @@ public:
   const RecipeSet& recipes() const { return m_r; }
 
   // The Python of the Debian suite, if the recipes know it.
-  const PythonVersion* suite_python() const {
-    if (m_ctx.debian_suite.empty()) {
-      return nullptr;
-    }
-    for (const PythonVersion& py : m_r.python.versions) {
-      if (py.why.usable() &&
-          std::find(py.debian.begin(), py.debian.end(), m_ctx.debian_suite) != py.debian.end()) {
-        return &py;
-      }
-    }
-    return nullptr;
-  }
+  const PythonVersion* suite_python() const { return m_suite_python; }
 
 private:
   static std::vector<std::string> release_versions(const FrameworkRelease& rel, const Want& w) {
@@ -240,7 +223,7 @@ private:
   }
 
   void extend_python(const Request& q, Pick p, std::vector<Pick>& out, std::size_t limit) const {
-    const Want need = p.release != nullptr ? variant_need(p.release->python) : Want{};
+    const Want need = p.release != nullptr ? want(p.release->python) : Want{};
     if (q.python.given()) {
       for (const PythonVersion& py : m_r.python.versions) {
         if (py.why.usable() && q.python.matches(py.version) && need.matches(py.version) && suite_allows(py)) {
@@ -287,7 +270,7 @@ private:
       extend_cudnn(q, p, out, limit);
       return;
     }
-    const Want vneed = v != nullptr ? variant_need(v->cuda) : Want{};
+    const Want vneed = v != nullptr ? want(v->cuda) : Want{};
     for (const CudaLine& line : m_r.cuda.lines) {
       if (!line.why.usable() || !q.cuda.matches(line.version) || !vneed.matches(line.version)) {
         continue;
@@ -315,7 +298,7 @@ private:
       extend_nccl(q, p, out, limit);
       return;
     }
-    const Want vneed = v != nullptr ? variant_need(v->cudnn) : Want{};
+    const Want vneed = v != nullptr ? want(v->cudnn) : Want{};
     for (const CudnnSeries& s : m_r.cudnn.series) {
       if (!s.why.usable() || !q.cudnn.matches_series(s.series) || !vneed.matches_series(s.series) ||
           !cudnn_supports(s, p.cuda)) {
@@ -355,7 +338,7 @@ private:
       out.push_back(p);
       return;
     }
-    const Want vneed = v != nullptr ? variant_need(v->nccl) : Want{};
+    const Want vneed = v != nullptr ? want(v->nccl) : Want{};
     // Releases with a build for exactly this CUDA X.Y first (the apt request asks for that build),
     // then those known only for its major.
     for (const bool exact : {true, false}) {
@@ -386,8 +369,20 @@ public:
   }
 
 private:
+  static const PythonVersion* find_suite_python(const RecipeSet& r, const std::string& suite) {
+    if (suite.empty()) {
+      return nullptr;
+    }
+    for (const PythonVersion& py : r.python.versions) {
+      if (py.why.usable() && std::find(py.debian.begin(), py.debian.end(), suite) != py.debian.end()) {
+        return &py;
+      }
+    }
+    return nullptr;
+  }
+
   const RecipeSet& m_r;
-  const StackContext& m_ctx;
+  const PythonVersion* m_suite_python; ///< the Debian base suite's python3, computed once
 };
 
 // ---- explaining an impossible request ----------------------------------------------------------
@@ -945,35 +940,6 @@ std::vector<std::string> describe_stack(const LockedStack& stack) {
     out.push_back(fmt::format("env        NVIDIA_REQUIRE_CUDA={}", stack.nvidia_require_cuda));
   }
   return out;
-}
-
-nlohmann::ordered_json stack_json(const LockedStack& stack) {
-  nlohmann::ordered_json j;
-  j["recipes"] = stack.recipes;
-  if (!stack.recipes_commit.empty()) {
-    j["recipes-commit"] = stack.recipes_commit;
-  }
-  j["recipes-digest"] = stack.recipes_digest.str();
-  j["cuda"] = stack.cuda;
-  j["driver-floor"] = stack.driver_floor;
-  j["min-cc"] = stack.min_cc;
-  j["archs"] = stack.archs;
-  j["nvidia-require-cuda"] = stack.nvidia_require_cuda;
-  j["choices"] = nlohmann::ordered_json::array();
-  for (const LockedStackChoice& c : stack.choices) {
-    nlohmann::ordered_json cj;
-    cj["component"] = c.component;
-    cj["name"] = c.name;
-    cj["version"] = c.version;
-    if (!c.variant.empty()) {
-      cj["variant"] = c.variant;
-    }
-    cj["via"] = c.via;
-    cj["packages"] = c.packages;
-    cj["facts"] = c.facts;
-    j["choices"].push_back(std::move(cj));
-  }
-  return j;
 }
 
 StackImageConfig stack_image_config(const LockedStack& stack) {

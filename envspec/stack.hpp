@@ -49,9 +49,6 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
 /// then the driver floor and NVIDIA_REQUIRE_CUDA, for `lockstep check` and `lockstep lock`.
 std::vector<std::string> describe_stack(const LockedStack& stack);
 
-/// A locked stack as JSON (the lock's `stack` object; `lockstep check --json`).
-nlohmann::ordered_json stack_json(const LockedStack& stack);
-
 /// The image config additions a locked stack implies: env NVIDIA_REQUIRE_CUDA (when CUDA is in
 /// the stack) and the dev.lockstep.* labels of the choices (dev.lockstep.stack.<component> =
 /// "<name> <version>[ <variant>]", dev.lockstep.gpu.min-cc, dev.lockstep.gpu.archs).

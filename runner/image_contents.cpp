@@ -606,34 +606,9 @@ int open_beneath(int root_fd, const std::string& rel, int flags) {
   }
 }
 
+// The names in a directory, sorted bytewise.
 Result<std::vector<std::string>> list_directory(int dir_fd, const std::string& where) {
-  int fd = ::dup(dir_fd);
-  if (fd < 0) {
-    return errno_error("can't read directory " + where, errno);
-  }
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return errno_error("can't read directory " + where, err);
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> guard(dir, ::closedir);
-  ::rewinddir(dir);
-  std::vector<std::string> names;
-  for (;;) {
-    errno = 0;
-    const struct dirent* d = ::readdir(dir);
-    if (d == nullptr) {
-      if (errno != 0) {
-        return errno_error("can't read directory " + where, errno);
-      }
-      break;
-    }
-    std::string_view n = d->d_name;
-    if (n != "." && n != "..") {
-      names.emplace_back(n);
-    }
-  }
+  LS_TRY_ASSIGN(std::vector<std::string> names, directory_names(dir_fd, where));
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -117,37 +117,6 @@ std::string_view type_name(mode_t type) {
   }
 }
 
-// The names in a directory (without "." and ".."), read through a duplicate of `dir_fd`.
-Result<std::vector<std::string>> list_names(int dir_fd, const std::string& where) {
-  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    return errno_error("can't open directory " + where, errno);
-  }
-  DIR* dir = ::fdopendir(fd);
-  if (dir == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return errno_error("can't read directory " + where, err);
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> guard(dir, ::closedir);
-  std::vector<std::string> names;
-  for (;;) {
-    errno = 0;
-    const struct dirent* e = ::readdir(dir);
-    if (e == nullptr) {
-      if (errno != 0) {
-        return errno_error("can't read directory " + where, errno);
-      }
-      break;
-    }
-    std::string_view n = e->d_name;
-    if (n != "." && n != "..") {
-      names.emplace_back(n);
-    }
-  }
-  return names;
-}
-
 // Decides whether an entry of a directory being emptied stays: (directory inode, name, lstat).
 using KeepFn = std::function<bool(ino_t, const std::string&, const struct stat&)>;
 
@@ -181,7 +150,7 @@ Result<void> remove_children(UniqueFd& dir, const KeepFn* keep, const std::strin
     if (::fstat(dir.get(), &level.st) != 0) {
       return errno_error("can't stat " + describe(""), errno);
     }
-    LS_TRY_ASSIGN(level.names, list_names(dir.get(), describe("")));
+    LS_TRY_ASSIGN(level.names, directory_names(dir.get(), describe("")));
     stack.push_back(std::move(level));
     return {};
   };

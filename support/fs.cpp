@@ -3,6 +3,7 @@
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h> // renameat2
@@ -13,7 +14,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <memory>
 #include <random>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -339,6 +342,36 @@ Result<std::string> normalize_image_path(std::string_view path) {
     i = j + 1;
   }
   return out.empty() ? std::string("/") : out;
+}
+
+Result<std::vector<std::string>> directory_names(int dir_fd, const std::string& where) {
+  int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return errno_error("can't open directory " + where, errno);
+  }
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    int err = errno;
+    ::close(fd);
+    return errno_error("can't read directory " + where, err);
+  }
+  std::unique_ptr<DIR, int (*)(DIR*)> guard(dir, ::closedir);
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    const struct dirent* e = ::readdir(dir);
+    if (e == nullptr) {
+      if (errno != 0) {
+        return errno_error("can't read directory " + where, errno);
+      }
+      break;
+    }
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") {
+      names.emplace_back(n);
+    }
+  }
+  return names;
 }
 
 } // namespace lockstep

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockstep {
 
@@ -101,6 +102,10 @@ private:
   std::uint64_t m_synced = 0;
   bool m_committed = false;
 };
+
+/// The names in the directory `dir_fd` (without "." and ".."), in the order readdir gives them, read
+/// through a new descriptor so `dir_fd`'s own position is untouched; `where` names it in errors.
+Result<std::vector<std::string>> directory_names(int dir_fd, const std::string& where);
 
 /// Writes `data` to `path` atomically.
 Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view data, mode_t mode = 0644);
