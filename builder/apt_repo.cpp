@@ -30,9 +30,20 @@ struct SignedRelease {
   std::string url; ///< where it came from (for messages)
 };
 
+// Limits for reading from `repo`: a local repository is read only inside its own directory (a
+// symlink or a Filename leading out of it is refused before it is opened; support/http.hpp).
+FetchOptions repo_fetch(const envspec::Repo& repo, std::uint64_t max_size) {
+  FetchOptions options;
+  options.max_size = max_size;
+  if (Result<std::optional<std::filesystem::path>> local = local_url_path(repo.url); local && *local) {
+    options.local_roots.push_back(**local);
+  }
+  return options;
+}
+
 Result<SignedRelease> fetch_release(const std::string& base, const envspec::Repo& repo) {
   const std::string inrelease_url = base + "/InRelease";
-  Result<std::string> inrelease = http_get(inrelease_url, k_max_release_size);
+  Result<std::string> inrelease = http_get(inrelease_url, repo_fetch(repo, k_max_release_size));
   if (inrelease) {
     LS_TRY_ASSIGN(std::string text, verify_clearsigned(*inrelease, repo.keyring, inrelease_url));
     return SignedRelease{std::move(text), inrelease_url};
@@ -41,12 +52,12 @@ Result<SignedRelease> fetch_release(const std::string& base, const envspec::Repo
     return inrelease.error();
   }
   const std::string release_url = base + "/Release";
-  Result<std::string> release = http_get(release_url, k_max_release_size);
+  Result<std::string> release = http_get(release_url, repo_fetch(repo, k_max_release_size));
   if (!release) {
     return external_error("{} has no InRelease ({}) and no Release ({}); check the URL and suite",
                           repo.url_text, inrelease.error().message, release.error().message);
   }
-  LS_TRY_ASSIGN(std::string signature, http_get(release_url + ".gpg", 1 << 20));
+  LS_TRY_ASSIGN(std::string signature, http_get(release_url + ".gpg", repo_fetch(repo, 1 << 20)));
   LS_TRY(verify_detached(*release, signature, repo.keyring, release_url));
   return SignedRelease{std::move(*release), release_url};
 }
@@ -152,7 +163,7 @@ Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const s
     downloads.push_back(Download{url, entry.sha256, entry.size, path});
     names.push_back(signed_release.url.substr(0, signed_release.url.rfind('/') + 1) + path);
   }
-  LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, k_max_index_size));
+  LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, repo_fetch(repo, k_max_index_size)));
   for (std::size_t i = 0; i < blobs.size(); ++i) {
     LS_TRY_ASSIGN(std::string compressed, store.read(blobs[i].digest, k_max_index_size));
     LS_TRY_ASSIGN(std::string text, decompress_index(compressed, names[i], k_max_index_text_size));

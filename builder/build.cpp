@@ -8,6 +8,7 @@
 #include "builder/run_step.hpp"
 #include "builder/sif_output.hpp"
 #include "builder/wheel_layers.hpp"
+#include "envspec/host_paths.hpp"
 #include "envspec/stack.hpp"
 #include "support/image_source.hpp"
 #include "support/image_writer.hpp"
@@ -393,7 +394,11 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
     }
     state.layers = result.layers;
     state.diff_ids = result.diff_ids;
-    // Fetch through absolute URLs; the digest recorded in the image is the lock's own.
+    // Local files the lock names must lie in the project before anything is read (nothing outside
+    // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
+    // lock's own.
+    LS_TRY(check_lock_local_files(*options.lock, spec));
+    state.local_roots = envspec::local_roots(spec);
     const envspec::Lock lock = resolve_lock_urls(*options.lock, spec.dir);
     {
       log::Timer t("packages");

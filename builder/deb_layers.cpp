@@ -5,6 +5,7 @@
 #include "builder/run_step.hpp"
 #include "support/deb822.hpp"
 #include "support/http.hpp"
+#include "support/json.hpp"
 #include "support/log.hpp"
 
 #include <fmt/format.h>
@@ -24,7 +25,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* k_info_ns = "deb-info";
-constexpr const char* k_deb_layer_version = "lockstep-deb-layer-1";
+constexpr const char* k_deb_layer_version = "lockstep-deb-layer-2"; // 2: members below symlinks resolved
 constexpr std::uint64_t k_max_deb_size = 16ULL << 30;
 const std::vector<std::string> k_groups = {"base", "mpi", "cuda", "python", "app"};
 
@@ -50,8 +51,12 @@ json info_to_json(const InstalledDeb& deb) {
 }
 
 std::optional<InstalledDeb> info_from_json(const std::string& text) {
+  Result<json> parsed = parse_json(text, "installed package record");
+  if (!parsed) {
+    return std::nullopt;
+  }
   try {
-    json j = json::parse(text);
+    const json& j = *parsed;
     InstalledDeb deb;
     deb.control.control = j.at("control").get<std::string>();
     deb.control.package = j.at("package").get<std::string>();
@@ -205,7 +210,10 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   }
   {
     log::Timer t("fetch packages");
-    LS_TRY(fetch_all(store, downloads, k_max_deb_size));
+    FetchOptions fetch;
+    fetch.max_size = k_max_deb_size;
+    fetch.local_roots = state.local_roots;
+    LS_TRY(fetch_all(store, downloads, fetch));
   }
   // 2. One layer per group, in a fixed order; the first also holds the merged-/usr symlinks.
   const std::string settings = layer_settings(state.codec);

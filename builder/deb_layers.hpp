@@ -12,6 +12,7 @@
 #include "support/result.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct PackageBuildState {
   std::vector<Digest> diff_ids;        ///< in, then appended to
   std::vector<bool> cached;            ///< one per appended layer
   std::vector<std::string> history;    ///< one per appended layer
+  /// Where the lock's local files may be read from (envspec::local_roots; support/http.hpp).
+  std::vector<std::filesystem::path> local_roots;
 };
 
 /// Appends a built layer to `state` and logs it ("layer sha256:0123… 3.8 MiB CREATED_BY (cached)").

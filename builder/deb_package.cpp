@@ -1,9 +1,11 @@
 #include "builder/deb_package.hpp"
 
+#include "runner/unpack.hpp"
 #include "support/deb822.hpp"
 #include "support/debian_version.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
+#include "support/process.hpp"
 #include "support/tar_reader.hpp"
 #include "support/text.hpp"
 
@@ -687,13 +689,11 @@ void record(DebLayerPaths& seen, const TarEntry& e, std::string_view owner) {
   seen.members[e.path] = std::move(m);
 }
 
-enum class Parents { may_be_symlinks, must_be_directories };
-
 // Emits the missing parent directories of `path` (0755 root:root), so that every member's parent
-// comes first. A parent that is a file is an error; a symlink is followed by dpkg (merged /usr),
-// so package data may go below one, while the dpkg database may not.
+// comes first. A parent that is not a directory (a symlink included) is an error: the dpkg
+// database and merged /usr's links go below real directories only.
 Result<void> ensure_parents(TarWriter& tar, DebLayerPaths& seen, const std::string& path, std::int64_t epoch,
-                            std::string_view owner, Parents policy) {
+                            std::string_view owner) {
   std::size_t slash = 0;
   while ((slash = path.find('/', slash)) != std::string::npos) {
     std::string parent = path.substr(0, slash);
@@ -708,13 +708,77 @@ Result<void> ensure_parents(TarWriter& tar, DebLayerPaths& seen, const std::stri
     if (it->second.type == TarEntry::Type::dir) {
       continue;
     }
-    if (it->second.type == TarEntry::Type::symlink && policy == Parents::may_be_symlinks) {
-      return {}; // what lies below a symlink is the symlink target's business
-    }
     return invalid_input("{}: /{} would go below /{}, which {} installed as a {}", owner, path, parent,
                          it->second.owner, type_name(it->second.type));
   }
   return {};
+}
+
+// Where the unpacker will put package member `e`, found with the unpacker's own rule
+// (runner::resolve_parent_in_view) over what this layer holds so far: dpkg follows a symbolic
+// link to a directory (merged /usr, `usr/lib/foo -> ../share/foo`), and so does the unpacker. Sets
+// e.path to that place and returns the directories to emit first (the parents the layer lacks).
+// A parent through a link to anything but a directory this layer already holds is refused: the
+// layer can't know what lies below the image's other layers (an absolute `/opt/elsewhere`, `/tmp`),
+// and the unpacker refuses a link to a missing directory, so such an image would not run
+// (docs/debs.md, "Files below a symbolic link").
+Result<std::vector<std::string>> resolve_member_parent(const DebLayerPaths& seen, TarEntry& e,
+                                                       std::string_view what) {
+  const std::size_t slash = e.path.rfind('/');
+  if (slash == std::string::npos) {
+    return std::vector<std::string>{};
+  }
+  const std::string parent = e.path.substr(0, slash);
+  // Every path the layer holds has real directories above it (members are placed where their parents
+  // resolve to), so a parent the layer holds as a directory resolves to itself.
+  if (auto it = seen.members.find(parent);
+      it != seen.members.end() && it->second.type == TarEntry::Type::dir) {
+    return std::vector<std::string>{};
+  }
+  auto lookup = [&seen](const std::string& path) {
+    runner::ViewEntry v;
+    auto it = seen.members.find(path);
+    if (it == seen.members.end()) {
+      return v;
+    }
+    switch (it->second.type) {
+    case TarEntry::Type::dir:
+      v.type = runner::ViewEntry::Type::directory;
+      break;
+    case TarEntry::Type::symlink:
+      v.type = runner::ViewEntry::Type::symlink;
+      v.link_target = it->second.link_target;
+      break;
+    default:
+      v.type = runner::ViewEntry::Type::other;
+      break;
+    }
+    return v;
+  };
+  runner::ParentInView r = runner::resolve_parent_in_view(parent, lookup);
+  const DebLayerPaths::Member* at = nullptr;
+  if (auto it = seen.members.find(r.path); it != seen.members.end()) {
+    at = &it->second;
+  }
+  switch (r.status) {
+  case runner::ParentInView::Status::ok:
+    e.path = (r.path.empty() ? std::string() : r.path + "/") + e.path.substr(slash + 1);
+    return std::move(r.created);
+  case runner::ParentInView::Status::link_to_missing:
+    return invalid_input(
+        "{}: /{} would go below /{}, a symbolic link to {} that {} installed, which does not lead to a "
+        "directory installed before it in this layer; refusing the package, as the image could not be "
+        "unpacked (files may go below a package's symbolic link only where it leads to a directory of the "
+        "same layer, as merged /usr's do)",
+        what, e.path, r.path, at != nullptr ? at->link_target : "?", at != nullptr ? at->owner : "a package");
+  case runner::ParentInView::Status::not_directory:
+    return invalid_input("{}: /{} would go below /{}, which is not a directory ({} installed a {} there)",
+                         what, e.path, r.path, at != nullptr ? at->owner : "a package",
+                         at != nullptr ? type_name(at->type) : "file");
+  case runner::ParentInView::Status::loop:
+    return invalid_input("{}: /{} would go below /{}, where symbolic links loop", what, e.path, r.path);
+  }
+  return internal_error("resolve_member_parent: unknown status");
 }
 
 // What to do with a member whose layer path another member already took.
@@ -1074,6 +1138,7 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
     out.paths.emplace_back("/.");
     std::set<std::string> names;                    // member names already read from this package
     std::map<std::string, std::string> md5_of_name; // regular files and hard links of this package
+    std::map<std::string, std::string> placed_at;   // their paths in the layer
     std::vector<char> buf(1U << 20);
     std::uint64_t total = 0;
     std::size_t count = 0;
@@ -1109,12 +1174,17 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
                                what, m->name, m->link_target);
         }
         md5 = target->second;
-        e.link_target = layer_path_of(m->link_target, options.merged_usr);
+        e.link_target = placed_at.at(m->link_target);
       }
+      LS_TRY_ASSIGN(std::vector<std::string> parents, resolve_member_parent(seen, e, what));
 
       LS_TRY_ASSIGN(Placement placement, place(seen, e, what));
       if (placement == Placement::emit) {
-        LS_TRY(ensure_parents(tar, seen, e.path, options.epoch, what, Parents::may_be_symlinks));
+        for (const std::string& dir : parents) {
+          TarEntry d = directory_entry(dir, options.epoch);
+          tar.add(d);
+          record(seen, d, what);
+        }
         tar.add(e);
         record(seen, e, what);
       }
@@ -1135,6 +1205,7 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
       }
       if (m->type == TarEntry::Type::file || m->type == TarEntry::Type::hardlink) {
         md5_of_name[m->name] = md5;
+        placed_at[m->name] = e.path;
         out.md5s.emplace_back(m->name, md5);
       }
     }
@@ -1176,7 +1247,7 @@ Result<void> emit_merged_usr_links(TarWriter& tar, DebLayerPaths& seen, std::int
       std::string dir = dirs.substr(pos, end - pos);
       pos = end + 1;
       TarEntry usr_dir = directory_entry("usr/" + dir, epoch);
-      LS_TRY(ensure_parents(tar, seen, usr_dir.path, epoch, "merged /usr", Parents::must_be_directories));
+      LS_TRY(ensure_parents(tar, seen, usr_dir.path, epoch, "merged /usr"));
       LS_TRY_ASSIGN(Placement p, place(seen, usr_dir, "merged /usr"));
       if (p == Placement::emit) {
         tar.add(usr_dir);
@@ -1372,7 +1443,7 @@ Result<void> emit_database(TarWriter& tar, DebLayerPaths& seen, const std::map<s
       e.mode = f.mode;
       e.mtime = epoch;
       e.size = f.dir ? 0 : static_cast<std::int64_t>(f.content.size());
-      LS_TRY(ensure_parents(tar, seen, path, epoch, k_database_owner, Parents::must_be_directories));
+      LS_TRY(ensure_parents(tar, seen, path, epoch, k_database_owner));
       LS_TRY_ASSIGN(Placement p, place(seen, e, k_database_owner));
       if (p == Placement::skip) {
         if (!f.dir) {
@@ -1408,23 +1479,6 @@ Result<void> write_dpkg_database(TarWriter& tar, DebLayerPaths& seen, const std:
   LS_TRY_ASSIGN(auto files, database_files(records, state, native_arch));
   return emit_database(tar, seen, files, epoch);
 }
-
-namespace {
-
-// Single-quotes `s` for sh.
-std::string sh_quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-} // namespace
 
 std::string configure_script(const std::vector<InstalledDeb>& debs_in_order) {
   std::map<std::string, int> instances; // DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT: installed instances of a name
@@ -1495,8 +1549,8 @@ lockstep_preinst() {
     if (d.control.files.count("preinst") == 0) {
       continue;
     }
-    s += fmt::format("lockstep_preinst {} {} {} {}\n", sh_quote(d.control.package),
-                     sh_quote(d.control.architecture), sh_quote(d.control.dpkg_name()),
+    s += fmt::format("lockstep_preinst {} {} {} {}\n", shell_quote(d.control.package),
+                     shell_quote(d.control.architecture), shell_quote(d.control.dpkg_name()),
                      instances[d.control.package]);
   }
   s += R"(

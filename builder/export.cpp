@@ -4,9 +4,13 @@
 // lock's order), its wheels (pip, --no-deps, from the checked files), git sources at their commits,
 // copy: from the host, env and workdir, run: steps, then user, labels, entrypoint and cmd. Every
 // value from the spec or the lock is checked against a character set that is safe where it lands
-// (a Dockerfile word, a single-quoted shell word, an Apptainer %files line) or escaped for it; what
-// can't be written is an error, or a limitation when leaving it out keeps the recipe useful.
+// (a Dockerfile word, an Apptainer %files line) or quoted for it (shell words by shell_quote, the
+// Dockerfile's exec form as JSON); comments escape control characters (escape_controls); what can't
+// be written is an error, or a limitation when leaving it out keeps the recipe useful.
 #include "builder/export.hpp"
+
+#include "support/process.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -50,15 +54,6 @@ bool safe_file(std::string_view s) {
   return only_chars(s, "-._+~") && s != "." && s != ".." && s.size() <= 255;
 }
 
-// A single-quoted shell word: 'it'\''s'.
-std::string sh_quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return out + "'";
-}
-
 // A double-quoted Dockerfile word (ENV, LABEL): '\', '"' and '$' escaped. Empty when `s` has a
 // newline or another control character, which no Dockerfile word can hold.
 std::optional<std::string> docker_quote(std::string_view s) {
@@ -78,6 +73,52 @@ std::optional<std::string> docker_quote(std::string_view s) {
 bool has_control(std::string_view s) {
   return std::any_of(s.begin(), s.end(),
                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// Whether a run: step must be written in the exec form (JSON) rather than as a shell-form line,
+// which BuildKit would read differently from `sh -c STEP`: a newline or other control character
+// (the line ends), a trailing backslash (the line continues), "<<" (a heredoc reads the lines after
+// it), a leading '[' (read as JSON).
+bool needs_exec_form(std::string_view step) {
+  const std::size_t last = step.find_last_not_of(" \t");
+  const std::size_t first = step.find_first_not_of(" \t");
+  return has_control(step) || (last != std::string_view::npos && step[last] == '\\') ||
+         step.find("<<") != std::string_view::npos || (first != std::string_view::npos && step[first] == '[');
+}
+
+// Apptainer splits a definition file into sections at every line whose first word starts with '%',
+// and into stages at every line starting with "bootstrap:" (any case), inside quotes or not (its
+// parser knows no shell). A value written on several lines must not hold such a line. Refused:
+// after a newline, '%' behind blanks or non-ASCII bytes (Unicode spaces count as blanks there), or
+// "bootstrap:" with the long s (U+017F) Go's case folding also matches.
+Result<void> check_def_lines(std::string_view value, const std::string& what) {
+  std::size_t nl = value.find('\n');
+  while (nl != std::string_view::npos) {
+    const std::string_view line = value.substr(nl + 1, value.find('\n', nl + 1) - nl - 1);
+    const std::size_t first = line.find_first_not_of(std::string_view(" \t\v\f\r"));
+    std::size_t i = 0;
+    while (i < line.size() && (std::string_view(" \t\v\f\r").find(line[i]) != std::string_view::npos ||
+                               static_cast<unsigned char>(line[i]) >= 0x80)) {
+      ++i;
+    }
+    std::string folded;
+    for (std::size_t j = 0; j < line.size() && folded.size() < 10; ++j) {
+      if (line.substr(j, 2) == "\xc5\xbf") { // U+017F, folds to 's'
+        folded += 's';
+        ++j;
+      } else {
+        folded += ascii_lower(line.substr(j, 1));
+      }
+    }
+    if ((i < line.size() && line[i] == '%') || folded == "bootstrap:") {
+      return invalid_input("{}: the line '{}' would start a new {} of the Apptainer definition file; "
+                           "reword it (or export --dockerfile)",
+                           what, escape_controls(line.substr(first == std::string_view::npos ? 0 : first)),
+                           folded == "bootstrap:" ? "stage" : "section");
+    }
+    nl = value.find('\n', nl + 1);
+  }
+  return {};
 }
 
 // %XX-decodes the last path segment of a URL (no query or fragment): the wheel's file name.
@@ -235,7 +276,8 @@ Result<Plan> make_plan(const Spec& spec, const envspec::Lock& lock, ExportFormat
   for (const envspec::CopyItem& item : spec.copy) {
     if (item.git.empty()) {
       if (!safe_path(item.to)) {
-        return invalid_input("copy: to '{}' has characters a recipe can't hold safely", item.to);
+        return invalid_input("copy: to '{}' has characters a recipe can't hold safely",
+                             escape_controls(item.to));
       }
       std::string from = item.from.lexically_relative(spec.dir).generic_string();
       if (from.empty() || from.rfind("..", 0) == 0) {
@@ -244,7 +286,8 @@ Result<Plan> make_plan(const Spec& spec, const envspec::Lock& lock, ExportFormat
                              item.from_text, spec.dir.string());
       }
       if (!safe_path(from)) {
-        return invalid_input("copy: from '{}' has characters a recipe can't hold safely", item.from_text);
+        return invalid_input("copy: from '{}' has characters a recipe can't hold safely",
+                             escape_controls(item.from_text));
       }
       std::error_code ec;
       plan.copies.push_back(HostCopy{from, item.to + (item.to_is_dir && item.to != "/" ? "/" : ""),
@@ -264,7 +307,8 @@ Result<Plan> make_plan(const Spec& spec, const envspec::Lock& lock, ExportFormat
       return invalid_input("lock: git {}: '{}' is not a full commit id", it->name, it->version);
     }
     if (!safe_path(item.to)) {
-      return invalid_input("copy: to '{}' has characters a recipe can't hold safely", item.to);
+      return invalid_input("copy: to '{}' has characters a recipe can't hold safely",
+                           escape_controls(item.to));
     }
     GitSource g;
     g.artifact = &*it;
@@ -309,6 +353,11 @@ Result<Plan> make_plan(const Spec& spec, const envspec::Lock& lock, ExportFormat
     plan.env.emplace_back(name, value);
   }
   return plan;
+}
+
+// Whether an Apptainer %labels line can hold `key` (its first word; '%' would start a section).
+bool def_label_key(std::string_view key) {
+  return !key.empty() && key.find(' ') == std::string_view::npos && key.front() != '%';
 }
 
 // The limitations every export has, in a fixed order around the plan's own.
@@ -390,11 +439,16 @@ std::vector<std::string> limitations(const Spec& spec, const Plan& plan, ExportF
   }
   out.insert(out.end(), plan.limitations.begin(), plan.limitations.end());
   for (const auto& [key, value] : spec.labels) {
-    if (has_control(key) || has_control(value) || (!docker && key.find(' ') != std::string::npos)) {
-      out.push_back(
-          fmt::format("label {} has a newline{}: left out", key,
-                      docker ? " or control character" : ", control character or a space in its key"));
+    if (has_control(key) || has_control(value) || (!docker && !def_label_key(key))) {
+      out.push_back(fmt::format("label {} has a newline{}: left out", key,
+                                docker
+                                    ? " or control character"
+                                    : ", control character, a space in its key or a key starting with '%'"));
     }
+  }
+  // Each is a comment line of the recipe and a warning on the terminal.
+  for (std::string& line : out) {
+    line = escape_controls(line);
   }
   return out;
 }
@@ -404,8 +458,8 @@ std::string header(const Spec& spec, const envspec::Lock& lock, const ExportOpti
   const bool docker = o.format == ExportFormat::dockerfile;
   std::string s;
   s += fmt::format("# Generated by `lockstep export {}` from {} ({}) and {} (spec {}).\n",
-                   docker ? "--dockerfile" : "--apptainer-def", o.lock_name, envspec::lock_digest(lock).str(),
-                   o.spec_name, spec.digest.str());
+                   docker ? "--dockerfile" : "--apptainer-def", escape_controls(o.lock_name),
+                   envspec::lock_digest(lock).str(), escape_controls(o.spec_name), spec.digest.str());
   s += fmt::format(
       "# Platform {}, epoch {}. Every .deb and wheel is fetched from its exact lock URL and\n"
       "# checked by sha256{}; git sources are pinned by commit. Build from the spec's directory:\n",
@@ -485,7 +539,8 @@ void docker_from(const Spec& spec, const envspec::Lock& lock, const Plan& plan, 
   case envspec::BaseImage::Kind::oci:
     s += fmt::format("\n# base: {}{}: load that image into the builder as lockstep-base (or pass\n"
                      "# --build-arg LOCKSTEP_BASE_IMAGE=REF).\n",
-                     spec.base.path_text, spec.base.pin ? "@" + spec.base.pin->str() : std::string());
+                     escape_controls(spec.base.path_text),
+                     spec.base.pin ? "@" + spec.base.pin->str() : std::string());
     s += fmt::format("ARG LOCKSTEP_BASE_IMAGE=lockstep-base{}\n",
                      spec.base.pin ? "@" + spec.base.pin->str() : std::string());
     s += fmt::format("FROM {}${{LOCKSTEP_BASE_IMAGE}}\n", platform);
@@ -529,11 +584,13 @@ Result<std::string> dockerfile(const Spec& spec, const envspec::Lock& lock, cons
   docker_packages(spec, plan, s);
   for (const GitSource& g : plan.git) {
     if (g.remote) {
-      s += fmt::format("\n# git {} (rev {})\nADD {}#{} {}/\n", g.artifact->name, g.artifact->rev, g.source,
-                       g.artifact->version, g.to == "/" ? "" : g.to);
+      s += fmt::format("\n# git {} (rev {})\nADD {}#{} {}/\n", escape_controls(g.artifact->name),
+                       escape_controls(g.artifact->rev), g.source, g.artifact->version,
+                       g.to == "/" ? "" : g.to);
     } else {
       s += fmt::format("\n# git {} (rev {}) at commit {}: a repository on the build host, not expressible\n",
-                       g.artifact->name, g.artifact->rev, g.artifact->version);
+                       escape_controls(g.artifact->name), escape_controls(g.artifact->rev),
+                       g.artifact->version);
     }
   }
   if (!plan.copies.empty()) {
@@ -550,7 +607,8 @@ Result<std::string> dockerfile(const Spec& spec, const envspec::Lock& lock, cons
   }
   if (spec.workdir) {
     if (!safe_path(*spec.workdir)) {
-      return invalid_input("workdir '{}' has characters a Dockerfile can't hold safely", *spec.workdir);
+      return invalid_input("workdir '{}' has characters a Dockerfile can't hold safely",
+                           escape_controls(*spec.workdir));
     }
     s += fmt::format("WORKDIR {}\n", *spec.workdir);
   }
@@ -558,10 +616,7 @@ Result<std::string> dockerfile(const Spec& spec, const envspec::Lock& lock, cons
     s += "\n";
     for (const envspec::RunStep& step : spec.run) {
       const std::string flags = step.network ? "" : "--network=none ";
-      const bool multi_line = step.sh.find('\n') != std::string::npos ||
-                              step.sh.find('\r') != std::string::npos ||
-                              (!step.sh.empty() && step.sh.back() == '\\');
-      if (multi_line) {
+      if (needs_exec_form(step.sh)) {
         s += fmt::format("RUN {}{}\n", flags, nlohmann::json::array({"/bin/sh", "-c", step.sh}).dump());
       } else {
         s += fmt::format("RUN {}{}\n", flags, step.sh);
@@ -570,7 +625,8 @@ Result<std::string> dockerfile(const Spec& spec, const envspec::Lock& lock, cons
   }
   if (spec.user) {
     if (!only_chars(*spec.user, "-._:")) {
-      return invalid_input("user '{}' has characters a Dockerfile can't hold safely", *spec.user);
+      return invalid_input("user '{}' has characters a Dockerfile can't hold safely",
+                           escape_controls(*spec.user));
     }
     s += fmt::format("\nUSER {}\n", *spec.user);
   }
@@ -597,15 +653,21 @@ Result<std::string> dockerfile(const Spec& spec, const envspec::Lock& lock, cons
 
 // ---- Apptainer ---------------------------------------------------------------------------------------
 
-std::string words(const std::vector<std::string>& args) {
+// The words, shell-quoted, for the %runscript; `what` names them in errors.
+Result<std::string> words(const std::vector<std::string>& args, std::string_view what) {
   std::string s;
-  for (const std::string& a : args) {
-    s += (s.empty() ? "" : " ") + sh_quote(a);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    LS_TRY(check_def_lines(args[i], fmt::format("{}[{}]", what, i)));
+    s += (s.empty() ? "" : " ") + shell_quote(args[i]);
   }
   return s;
 }
 
 Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, const Plan& plan) {
+  if (spec.workdir && !safe_path(*spec.workdir)) { // %post and %runscript cd there
+    return invalid_input("workdir '{}' has characters a definition file can't hold safely",
+                         escape_controls(*spec.workdir));
+  }
   std::string s;
   switch (spec.base.kind) {
   case envspec::BaseImage::Kind::debian:
@@ -616,7 +678,7 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
     const bool dir = std::filesystem::is_directory(spec.base.path, ec);
     if (!safe_path(spec.base.path_text)) {
       return invalid_input("base.oci '{}' has characters a definition file can't hold safely",
-                           spec.base.path_text);
+                           escape_controls(spec.base.path_text));
     }
     s += fmt::format("Bootstrap: {}\nFrom: {}{}\n", dir ? "oci" : "oci-archive", spec.base.path_text,
                      spec.base.tag.empty() ? "" : ":" + spec.base.tag);
@@ -647,7 +709,7 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
       s += "    }\n";
       for (const auto& [files, dir] : {std::pair{&plan.debs, "debs"}, std::pair{&plan.wheels, "wheels"}}) {
         for (const File& f : *files) {
-          s += fmt::format("    fetch {} {} \"$d/{}/{}\"\n", sh_quote(f.source), f.artifact->sha256.hex(),
+          s += fmt::format("    fetch {} {} \"$d/{}/{}\"\n", shell_quote(f.source), f.artifact->sha256.hex(),
                            dir, f.name);
         }
       }
@@ -660,10 +722,11 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
     }
     for (const GitSource& g : plan.git) {
       const std::string to = fmt::format("\"$APPTAINER_ROOTFS\"{}", g.to == "/" ? "" : g.to);
-      s += fmt::format("    # git {} (rev {})\n", g.artifact->name, g.artifact->rev);
+      s += fmt::format("    # git {} (rev {})\n", escape_controls(g.artifact->name),
+                       escape_controls(g.artifact->rev));
       s +=
           fmt::format("    rm -rf {0}.lockstep-git && git clone --quiet --no-checkout {1} {0}.lockstep-git\n",
-                      to, sh_quote(g.source));
+                      to, shell_quote(g.source));
       s +=
           fmt::format("    git -C {0}.lockstep-git checkout --quiet --detach {1}\n", to, g.artifact->version);
       s += fmt::format(
@@ -683,7 +746,8 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
   if (!plan.env.empty()) {
     s += "\n%environment\n";
     for (const auto& [name, value] : plan.env) {
-      s += fmt::format("    export {}={}\n", name, sh_quote(value));
+      LS_TRY(check_def_lines(value, "env " + name));
+      s += fmt::format("    export {}={}\n", name, shell_quote(value));
     }
   }
 
@@ -691,7 +755,7 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
   if (install || !spec.run.empty() || !plan.env.empty()) {
     s += "\n%post\n    set -eu\n" + epoch;
     for (const auto& [name, value] : plan.env) {
-      s += fmt::format("    export {}={}\n", name, sh_quote(value));
+      s += fmt::format("    export {}={}\n", name, shell_quote(value));
     }
     if (!plan.debs.empty() && !scratch) {
       s += "    # The lock's packages, in the lock's order.\n    dpkg -i";
@@ -712,20 +776,19 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
       s += "    rm -rf /tmp/lockstep\n";
     }
     if (spec.workdir) {
-      if (!safe_path(*spec.workdir)) {
-        return invalid_input("workdir '{}' has characters a definition file can't hold safely",
-                             *spec.workdir);
-      }
       s += fmt::format("    mkdir -p {0}\n    cd {0}\n", *spec.workdir);
     }
-    for (const envspec::RunStep& step : spec.run) {
-      s += fmt::format("    /bin/sh -c {}\n", sh_quote(step.sh));
+    for (std::size_t i = 0; i < spec.run.size(); ++i) {
+      const envspec::RunStep& step = spec.run[i];
+      LS_TRY(check_def_lines(
+          step.sh, fmt::format("run[{}] ({}:{})", i, step.location.file.string(), step.location.line)));
+      s += fmt::format("    /bin/sh -c {}\n", shell_quote(step.sh));
     }
   }
 
   bool labels = false;
   for (const auto& [key, value] : spec.labels) {
-    if (has_control(key) || has_control(value) || key.find(' ') != std::string::npos || key.empty()) {
+    if (has_control(key) || has_control(value) || !def_label_key(key)) {
       continue;
     }
     s += fmt::format("{}    {} {}\n", labels ? "" : "\n%labels\n", key, value);
@@ -738,10 +801,12 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
       s += fmt::format("    cd {}\n", *spec.workdir);
     }
     if (spec.cmd && !spec.cmd->empty()) {
-      s += fmt::format("    if [ \"$#\" -eq 0 ]; then set -- {}; fi\n", words(*spec.cmd));
+      LS_TRY_ASSIGN(std::string cmd, words(*spec.cmd, "cmd"));
+      s += fmt::format("    if [ \"$#\" -eq 0 ]; then set -- {}; fi\n", cmd);
     }
     if (spec.entrypoint && !spec.entrypoint->empty()) {
-      s += fmt::format("    exec {} \"$@\"\n", words(*spec.entrypoint));
+      LS_TRY_ASSIGN(std::string entrypoint, words(*spec.entrypoint, "entrypoint"));
+      s += fmt::format("    exec {} \"$@\"\n", entrypoint);
     } else {
       s += "    exec \"$@\"\n";
     }

@@ -6,8 +6,11 @@
 #include "builder/git_source.hpp"
 #include "builder/recipes_source.hpp"
 #include "builder/wheel_lock.hpp"
+#include "envspec/host_paths.hpp"
 #include "envspec/recipes.hpp"
 #include "envspec/stack.hpp"
+#include "support/confine.hpp"
+#include "support/http.hpp"
 #include "support/log.hpp"
 #include "support/version.hpp"
 
@@ -306,6 +309,43 @@ envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem
     absolute(r.url);
   }
   return out;
+}
+
+Result<void> check_lock_local_files(const envspec::Lock& lock, const envspec::Spec& spec) {
+  const std::vector<std::filesystem::path> roots = envspec::local_roots(spec);
+  const envspec::Lock resolved = resolve_lock_urls(lock, spec.dir);
+  std::vector<std::string> problems;
+  for (std::size_t i = 0; i < resolved.artifacts.size(); ++i) {
+    const envspec::LockedArtifact& a = resolved.artifacts[i];
+    if (a.kind == "git") {
+      continue;
+    }
+    const std::string entry =
+        fmt::format("{} {} {} (url {})", a.kind, a.name, a.version, lock.artifacts[i].url);
+    Result<std::optional<std::filesystem::path>> local = local_url_path(a.url);
+    if (!local) {
+      problems.push_back(fmt::format("{}: {}", entry, local.error().message));
+      continue;
+    }
+    if (!*local) {
+      continue; // http(s)
+    }
+    Result<Confinement> where = confine_path(**local, roots);
+    if (!where) {
+      problems.push_back(fmt::format("{}: {}", entry, where.error().message));
+    } else if (!where->inside()) {
+      problems.push_back(fmt::format("{} leads to {}", entry, where->real.string()));
+    }
+  }
+  if (problems.empty()) {
+    return {};
+  }
+  return invalid_input(
+      "the lock names local files outside the spec's directory {} and the local repositories the spec names; "
+      "nothing was read:\n  {}\nA lock names local files only there: lock again with `lockstep lock` (do not "
+      "use a lock edited by hand or made elsewhere), or name the local repository that holds them in the "
+      "spec's repos",
+      spec.dir.string(), fmt::join(problems, "\n  "));
 }
 
 std::string apt_group_of(const std::string& name) {

@@ -35,6 +35,13 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
 /// to it) are made absolute `file://` URLs against `spec_dir`, for fetching.
 envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir);
 
+/// Refuses, before anything is read, every local file `lock` names (a relative URL, an absolute path
+/// or a file: URL of a deb or wheel) that does not lead, through symlinks, inside the spec's directory
+/// or a local repository the spec names (envspec::local_roots). invalid_input listing each such
+/// artifact and saying what to do. Git artifacts are fetched from the spec's own URL, confined when
+/// the spec was loaded.
+Result<void> check_lock_local_files(const envspec::Lock& lock, const envspec::Spec& spec);
+
 /// The layer group a Debian package belongs to when it is requested by name: "mpi", "cuda",
 /// "python" or "app" (base packages are those of the Debian base's closure).
 std::string apt_group_of(const std::string& name);

@@ -1,5 +1,6 @@
 #include "builder/pypi_index.hpp"
 
+#include "support/confine.hpp"
 #include "support/digest.hpp"
 #include "support/oci.hpp"
 
@@ -613,7 +614,8 @@ Result<std::vector<IndexFile>> parse_project_page(std::string_view body, std::st
                         page_url, content_type, k_simple_json_type);
 }
 
-Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir) {
+Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir,
+                                               const std::vector<std::filesystem::path>& roots) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path absolute = fs::absolute(dir, ec);
@@ -641,7 +643,13 @@ Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir)
   std::sort(names.begin(), names.end());
   std::vector<IndexFile> files;
   for (const auto& name : names) {
-    fs::path p = absolute / name;
+    LS_TRY_ASSIGN(Confinement where, confine_path(absolute / name, roots));
+    if (!where.inside()) {
+      return invalid_input("wheelhouse {}: {} leads outside the spec's directory and the local repositories "
+                           "it names (to {}); nothing was read. Put the wheel itself in the wheelhouse",
+                           absolute.string(), name, where.real.string());
+    }
+    const fs::path p = where.real;
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
       return errno_error("can't stat " + p.string(), errno);
@@ -653,7 +661,7 @@ Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir)
     LS_TRY_ASSIGN(Digest digest, sha256_of_file(p));
     IndexFile f;
     f.filename = name;
-    f.url = "file://" + percent_encode_path(p.lexically_normal().string());
+    f.url = "file://" + percent_encode_path((absolute / name).lexically_normal().string());
     f.sha256 = digest.hex();
     f.size = static_cast<std::uint64_t>(st.st_size);
     files.push_back(std::move(f));

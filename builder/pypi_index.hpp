@@ -60,7 +60,9 @@ Result<std::vector<IndexFile>> parse_project_page(std::string_view body, std::st
                                                   std::string_view page_url);
 
 /// The *.whl files directly in `dir` (regular files, or symlinks to them), sorted by name, each
-/// with a file: URL and its sha256 computed here.
-Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir);
+/// with a file: URL and its sha256 computed here. A wheel that leads (through a symlink) outside
+/// every directory of `roots` is refused before it is read (support/confine.hpp).
+Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir,
+                                               const std::vector<std::filesystem::path>& roots);
 
 } // namespace lockstep::builder

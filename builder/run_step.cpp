@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace lockstep::builder {
@@ -25,7 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* k_run_step_version = "lockstep-run-step-1";
+// 2: steps run confined (their own user, pid and IPC namespaces, seccomp; docs/run-steps.md).
+constexpr const char* k_run_step_version = "lockstep-run-step-2";
 constexpr std::string_view k_whiteout_prefix = ".wh.";
 constexpr const char* k_opaque_marker = ".wh..wh..opq";
 
@@ -97,11 +99,11 @@ struct UpperPlanner {
   LayerPlan plan;
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> links;
 
-  std::uint32_t map_uid(std::uint32_t id) const {
-    return layout.host_root_uid >= 0 && id == static_cast<std::uint32_t>(layout.host_root_uid) ? 0 : id;
-  }
-  std::uint32_t map_gid(std::uint32_t id) const {
-    return layout.host_root_gid >= 0 && id == static_cast<std::uint32_t>(layout.host_root_gid) ? 0 : id;
+  static std::optional<std::uint32_t> map_id(UpperLayout::IdRange range, std::uint32_t id) {
+    if (id < range.first || id - range.first >= range.count) {
+      return std::nullopt;
+    }
+    return id - range.first;
   }
 
   // An empty directory or file the sandbox made as a mount point, absent from the lower root.
@@ -119,12 +121,21 @@ struct UpperPlanner {
     return false;
   }
 
-  PlannedEntry base_entry(const std::string& rel, const struct stat& st) const {
+  Result<PlannedEntry> base_entry(const std::string& rel, const struct stat& st) const {
+    std::optional<std::uint32_t> uid = map_id(layout.uids, st.st_uid);
+    std::optional<std::uint32_t> gid = map_id(layout.gids, st.st_gid);
+    if (!uid || !gid) {
+      return Error{
+          ExitCode::internal,
+          fmt::format("the step's result /{} is owned by host ids {}:{}, outside the build sandbox's "
+                      "id range",
+                      rel, st.st_uid, st.st_gid)};
+    }
     PlannedEntry e;
     e.tar.path = rel;
     e.tar.mode = st.st_mode & 07777;
-    e.tar.uid = map_uid(st.st_uid);
-    e.tar.gid = map_gid(st.st_gid);
+    e.tar.uid = *uid;
+    e.tar.gid = *gid;
     e.tar.mtime = std::clamp<std::int64_t>(st.st_mtim.tv_sec, 0, epoch);
     return e;
   }
@@ -171,7 +182,7 @@ struct UpperPlanner {
       if (is_mount_point_stub(child_rel, child_host, st)) {
         continue;
       }
-      PlannedEntry e = base_entry(child_rel, st);
+      LS_TRY_ASSIGN(PlannedEntry e, base_entry(child_rel, st));
       if (S_ISDIR(st.st_mode)) {
         e.tar.type = TarEntry::Type::dir;
         plan.entries.push_back(std::move(e));
@@ -290,6 +301,21 @@ namespace {
 const std::set<std::string> k_sandbox_mount_points = {"dev",      "proc", "sys", "tmp", "etc/resolv.conf",
                                                       "etc/hosts"};
 
+// Gives `to` the owner (when root) and permission bits of `from`.
+Result<void> copy_owner_and_mode(const fs::path& from, const fs::path& to) {
+  struct stat st {};
+  if (::stat(from.c_str(), &st) != 0) {
+    return errno_error("can't stat " + from.string(), errno);
+  }
+  if (::geteuid() == 0 && ::chown(to.c_str(), st.st_uid, st.st_gid) != 0) {
+    return errno_error("can't chown " + to.string(), errno);
+  }
+  if (::chmod(to.c_str(), st.st_mode & 07777) != 0) {
+    return errno_error("can't chmod " + to.string(), errno);
+  }
+  return {};
+}
+
 std::string step_name(const envspec::RunStep& step, std::size_t index) {
   return fmt::format("run[{}] ({}:{})", index, step.location.file.string(), step.location.line);
 }
@@ -308,11 +334,16 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
     log::debug("{}: layer cache hit {} -> {}", label, fingerprint.hex(), hit->descriptor.digest.str());
     return *hit;
   }
-  // 2. The root built so far, unpacked once and shared read-only.
+  // 2. The root built so far, unpacked once and shared read-only. As root, owned by the ids the
+  //    confined step's ids map to (never host root's).
   const bool as_root = ::geteuid() == 0;
   runner::UnpackOptions unpack;
   unpack.ownership =
       as_root ? runner::UnpackOptions::Ownership::keep : runner::UnpackOptions::Ownership::caller;
+  if (as_root) {
+    unpack.id_offset = runner::k_confined_host_first;
+    unpack.id_count = runner::k_confined_id_count;
+  }
   LS_TRY_ASSIGN(runner::UnpackedRoot root, runner::unpacked_root(store, ctx.layers, ctx.diff_ids, unpack));
   // 3. A fresh overlay upper directory next to the store, on the same filesystem as its work dir.
   LS_TRY(make_dirs(store.root() / "tmp"));
@@ -329,11 +360,16 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   const fs::path work = scratch.path() / "work";
   LS_TRY(make_dirs(upper));
   LS_TRY(make_dirs(work));
-  // 4. Run the step: root inside a user namespace, no network unless asked, a minimal /dev.
+  // The upper directory stands for the image's root directory: its owner and mode.
+  LS_TRY(copy_owner_and_mode(root.rootfs, upper));
+  // 4. Run the step confined (docs/run-steps.md): root inside a user namespace of its own, its own
+  //    pids and /proc, no network unless asked, a minimal /dev, the seccomp filter.
   runner::SandboxConfig config;
   config.root = root.rootfs;
   config.overlay = runner::OverlayDirs{upper, work};
   config.read_only = false;
+  config.confined = true;
+  config.pid_namespace = true;
   config.network = step.network ? runner::NetworkPolicy::host : runner::NetworkPolicy::none;
   config.dev.mode = runner::DevPolicy::Mode::minimal;
   config.uid = 0;
@@ -379,9 +415,12 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   }
   UpperLayout layout;
   layout.opaque_xattr = as_root ? "trusted.overlay.opaque" : "user.overlay.opaque";
-  if (!as_root) {
-    layout.host_root_uid = ::geteuid();
-    layout.host_root_gid = ::getegid();
+  if (as_root) {
+    layout.uids = {runner::k_confined_host_first, runner::k_confined_id_count};
+    layout.gids = layout.uids;
+  } else {
+    layout.uids = {static_cast<std::uint32_t>(::geteuid()), 1};
+    layout.gids = {static_cast<std::uint32_t>(::getegid()), 1};
   }
   layout.mount_points = k_sandbox_mount_points;
   LS_TRY_ASSIGN(LayerPlan plan, plan_upper_layer(upper, root.rootfs, layout, ctx.epoch));

@@ -37,10 +37,16 @@ struct UpperLayout {
   /// The opaque-directory xattr: "trusted.overlay.opaque" (overlay mounted by real root) or
   /// "user.overlay.opaque" (mounted in a user namespace with `userxattr`).
   std::string opaque_xattr = "user.overlay.opaque";
-  /// Files the step created appear owned by this host uid/gid; they are recorded as 0:0 (the
-  /// step ran as root inside its user namespace). -1: keep the host ids (a build run as root).
-  std::int64_t host_root_uid = -1;
-  std::int64_t host_root_gid = -1;
+  /// The step's user namespace: host ids [first, first + count) in the upper directory are the
+  /// image's ids [0, count). An unprivileged build maps its own uid/gid (count 1), a root build the
+  /// confined range (runner::k_confined_host_first); the default keeps host ids as they are. An
+  /// id outside the range can't come from the step, and is refused.
+  struct IdRange {
+    std::uint32_t first = 0;
+    std::uint32_t count = 0xFFFFFFFFU;
+  };
+  IdRange uids;
+  IdRange gids;
   /// Paths (relative, "etc/resolv.conf") the sandbox created as mount points. They stay out of
   /// the layer when they are empty and `lower` lacks them.
   std::set<std::string> mount_points;

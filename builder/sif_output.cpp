@@ -4,6 +4,7 @@
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/oci.hpp"
+#include "support/process.hpp"
 #include "support/sif.hpp"
 
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <ctime>
 
@@ -23,7 +23,7 @@ using nlohmann::json;
 namespace {
 
 // Bump when anything lockstep puts into a SIF changes, so cached SIFs are not reused.
-constexpr int k_sif_format_version = 1;
+constexpr int k_sif_format_version = 2; // 2: the scripts quote with shell_quote
 constexpr const char* k_cache_ns = "sif";
 
 // The action scripts: each sources the environment scripts in order, then does its job. They are
@@ -109,7 +109,9 @@ unset SING_USER_DEFINED_PREPEND_PATH SING_USER_DEFINED_APPEND_PATH SING_USER_DEF
 export PATH
 )";
 
-// Escapes for a shell double-quoted string (Apptainer's shell.Escape).
+// Escapes for a shell double-quoted string (Apptainer's shell.Escape): the context of the
+// environment script's "${NAME:-"VALUE"}" and of the words the runscript evals; everything else is
+// single-quoted by shell_quote.
 std::string escape_double(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -117,19 +119,6 @@ std::string escape_double(std::string_view s) {
       out += '\\';
     }
     out += c;
-  }
-  return out;
-}
-
-// Escapes for a shell single-quoted string: ' becomes '"'"'.
-std::string escape_single(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\'') {
-      out += R"('"'"')";
-    } else {
-      out += c;
-    }
   }
   return out;
 }
@@ -241,12 +230,6 @@ Result<std::pair<oci::Manifest, json>> load_image(const BlobStore& store, const 
   return std::make_pair(std::move(manifest), std::move(config));
 }
 
-// A name for a temporary file in `dir`, unique in this process and among concurrent builds.
-fs::path temp_name(const fs::path& dir, const std::string& base) {
-  static std::atomic<unsigned> counter{0};
-  return dir / fmt::format(".lockstep-tmp-{}-{}-{}", base, ::getpid(), counter++);
-}
-
 // The mtime of a file in nanoseconds, or -1.
 std::int64_t mtime_ns(const fs::path& p) {
   struct stat st {};
@@ -261,14 +244,11 @@ std::int64_t mtime_ns(const fs::path& p) {
 Result<void> export_blob(const fs::path& blob, const Digest& digest, std::int64_t size,
                          const fs::path& path) {
   LS_TRY(make_dirs(path.parent_path()));
-  fs::path temp = temp_name(path.parent_path(), path.filename().string());
-  if (::link(blob.c_str(), temp.c_str()) == 0) {
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-      int err = errno;
-      ::unlink(temp.c_str());
-      return errno_error("can't rename " + temp.string() + " to " + path.string(), err);
-    }
-    return fsync_dir(path.parent_path());
+  // A rebuild re-exports over its own earlier output, often the very same inode: the helper drops
+  // the temporary name then too.
+  LS_TRY_ASSIGN(bool linked, replace_with_link(blob, path));
+  if (linked) {
+    return {};
   }
   LS_TRY_ASSIGN(UniqueFd in, open_file(blob, O_RDONLY));
   LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(path, 0755));
@@ -286,13 +266,11 @@ Result<void> store_blob(const BlobStore& store, const fs::path& temp, const Dige
   if (store.has(digest, size)) {
     return {};
   }
-  fs::path staged = temp_name(store.root() / "tmp", "sif");
-  if (::link(temp.c_str(), staged.c_str()) == 0) {
-    if (::rename(staged.c_str(), store.blob_path(digest).c_str()) != 0) {
-      int err = errno;
-      ::unlink(staged.c_str());
-      return errno_error("can't add the SIF to the store at " + store.blob_path(digest).string(), err);
-    }
+  auto linked = replace_with_link(temp, store.blob_path(digest), store.root() / "tmp");
+  if (!linked) {
+    return std::move(linked).error().with_context("adding the SIF to the store");
+  }
+  if (*linked) {
     return {};
   }
   LS_TRY_ASSIGN(UniqueFd in, open_file(temp, O_RDONLY));
@@ -342,13 +320,13 @@ std::string sif_runscript(const json& config) {
   auto set_args = [](const std::vector<std::string>& args, const char* rest) {
     std::string s = "set --";
     for (const auto& a : args) {
-      s += " '" + escape_single(a) + "'";
+      s += " " + shell_quote(a);
     }
     return s + rest;
   };
   std::string s = "#!/bin/sh\n";
-  s += "OCI_ENTRYPOINT='" + escape_single(args_quoted(entrypoint)) + "'\n";
-  s += "OCI_CMD='" + escape_single(args_quoted(cmd)) + "'\n";
+  s += "OCI_ENTRYPOINT=" + shell_quote(args_quoted(entrypoint)) + "\n";
+  s += "OCI_CMD=" + shell_quote(args_quoted(cmd)) + "\n";
   s += R"(
 # With SINGULARITY_NO_EVAL set, run as OCI runtimes do: ENTRYPOINT, then the arguments or else CMD,
 # with no shell evaluation and quoting kept.

@@ -78,7 +78,10 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   }
   {
     log::Timer t("fetch wheels");
-    LS_TRY(fetch_all(store, downloads, k_max_wheel_size));
+    FetchOptions fetch;
+    fetch.max_size = k_max_wheel_size;
+    fetch.local_roots = state.local_roots;
+    LS_TRY(fetch_all(store, downloads, fetch));
   }
 
   // 2. One layer, cached by what it is made of.

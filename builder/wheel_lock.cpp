@@ -5,6 +5,7 @@
 #include "builder/pypi_index.hpp"
 #include "builder/wheel_install.hpp"
 #include "envspec/diagnostics.hpp"
+#include "envspec/host_paths.hpp"
 #include "support/debian_version.hpp"
 #include "support/http.hpp"
 #include "support/log.hpp"
@@ -99,7 +100,7 @@ struct Wanted {
 // The files of `project` in repository `i`: empty when the repository does not have it.
 class RepoReader {
 public:
-  explicit RepoReader(const envspec::Spec& spec) : m_spec(spec) {}
+  explicit RepoReader(const envspec::Spec& spec) : m_spec(spec), m_local_roots(envspec::local_roots(spec)) {}
 
   Result<std::vector<IndexFile>> files(int i, const std::string& project) {
     const envspec::Repo& repo = m_spec.repos[static_cast<std::size_t>(i)];
@@ -107,7 +108,7 @@ public:
       auto it = m_wheelhouses.find(i);
       if (it == m_wheelhouses.end()) {
         log::info("reading wheelhouse {}", repo.dir_text);
-        LS_TRY_ASSIGN(std::vector<IndexFile> all, scan_wheelhouse(repo.dir));
+        LS_TRY_ASSIGN(std::vector<IndexFile> all, scan_wheelhouse(repo.dir, m_local_roots));
         std::multimap<std::string, IndexFile> by_project;
         for (IndexFile& f : all) {
           auto name = WheelName::parse(f.filename);
@@ -133,6 +134,7 @@ public:
     FetchOptions fo;
     fo.max_size = k_max_page;
     fo.headers.emplace_back(k_accept);
+    fo.local_roots = m_local_roots;
     Result<std::string> body = http_get(url, fo);
     if (!body) {
       if (body.error().message.find(": not found") != std::string::npos) {
@@ -151,6 +153,7 @@ public:
 
 private:
   const envspec::Spec& m_spec;
+  std::vector<std::filesystem::path> m_local_roots;
   std::map<int, std::multimap<std::string, IndexFile>> m_wheelhouses; // project -> files
 };
 
@@ -261,7 +264,9 @@ Choice choose_wheel(const Wanted& w, const std::vector<IndexFile>& files, const 
 
 // The core metadata of a chosen wheel: the cached METADATA, the index's PEP 658 file, or the wheel
 // itself (downloaded into the store by the caller).
-Result<std::optional<CoreMetadata>> metadata_without_wheel(const Wanted& w, const BlobStore& store) {
+Result<std::optional<CoreMetadata>>
+metadata_without_wheel(const Wanted& w, const BlobStore& store,
+                       const std::vector<std::filesystem::path>& local_roots) {
   const std::string what = fmt::format("{} (METADATA)", w.file.filename);
   if (auto cached = store.get_record(k_metadata_ns, w.file.sha256)) {
     if (auto m = parse_core_metadata(*cached, what)) {
@@ -271,7 +276,10 @@ Result<std::optional<CoreMetadata>> metadata_without_wheel(const Wanted& w, cons
   if (!w.file.has_metadata || w.file.size == std::nullopt) {
     return std::optional<CoreMetadata>();
   }
-  LS_TRY_ASSIGN(std::string text, http_get(w.file.url + ".metadata", k_max_metadata));
+  FetchOptions fetch;
+  fetch.max_size = k_max_metadata;
+  fetch.local_roots = local_roots;
+  LS_TRY_ASSIGN(std::string text, http_get(w.file.url + ".metadata", fetch));
   if (!w.file.metadata_sha256.empty()) {
     const std::string got = sha256_of(text).hex();
     if (got != w.file.metadata_sha256) {
@@ -430,6 +438,8 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
     return {};
   }
   envspec::Diagnostics diagnostics;
+  // Local files (wheelhouses, file: indexes and the wheels they list) are read only inside these.
+  const std::vector<std::filesystem::path> local_roots = envspec::local_roots(spec);
   const auto item_path = [&spec](std::size_t i) {
     const std::string& origin = spec.packages.pip[i].origin;
     return origin.empty() ? fmt::format("packages.pip[{}]", i) : origin;
@@ -582,7 +592,7 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
   for (auto& [project, w] : wanted) {
     LS_TRY_ASSIGN(Digest sha, Digest::parse("sha256:" + w.file.sha256));
     if (!store.has(sha)) {
-      LS_TRY_ASSIGN(w.metadata, metadata_without_wheel(w, store));
+      LS_TRY_ASSIGN(w.metadata, metadata_without_wheel(w, store, local_roots));
       if (w.metadata) {
         w.size = *w.file.size;
         continue;
@@ -593,7 +603,10 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
   }
   if (!downloads.empty()) {
     log::Timer t("fetch wheels");
-    LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, k_max_wheel));
+    FetchOptions fetch;
+    fetch.max_size = k_max_wheel;
+    fetch.local_roots = local_roots;
+    LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, fetch));
     for (std::size_t i = 0; i < downloaded.size(); ++i) {
       Wanted& w = *downloaded[i];
       w.size = static_cast<std::uint64_t>(blobs[i].size);

@@ -99,12 +99,14 @@ int run(int argc, char** argv) {
       } else {
         std::fprintf(stderr, "lockstep: error: %s\n", err.message.c_str());
       }
-      return static_cast<int>(err.code);
+      // Whatever failed after SIGINT/SIGTERM (a blocking call ended with EINTR, reported in a spec
+      // diagnostic or with another code) failed because of it.
+      return static_cast<int>(interrupted() ? ExitCode::interrupted : err.code);
     }
     return static_cast<int>(*r);
   } catch (const Failure& f) {
     std::fprintf(stderr, "lockstep: error: %s\n", f.error().message.c_str());
-    return static_cast<int>(f.error().code);
+    return static_cast<int>(interrupted() ? ExitCode::interrupted : f.error().code);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lockstep: internal error: %s\nPlease report this as a bug.\n", e.what());
     return static_cast<int>(ExitCode::internal);

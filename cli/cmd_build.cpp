@@ -140,7 +140,8 @@ void register_build(CLI::App& app, Context& ctx) {
   cmd->add_option("--compression", args->compression,
                   "Layer compression (default: outputs.compression or gzip)")
       ->check(CLI::IsMember({"gzip", "zstd"}));
-  cmd->add_flag("--allow-outside", args->allow_outside, "Allow copy.from paths outside the spec's directory");
+  cmd->add_flag("--allow-outside", args->allow_outside,
+                "Allow host paths the spec reads (extends, copy, local repositories) outside its directory");
   cmd->add_flag("--no-vcs", args->no_vcs, "Don't record the spec's git revision in the manifest");
   cmd->add_flag("--locked", args->locked,
                 "Build from the existing lock only; exit 1 if it is missing or stale");

@@ -28,7 +28,7 @@ constexpr const char* k_check_footer = R"(Examples:
   lockstep check examples/hello/lockstep.yaml --json
       print {"ok":true,"name":...,"spec_digest":...,"files":[...]}
   lockstep check team/app --allow-outside
-      validate team/app/lockstep.yaml; copy.from may name files outside team/app
+      validate team/app/lockstep.yaml; extends and copy.from may name files outside team/app
   lockstep check gpu/lockstep.yaml
       with `stack: {framework: pytorch@2.1, cuda: "12"}`: also solve the stack from the recipes
       (offline) and print the choices: the cu121 wheels, NCCL 2.18.1, cuDNN 8.9.2.26, driver floor
@@ -103,7 +103,8 @@ void register_check(CLI::App& app, Context& ctx) {
   cmd->add_option("SPEC", opts->spec, "The spec file, or a directory holding lockstep.yaml")
       ->default_str(k_default_spec);
   cmd->add_flag("--allow-outside", opts->allow_outside,
-                "Allow copy.from paths outside the directory of the file that names them");
+                "Allow host paths the spec reads (extends, copy, local repositories) outside the directory "
+                "of the file that names them");
   add_common_flags(*cmd, ctx);
   cmd->footer(k_check_footer);
   cmd->callback([&ctx, opts] { ctx.action = [&ctx, opts] { return run_check(*opts, ctx); }; });

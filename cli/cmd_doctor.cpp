@@ -58,7 +58,7 @@ bool is_lock_file(const std::string& target) {
   if (std::string_view(target).ends_with(".lock")) {
     return true;
   }
-  Result<UniqueFd> fd = open_file(target, O_RDONLY);
+  Result<UniqueFd> fd = open_input_file(target);
   if (!fd) {
     return false;
   }

@@ -212,7 +212,8 @@ void register_lock(CLI::App& app, Context& ctx) {
   cmd->add_option("--update", args->update, "Move only these packages (none named: everything)")
       ->type_name("NAME")
       ->expected(0, -1);
-  cmd->add_flag("--allow-outside", args->allow_outside, "Allow copy.from paths outside the spec's directory");
+  cmd->add_flag("--allow-outside", args->allow_outside,
+                "Allow host paths the spec reads (extends, copy, local repositories) outside its directory");
   add_common_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx, cmd] {

@@ -11,6 +11,7 @@
 #include "support/image_source.hpp"
 #include "support/log.hpp"
 #include "support/process.hpp"
+#include "support/text.hpp"
 #include "support/version.hpp"
 
 #include <fmt/format.h>
@@ -38,6 +39,7 @@ struct RunArgs {
   std::vector<std::string> binds;
   std::vector<std::string> envs;
   bool clean_env = false;
+  bool record_env_values = false;
   bool dry_run = false;
   bool skip_preflight = false;
   std::string emit;
@@ -68,8 +70,9 @@ mpirun reaches nodes with its rsh agent (OMPI_MCA_plm_rsh_agent or --launcher-ar
 --launcher-arg=plm_rsh_agent --launcher-arg=AGENT; default ssh), and preflight uses the same agent.
 
 A record of each job (image and lock digests, nodes, commands, per-rank exit codes, times) goes to
-$LOCKSTEP_RUNS (default ~/.local/state/lockstep/runs)/<job>/record.json; ranks must be able to write
-there (a shared file system on a real cluster).
+$LOCKSTEP_RUNS (default ~/.local/state/lockstep/runs)/<job>/record.json (directories 0700, files
+0600); ranks must be able to write there (a shared file system on a real cluster). --env values are
+left out of the record, --dry-run and --debug (names only) unless --record-env-values.
 
 Exit status: 0 when every rank exited 0; the failing rank's status (the first to fail; the message
 names its rank and node); 1 preflight failed; 2 bad usage or image; 3 a launcher or node unreachable.
@@ -190,6 +193,12 @@ std::vector<runner::NodeReport> reports_from_output(const std::string& out, std:
     }
   }
   return reports;
+}
+
+// JSON text of a record or a plan: bytes that are not UTF-8 (a command's file name in Latin-1)
+// become U+FFFD instead of failing the dump after the job ran.
+std::string dump_json(const nlohmann::ordered_json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::string last_line(std::string text) {
@@ -328,16 +337,21 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   }
   req.runs_dir = args.runs_dir.empty() ? "" : fs::absolute(args.runs_dir).string();
   req.job = args.job;
+  req.record_env_values = args.record_env_values;
   const std::string job = args.job.empty() ? runner::new_job_id(site.slurm_job_id) : args.job;
-  if (job.empty() || job.size() > 200 || job.find('/') != std::string::npos || job == "." || job == "..") {
-    return invalid_input("--job '{}' must be a plain directory name", job);
+  if (job.empty() || job.size() > 200 || job.find('/') != std::string::npos || job == "." || job == ".." ||
+      escape_controls(job) != job) {
+    return invalid_input("--job '{}' must be a plain directory name (no '/', no control characters)",
+                         escape_controls(job));
   }
   const fs::path runs = args.runs_dir.empty() ? runner::default_runs_dir() : fs::path(args.runs_dir);
   site.run_dir = (fs::absolute(runs) / job).string();
 
   if (!args.emit.empty()) {
+    // The script carries the --env values the ranks need: then it is for its owner only.
+    const bool has_env_values = runner::without_env_values(req).exec_args != req.exec_args;
     std::string script = runner::render_sbatch(req, site, image_digest);
-    LS_TRY(write_file_atomic(args.emit_args[0], script, 0755));
+    LS_TRY(write_file_atomic(args.emit_args[0], script, has_env_values ? 0700 : 0755));
     log::info("wrote {}: submit it with sbatch {}", args.emit_args[0], args.emit_args[0]);
     return ExitCode::ok;
   }
@@ -346,6 +360,10 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   for (const std::string& note : plan.notes) {
     log::warn("{}", note);
   }
+  // What the record, --dry-run and --debug show: the plan with --env names only, unless
+  // --record-env-values.
+  const runner::LaunchRequest shown_req = req.record_env_values ? req : runner::without_env_values(req);
+  LS_TRY_ASSIGN(const runner::LaunchPlan shown, runner::plan_launch(shown_req, site, facts));
 
   runner::PreflightRequest pre;
   pre.image = req.image;
@@ -370,11 +388,11 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
       j["nodes"] = plan.nodes;
       j["ranks"] = plan.ranks;
       j["preflight"] = preflight_commands;
-      j["launch"] = plan.argv;
-      j["env"] = plan.env;
+      j["launch"] = shown.argv;
+      j["env"] = shown.env;
       j["hostfile"] = plan.hostfile_text();
       j["notes"] = plan.notes;
-      std::cout << j.dump() << "\n";
+      std::cout << dump_json(j, -1) << "\n";
       return ExitCode::ok;
     }
     std::string out;
@@ -385,7 +403,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
       }
     }
     if (!plan.hosts.empty()) {
-      out += fmt::format("# hostfile {}/hostfile\n", site.run_dir);
+      out += fmt::format("# hostfile {}/hostfile\n", escape_controls(site.run_dir));
       std::string hf = plan.hostfile_text();
       std::size_t p = 0;
       while (p < hf.size()) {
@@ -394,19 +412,32 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
         p = e + 1;
       }
     }
-    out += "# launch\n";
-    for (const std::string& e : plan.env) {
-      out += shell_quote(e) + " ";
+    std::vector<std::string> hidden; // --env names whose values are not shown
+    for (std::size_t i = 0; i + 1 < shown_req.exec_args.size(); ++i) {
+      if (shown_req.exec_args[i] == "--env" && shown_req.exec_args[i + 1].find('=') == std::string::npos) {
+        hidden.push_back(shown_req.exec_args[i + 1]);
+      }
     }
-    out += shell_join(plan.argv) + "\n";
+    if (!hidden.empty()) {
+      out += fmt::format("# the values of --env {} are not shown (--record-env-values shows them)\n",
+                         fmt::join(hidden, ", "));
+    }
+    out += "# launch\n";
+    for (const std::string& e : shown.env) {
+      if (e.find('=') != std::string::npos) {
+        out += shell_quote(e) + " ";
+      }
+    }
+    out += shell_join(shown.argv) + "\n";
     std::cout << out;
     return ExitCode::ok;
   }
 
-  // The run directory: the hostfile and the ranks' reports.
-  LS_TRY(make_dirs(fs::path(site.run_dir) / "ranks"));
+  // The run directory (0700, its files 0600): the hostfile and the ranks' reports.
+  LS_TRY(runner::make_record_dirs(fs::path(site.run_dir) / "ranks"));
   if (!plan.hosts.empty()) {
-    LS_TRY(write_file_atomic(fs::path(site.run_dir) / "hostfile", plan.hostfile_text()));
+    LS_TRY(write_file_atomic(fs::path(site.run_dir) / "hostfile", plan.hostfile_text(),
+                             runner::k_record_file_mode));
   }
   nlohmann::ordered_json record;
   record["schema"] = 1;
@@ -424,11 +455,12 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   }
   record["ranks"] = plan.ranks;
   record["command"] = req.command;
-  record["run"] = runner::run_command_line(req, site);
+  record["run"] = runner::run_command_line(shown_req, site);
 
   const std::int64_t start = runner::wall_clock_ns();
   auto write_record = [&]() -> Result<void> {
-    return write_file_atomic(fs::path(site.run_dir) / "record.json", record.dump(2) + "\n");
+    return write_file_atomic(fs::path(site.run_dir) / "record.json", dump_json(record, 2) + "\n",
+                             runner::k_record_file_mode);
   };
 
   // Preflight.
@@ -473,8 +505,8 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   }
 
   // Launch.
-  record["launch"] = plan.argv;
-  record["env"] = plan.env;
+  record["launch"] = shown.argv;
+  record["env"] = shown.env;
   std::optional<std::vector<std::string>> env;
   if (!plan.env.empty()) {
     env = std::vector<std::string>();
@@ -483,7 +515,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
     }
     env->insert(env->end(), plan.env.begin(), plan.env.end());
   }
-  log::debug("run: {}", shell_join(plan.argv));
+  log::debug("run: {}", shell_join(shown.argv));
   Result<int> status = run_foreground(plan.argv, env);
   const std::int64_t end = runner::wall_clock_ns();
 
@@ -544,7 +576,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   record["outcome"] = code == 0 ? "ok" : message;
   LS_TRY(write_record());
   if (ctx.json) {
-    std::cout << record.dump() << "\n";
+    std::cout << dump_json(record, -1) << "\n";
   } else {
     log::info("run record: {}/record.json", site.run_dir);
   }
@@ -594,6 +626,8 @@ void register_run(CLI::App& app, Context& ctx) {
       ->type_name("NAME=VALUE")
       ->allow_extra_args(false);
   cmd->add_flag("--cleanenv", args->clean_env, "Don't pass the host's environment into the ranks");
+  cmd->add_flag("--record-env-values", args->record_env_values,
+                "Keep --env values in the run record, --dry-run and --debug (default: names only)");
   cmd->add_flag("--dry-run", args->dry_run, "Print the preflight and launch commands; run nothing");
   cmd->add_option("--emit", args->emit_args, "Write a batch script instead of running: --emit sbatch FILE")
       ->type_name("sbatch FILE")

@@ -1,33 +1,16 @@
 #include "envspec/diagnostics.hpp"
 
+#include "support/fs.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
 #include <string>
 
 namespace lockstep::envspec {
 
 namespace {
-
-// Line `line` (1-based) of `file`, without its newline; nullopt if unreadable.
-std::optional<std::string> source_line(const std::filesystem::path& file, int line) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::string text;
-  for (int i = 1; std::getline(in, text); ++i) {
-    if (i == line) {
-      if (!text.empty() && text.back() == '\r') {
-        text.pop_back();
-      }
-      return text;
-    }
-  }
-  return std::nullopt;
-}
 
 // Line `line` (1-based) of `text`, without its newline.
 std::optional<std::string> text_line(const std::string& text, int line) {
@@ -48,6 +31,16 @@ std::optional<std::string> text_line(const std::string& text, int line) {
     out.pop_back();
   }
   return out;
+}
+
+// Line `line` (1-based) of `file`, without its newline; nullopt if unreadable. Read as any input
+// file is (support/fs.hpp read_file: never blocking on a FIFO, bounded like a spec).
+std::optional<std::string> source_line(const std::filesystem::path& file, int line) {
+  Result<std::string> text = read_file(file, 4ULL << 20);
+  if (!text) {
+    return std::nullopt;
+  }
+  return text_line(*text, line);
 }
 
 // Renders `d`; `source` is the text of its file when known (else the file is read).
@@ -94,6 +87,10 @@ void Diagnostics::error(SourceLocation location, std::string key_path, std::stri
 
 void Diagnostics::set_source(const std::filesystem::path& file, std::string text) {
   m_sources[file] = std::move(text);
+}
+
+void Diagnostics::withhold_source(const std::filesystem::path& file) {
+  m_sources[file] = std::string(); // an empty text has no lines to quote, and the file is not read
 }
 
 void Diagnostics::sort_by_location(const std::vector<std::filesystem::path>& files) {

@@ -33,6 +33,9 @@ public:
   /// Remembers the text of `file` as it was parsed: render() quotes source lines from it instead of
   /// re-reading the file (which may have changed, or never existed for load_spec_from_string).
   void set_source(const std::filesystem::path& file, std::string text);
+  /// Renders diagnostics in `file` with their location only, never a line of it (a file named in
+  /// `extends` that turned out not to be a spec: its text may be anything, secrets included).
+  void withhold_source(const std::filesystem::path& file);
   /// Orders the diagnostics by file (in the order of `files`; others last), then line and column.
   /// Diagnostics at the same place keep the order they were added in.
   void sort_by_location(const std::vector<std::filesystem::path>& files);
@@ -43,7 +46,8 @@ public:
   ///   lockstep.yaml:3:1: error: labls: unknown key; did you mean 'labels'?
   ///       3 | labls: {a: b}
   ///         | ^~~~~
-  /// The source line comes from set_source() text, else from the file (a missing file omits it).
+  /// The source line comes from set_source() text, else from the file (a missing file omits it);
+  /// none for a file given to withhold_source().
   [[nodiscard]] std::string render() const;
   /// An invalid_input Error whose message is render() (marked as pre-rendered).
   [[nodiscard]] Error to_error() const;

@@ -2,10 +2,13 @@
 
 #include "support/fs.hpp"
 #include "support/oci.hpp"
+#include "support/pep508.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
+#include <map>
 #include <regex>
 #include <set>
 #include <tuple>
@@ -98,6 +101,11 @@ public:
     if (!v.is_number_integer()) {
       fail(path + "." + key, "expected an integer");
     }
+    // nlohmann keeps 2^63 and above as unsigned: reading those as int64 would wrap to negative.
+    constexpr auto k_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > k_max) {
+      fail(path + "." + key, fmt::format("{} is too large (the limit is {})", v.get<std::uint64_t>(), k_max));
+    }
     return v.get<std::int64_t>();
   }
 
@@ -118,6 +126,42 @@ public:
 
 private:
   std::string m_what;
+};
+
+// Refuses a second artifact for what one artifact already provides: a deb package name and
+// architecture (one dpkg database entry each), a wheel project (one installed version), a git
+// repository at one rev with another commit or tree. `lockstep lock` writes one git artifact per copy
+// item, so two copies of one repository at one rev repeat an identical entry, which is allowed.
+class ArtifactKeys {
+public:
+  void check(const LockReader& r, const std::string& path, const LockedArtifact& a,
+             const std::vector<LockedArtifact>& earlier) {
+    std::string key;
+    std::string shown;
+    if (a.kind == "deb") {
+      key = "deb\n" + a.name + "\n" + a.arch;
+      shown = fmt::format("deb package '{}' ({})", a.name, a.arch);
+    } else if (a.kind == "wheel") {
+      key = "wheel\n" + normalize_project_name(a.name);
+      shown = fmt::format("wheel project '{}'", a.name);
+    } else {
+      key = "git\n" + a.name + "\n" + a.rev;
+      shown = fmt::format("git repository '{}' at '{}'", a.name, a.rev);
+    }
+    const auto [it, inserted] = m_first.emplace(std::move(key), earlier.size());
+    if (inserted) {
+      return;
+    }
+    const LockedArtifact& first = earlier[it->second];
+    if (a.kind == "git" && first.version == a.version && first.sha256 == a.sha256 && first.size == a.size) {
+      return;
+    }
+    r.fail(path, fmt::format("duplicate {}, first at artifacts[{}]; a lock holds one artifact for each",
+                             shown, it->second));
+  }
+
+private:
+  std::map<std::string, std::size_t> m_first; // key -> index of its first artifact
 };
 
 LockedStack read_stack(const LockReader& r, const json& j) {
@@ -393,6 +437,9 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       if (repo.kind != "apt" && repo.kind != "pypi" && repo.kind != "wheels") {
         r.fail(path + ".kind", fmt::format("expected apt, pypi or wheels, found '{}'", repo.kind));
       }
+      if (repo.kind != "apt") {
+        r.only_keys(j, path, {"kind", "url"}); // suites, components and Release files are apt's
+      }
       repo.url = r.str(j, path, "url");
       repo.suite = r.str(j, path, "suite", true);
       repo.release_date = r.str(j, path, "release-date", true);
@@ -415,6 +462,7 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       r.fail("artifacts", "expected a list");
     }
     static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+:/@~-]*");
+    ArtifactKeys seen;
     for (std::size_t i = 0; i < artifacts.size(); ++i) {
       const std::string path = fmt::format("artifacts[{}]", i);
       const json& j = artifacts[i];
@@ -459,6 +507,7 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       if (a.kind == "git" && !std::regex_match(a.version, std::regex("[0-9a-f]{40}"))) {
         r.fail(path + ".version", "a git artifact's version is a full 40-hex commit id");
       }
+      seen.check(r, path, a, lock.artifacts);
       lock.artifacts.push_back(std::move(a));
     }
   } catch (const Failure& f) {

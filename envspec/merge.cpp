@@ -1,5 +1,7 @@
 #include "envspec/merge.hpp"
 
+#include "envspec/host_paths.hpp"
+#include "envspec/schema.hpp"
 #include "support/fs.hpp"
 
 #include <fmt/format.h>
@@ -115,36 +117,17 @@ fs::path identity(const fs::path& file) {
 // Reads specs and the files they extend, depth first.
 class TreeLoader {
 public:
-  TreeLoader(Diagnostics& diags, fs::path top_dir) : m_diags(diags), m_top_dir(std::move(top_dir)) {}
+  TreeLoader(Diagnostics& diags, fs::path top_dir, const LoadOptions& options)
+      : m_diags(diags), m_top_dir(std::move(top_dir)), m_options(options) {}
 
   // The merged tree of `file` and everything it extends, or nullopt if `file` itself is unusable.
   std::optional<Node> load(const fs::path& file, const std::string& text, bool top) {
-    m_diags.set_source(file, text);
-    if (auto bad = first_invalid_utf8(text)) {
-      m_diags.error(location_of_offset(file, text, *bad), "",
-                    fmt::format("not valid UTF-8 (byte {}); spec files must be UTF-8", *bad));
-      m_complete = false;
-      return std::nullopt;
-    }
-    std::optional<Node> parsed = parse_yaml(text, file, m_diags);
+    std::optional<Node> parsed = top ? parse_spec(file, text) : parse_extended(file, text);
     if (!parsed) {
       m_complete = false;
       return std::nullopt;
     }
     Node root = std::move(*parsed);
-    if (root.is_null()) {
-      m_diags.error(root.location, "",
-                    top ? "empty spec file; a spec starts with 'lockstep: 1' and 'name: ...'"
-                        : "empty file; a file named in 'extends' must be a map of spec keys");
-      m_complete = false;
-      return std::nullopt;
-    }
-    if (!root.is_map()) {
-      m_diags.error(root.location, "",
-                    fmt::format("expected a map of spec keys at the top level, found {}", describe(root)));
-      m_complete = false;
-      return std::nullopt;
-    }
     check_schema_version(root, file, top);
     root.erase("lockstep");
 
@@ -174,6 +157,70 @@ private:
     fs::path identity;
     fs::path file;
   };
+
+  // The top-level map of the spec file the command was given; nullopt after reporting.
+  std::optional<Node> parse_spec(const fs::path& file, const std::string& text) {
+    m_diags.set_source(file, text);
+    if (auto bad = first_invalid_utf8(text)) {
+      m_diags.error(location_of_offset(file, text, *bad), "",
+                    fmt::format("not valid UTF-8 (byte {}); spec files must be UTF-8", *bad));
+      return std::nullopt;
+    }
+    std::optional<Node> root = parse_yaml(text, file, m_diags);
+    if (!root) {
+      return std::nullopt;
+    }
+    if (root->is_null()) {
+      m_diags.error(root->location, "", "empty spec file; a spec starts with 'lockstep: 1' and 'name: ...'");
+      return std::nullopt;
+    }
+    if (!root->is_map()) {
+      m_diags.error(root->location, "",
+                    fmt::format("expected a map of spec keys at the top level, found {}", describe(*root)));
+      return std::nullopt;
+    }
+    return root;
+  }
+
+  // The top-level map of a file named in `extends`; nullopt after reporting. Such a file may be any
+  // file the spec can reach, so it must first show it is a spec: UTF-8 YAML whose top level is a map
+  // with at least one spec key. Until then nothing of its text is shown: a file that is not a spec
+  // gets one error with its location and what is wrong (docs/spec.md, "extends").
+  std::optional<Node> parse_extended(const fs::path& file, const std::string& text) {
+    const auto not_a_spec = [&](SourceLocation at, const std::string& why) {
+      m_diags.withhold_source(file);
+      m_diags.error(std::move(at), "",
+                    why + " (lockstep shows the text of a file named in 'extends' only once it reads as a "
+                          "spec: a YAML map of spec keys)");
+      return std::nullopt;
+    };
+    if (auto bad = first_invalid_utf8(text)) {
+      return not_a_spec(location_of_offset(file, text, *bad),
+                        fmt::format("not valid UTF-8 (byte {}); spec files must be UTF-8", *bad));
+    }
+    Diagnostics parse_diags; // kept back until the file is known to be a spec
+    std::optional<Node> root = parse_yaml(text, file, parse_diags);
+    if (!root) {
+      const Diagnostic& first = parse_diags.items().front();
+      return not_a_spec(first.location, first.message);
+    }
+    if (root->is_null()) {
+      return not_a_spec(root->location, "not a spec: the file is empty");
+    }
+    if (!root->is_map()) {
+      return not_a_spec(root->location,
+                        fmt::format("not a spec: its top level is {}, not a map", describe(*root)));
+    }
+    if (std::none_of(root->entries.begin(), root->entries.end(),
+                     [](const MapEntry& e) { return is_top_level_key(e.key); })) {
+      return not_a_spec(root->location, "not a spec: none of its top-level keys is a spec key");
+    }
+    m_diags.set_source(file, text);
+    for (const Diagnostic& d : parse_diags.items()) {
+      m_diags.error(d.location, d.key_path, d.message);
+    }
+    return root;
+  }
 
   // `lockstep:` must be the integer 1; the spec file must have it, extended files may.
   void check_schema_version(const Node& root, const fs::path& file, bool top) {
@@ -226,6 +273,14 @@ private:
       return std::nullopt;
     }
     const fs::path target = (from.parent_path() / entry.scalar).lexically_normal();
+    // Confined like copy.from (envspec/host_paths.hpp), before anything looks into the file.
+    if (!m_options.allow_outside) {
+      if (auto problem = outside_problem(target, entry.scalar, from.parent_path().lexically_normal())) {
+        m_diags.error(entry.location, key_path, *problem);
+        m_complete = false;
+        return std::nullopt;
+      }
+    }
     const fs::path id = identity(target);
     auto open = std::find_if(m_chain.begin(), m_chain.end(), [&](const Open& o) { return o.identity == id; });
     if (open != m_chain.end()) {
@@ -267,6 +322,7 @@ private:
 
   Diagnostics& m_diags;
   fs::path m_top_dir;
+  const LoadOptions& m_options;
   std::vector<Open> m_chain;
   std::vector<fs::path> m_order;
   int m_loads = 0;
@@ -275,8 +331,9 @@ private:
 
 } // namespace
 
-MergedTree load_merged_tree(const fs::path& file, const std::string& text, Diagnostics& diags) {
-  TreeLoader loader(diags, file.parent_path());
+MergedTree load_merged_tree(const fs::path& file, const std::string& text, const LoadOptions& options,
+                            Diagnostics& diags) {
+  TreeLoader loader(diags, file.parent_path(), options);
   MergedTree tree;
   std::optional<Node> root = loader.load(file, text, true);
   tree.complete = loader.complete() && root.has_value();

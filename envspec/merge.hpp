@@ -2,6 +2,7 @@
 // `extends`: reading a spec and the files it extends, and merging their node trees.
 #include "envspec/diagnostics.hpp"
 #include "envspec/node.hpp"
+#include "envspec/spec.hpp"
 
 #include <filesystem>
 #include <string>
@@ -27,7 +28,10 @@ struct MergedTree {
 };
 
 /// Parses the spec `file` (its contents are `text`), checks its `lockstep:` version, and merges
-/// every file it extends (recursively) under it. Every problem is reported to `diags`.
-MergedTree load_merged_tree(const std::filesystem::path& file, const std::string& text, Diagnostics& diags);
+/// every file it extends (recursively) under it. Every problem is reported to `diags`. An `extends`
+/// target must lead inside the directory of the file naming it unless `options.allow_outside`
+/// (envspec/host_paths.hpp), and a target that is not a spec is reported without its text.
+MergedTree load_merged_tree(const std::filesystem::path& file, const std::string& text,
+                            const LoadOptions& options, Diagnostics& diags);
 
 } // namespace lockstep::envspec

@@ -74,6 +74,27 @@ constexpr std::size_t k_max_nodes = 100000;
 
 struct TooManyNodes {};
 
+// Sequences and maps nested deeper than this are refused. yaml-cpp's parser recurses once per level
+// (it stops itself at 2,000), and so do the walks over the tree; no spec, recipe or fact file needs
+// more than a dozen levels.
+constexpr std::size_t k_max_depth = 128;
+
+struct TooDeep {
+  YAML::Mark mark;
+};
+
+// How many levels of sequences and maps `n` holds (0 for a scalar); bounded by k_max_depth.
+std::size_t collection_height(const Node& n) {
+  std::size_t below = 0;
+  for (const Node& item : n.items) {
+    below = std::max(below, collection_height(item));
+  }
+  for (const MapEntry& e : n.entries) {
+    below = std::max(below, collection_height(e.value));
+  }
+  return n.is_map() || n.is_sequence() ? below + 1 : 0;
+}
+
 std::size_t count_nodes(const Node& n) {
   std::size_t count = 1;
   for (const Node& item : n.items) {
@@ -116,6 +137,10 @@ public:
       m_diags.error(location(mark, 1), current_path(), "an alias can't refer to the node that contains it");
       finish(Node{}, YAML::NullAnchor);
       return;
+    }
+    // An alias copies its node here: its levels count from here on.
+    if (m_stack.size() + collection_height(it->second.first) > k_max_depth) {
+      throw TooDeep{mark};
     }
     charge(it->second.second);
     finish(it->second.first, YAML::NullAnchor);
@@ -221,6 +246,9 @@ private:
   }
 
   void start(NodeKind kind, const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (m_stack.size() >= k_max_depth) {
+      throw TooDeep{mark};
+    }
     Frame f;
     f.node.kind = kind;
     f.node.location = location(mark, 1);
@@ -324,6 +352,10 @@ std::optional<Node> parse_yaml(std::string_view text, const fs::path& file, Diag
     }
   } catch (const YAML::Exception& e) {
     diags.error(builder.location(e.mark, 1), "", "invalid YAML: " + e.msg);
+    return std::nullopt;
+  } catch (const TooDeep& e) {
+    diags.error(builder.location(e.mark, 1), "",
+                fmt::format("nested more than {} levels deep; refusing to read further", k_max_depth));
     return std::nullopt;
   } catch (const TooManyNodes&) {
     diags.error(

@@ -1,8 +1,10 @@
 #include "envspec/schema.hpp"
 
+#include "envspec/host_paths.hpp"
 #include "envspec/recipes.hpp"
 #include "envspec/suggest.hpp"
 #include "support/fs.hpp"
+#include "support/http.hpp"
 #include "support/pep508.hpp"
 
 #include <fmt/format.h>
@@ -48,20 +50,6 @@ constexpr const char* k_argv_hint = R"(write it as a list, e.g. ["/bin/sh", "-c"
 
 bool contains(const Keys& keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
-
-// `a` lies inside `root` (or is it), comparing whole path components.
-bool is_within(const fs::path& a, const fs::path& root) {
-  auto ai = a.begin();
-  for (auto ri = root.begin(); ri != root.end(); ++ri, ++ai) {
-    if (ri->empty() && std::next(ri) == root.end()) {
-      return true; // root ends with a separator
-    }
-    if (ai == a.end() || *ai != *ri) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // Parses a decimal number that fits in 32 bits (excluding 2^32-1, which means "no id").
@@ -254,6 +242,21 @@ private:
     return p;
   }
 
+  // The one rule for host paths the spec makes lockstep read (envspec/host_paths.hpp): `path`,
+  // written as `text` at `v`, must lead inside the directory of the file that names it (extended
+  // files bring their own directory) unless --allow-outside. Reports at `v`; true when allowed.
+  bool confined(const Node& v, const std::string& key_path, const fs::path& path, std::string_view text,
+                const ExtraRoots& extra = {}) {
+    if (m_options.allow_outside) {
+      return true;
+    }
+    if (auto problem = outside_problem(path, text, v.location.file.parent_path().lexically_normal(), extra)) {
+      error(v.location, key_path, *problem);
+      return false;
+    }
+    return true;
+  }
+
   // An absolute path inside the image, normalised; nullopt after reporting.
   std::optional<std::string> image_path(const Node& v, const std::string& path) {
     const std::string* s = string_value(v, path);
@@ -418,10 +421,12 @@ private:
           repo.dir_text = *s;
           repo.dir = resolve_host_path(wheels->value);
           std::error_code ec;
-          ok = fs::is_directory(repo.dir, ec);
-          if (!ok) {
-            error(wheels->value.location, child_path(path, "wheels"),
-                  fmt::format("no such directory: {} (resolved to {})", *s, repo.dir.string()));
+          if (confined(wheels->value, child_path(path, "wheels"), repo.dir, *s)) {
+            ok = fs::is_directory(repo.dir, ec);
+            if (!ok) {
+              error(wheels->value.location, child_path(path, "wheels"),
+                    fmt::format("no such directory: {} (resolved to {})", *s, repo.dir.string()));
+            }
           }
         }
         for (const MapEntry& e : item.entries) {
@@ -455,14 +460,31 @@ private:
         error(v.location, path, fmt::format("unsupported URL scheme '{}': use http, https or file", scheme));
         return false;
       }
+      if (scheme == "file" && !local_url_confined(v, path, *s)) {
+        return false;
+      }
       repo.url = *s;
     } else {
-      repo.url = "file://" + resolve_host_path(v).string();
+      const fs::path local = resolve_host_path(v);
+      if (!confined(v, path, local, *s)) {
+        return false;
+      }
+      repo.url = "file://" + local.string();
     }
     while (repo.url.size() > 8 && repo.url.back() == '/') {
       repo.url.pop_back();
     }
     return true;
+  }
+
+  // A file: URL (`text`, at `v`) names a local directory that must be confined like a path.
+  bool local_url_confined(const Node& v, const std::string& path, const std::string& text) {
+    Result<std::optional<fs::path>> local = local_url_path(text);
+    if (!local) {
+      error(v.location, path, local.error().message);
+      return false;
+    }
+    return !*local || confined(v, path, **local, text);
   }
 
   bool apt_repo(const Node& item, const std::string& path, Repo& repo) {
@@ -507,7 +529,9 @@ private:
           repo.keyring_text = *s;
           repo.keyring = resolve_host_path(e.value);
           std::error_code ec;
-          if (!fs::is_regular_file(repo.keyring, ec)) {
+          if (!confined(e.value, key_path, repo.keyring, *s, system_keyring_roots())) {
+            ok = false;
+          } else if (!fs::is_regular_file(repo.keyring, ec)) {
             error(e.value.location, key_path,
                   fmt::format("no such file: {} (resolved to {}); give the OpenPGP keyring the repository's "
                               "Release file is signed with",
@@ -572,6 +596,9 @@ private:
       return;
     }
     const fs::path resolved = resolve_host_path(file->value);
+    if (!confined(file->value, key_path, resolved, *s)) {
+      return;
+    }
     Result<std::string> text = read_file(resolved, 4 << 20);
     if (!text) {
       error(file->value.location, key_path, fmt::format("can't read {}: {}", *s, text.error().message));
@@ -935,10 +962,36 @@ private:
               fmt::format("unsupported URL scheme '{}': use https, http, git or file", scheme));
         return false;
       }
+      if (scheme == "file") {
+        Result<std::optional<fs::path>> local = local_url_path(*s);
+        if (!local) {
+          error(v.location, path, local.error().message);
+          return false;
+        }
+        if (!git_confined(v, path, **local, *s)) {
+          return false;
+        }
+      }
       item.git = *s;
       return true;
     }
-    item.git = resolve_host_path(v).string();
+    const fs::path local = resolve_host_path(v);
+    if (!git_confined(v, path, local, *s)) {
+      return false;
+    }
+    item.git = local.string();
+    return true;
+  }
+
+  // confined() for a local git repository, and every repository it makes git read (alternates...).
+  bool git_confined(const Node& v, const std::string& key_path, const fs::path& repo, std::string_view text) {
+    if (m_options.allow_outside) {
+      return true;
+    }
+    if (auto problem = git_outside_problem(repo, text, v.location.file.parent_path().lexically_normal())) {
+      error(v.location, key_path, *problem);
+      return false;
+    }
     return true;
   }
 
@@ -950,37 +1003,16 @@ private:
     item.from_text = *s;
     item.from_location = v.location;
     item.from = resolve_host_path(v);
+    if (!confined(v, path, item.from, *s)) {
+      return false;
+    }
     std::error_code ec;
     if (!fs::exists(item.from, ec)) {
       error(v.location, path,
             fmt::format("no such file or directory: {} (resolved to {})", *s, item.from.string()));
       return false;
     }
-    if (m_options.allow_outside) {
-      return true;
-    }
-    // The directory of the file that names the path; extended files bring their own directory.
-    const fs::path dir = v.location.file.parent_path().lexically_normal();
-    const fs::path real_dir = fs::canonical(dir, ec);
-    const fs::path real = ec ? fs::path() : fs::canonical(item.from, ec);
-    if (ec) {
-      error(v.location, path, fmt::format("can't resolve {}: {}", item.from.string(), ec.message()));
-      return false;
-    }
-    if (is_within(real, real_dir)) {
-      return true;
-    }
-    if (is_within(item.from, dir)) {
-      error(v.location, path,
-            fmt::format("{} leads outside {} through a symlink (to {}); use --allow-outside to allow it", *s,
-                        dir.string(), real.string()));
-    } else {
-      error(v.location, path,
-            fmt::format(
-                "{} is outside the spec's directory {} (resolved to {}); use --allow-outside to allow it", *s,
-                dir.string(), item.from.string()));
-    }
-    return false;
+    return true;
   }
 
   bool copy_to(const Node& v, const std::string& path, CopyItem& item) {
@@ -1238,6 +1270,10 @@ private:
 void validate_spec(const Node& root, const fs::path& spec_file, const LoadOptions& options, Spec& spec,
                    Diagnostics& diags) {
   SchemaWalker(spec_file, options, diags).walk(root, spec);
+}
+
+bool is_top_level_key(std::string_view key) {
+  return contains(k_top_keys, key) || contains(k_top_later, key);
 }
 
 } // namespace lockstep::envspec

@@ -6,6 +6,7 @@
 #include "envspec/spec.hpp"
 
 #include <filesystem>
+#include <string_view>
 
 namespace lockstep::envspec {
 
@@ -14,5 +15,8 @@ namespace lockstep::envspec {
 /// stops at the first one.
 void validate_spec(const Node& root, const std::filesystem::path& spec_file, const LoadOptions& options,
                    Spec& spec, Diagnostics& diags);
+
+/// True for a key of the top-level map in this schema version (or one planned for a later one).
+bool is_top_level_key(std::string_view key);
 
 } // namespace lockstep::envspec

@@ -32,7 +32,7 @@ Result<Spec> load(const std::string& text, const fs::path& file, const LoadOptio
   spec.dir = abs.parent_path();
 
   Diagnostics diags;
-  MergedTree tree = load_merged_tree(abs, text, diags);
+  MergedTree tree = load_merged_tree(abs, text, options, diags);
   spec.files = tree.files;
   if (tree.complete) {
     validate_spec(tree.root, abs, options, spec, diags);

@@ -18,6 +18,7 @@
 #include "support/blob_store.hpp"
 #include "support/deb822.hpp"
 #include "support/fs.hpp"
+#include "support/json.hpp"
 #include "support/log.hpp"
 #include "support/pep508.hpp"
 #include "support/process.hpp"
@@ -1495,23 +1496,14 @@ Result<Snapshot> parse_snapshot(std::string_view text, std::string_view what) {
   if (text.size() > k_max_snapshot) {
     return r.fail("", fmt::format("larger than {} bytes", k_max_snapshot));
   }
-  bool too_deep = false;
-  const json j = json::parse(
-      text,
-      [&too_deep](int depth, json::parse_event_t /*event*/, json& /*parsed*/) {
-        if (depth > k_max_snapshot_depth) {
-          too_deep = true;
-          return false;
-        }
-        return true;
-      },
-      false);
-  if (too_deep) {
+  if (find_json_depth_excess(text, k_max_snapshot_depth)) {
     return r.fail("", fmt::format("nested more than {} levels deep", k_max_snapshot_depth));
   }
-  if (j.is_discarded()) {
+  Result<json> parsed = parse_json(text, std::string(what), k_max_snapshot_depth);
+  if (!parsed) {
     return r.fail("", "not valid JSON");
   }
+  const json j = std::move(*parsed);
   LS_TRY(r.keys(j, "", {"lockstep-snapshot", "tool", "host", "python"}, {"target"}));
   if (!j["lockstep-snapshot"].is_number_integer() ||
       j["lockstep-snapshot"].get<std::int64_t>() != k_snapshot_schema) {

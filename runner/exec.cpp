@@ -6,6 +6,7 @@
 #include "support/blob_store.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
+#include "support/json.hpp"
 #include "support/log.hpp"
 
 #include <climits>
@@ -52,9 +53,9 @@ bool valid_env_name(std::string_view name) {
 
 // True when the file starts with SIF's header (the magic sits after the 32-byte launch script).
 bool has_sif_magic(const fs::path& file) {
-  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  Result<UniqueFd> fd = open_input_file(file);
   std::array<char, 48> head{};
-  return fd.valid() && ::pread(fd.get(), head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()) &&
+  return fd && ::pread(fd->get(), head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()) &&
          std::string_view(head.data() + 32, k_sif_magic.size()) == k_sif_magic;
 }
 
@@ -375,8 +376,10 @@ Result<std::vector<std::string>> compose_environment(const EnvSources& s) {
   for (const std::string& kv : s.overrides) {
     auto a = split_assignment(kv);
     if (!a || !valid_env_name(a->first)) {
+      // The name only: the value may be a secret.
+      const std::size_t eq = kv.find('=');
       return invalid_input("invalid --env '{}': expected NAME=VALUE with NAME made of letters, digits and _",
-                           kv);
+                           eq == std::string::npos ? kv : kv.substr(0, eq) + "=...");
     }
     env.set(a->first, a->second);
   }
@@ -418,10 +421,9 @@ Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, San
     LS_TRY_ASSIGN(SifRoot s, SifRoot::prepare(arg.path, sif_mount, store_root));
     s.apply_to(config);
     if (!s.oci_config().empty()) {
-      nlohmann::json j = nlohmann::json::parse(s.oci_config(), nullptr, false);
-      if (j.is_discarded()) {
-        return invalid_input("{}: the oci-config.json object is not valid JSON", arg.path.string());
-      }
+      LS_TRY_ASSIGN(const nlohmann::json j,
+                    parse_json(s.oci_config(), arg.path.string() + ": the oci-config.json object"));
+      LS_TRY(oci::config_labels(j, arg.path.string()));
       LS_TRY_ASSIGN(rt, image_runtime(j));
     }
     log::debug("exec: SIF {} via {}", arg.path.string(), s.kind_name());

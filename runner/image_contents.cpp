@@ -854,25 +854,6 @@ Result<ImageArg> parse_image_location(std::string_view text) {
 
 namespace {
 
-Result<std::map<std::string, std::string>> labels_of(const nlohmann::json& config_member,
-                                                     const std::string& what) {
-  std::map<std::string, std::string> out;
-  if (!config_member.is_object() || !config_member.contains("Labels") || config_member["Labels"].is_null()) {
-    return out;
-  }
-  const nlohmann::json& labels = config_member["Labels"];
-  if (!labels.is_object()) {
-    return invalid_input("{}: the config's Labels is not an object", what);
-  }
-  for (const auto& [k, v] : labels.items()) {
-    if (!v.is_string()) {
-      return invalid_input("{}: the config label '{}' is not a string", what, k);
-    }
-    out.emplace(k, v.get<std::string>());
-  }
-  return out;
-}
-
 constexpr std::int64_t k_max_sif_labels = 1 << 20;
 
 // Reads `bytes.size()` bytes at `offset` (a short read at the end of the file gives fewer).
@@ -906,9 +887,10 @@ Result<void> read_oci(ImageContents& contents, const ImageArg& image, const Cont
   LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
   contents.digest = opened.manifest_digest;
   const nlohmann::json& config = opened.config;
-  LS_TRY_ASSIGN(contents.labels, labels_of(config.is_object() && config.contains("config") ? config["config"]
-                                                                                           : nlohmann::json(),
-                                           contents.what));
+  LS_TRY_ASSIGN(contents.labels,
+                oci::config_labels(config.is_object() && config.contains("config") ? config["config"]
+                                                                                   : nlohmann::json(),
+                                   contents.what));
   if (auto it = opened.manifest.annotations.find(std::string(k_lock_digest_key));
       it != opened.manifest.annotations.end()) {
     contents.lock_digest = it->second;
@@ -955,7 +937,7 @@ Result<void> read_sif(ImageContents& contents, const ImageArg& image, const Cont
   LS_TRY_ASSIGN(const std::string config_bytes, read_sif_oci_config(image.path));
   if (!config_bytes.empty()) {
     LS_TRY_ASSIGN(nlohmann::json config, oci::parse_json(config_bytes, contents.what + " oci-config.json"));
-    LS_TRY_ASSIGN(contents.labels, labels_of(config, contents.what));
+    LS_TRY_ASSIGN(contents.labels, oci::config_labels(config, contents.what));
   }
   if (auto it = contents.labels.find(std::string(k_lock_digest_key)); it != contents.labels.end()) {
     contents.lock_digest = it->second;

@@ -606,8 +606,25 @@ std::vector<std::string> run_command_line(const LaunchRequest& r, const LaunchSi
   if (!r.job.empty()) {
     out.insert(out.end(), {"--job", r.job});
   }
+  if (r.record_env_values) {
+    out.emplace_back("--record-env-values");
+  }
   out.insert(out.end(), {r.image, "--"});
   out.insert(out.end(), r.command.begin(), r.command.end());
+  return out;
+}
+
+LaunchRequest without_env_values(const LaunchRequest& request) {
+  LaunchRequest out = request;
+  std::vector<std::string>& args = out.exec_args;
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--env") {
+      args[i + 1] = args[i + 1].substr(0, args[i + 1].find('='));
+    }
+    if (args[i] == "--env" || args[i] == "--bind") {
+      ++i; // a value, even one that reads "--env"
+    }
+  }
   return out;
 }
 
@@ -638,7 +655,7 @@ std::string render_sbatch(const LaunchRequest& r, const LaunchSite& site, std::s
   out += "# Written by `lockstep run --emit sbatch`. Inside the allocation lockstep checks every node\n";
   out += "# (preflight), starts the ranks with srun and writes the run record.\n";
   if (!image_digest.empty()) {
-    out += fmt::format("# image: {} ({})\n", r.image, image_digest);
+    out += fmt::format("# image: {} ({})\n", escape_controls(r.image), escape_controls(image_digest));
   }
   LaunchRequest inside = r;
   inside.launcher = Launcher::slurm;

@@ -62,6 +62,7 @@ struct LaunchRequest {
   std::vector<std::string> exec_args;     ///< --bind/--env etc. for each rank's `lockstep exec`
   std::string runs_dir;                   ///< --runs-dir, repeated by run_command_line
   std::string job;                        ///< --job, repeated by run_command_line
+  bool record_env_values = false;         ///< --record-env-values, repeated by run_command_line
 };
 
 /// Where `lockstep run` itself runs.
@@ -101,8 +102,15 @@ Result<LaunchPlan> plan_launch(const LaunchRequest& request, const LaunchSite& s
 /// The `lockstep run` command line that repeats `request` (for batch scripts and records).
 std::vector<std::string> run_command_line(const LaunchRequest& request, const LaunchSite& site);
 
+/// `request` with every `--env NAME=VALUE` of its exec_args cut to `--env NAME`: what the run record,
+/// --dry-run and --debug show unless --record-env-values (values are often tokens).
+LaunchRequest without_env_values(const LaunchRequest& request);
+
 /// A batch script for `sbatch`: #SBATCH lines for the nodes, tasks and GPUs, then `lockstep run
-/// --launcher slurm ...`, so preflight and the run record happen inside the allocation.
+/// --launcher slurm ...`, so preflight and the run record happen inside the allocation. Every value
+/// from the request is shell-quoted on the `exec` line; the #SBATCH lines hold only numbers and a job
+/// name cut to [A-Za-z0-9._-]; the comment escapes control characters (escape_controls), so no value
+/// can add a line, a command or a directive.
 std::string render_sbatch(const LaunchRequest& request, const LaunchSite& site,
                           std::string_view image_digest);
 

@@ -15,6 +15,7 @@
 #include "support/blob_store.hpp"
 #include "support/fs.hpp"
 #include "support/image_source.hpp"
+#include "support/json.hpp"
 #include "support/log.hpp"
 
 #include <fmt/format.h>
@@ -159,30 +160,6 @@ std::string image_path_of(std::string_view text) {
     return std::string(text.substr(4));
   }
   return std::string(text);
-}
-
-// The labels of an image config's `config` member; only dev.lockstep.* must be strings.
-Result<std::map<std::string, std::string>> config_labels(const json& config_member,
-                                                         const std::string& where) {
-  std::map<std::string, std::string> labels;
-  if (!config_member.is_object()) {
-    return labels;
-  }
-  auto it = config_member.find("Labels");
-  if (it == config_member.end() || it->is_null()) {
-    return labels;
-  }
-  if (!it->is_object()) {
-    return invalid_input("{}: the image config's Labels is not an object", where);
-  }
-  for (const auto& [key, value] : it->items()) {
-    if (value.is_string()) {
-      labels.emplace(key, value.get<std::string>());
-    } else if (key.starts_with("dev.lockstep.")) {
-      return invalid_input("{}: the image config's label {} is not a string", where, key);
-    }
-  }
-  return labels;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,30 +360,6 @@ Check check_space(const PreflightRequest& req, const HostProbe& host) {
 
 // ---------------------------------------------------------------------------------------------
 // JSON
-
-// The nesting depth of a JSON text (outside strings): checked before parsing hostile input.
-int json_depth(std::string_view text) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 Error bad_report(const std::string& why) {
   return invalid_input("malformed preflight report: {}", why);
@@ -656,9 +609,10 @@ Result<ConfigInfo> read_config_info(const ImageArg& image) {
     LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
     const json& config = opened.config;
-    LS_TRY_ASSIGN(info.labels,
-                  config_labels(config.is_object() && config.contains("config") ? config["config"] : json(),
-                                image.ref.str()));
+    LS_TRY_ASSIGN(
+        info.labels,
+        oci::config_labels(config.is_object() && config.contains("config") ? config["config"] : json(),
+                           image.ref.str()));
     if (auto it = opened.manifest.annotations.find(std::string(k_lock_digest_key));
         it != opened.manifest.annotations.end()) {
       info.lock_digest = it->second;
@@ -672,11 +626,9 @@ Result<ConfigInfo> read_config_info(const ImageArg& image) {
   case ImageArg::Kind::sif: {
     LS_TRY_ASSIGN(const std::string bytes, read_sif_oci_config(image.path));
     if (!bytes.empty()) {
-      json config = json::parse(bytes, nullptr, false);
-      if (config.is_discarded()) {
-        return invalid_input("{}: the oci-config.json object is not valid JSON", image.path.string());
-      }
-      LS_TRY_ASSIGN(info.labels, config_labels(config, image.path.string()));
+      LS_TRY_ASSIGN(const json config,
+                    parse_json(bytes, image.path.string() + ": the oci-config.json object"));
+      LS_TRY_ASSIGN(info.labels, oci::config_labels(config, image.path.string()));
     }
     if (auto it = info.labels.find(std::string(k_lock_digest_key)); it != info.labels.end()) {
       info.lock_digest = it->second;
@@ -785,13 +737,14 @@ Result<NodeReport> node_report_from_json(std::string_view line) {
   if (line.size() > k_max_report_line) {
     return bad_report(fmt::format("longer than {} bytes", k_max_report_line));
   }
-  if (json_depth(line) > k_max_report_depth) {
+  if (find_json_depth_excess(line, k_max_report_depth)) {
     return bad_report("nested too deeply");
   }
-  const json j = json::parse(line, nullptr, false);
-  if (j.is_discarded()) {
+  Result<json> parsed = parse_json(line, "report", k_max_report_depth);
+  if (!parsed) {
     return bad_report("not valid JSON");
   }
+  const json j = std::move(*parsed);
   LS_TRY(exact_keys(j, {"preflight", "node", "ok", "checks", "host"}, "report"));
   if (!j["preflight"].is_number_integer() || j["preflight"].get<std::int64_t>() != 1) {
     return bad_report("'preflight' is not 1 (a lockstep of another version on that node?)");

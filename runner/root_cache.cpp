@@ -26,8 +26,8 @@ namespace {
 constexpr int k_root_format = 1;
 constexpr auto k_stale_build_age = std::chrono::hours(24);
 
-std::string root_key(const Digest& chain_id, UnpackOptions::Ownership ownership) {
-  return fmt::format("{}-{}-v{}", chain_id.hex(), ownership_name(ownership), k_root_format);
+std::string root_key(const Digest& chain_id, const UnpackOptions& options) {
+  return fmt::format("{}-{}-v{}", chain_id.hex(), ownership_name(options), k_root_format);
 }
 
 // Creates `dir` mode 0700 when missing: an unpacked root may hold world-writable directories (/tmp),
@@ -102,7 +102,7 @@ std::string info_json(const Digest& chain_id, const std::vector<oci::Descriptor>
   for (const auto& l : layers) {
     j["layers"].push_back(l.digest.str());
   }
-  j["ownership"] = ownership_name(options.ownership);
+  j["ownership"] = ownership_name(options);
   j["format"] = k_root_format;
   j["lockstep_version"] = k_version;
   return j.dump() + "\n";
@@ -120,6 +120,11 @@ Result<void> build_root(const BlobStore& store, const fs::path& build,
   // The root's mode must not depend on the umask; a layer's "./" member may still change it.
   if (::fchmod(root.get(), 0755) != 0) {
     return errno_error("can't chmod " + rootfs.string(), errno);
+  }
+  // With an id offset the root belongs to the sandbox's root, like every implied directory.
+  if (options.ownership == UnpackOptions::Ownership::keep && options.id_offset != 0 &&
+      ::fchown(root.get(), options.id_offset, options.id_offset) != 0) {
+    return errno_error("can't chown " + rootfs.string(), errno);
   }
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const oci::Descriptor& layer = layers[i];
@@ -167,7 +172,7 @@ Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci
                          diff_ids.size());
   }
   Digest chain = chain_id_of(diff_ids);
-  std::string key = root_key(chain, options.ownership);
+  std::string key = root_key(chain, options);
   fs::path roots = store.root() / "roots";
   fs::path final_dir = roots / key;
   UnpackedRoot result{final_dir / "rootfs", chain, true};
@@ -220,7 +225,7 @@ Result<UnpackedRoot> unpack_image(const BlobStore& store, oci::ImageSource& sour
     return invalid_input("image {}: {} layers but the config lists {} diff_ids", image.manifest_digest.str(),
                          layers.size(), image.diff_ids.size());
   }
-  fs::path final_dir = store.root() / "roots" / root_key(chain_id_of(image.diff_ids), options.ownership);
+  fs::path final_dir = store.root() / "roots" / root_key(chain_id_of(image.diff_ids), options);
   if (!is_published(final_dir)) {
     for (const auto& layer : layers) {
       LS_TRY(check_interrupted());

@@ -2,13 +2,16 @@
 #include "runner/run_record.hpp"
 
 #include "support/fs.hpp"
+#include "support/json.hpp"
 #include "support/log.hpp"
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -84,8 +87,12 @@ nlohmann::ordered_json to_json(const RankReport& r) {
 }
 
 Result<RankReport> rank_report_from_json(std::string_view text, std::string_view origin) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
+  Result<nlohmann::json> parsed = parse_json(text, std::string(origin));
+  if (!parsed) {
+    return parsed.error();
+  }
+  const nlohmann::json j = std::move(*parsed);
+  if (!j.is_object()) {
     return invalid_input("{}: not a JSON object", origin);
   }
   RankReport r;
@@ -124,9 +131,31 @@ Result<RankReport> rank_report_from_json(std::string_view text, std::string_view
   return r;
 }
 
+Result<void> make_record_dirs(const fs::path& dir) {
+  fs::path path;
+  for (const fs::path& part : dir.lexically_normal()) {
+    path /= part;
+    if (::mkdir(path.c_str(), 0700) == 0) {
+      if (::chmod(path.c_str(), 0700) != 0) { // mkdir's mode went through the umask
+        return errno_error("can't chmod " + path.string(), errno);
+      }
+    } else if (errno != EEXIST) {
+      return errno_error("can't create directory " + path.string(), errno);
+    }
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return io_error("can't create directory {}: a file of that name is in the way", dir.string());
+  }
+  return {};
+}
+
 Result<void> write_rank_report(const fs::path& dir, const RankReport& report) {
-  LS_TRY(make_dirs(dir));
-  return write_file_atomic(dir / fmt::format("rank-{}.json", report.rank), to_json(report).dump() + "\n");
+  LS_TRY(make_record_dirs(dir));
+  return write_file_atomic(
+      dir / fmt::format("rank-{}.json", report.rank),
+      to_json(report).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+      k_record_file_mode);
 }
 
 std::vector<RankReport> read_rank_reports(const fs::path& dir) {

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -42,7 +44,15 @@ nlohmann::ordered_json to_json(const RankReport& report);
 /// Parses a rank report; strict (unknown keys, wrong types, out-of-range values are errors).
 Result<RankReport> rank_report_from_json(std::string_view text, std::string_view origin);
 
-/// Writes DIR/rank-N.json atomically (DIR is created when missing).
+/// Creates `dir` and its missing parents with mode 0700 whatever the umask: a run directory holds the
+/// job's commands, hosts and paths, for its owner only (the ranks run as the same user). Directories
+/// that exist are left as they are.
+Result<void> make_record_dirs(const std::filesystem::path& dir);
+
+/// Mode of the files of a run directory (record.json, hostfile, rank reports).
+inline constexpr mode_t k_record_file_mode = 0600;
+
+/// Writes DIR/rank-N.json atomically, mode 0600 (DIR is created by make_record_dirs when missing).
 Result<void> write_rank_report(const std::filesystem::path& dir, const RankReport& report);
 
 /// Reads every rank-N.json in DIR, sorted by rank. Files that don't parse are skipped with a warning;

@@ -6,6 +6,7 @@
 // symlink in the image nor a path swapped in between can redirect a mount onto the host.
 #include "runner/sandbox.hpp"
 
+#include "runner/seccomp.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 #include "support/process.hpp"
@@ -14,6 +15,7 @@
 #include <grp.h>
 #include <linux/loop.h>
 #include <linux/openat2.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -239,6 +241,11 @@ Result<void> make_in_layer(int layer_fd, int image_fd, const ImagePath& where, E
     LS_TRY(step_into(name, 0755, &st));
     image_dir = std::move(next);
   }
+  // What the image lacks belongs to the image's root directory's owner, as a build step's own
+  // mkdir would: a confined step (whose ids aren't the host's) can still write there.
+  struct stat root_st {};
+  (void)::fstat(image_fd, &root_st);
+  root_st.st_mode = S_IFDIR | 0755;
   for (std::size_t i = 0; i < where.missing.size(); ++i) {
     const std::string& name = where.missing[i];
     if (i + 1 == where.missing.size() && type == EntryType::file) {
@@ -248,7 +255,7 @@ Result<void> make_in_layer(int layer_fd, int image_fd, const ImagePath& where, E
       }
       ::close(fd);
     } else {
-      LS_TRY(step_into(name, 0755, nullptr));
+      LS_TRY(step_into(name, 0755, &root_st));
     }
   }
   return {};
@@ -330,7 +337,7 @@ Result<void> set_mount_attrs(int tree, std::uint64_t attrs, bool recursive, cons
 
 // One mount the container gets, in the order they are made.
 struct MountRequest {
-  enum class Kind { bind, proc, sysfs, tmpfs, dev_tmpfs };
+  enum class Kind { bind, proc, sysfs, tmpfs, dev_tmpfs, devpts };
   Kind kind = Kind::bind;
   BindSpec bind; // source/access/need/depth for binds; target for all
   /// The default /etc files: mounted only where the image has them, or when the tmpfs overlay is
@@ -366,8 +373,18 @@ std::vector<MountRequest> mount_table(const SandboxConfig& c) {
            {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
         add_bind(bind(node, node, A::read_write, N::required, D::single), node);
       }
-      add_bind(bind("/dev/pts", "/dev/pts", A::read_write, N::optional, D::single), "/dev/pts");
-      add_bind(bind("/dev/shm", "/dev/shm", A::read_write, N::optional, D::single), "/dev/shm");
+      if (c.confined) {
+        // The host's terminals and shared memory stay out of reach: instances of their own.
+        t.push_back(MountRequest{MountRequest::Kind::devpts,
+                                 bind("", "/dev/pts", A::read_write, N::required, D::single), false,
+                                 "/dev/pts (new instance)"});
+        t.push_back(MountRequest{MountRequest::Kind::tmpfs,
+                                 bind("", "/dev/shm", A::read_write, N::required, D::single), false,
+                                 "/dev/shm (tmpfs)"});
+      } else {
+        add_bind(bind("/dev/pts", "/dev/pts", A::read_write, N::optional, D::single), "/dev/pts");
+        add_bind(bind("/dev/shm", "/dev/shm", A::read_write, N::optional, D::single), "/dev/shm");
+      }
       for (const BindSpec& node : c.dev.nodes) {
         add_bind(node, node.source.string() == node.target
                            ? node.target
@@ -479,6 +496,7 @@ struct Plan {
   uid_t uid = 0; // inside
   gid_t gid = 0;
   int report_fd = -1;
+  std::vector<sock_filter> seccomp; // the confinement filter (config.confined)
 };
 
 Result<void> write_proc_file(const char* path, const std::string& text) {
@@ -494,6 +512,94 @@ Result<void> write_id_maps(const Plan& p) {
   LS_TRY(write_proc_file("/proc/self/setgroups", "deny\n"));
   LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} {} 1\n", p.uid, p.outer_uid)));
   LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} {} 1\n", p.gid, p.outer_gid)));
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Confinement (SandboxConfig::confined): the command's own user namespace, made after the
+// container is assembled, so it owns none of the namespaces the container's mounts, network and
+// pids belong to.
+
+// The pipes between a confined command and its init when lockstep runs as root: only a process
+// with CAP_SETUID over the parent namespace may map a range of ids, so the command creates its
+// user namespace, tells the init, which writes the maps and answers.
+struct ConfineSync {
+  int to_init[2] = {-1, -1};
+  int to_command[2] = {-1, -1};
+};
+
+Result<void> wait_byte(int fd, const char* what) {
+  char b = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, &b, 1);
+    if (n == 1) {
+      return {};
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    return Error{ExitCode::internal, fmt::format("confinement: {} did not answer", what)};
+  }
+}
+
+// The command's side, between fork and exec: a session of its own (no controlling terminal whose
+// input it could push to: TIOCSTI), stdin from /dev/null, its user namespace and ids, then
+// no_new_privs and the seccomp filter.
+Result<void> confine_command(const Plan& p, const ConfineSync& sync) {
+  if (::setsid() < 0) {
+    return errno_error("confinement: can't start a session of the build step's own", errno);
+  }
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null.valid() || ::dup2(null.get(), STDIN_FILENO) < 0) {
+    return errno_error("confinement: can't read stdin from /dev/null", errno);
+  }
+  if (::unshare(CLONE_NEWUSER) < 0) {
+    return errno_error("confinement: can't create the build step's user namespace", errno);
+  }
+  if (p.user_namespace) {
+    // Unprivileged: the one id we have maps to itself, one level down. The maps are written by
+    // this process, which must own its /proc files for that (the init it was forked from isn't
+    // dumpable; nothing else runs in the container yet).
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    LS_TRY(write_proc_file("/proc/self/setgroups", "deny\n"));
+    LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} {} 1\n", p.uid, p.uid)));
+    LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} {} 1\n", p.gid, p.gid)));
+  } else {
+    // Root: the init maps 0.. to the confined host range; then become the requested ids there,
+    // without host root's supplementary groups.
+    if (::write(sync.to_init[1], "u", 1) != 1) {
+      return errno_error("confinement: can't signal the init", errno);
+    }
+    LS_TRY(wait_byte(sync.to_command[0], "the init"));
+    if (::setgroups(0, nullptr) < 0 || ::setresgid(p.gid, p.gid, p.gid) < 0 ||
+        ::setresuid(p.uid, p.uid, p.uid) < 0) {
+      return errno_error(fmt::format("confinement: can't switch to uid {} gid {}", p.uid, p.gid), errno);
+    }
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+    return errno_error("confinement: can't set no_new_privs", errno);
+  }
+  struct sock_fprog prog {};
+  prog.len = static_cast<unsigned short>(p.seccomp.size());
+  prog.filter = const_cast<sock_filter*>(p.seccomp.data());
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0) {
+    return errno_error("confinement: can't load the seccomp filter", errno);
+  }
+  return {};
+}
+
+// The init's side (root only): once the command has its user namespace, map its ids 0.. to the
+// confined host range.
+Result<void> map_confined_ids(pid_t command, const ConfineSync& sync) {
+  if (!wait_byte(sync.to_init[0], "the build step")) {
+    return {}; // it failed before; its report says why
+  }
+  const std::string map = fmt::format("0 {} {}\n", k_confined_host_first, k_confined_id_count);
+  LS_TRY(write_proc_file(fmt::format("/proc/{}/uid_map", command).c_str(), map));
+  LS_TRY(write_proc_file(fmt::format("/proc/{}/gid_map", command).c_str(), map));
+  if (::write(sync.to_command[1], "k", 1) != 1) {
+    return errno_error("confinement: can't answer the build step", errno);
+  }
   return {};
 }
 
@@ -570,6 +676,12 @@ Result<std::optional<Mount>> capture(const MountRequest& r, std::set<dev_t>& own
                   new_filesystem("sysfs", {},
                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
                                  "/sys"));
+    return std::optional<Mount>(std::move(m));
+  }
+  case MountRequest::Kind::devpts: {
+    LS_TRY_ASSIGN(m.tree,
+                  new_filesystem("devpts", {{"newinstance", ""}, {"ptmxmode", "0666"}, {"mode", "0620"}},
+                                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, r.label));
     return std::optional<Mount>(std::move(m));
   }
   case MountRequest::Kind::tmpfs:
@@ -982,6 +1094,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   flags |= c.hostname ? CLONE_NEWUTS : 0;
   flags |= c.network == NetworkPolicy::none ? CLONE_NEWNET : 0;
   flags |= c.pid_namespace ? CLONE_NEWPID : 0;
+  flags |= c.confined ? CLONE_NEWIPC | CLONE_NEWCGROUP : 0;
   if (::unshare(flags) < 0) {
     child_fail(p.report_fd,
                Error{ExitCode::external,
@@ -1015,6 +1128,9 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
     }
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::prctl(PR_SET_NAME, "lockstep-init");
+    // The init is a copy of lockstep (its memory holds the caller's environment): nothing in the
+    // container may read it through /proc/1/{environ,mem} or ptrace.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   }
 
   // 4. Hostname and network.
@@ -1031,7 +1147,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
 
   // 6. The identity: in a user namespace the id maps already made us the requested user; as
   //    root, drop to it. No new privileges from here on (setuid bits in the image are inert).
-  if (!p.user_namespace && (p.uid != 0 || p.gid != 0)) {
+  if (!p.user_namespace && !c.confined && (p.uid != 0 || p.gid != 0)) {
     if (::setgroups(1, &p.gid) < 0 || ::setgid(p.gid) < 0 || ::setuid(p.uid) < 0) {
       child_fail(p.report_fd, errno_error(fmt::format("can't switch to uid {} gid {}", p.uid, p.gid), errno));
     }
@@ -1066,13 +1182,25 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   //    reaps every orphan, and exits with the command's status (the kernel then kills the rest).
   sigset_t fwd = forwarded_signal_set();
   sigprocmask(SIG_BLOCK, &fwd, nullptr);
+  ConfineSync sync;
+  if (c.confined && !p.user_namespace &&
+      (::pipe2(sync.to_init, O_CLOEXEC) < 0 || ::pipe2(sync.to_command, O_CLOEXEC) < 0)) {
+    child_fail(p.report_fd, errno_error("can't create the confinement pipes", errno));
+  }
   pid_t cmd = ::fork();
   if (cmd < 0) {
     child_fail(p.report_fd, errno_error("can't fork the command", errno));
   }
   if (cmd == 0) {
+    if (c.confined) {
+      check(confine_command(p, sync));
+    }
     reset_signals_for_child(old_mask);
     child_fail(p.report_fd, exec_command(c.argv, env));
+  }
+  if (c.confined && !p.user_namespace) {
+    ::close(sync.to_init[1]); // EOF when the command dies before asking
+    check(map_confined_ids(cmd, sync));
   }
   ::close(p.report_fd);
   SignalForwarding forwarding(cmd);
@@ -1186,6 +1314,12 @@ Result<Plan> make_plan(const SandboxConfig& c) {
   p.user_namespace = p.outer_uid != 0;
   p.uid = c.uid.value_or(p.outer_uid);
   p.gid = c.gid.value_or(p.outer_gid);
+  if (c.confined) {
+    if (!c.pid_namespace) {
+      return internal_error("a confined sandbox needs its own pid namespace");
+    }
+    LS_TRY_ASSIGN(p.seccomp, confinement_filter());
+  }
   return p;
 }
 

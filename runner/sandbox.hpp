@@ -82,6 +82,16 @@ struct SandboxConfig {
   /// A writable overlay whose changes live in a tmpfs and vanish at exit (--writable-tmpfs).
   bool writable_tmpfs = false;
 
+  /// Confinement for code the caller did not write (build steps, maintainer scripts; docs/run-steps.md,
+  /// "Confinement"). The command runs in a user namespace of its own that owns none of the
+  /// container's other namespaces, so it has no capability over its mounts, network or pids, let
+  /// alone the host's; as root its ids 0.. are the host ids from k_confined_host_first (the root
+  /// must be owned by them, see UnpackOptions::id_offset), never host root. Also: new pid, IPC and
+  /// cgroup namespaces with a /proc of their own (requires pid_namespace), a session of its own
+  /// with stdin from /dev/null (no controlling terminal to push input into), a private /dev/pts and
+  /// /dev/shm, no_new_privs and the seccomp filter of runner/seccomp.hpp.
+  bool confined = false;
+
   NetworkPolicy network = NetworkPolicy::host;
   /// A new pid namespace: a small init (pid 1) reaps orphans and forwards signals; the command
   /// is pid 2.
@@ -116,6 +126,12 @@ struct SandboxConfig {
   enum class Stdout { inherit, to_stderr };
   Stdout stdout_to = Stdout::inherit;
 };
+
+/// As root, a confined command's ids 0..k_confined_id_count-1 are host ids k_confined_host_first..:
+/// above every id a directory service hands out (SSSD's ranges end below 2^31), and never host
+/// root, whose uid the kernel trusts in places capabilities don't guard (/proc/sys, /proc/sysrq-trigger).
+constexpr std::uint32_t k_confined_host_first = 0x80000000U;
+constexpr std::uint32_t k_confined_id_count = 0x7FFFFFFFU;
 
 /// Exit statuses for a command that could not be started (as POSIX shells use them).
 constexpr int k_exit_not_executable = 126;

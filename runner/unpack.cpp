@@ -502,7 +502,13 @@ private:
           }
           return sys_error("create directory", prefix, err);
         }
-        // The mode must not depend on the umask.
+        // The owner is the image's root (0:0, shifted by any id offset), the mode must not
+        // depend on the umask (chown first: it may clear mode bits).
+        if (m_options.ownership == UnpackOptions::Ownership::keep && m_options.id_offset != 0 &&
+            ::fchownat(cur.get(), comp.c_str(), m_options.id_offset, m_options.id_offset,
+                       AT_SYMLINK_NOFOLLOW) != 0) {
+          return sys_error("chown directory", prefix, errno);
+        }
         if (chmod_at(cur.get(), comp.c_str(), 0755) != 0) {
           return sys_error("chmod directory", prefix, errno);
         }
@@ -619,7 +625,12 @@ private:
     if (uid < 0 || uid > k_max_id || gid < 0 || gid > k_max_id) {
       return refuse("has an owner {}:{} out of range", uid, gid);
     }
-    return std::pair{static_cast<uid_t>(uid), static_cast<gid_t>(gid)};
+    if (uid >= m_options.id_count || gid >= m_options.id_count) {
+      return refuse("has an owner {}:{} that the build sandbox can't map (ids below {} only)", uid, gid,
+                    m_options.id_count);
+    }
+    return std::pair{static_cast<uid_t>(uid + m_options.id_offset),
+                     static_cast<gid_t>(gid + m_options.id_offset)};
   }
 
   // Ownership, then modes (chown clears setuid), of `base` in `parent_fd` (or of `fd` when >= 0).
@@ -1212,8 +1223,11 @@ Result<void> check_blob(BlobStream& s, const Digest& expected) {
 
 } // namespace
 
-std::string_view ownership_name(UnpackOptions::Ownership ownership) {
-  return ownership == UnpackOptions::Ownership::keep ? "keep" : "caller";
+std::string ownership_name(const UnpackOptions& options) {
+  if (options.ownership == UnpackOptions::Ownership::caller) {
+    return "caller";
+  }
+  return options.id_offset == 0 ? "keep" : fmt::format("keep+{}", options.id_offset);
 }
 
 Result<UnpackStats> apply_tar_bytes(int root_fd, std::string_view tar, const UnpackOptions& options) {
@@ -1373,6 +1387,123 @@ Result<void> remove_tree(const fs::path& path) {
     return errno_error("can't stat " + p.string(), errno);
   }
   return remove_at(dir.get(), name, st, p.string());
+}
+
+namespace {
+
+constexpr int k_max_view_links = 40; // the kernel's MAXSYMLINKS
+
+// The components of a path, without empty ones and ".".
+std::deque<std::string> view_components(std::string_view path) {
+  std::deque<std::string> out;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = path.find('/', i);
+    j = j == std::string_view::npos ? path.size() : j;
+    std::string_view comp = path.substr(i, j - i);
+    if (!comp.empty() && comp != ".") {
+      out.emplace_back(comp);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string view_join(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
+// How `input` resolves in a view when opened as a directory (openat2 with RESOLVE_IN_ROOT and
+// O_DIRECTORY): every symbolic link followed, the last one too.
+struct ViewWalk {
+  enum class Status { directory, not_directory, missing, loop };
+  Status status = Status::directory;
+  std::string path; ///< directory: the resolved path
+};
+
+ViewWalk walk_view(std::string_view input, const ViewLookup& lookup) {
+  std::deque<std::string> todo = view_components(input);
+  std::string current;            // the resolved components so far, joined
+  std::vector<std::size_t> sizes; // current's size before each component, to climb with ".."
+  int links = 0;
+  while (!todo.empty()) {
+    std::string comp = std::move(todo.front());
+    todo.pop_front();
+    if (comp == "..") {
+      if (!sizes.empty()) { // ".." at the root stays there
+        current.resize(sizes.back());
+        sizes.pop_back();
+      }
+      continue;
+    }
+    std::string candidate = view_join(current, comp);
+    ViewEntry e = lookup(candidate);
+    switch (e.type) {
+    case ViewEntry::Type::directory:
+      sizes.push_back(current.size());
+      current = std::move(candidate);
+      break;
+    case ViewEntry::Type::symlink: {
+      if (++links > k_max_view_links) {
+        return {ViewWalk::Status::loop, candidate};
+      }
+      if (e.link_target.empty()) {
+        return {ViewWalk::Status::missing, candidate};
+      }
+      if (e.link_target.front() == '/') { // absolute: from the root
+        current.clear();
+        sizes.clear();
+      }
+      std::deque<std::string> target = view_components(e.link_target);
+      todo.insert(todo.begin(), target.begin(), target.end());
+      break;
+    }
+    case ViewEntry::Type::missing:
+      return {ViewWalk::Status::missing, candidate};
+    case ViewEntry::Type::other:
+      return {ViewWalk::Status::not_directory, candidate};
+    }
+  }
+  return {ViewWalk::Status::directory, current};
+}
+
+} // namespace
+
+// The same steps as LayerApplier::parent_dir and create_parents, over the view: each prefix of the
+// parent is opened inside the root; a missing one is created in the directory its own parent
+// resolved to, unless a symbolic link is there (a link to a missing directory); below a created
+// directory everything is created.
+ParentInView resolve_parent_in_view(std::string_view parent, const ViewLookup& lookup) {
+  ParentInView r;
+  std::string prefix;
+  std::string current; // where `prefix` resolved to
+  bool fresh = false;
+  for (const std::string& comp : view_components(parent)) {
+    prefix = view_join(prefix, comp);
+    if (!fresh) {
+      ViewWalk w = walk_view(prefix, lookup);
+      if (w.status == ViewWalk::Status::directory) {
+        current = std::move(w.path);
+        continue;
+      }
+      if (w.status != ViewWalk::Status::missing) {
+        r.status = w.status == ViewWalk::Status::loop ? ParentInView::Status::loop
+                                                      : ParentInView::Status::not_directory;
+        r.path = prefix;
+        return r;
+      }
+      if (lookup(view_join(current, comp)).type == ViewEntry::Type::symlink) {
+        r.status = ParentInView::Status::link_to_missing;
+        r.path = prefix;
+        return r;
+      }
+      fresh = true;
+    }
+    current = view_join(current, comp);
+    r.created.push_back(current);
+  }
+  r.path = std::move(current);
+  return r;
 }
 
 } // namespace lockstep::runner

@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockstep::runner {
 
@@ -26,6 +28,10 @@ struct UnpackOptions {
     caller ///< everything owned by the caller; setuid/setgid dropped; u+rw on files, u+rwx on dirs
   };
   Ownership ownership = Ownership::caller; ///< callers pass keep when geteuid()==0
+  /// With keep: added to every uid and gid, for the confined build sandbox whose ids 0.. are host
+  /// ids from this offset (runner::k_confined_host_first). Owners at or past `id_count` are refused.
+  std::uint32_t id_offset = 0;
+  std::uint32_t id_count = 0xFFFFFFFFU;
   /// The most bytes one layer may unpack to: the uncompressed tar stream and, separately, the sum of
   /// its members' declared sizes. Past it the layer is refused (a decompression bomb stays bounded).
   std::uint64_t max_bytes = 1ULL << 40;
@@ -38,8 +44,8 @@ struct UnpackStats {
   std::uint64_t fifos = 0; ///< FIFOs created (devices and sockets are counted in `skipped`)
 };
 
-/// "keep" / "caller".
-std::string_view ownership_name(UnpackOptions::Ownership ownership);
+/// "keep" / "caller", and "keep+OFFSET" with an id offset: names unpacked roots in the cache.
+std::string ownership_name(const UnpackOptions& options);
 
 /// Applies one uncompressed layer tar, read from memory, onto the directory open as `root_fd`
 /// (for tests and the fuzzer). Refusals name the member: "layer: member '../x' escapes the root with '..'".
@@ -55,5 +61,36 @@ Result<UnpackStats> apply_layer(int root_fd, const std::filesystem::path& blob, 
 /// Removes `path` and everything below it without following symlinks, adding u+rwx to directories
 /// that lack it (unpacked roots may hold read-only directories). A missing path is not an error.
 Result<void> remove_tree(const std::filesystem::path& path);
+
+/// What a path names in a view of a root: the members a layer writer has written so far.
+struct ViewEntry {
+  enum class Type { missing, directory, symlink, other };
+  Type type = Type::missing;
+  std::string link_target; ///< symlinks: the target as stored
+};
+/// Looks a normalised path up in a view ("usr/lib": relative to the root, never empty).
+using ViewLookup = std::function<ViewEntry(const std::string& path)>;
+
+/// Where the unpacker puts the children of a member's parent directory, found in a view.
+struct ParentInView {
+  enum class Status {
+    ok,              ///< `path` is the directory, `created` what the unpacker makes on the way
+    link_to_missing, ///< `path` (a prefix of the parent) is a symbolic link to nothing in the view
+    not_directory,   ///< `path` (a prefix of the parent) is, or leads to, something not a directory
+    loop,            ///< `path` (a prefix of the parent) meets more than 40 symbolic links
+  };
+  Status status = Status::ok;
+  std::string path;                 ///< ok: the parent resolved inside the root ("" is the root)
+  std::vector<std::string> created; ///< ok: missing directories the unpacker creates, outermost first
+};
+
+/// The unpacker's rule for a member's parent directory (apply_layer; docs/unpack.md, "Parent
+/// directory") over a view instead of a directory on disk, so that a layer writer can make sure
+/// every layer it writes applies: each prefix of `parent` is resolved inside the root as
+/// openat2(RESOLVE_IN_ROOT) does (symbolic links followed, absolute targets restart at the root,
+/// ".." stops there, at most 40 links); a missing component of `parent` itself is created, but a
+/// symbolic link to a missing directory, a non-directory on the way and a loop are refused. The
+/// unpacker applies this same rule on disk; tests/unit/runner/test_unpack.cpp checks they agree.
+ParentInView resolve_parent_in_view(std::string_view parent, const ViewLookup& lookup);
 
 } // namespace lockstep::runner

@@ -28,19 +28,28 @@ if [ "${LOCKSTEP_SKIP_SANITIZERS:-0}" != "1" ]; then
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
   run_suite "asan+ubsan build" build/asan -DCMAKE_BUILD_TYPE=Debug -DLOCKSTEP_SANITIZE=ON
 fi
-# ---- fuzz stage (tests/fuzz/; docs/unpack.md): a short libFuzzer run of the layer unpacker over a copy
-# of the seed corpus (new inputs it finds stay in the copy). Set LOCKSTEP_SKIP_FUZZ=1 to skip it.
+# ---- fuzz stage (tests/fuzz/; docs/unpack.md): a short libFuzzer run of each reader of hostile input
+# (layer unpacker, spec loader, lock parser, image metadata) over a copy of its seed corpus (new
+# inputs it finds stay in the copy). Set LOCKSTEP_SKIP_FUZZ=1 to skip it.
 if [ "${LOCKSTEP_SKIP_FUZZ:-0}" != "1" ]; then
   echo "== fuzz: configure and build (build/fuzz, clang)"
   cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_SANITIZE=ON -DLOCKSTEP_FUZZ=ON >/dev/null
-  ninja -C build/fuzz fuzz_unpack
-  echo "== fuzz: fuzz_unpack for 60 s"
-  rm -rf build/fuzz/run && mkdir -p build/fuzz/run/corpus build/fuzz/run/artifacts
-  cp tests/fuzz/corpus/unpack/* build/fuzz/run/corpus/
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    build/fuzz/tests/fuzz_unpack -max_total_time=60 -print_final_stats=1 -dict=tests/fuzz/unpack.dict \
-    -artifact_prefix=build/fuzz/run/artifacts/ build/fuzz/run/corpus
+  ninja -C build/fuzz fuzz_unpack fuzz_spec fuzz_lock fuzz_image
+  rm -rf build/fuzz/run
+  # NAME SECONDS [libFuzzer flags]: the unpacker 60 s, the spec, lock and image readers 30 s each.
+  for target in "unpack 60" "spec 30 -timeout=10" "lock 30 -timeout=10" "image 30 -timeout=10"; do
+    read -r name seconds flags <<<"$target"
+    flags="$flags -dict=tests/fuzz/$name.dict"
+    echo "== fuzz: fuzz_$name for $seconds s"
+    mkdir -p "build/fuzz/run/$name/corpus" "build/fuzz/run/$name/artifacts"
+    cp "tests/fuzz/corpus/$name/"* "build/fuzz/run/$name/corpus/"
+    # shellcheck disable=SC2086 # the flags' words
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      "build/fuzz/tests/fuzz_$name" -max_total_time="$seconds" -print_final_stats=1 \
+      $flags -artifact_prefix="build/fuzz/run/$name/artifacts/" \
+      "build/fuzz/run/$name/corpus"
+  done
 fi
 # ---- end of fuzz stage
 echo "== all tests passed"

@@ -104,7 +104,7 @@ Digest sha256_of(std::string_view data) {
 }
 
 Result<Digest> sha256_of_file(const std::filesystem::path& path) {
-  LS_TRY_ASSIGN(UniqueFd fd, open_file(path, O_RDONLY));
+  LS_TRY_ASSIGN(UniqueFd fd, open_input_file(path));
   Sha256 h;
   std::vector<char> buf(1 << 20);
   for (;;) {

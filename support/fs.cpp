@@ -35,9 +35,50 @@ void UniqueFd::reset(int fd) {
 Result<UniqueFd> open_file(const fs::path& path, int flags, mode_t mode) {
   int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
   if (fd < 0) {
-    return errno_error("can't open " + path.string(), errno);
+    return errno_error("can't open " + path.string(), errno); // EINTR: interrupted (exit 130)
   }
   return UniqueFd(fd);
+}
+
+std::string_view file_type_name(mode_t mode) {
+  switch (mode & S_IFMT) {
+  case S_IFREG:
+    return "a regular file";
+  case S_IFDIR:
+    return "a directory";
+  case S_IFIFO:
+    return "a FIFO";
+  case S_IFCHR:
+    return "a character device";
+  case S_IFBLK:
+    return "a block device";
+  case S_IFSOCK:
+    return "a socket";
+  case S_IFLNK:
+    return "a symbolic link";
+  default:
+    return "an unknown kind of file";
+  }
+}
+
+Result<UniqueFd> open_input_file(const fs::path& path) {
+  // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer (and a device never
+  // becomes our controlling terminal: O_NOCTTY); what is not a regular file is then refused.
+  LS_TRY_ASSIGN(UniqueFd fd, open_file(path, O_RDONLY | O_NONBLOCK | O_NOCTTY));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return errno_error("can't stat " + path.string(), errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return invalid_input("can't read {}: it is {}, not a regular file", path.string(),
+                         file_type_name(st.st_mode));
+  }
+  // Reads of a regular file never wait for a writer; the flag only matters for what was refused.
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return errno_error("can't set flags of " + path.string(), errno);
+  }
+  return fd;
 }
 
 Result<UniqueFd> lock_file_exclusive(const fs::path& path, mode_t mode, const std::string& waiting) {
@@ -65,13 +106,10 @@ Result<UniqueFd> lock_file_exclusive(const fs::path& path, mode_t mode, const st
 }
 
 Result<std::string> read_file(const fs::path& path, std::uint64_t max_size) {
-  LS_TRY_ASSIGN(UniqueFd fd, open_file(path, O_RDONLY));
+  LS_TRY_ASSIGN(UniqueFd fd, open_input_file(path));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     return errno_error("can't stat " + path.string(), errno);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return io_error("can't read {}: not a regular file", path.string());
   }
   if (static_cast<std::uint64_t>(st.st_size) > max_size) {
     return invalid_input("can't read {}: {} bytes is more than the limit of {} bytes", path.string(),
@@ -89,7 +127,7 @@ Result<std::size_t> read_some(int fd, void* buf, std::size_t size, const std::st
     if (n >= 0) {
       return static_cast<std::size_t>(n);
     }
-    if (errno != EINTR) {
+    if (errno != EINTR || interrupted()) { // a read ended by SIGINT/SIGTERM: exit 130
       return errno_error("can't read " + what, errno);
     }
   }
@@ -155,10 +193,52 @@ std::string random_suffix() {
 
 } // namespace
 
+fs::path temp_path_for(const fs::path& final_path, const fs::path& dir) {
+  return (dir.empty() ? final_path.parent_path() : dir) /
+         (".lockstep-tmp-" + final_path.filename().string() + "-" + random_suffix());
+}
+
+Result<void> rename_into_place(const fs::path& temp, const fs::path& final_path) {
+  struct stat before {};
+  const bool known = ::lstat(temp.c_str(), &before) == 0;
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) {
+    return errno_error("can't rename " + temp.string() + " to " + final_path.string(), errno);
+  }
+  // rename(2): "If oldpath and newpath are existing hard links referring to the same file, then
+  // rename() does nothing, and returns a success status." The temporary name is then still there.
+  struct stat after {};
+  if (known && ::lstat(temp.c_str(), &after) == 0 && after.st_dev == before.st_dev &&
+      after.st_ino == before.st_ino && ::unlink(temp.c_str()) != 0 && errno != ENOENT) {
+    return errno_error("can't remove " + temp.string(), errno);
+  }
+  return fsync_dir(final_path.parent_path());
+}
+
+Result<bool> replace_with_link(const fs::path& from, const fs::path& to, const fs::path& temp_dir) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fs::path temp = temp_path_for(to, temp_dir);
+    if (::link(from.c_str(), temp.c_str()) != 0) {
+      if (errno == EEXIST) {
+        continue;
+      }
+      if (errno == EXDEV || errno == EPERM || errno == EMLINK || errno == ENOTSUP) {
+        return false;
+      }
+      return errno_error("can't link " + from.string() + " to " + temp.string(), errno);
+    }
+    if (auto r = rename_into_place(temp, to); !r) {
+      ::unlink(temp.c_str());
+      return r.error();
+    }
+    return true;
+  }
+  return io_error("can't create a temporary name for {}", to.string());
+}
+
 Result<AtomicFile> AtomicFile::create(const fs::path& final_path, mode_t mode) {
   fs::path dir = final_path.parent_path();
   for (int attempt = 0; attempt < 100; ++attempt) {
-    fs::path temp = dir / (".lockstep-tmp-" + final_path.filename().string() + "-" + random_suffix());
+    fs::path temp = temp_path_for(final_path);
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0) {
       if (errno == EEXIST) {
@@ -228,11 +308,9 @@ Result<void> AtomicFile::commit_as(const fs::path& final_path) {
     return errno_error("can't sync " + m_temp.string(), errno);
   }
   m_fd.reset();
-  if (::rename(m_temp.c_str(), final_path.c_str()) != 0) {
-    return errno_error("can't rename " + m_temp.string() + " to " + final_path.string(), errno);
-  }
+  LS_TRY(rename_into_place(m_temp, final_path));
   m_committed = true;
-  return fsync_dir(final_path.parent_path());
+  return {};
 }
 
 Result<void> write_file_atomic(const fs::path& path, std::string_view data, mode_t mode) {

@@ -50,10 +50,20 @@ Result<UniqueFd> open_file(const std::filesystem::path& path, int flags, mode_t 
 Result<UniqueFd> lock_file_exclusive(const std::filesystem::path& path, mode_t mode,
                                      const std::string& waiting);
 
-/// Reads a whole file. Files larger than `max_size` are refused (hostile inputs stay bounded).
+/// "a FIFO", "a directory", ... for the file type bits of `mode`, for messages.
+std::string_view file_type_name(mode_t mode);
+
+/// Opens an input file for reading (a spec, a lock, a record, an image file) without ever blocking:
+/// O_NONBLOCK, then fstat, so a FIFO or a device is refused (invalid input, exit 2, naming `path`)
+/// instead of hanging in open(2). The returned descriptor is a regular file in blocking mode.
+Result<UniqueFd> open_input_file(const std::filesystem::path& path);
+
+/// Reads a whole input file (opened with open_input_file). Files larger than `max_size` are refused
+/// (hostile inputs stay bounded).
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_size = 64ULL << 20);
 
-/// One read(2), retried on EINTR: the bytes read, 0 at end of file. The error names `what`.
+/// One read(2), retried on EINTR unless SIGINT/SIGTERM arrived (then an `interrupted` error, exit
+/// 130): the bytes read, 0 at end of file. The error names `what`.
 Result<std::size_t> read_some(int fd, void* buf, std::size_t size, const std::string& what);
 /// Reads until `size` bytes or end of file (retrying short reads and EINTR); returns the count.
 Result<std::size_t> read_full(int fd, void* buf, std::size_t size, const std::string& what);
@@ -66,6 +76,24 @@ Result<void> fsync_dir(const std::filesystem::path& dir);
 
 /// Creates `dir` and its parents (mode 0755 before umask).
 Result<void> make_dirs(const std::filesystem::path& dir);
+
+/// A name for a temporary file beside `final_path` (or in `dir` when given): ".lockstep-tmp-NAME-RANDOM".
+/// Callers create it with O_EXCL (or link(2), which fails on an existing name) and retry on EEXIST.
+std::filesystem::path temp_path_for(const std::filesystem::path& final_path,
+                                    const std::filesystem::path& dir = {});
+
+/// Publishes the file at `temp` under `final_path` (same file system) with rename(2), then syncs the
+/// directory. When both names already are hard links of one file (a cached output re-exported over
+/// itself), rename(2) succeeds without doing anything; the temporary name is then removed, so no
+/// publish ever leaves a temporary name behind.
+Result<void> rename_into_place(const std::filesystem::path& temp, const std::filesystem::path& final_path);
+
+/// Makes `to` a hard link of `from` in one step: the link is made under a temporary name (in
+/// `temp_dir`, default `to`'s directory) and renamed over `to` (rename_into_place). Returns false,
+/// leaving nothing behind, where the file system can't link the two (another file system, a link
+/// count limit, no hard links); the caller then copies.
+Result<bool> replace_with_link(const std::filesystem::path& from, const std::filesystem::path& to,
+                               const std::filesystem::path& temp_dir = {});
 
 /// A temporary file beside its final path, published with commit() (fsync + rename + fsync dir).
 /// Destroying an uncommitted AtomicFile removes the temporary file, so an interrupted write never

@@ -1,6 +1,7 @@
 // Downloads over HTTP(S) with a dlopen'ed libcurl, and reads of file:// URLs (see http.hpp).
 #include "support/http.hpp"
 
+#include "support/confine.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
@@ -579,6 +580,25 @@ Attempt attempt_local(const fs::path& path, Transfer& t) {
   }
 }
 
+// The path to read for a local URL: where `path` leads through symlinks, when that is inside one of
+// the caller's roots. Judged before anything is opened (support/confine.hpp).
+Result<fs::path> confined_local_path(const fs::path& path, const Transfer& t, const FetchOptions& options) {
+  if (options.local_roots.empty()) {
+    return invalid_input("{}: local files are not read here; nothing was read", t.what);
+  }
+  LS_TRY_ASSIGN(Confinement c, confine_path(path, options.local_roots));
+  if (!c.inside()) {
+    std::string roots;
+    for (const fs::path& r : options.local_roots) {
+      roots += (roots.empty() ? "" : ", ") + r.string();
+    }
+    return invalid_input("{}: {} leads outside the directories local files may be read from ({}); nothing "
+                         "was read",
+                         t.what, path.string(), roots);
+  }
+  return c.real;
+}
+
 // Waits `ms` milliseconds, waking early on an interrupt.
 void backoff(long ms) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
@@ -590,6 +610,9 @@ void backoff(long ms) {
 // Runs one transfer with retries; the body ends up in t.sink.
 Result<void> run_transfer(EasyHandle& easy, Transfer& t, const FetchOptions& options) {
   LS_TRY_ASSIGN(ParsedUrl parsed, parse_url(t.url));
+  if (parsed.scheme == Scheme::local) {
+    LS_TRY_ASSIGN(parsed.path, confined_local_path(parsed.path, t, options));
+  }
   if (t.expected_size && *t.expected_size > t.max_size) {
     return invalid_input(
         "{}: the lock says it has {} bytes, more than the limit of {} bytes for one download", t.what,
@@ -635,6 +658,14 @@ std::string describe(const Download& d) {
 }
 
 } // namespace
+
+Result<std::optional<fs::path>> local_url_path(const std::string& url) {
+  LS_TRY_ASSIGN(ParsedUrl parsed, parse_url(url));
+  if (parsed.scheme == Scheme::local) {
+    return std::optional<fs::path>(parsed.path);
+  }
+  return std::optional<fs::path>();
+}
 
 Result<std::string> http_get(const std::string& url, std::uint64_t max_size) {
   FetchOptions options;

@@ -6,7 +6,8 @@
 // SONAME is fixed at build time (LOCKSTEP_LIBCURL_SONAME, CMakeLists.txt).
 //
 // URLs: http://, https://, file:// (file:///abs/path or file://localhost/abs/path, percent-encoded)
-// and plain absolute paths (read as local files). Redirects: at most 5, and only to http(s).
+// and plain absolute paths (read as local files, only inside FetchOptions::local_roots: see there).
+// Redirects: at most 5, and only to http(s).
 // Failures are retried (connection errors, truncated bodies, HTTP 408/429/5xx) with a short
 // exponential backoff; HTTP 404 and other 4xx are not. The proxy variables (http_proxy,
 // https_proxy, no_proxy, ...) work as libcurl reads them.
@@ -15,6 +16,7 @@
 #include "support/result.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,13 +33,23 @@ struct FetchOptions {
   /// Extra HTTP request headers ("Accept: application/json"); not sent for file: URLs. Each must be
   /// one "Name: value" line without CR or LF.
   std::vector<std::string> headers;
+  /// Where local files (file: URLs and absolute paths) may be read from: a local URL is read only
+  /// when it leads, through symlinks, inside one of these directories, and is refused before it is
+  /// opened otherwise (invalid_input; nothing is read or stored, so no size or sha256 of it is ever
+  /// reported). Empty: no local file is read. Callers name the directories a spec or lock may reach
+  /// (envspec::local_roots, or one local repository).
+  std::vector<std::filesystem::path> local_roots;
 };
 
-/// GETs `url` into memory (indexes, small files). Errors name the URL: a missing file is
-/// "URL: not found (HTTP 404)"; network and server failures are ExitCode::external with curl's
-/// message; a body larger than `max_size` is ExitCode::invalid_input ("larger than N bytes").
+/// The local file `url` names: a plain absolute path as it is, a file:// URL percent-decoded (as
+/// downloads read it); nullopt for http(s) URLs. A malformed or unsupported URL is invalid_input.
+Result<std::optional<std::filesystem::path>> local_url_path(const std::string& url);
+
+/// GETs `url` into memory (indexes, small files); local files only with `options.local_roots`. Errors name
+/// the URL: a missing file is "URL: not found (HTTP 404)"; network and server failures are ExitCode::external
+/// with curl's message; a body larger than `max_size` is ExitCode::invalid_input ("larger than N bytes").
 Result<std::string> http_get(const std::string& url, std::uint64_t max_size);
-/// http_get with explicit limits and retry policy.
+/// http_get with explicit limits, retry policy and local roots.
 Result<std::string> http_get(const std::string& url, const FetchOptions& options);
 
 /// One file to download into the blob store.
@@ -56,7 +68,7 @@ struct Download {
 /// input order (its code is the first failure's). Returns one BlobInfo per input, in input order.
 Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vector<Download>& downloads,
                                         std::uint64_t max_size_each);
-/// fetch_all with explicit limits and retry policy (`options.max_size` bounds each file).
+/// fetch_all with explicit limits, retry policy and local roots (`options.max_size` bounds each file).
 Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vector<Download>& downloads,
                                         const FetchOptions& options);
 

@@ -476,6 +476,9 @@ Result<void> finish_image(ImageSource& source, OpenedImage& image, const SelectO
   LS_TRY_ASSIGN(image.config_bytes, source.read_blob(cfg, k_max_json_size));
   LS_TRY_ASSIGN(image.config, parse_json(image.config_bytes, where));
   LS_TRY_ASSIGN(image.diff_ids, config_diff_ids(image.config, where));
+  if (auto runtime = image.config.find("config"); runtime != image.config.end()) {
+    LS_TRY(config_labels(*runtime, where)); // strings only, so every reader can rely on it
+  }
   if (image.diff_ids.size() != image.manifest.layers.size()) {
     return invalid_input("{}: config {} lists {} diff_ids, but manifest {} has {} layers", names.ref,
                          cfg.digest.str(), image.diff_ids.size(), image.manifest_digest.str(),

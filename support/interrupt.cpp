@@ -23,7 +23,9 @@ void install_interrupt_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  // No SA_RESTART: a call blocked in the kernel (an open or read that waits) returns EINTR, and
+  // errno_error() turns that into an `interrupted` error, so the signal ends it with exit 130.
+  sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }

@@ -5,7 +5,8 @@
 
 namespace lockstep {
 
-/// Installs the SIGINT/SIGTERM handlers (idempotent).
+/// Installs the SIGINT/SIGTERM handlers (idempotent), without SA_RESTART: a blocking system call
+/// fails with EINTR, which errno_error() reports as `interrupted`.
 void install_interrupt_handlers();
 /// True once SIGINT or SIGTERM arrived.
 bool interrupted();

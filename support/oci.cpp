@@ -2,6 +2,7 @@
 
 #include <array>
 #include <ctime>
+#include <limits>
 #include <regex>
 
 namespace lockstep::oci {
@@ -152,6 +153,11 @@ Result<Descriptor> Descriptor::from_json(const json& j, const std::string& where
   }
   d.digest = *parsed;
   auto size = j.find("size");
+  constexpr auto k_max_size = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (size != j.end() && size->is_number_unsigned() && size->get<std::uint64_t>() > k_max_size) {
+    return invalid_input("{}: 'size' {} is too large (the limit is {})", where, size->get<std::uint64_t>(),
+                         k_max_size);
+  }
   if (size == j.end() || !size->is_number_integer() || size->get<std::int64_t>() < 0) {
     return invalid_input("{}: 'size' must be a non-negative integer", where);
   }
@@ -196,14 +202,6 @@ std::string Manifest::serialize() const {
     j["annotations"] = annotations;
   }
   return j.dump();
-}
-
-Result<json> parse_json(std::string_view bytes, const std::string& where) {
-  json j = json::parse(bytes, nullptr, false);
-  if (j.is_discarded()) {
-    return invalid_input("{}: not valid JSON", where);
-  }
-  return j;
 }
 
 Result<Manifest> Manifest::parse(std::string_view bytes, const std::string& where) {
@@ -307,6 +305,32 @@ Result<std::vector<Digest>> config_diff_ids(const json& config, const std::strin
     out.push_back(*d);
   }
   return out;
+}
+
+Result<std::map<std::string, std::string>> config_labels(const json& runtime, const std::string& where) {
+  std::map<std::string, std::string> labels;
+  if (!runtime.is_object()) {
+    return labels;
+  }
+  auto it = runtime.find("Labels");
+  if (it == runtime.end() || it->is_null()) {
+    return labels;
+  }
+  if (!it->is_object()) {
+    return invalid_input("{}: the image config's Labels is not an object", where);
+  }
+  for (const auto& [key, value] : it->items()) {
+    if (!value.is_string()) {
+      const std::string found = value.is_null() ? std::string("null")
+                                                : (value.is_array() || value.is_object() ? "an " : "a ") +
+                                                      std::string(value.type_name());
+      return invalid_input("{}: the image config's label '{}' is {}, not a string (the OCI image spec "
+                           "allows only strings)",
+                           where, key, found);
+    }
+    labels.emplace(key, value.get<std::string>());
+  }
+  return labels;
 }
 
 std::string rfc3339(std::int64_t unix_seconds) {

@@ -3,6 +3,7 @@
 // deterministic serialisation (compact JSON, keys sorted). Image configs stay nlohmann::json so
 // that fields lockstep does not know are carried forward untouched.
 #include "support/digest.hpp"
+#include "support/json.hpp"
 #include "support/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -99,8 +100,13 @@ struct Index {
 /// The `diff_ids` of an image config, validated.
 Result<std::vector<Digest>> config_diff_ids(const json& config, const std::string& where);
 
-/// Parses JSON from an untrusted source; the error names `where`.
-Result<json> parse_json(std::string_view bytes, const std::string& where);
+/// The labels of an image's runtime configuration (an image config's `config` member, or the whole of
+/// a SIF's oci-config.json). Absent, null or a `runtime` that is not an object: none. A Labels that is
+/// not an object of strings is refused, as the OCI image spec requires.
+Result<std::map<std::string, std::string>> config_labels(const json& runtime, const std::string& where);
+
+/// Parses JSON from an untrusted source, its nesting bounded (support/json.hpp).
+using lockstep::parse_json;
 
 /// "1970-01-01T00:00:00Z" for a Unix time (RFC 3339, UTC, no fraction).
 std::string rfc3339(std::int64_t unix_seconds);

@@ -260,10 +260,10 @@ Result<int> run_foreground(const std::vector<std::string>& argv,
   return wait_exit_code(*pid);
 }
 
-std::string shell_quote(std::string_view word) {
-  if (is_plain_word(word)) {
-    return std::string(word);
-  }
+namespace {
+
+// `word` in single quotes, ' written as '\''.
+std::string single_quoted(std::string_view word) {
   std::string out = "'";
   for (char c : word) {
     if (c == '\'') {
@@ -276,13 +276,20 @@ std::string shell_quote(std::string_view word) {
   return out;
 }
 
+} // namespace
+
+std::string shell_quote(std::string_view word) {
+  return is_plain_word(word) ? std::string(word) : single_quoted(word);
+}
+
 std::string shell_join(const std::vector<std::string>& argv) {
   std::string out;
   for (const std::string& w : argv) {
     if (!out.empty()) {
       out += ' ';
     }
-    out += shell_quote(w);
+    // A plain first word with '=' (A=B) would be read as an assignment, not as the command.
+    out += out.empty() && w.find('=') != std::string::npos ? single_quoted(w) : shell_quote(w);
   }
   return out;
 }

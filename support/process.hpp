@@ -78,7 +78,9 @@ int wait_exit_code(pid_t pid);
 /// empty), else in single quotes with ' written as '\''.
 std::string shell_quote(std::string_view word);
 
-/// The words quoted and joined with spaces: a command line `sh -c` runs as argv.
+/// The words quoted and joined with spaces: a command line `sh -c` runs as argv (a first word with '='
+/// is quoted too, so that it is the command and not an assignment). Every command line lockstep writes
+/// into a script or hands to a shell goes through shell_quote/shell_join.
 std::string shell_join(const std::vector<std::string>& argv);
 
 /// The first executable `name` in the colon-separated `path_list` (a name with a '/' is checked

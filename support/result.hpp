@@ -55,7 +55,8 @@ template <typename... Args> Error internal_error(fmt::format_string<Args...> f, 
   return Error{ExitCode::internal, fmt::format(f, std::forward<Args>(args)...)};
 }
 
-/// "what PATH: strerror(errno)" for a failed system call, as an I/O error.
+/// "what PATH: strerror(errno)" for a failed system call, as an I/O error; EINTR (a blocking call
+/// ended by SIGINT/SIGTERM) is an `interrupted` error instead.
 Error errno_error(const std::string& what, int err);
 
 /// Either a value or an Error (a small tl::expected).

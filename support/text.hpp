@@ -40,4 +40,26 @@ inline std::string_view trim_chars(std::string_view s, std::string_view chars) {
   return s.substr(first, s.find_last_not_of(chars) - first + 1);
 }
 
+/// `s` on one line: C0 control characters and DEL as "\xNN", C1 controls (UTF-8 U+0080..U+009F) as
+/// "\u00NN"; every other byte unchanged. The one rule for a value in a comment line of a generated
+/// file (batch script, Dockerfile, definition file) or on a terminal: nothing in it ends the line.
+inline std::string escape_controls(std::string_view s) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0U;
+    if (c < 0x20 || c == 0x7f) {
+      out += {'\\', 'x', k_hex[c >> 4], k_hex[c & 0xf]};
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      out += {'\\', 'u', '0', '0', k_hex[next >> 4], k_hex[next & 0xf]};
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 } // namespace lockstep

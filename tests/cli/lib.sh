@@ -11,9 +11,40 @@ export LOCKSTEP_CACHE="$WORK/cache"
 export GIT_CEILING_DIRECTORIES=/tmp
 unset SOURCE_DATE_EPOCH
 cd "$WORK"
-trap 'cd /; rm -rf "$WORK"' EXIT
+trap 'remove_test_user; cd /; rm -rf "$WORK"' EXIT
 
 TESTS_RUN=0
+
+# ---- an unprivileged user -------------------------------------------------------------------------
+# add_test_user PREFIX: for the suites that run their cases as root and as an unprivileged user. As
+# root, creates the user PREFIX<pid> (no home, no subordinate ids) and sets TUSER to it; WHO is
+# (root TUSER), or (root) when not run as root (in CI that is a failure). LOCKSTEP is copied where
+# the user can run it when needed. remove_test_user (called on exit by the default trap; a suite with
+# its own EXIT trap calls it there) kills the user's processes and removes it.
+TUSER=""
+WHO=(root)
+add_test_user() { # PREFIX
+  WHO=(root)
+  if [ "$(id -u)" = 0 ] && command -v useradd >/dev/null && command -v runuser >/dev/null; then
+    TUSER="$1$$"
+    useradd -M -N -d /nonexistent -s /bin/sh "$TUSER"
+    chmod 0755 "$WORK"
+    if ! runuser -u "$TUSER" -- test -x "$LOCKSTEP"; then
+      install -m 0755 "$LOCKSTEP" "$WORK/lockstep"
+      LOCKSTEP="$WORK/lockstep"
+    fi
+    WHO+=("$TUSER")
+  elif [ -n "${CI:-}" ]; then
+    fail "CI runs this suite as root, to cover an unprivileged user too"
+  fi
+}
+remove_test_user() {
+  if [ -n "$TUSER" ]; then
+    pkill -KILL -u "$TUSER" 2>/dev/null || true
+    userdel "$TUSER" 2>/dev/null || true
+    TUSER=""
+  fi
+}
 fail() {
   echo "FAIL: $*" >&2
   exit 1

@@ -48,7 +48,7 @@ assert_contains "$docker" "ARG SOURCE_DATE_EPOCH=$(jq -r .epoch "$FIX/full/locks
 ls_run export --apptainer-def "$FIX/full/lockstep.lock"
 def=$OUT
 for row in $(jq -r '.artifacts[] | select(.kind != "git") | "\(.sha256)|\(.url)"' "$FIX/full/lockstep.lock"); do
-  grep -q "^    fetch '${row#*|}' ${row%%|*} " <<<"$def" || fail "no fetch and check for $row"
+  grep -qF "    fetch ${row#*|} ${row%%|*} " <<<"$def" || fail "no fetch and check for $row"
 done
 grep -q "checkout --quiet --detach $commit\$" <<<"$def" || fail "git not pinned by commit in the def file"
 pass "every deb and wheel is fetched by its lock URL and checked by sha256, the git source by commit"

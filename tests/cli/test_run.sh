@@ -114,11 +114,12 @@ pass "a node the agent can't reach fails preflight (reach), naming it"
   fail "make-repo.sh --with-mpi-facts failed"
 start_http_server "$WORK/repo"
 mkdir cu
+cp repo/keyring.gpg cu/ # a keyring lies in the spec's directory (or the system's keyring directories)
 cat >cu/lockstep.yaml <<YAML
 lockstep: 1
 name: cudafacts
 repos:
-  - {apt: $HTTP_URL, suite: lstest, components: [main], keyring: $WORK/repo/keyring.gpg}
+  - {apt: $HTTP_URL, suite: lstest, components: [main], keyring: keyring.gpg}
 packages:
   apt: [openmpi-bin, libopenmpi3=4.1.4-3+b1, cuda-cudart-12-1]
 outputs: {oci: out}

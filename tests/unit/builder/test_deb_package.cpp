@@ -1,11 +1,14 @@
 // Installing .debs into a layer: real dpkg-deb builds the packages, real dpkg judges the database.
 #include "builder/deb_package.hpp"
+#include "runner/unpack.hpp"
+#include "support/fs.hpp"
 #include "support/tar_reader.hpp"
 #include "support/tar_writer.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -399,8 +402,8 @@ TEST_CASE("configure_script configures the unpacked packages inside the image", 
   Assembled a = assemble({debs.one, debs.two, debs.three}, DebState::unpacked);
   std::string script = configure_script(a.debs);
   CHECK(script == configure_script(a.debs));
-  CHECK_THAT(script, Catch::Contains("lockstep_preinst 'lstest-one' 'amd64' 'lstest-one:amd64' 1\n"));
-  CHECK_THAT(script, !Catch::Contains("lockstep_preinst 'lstest-two'"));
+  CHECK_THAT(script, Catch::Contains("lockstep_preinst lstest-one amd64 lstest-one:amd64 1\n"));
+  CHECK_THAT(script, !Catch::Contains("lockstep_preinst lstest-two"));
   REQUIRE_OK(check_configure_possible(a.debs, ImageTools{true, true}));
 
   fs::path root = extract(fx.dir(), "image", a.tar);
@@ -750,4 +753,103 @@ TEST_CASE("merged /usr: a package's own root symlink is kept, a file there is re
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message ==
         "odd.deb: ships /lib64 as a file, which merged /usr makes a symlink to usr/lib64");
+}
+
+namespace {
+
+Member symlink_member(const std::string& path, const std::string& target) {
+  TarEntry e;
+  e.path = path;
+  e.type = TarEntry::Type::symlink;
+  e.mode = 0777;
+  e.link_target = target;
+  return Member{e, ""};
+}
+
+Member hardlink_member(const std::string& path, const std::string& target) {
+  TarEntry e;
+  e.path = path;
+  e.type = TarEntry::Type::hardlink;
+  e.mode = 0644;
+  e.link_target = target;
+  return Member{e, ""};
+}
+
+} // namespace
+
+TEST_CASE(
+    "files below a package's symbolic link go where the unpacker puts them, and a link out of the layer "
+    "is refused",
+    "[deb]") {
+  TempDirFixture fx;
+  // A link to a directory of the same layer: the files land in that directory, and the unpacker applies
+  // the layer.
+  fs::path good =
+      hand_deb(fx, "linked",
+               {dir_member("./"), dir_member("./usr"), dir_member("./usr/share"), dir_member("./usr/share/x"),
+                file("./usr/share/x/a", "a"), symlink_member("./usr/zz", "share/x"), file("./usr/zz/b", "b"),
+                file("./usr/zz/sub/c", "c"), hardlink_member("./usr/zz/h", "./usr/zz/b"),
+                symlink_member("./opt", "/usr/share"), file("./opt/x/d", "d")});
+  test::StringSink sink;
+  TarWriter tar(sink);
+  log::Progress progress("test", 0);
+  DebLayerPaths seen;
+  auto contents = write_deb_data(tar, progress, good, {}, seen, "linked.deb");
+  REQUIRE_OK(contents);
+  tar.finish();
+  auto members = members_of(fx, sink.out);
+  CHECK(members == std::vector<std::string>{"d usr", "d usr/share", "d usr/share/x", "f usr/share/x/a",
+                                            "l usr/zz -> share/x", "f usr/share/x/b", "d usr/share/x/sub",
+                                            "f usr/share/x/sub/c", "h usr/share/x/h -> usr/share/x/b",
+                                            "l opt -> /usr/share", "f usr/share/x/d"});
+  // dpkg's .list names the paths as the package does.
+  CHECK(contents->paths == std::vector<std::string>{"/.", "/usr", "/usr/share", "/usr/share/x",
+                                                    "/usr/share/x/a", "/usr/zz", "/usr/zz/b", "/usr/zz/sub/c",
+                                                    "/usr/zz/h", "/opt", "/opt/x/d"});
+  fs::create_directories(fx.dir() / "root");
+  UniqueFd root(::open((fx.dir() / "root").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  REQUIRE_OK(runner::apply_tar_bytes(root.get(), sink.out, {}));
+  CHECK(slurp(fx.dir() / "root/usr/zz/sub/c") == "c");
+  CHECK(slurp(fx.dir() / "root/usr/share/x/d") == "d"); // root/opt links to /usr/share: not read on the host
+  CHECK(fs::hard_link_count(fx.dir() / "root/usr/share/x/h") == 2);
+
+  // A link out of what the layer holds (an absolute directory, /tmp, nothing) with files below it: the
+  // unpacker would refuse the layer or write where the layer can't see, so the build refuses it.
+  for (const std::string target : {"/opt/elsewhere", "/tmp", "../missing", "a/../../nowhere"}) {
+    INFO(target);
+    fs::path evil = hand_deb(fx, "evil",
+                             {dir_member("./"), dir_member("./usr"), symlink_member("./usr/foo", target),
+                              file("./usr/foo/bar", "x")});
+    test::StringSink evil_sink;
+    TarWriter evil_tar(evil_sink);
+    DebLayerPaths evil_seen;
+    auto r = write_deb_data(evil_tar, progress, evil, {}, evil_seen, "evil.deb");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ExitCode::invalid_input);
+    CHECK(r.error().message ==
+          "evil.deb: /usr/foo/bar would go below /usr/foo, a symbolic link to " + target +
+              " that evil.deb installed, which does not lead to a directory installed before it in this "
+              "layer; refusing the package, as the image could not be unpacked (files may go below a "
+              "package's symbolic link only where it leads to a directory of the same layer, as merged "
+              "/usr's do)");
+  }
+
+  // A link to a file, and a loop.
+  fs::path to_file = hand_deb(
+      fx, "tofile", {dir_member("./"), file("./f", "x"), symlink_member("./l", "f"), file("./l/x", "x")});
+  test::StringSink other_sink;
+  TarWriter other_tar(other_sink);
+  DebLayerPaths seen3;
+  auto r3 = write_deb_data(other_tar, progress, to_file, {}, seen3, "tofile.deb");
+  REQUIRE_FALSE(r3.ok());
+  CHECK(
+      r3.error().message ==
+      "tofile.deb: /l/x would go below /l, which is not a directory (tofile.deb installed a symlink there)");
+  fs::path loop = hand_deb(
+      fx, "loop",
+      {dir_member("./"), symlink_member("./a", "b"), symlink_member("./b", "a"), file("./a/x", "x")});
+  DebLayerPaths seen4;
+  auto r4 = write_deb_data(other_tar, progress, loop, {}, seen4, "loop.deb");
+  REQUIRE_FALSE(r4.ok());
+  CHECK(r4.error().message == "loop.deb: /a/x would go below /a, where symbolic links loop");
 }

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <string>
@@ -14,6 +15,7 @@
 using namespace lockstep;
 using namespace lockstep::builder;
 using test::lines_of;
+using test::slurp;
 using test::TempDirFixture;
 
 namespace {
@@ -164,7 +166,7 @@ TEST_CASE("An Apptainer definition fetches and checks on the host, installs in %
   const std::string& d = r->text;
   CHECK(has_line(d, "Bootstrap: docker"));
   CHECK(has_line(d, "From: debian:bookworm"));
-  CHECK(has_line(d, "    fetch 'https://example.org/cuda/libnccl2.deb' " + k_b +
+  CHECK(has_line(d, "    fetch https://example.org/cuda/libnccl2.deb " + k_b +
                         " \"$d/debs/libnccl2_2.18.3-1+cuda12.1_amd64.deb\""));
   CHECK(has_line(d, "        echo \"$2  $3\" | sha256sum -c --quiet -"));
   CHECK(has_line(d, "    git -C \"$APPTAINER_ROOTFS\"/opt/tools.lockstep-git checkout --quiet --detach " +
@@ -172,8 +174,8 @@ TEST_CASE("An Apptainer definition fetches and checks on the host, installs in %
   CHECK(has_line(d, "    app/. /opt/app/"));
   CHECK(has_line(d, R"(    export GREETING='it'\''s $HOME "here"')"));
   CHECK(has_line(d, "    /bin/sh -c 'make -C /opt/app'"));
-  CHECK(has_line(d, "    if [ \"$#\" -eq 0 ]; then set -- '/opt/app/main.py'; fi"));
-  CHECK(has_line(d, "    exec 'python3' \"$@\""));
+  CHECK(has_line(d, "    if [ \"$#\" -eq 0 ]; then set -- /opt/app/main.py; fi"));
+  CHECK(has_line(d, "    exec python3 \"$@\""));
   std::vector<std::size_t> at;
   for (const char* mark : {"\nBootstrap:", "\n%setup\n", "\n%files\n", "\n%environment\n", "\n%post\n",
                            "    dpkg -i", "pip install", "    /bin/sh -c", "\n%runscript\n"}) {
@@ -305,7 +307,7 @@ TEST_CASE("Bases: an OCI image keeps its digest, scratch gets its packages unpac
   REQUIRE_OK(def);
   CHECK(has_line(def->text, "Bootstrap: scratch"));
   CHECK(has_line(def->text,
-                 "    fetch 'flat/ls-flat_1.0-1_all.deb' " + k_b + " \"$d/debs/ls-flat_1.0-1_all.deb\""));
+                 "    fetch flat/ls-flat_1.0-1_all.deb " + k_b + " \"$d/debs/ls-flat_1.0-1_all.deb\""));
   CHECK(has_line(def->text, "    dpkg-deb -x \"$d/debs/ls-flat_1.0-1_all.deb\" \"$APPTAINER_ROOTFS\""));
   CHECK(def->text.find("dpkg -i") == std::string::npos);
 }
@@ -333,6 +335,139 @@ TEST_CASE("The stack's NVIDIA_REQUIRE_CUDA joins the environment unless the spec
   r = export_recipe(spec_of(tmp, "env: {NVIDIA_REQUIRE_CUDA: mine}\n"), lock,
                     as(ExportFormat::apptainer_def));
   REQUIRE_OK(r);
-  CHECK(has_line(r->text, "    export NVIDIA_REQUIRE_CUDA='mine'"));
+  CHECK(has_line(r->text, "    export NVIDIA_REQUIRE_CUDA=mine"));
   CHECK(r->text.find("driver>=530") == std::string::npos);
+}
+
+namespace {
+
+// The body of a definition file's section `name` ("%environment"): the lines up to the next section.
+std::string section(const std::string& def, const std::string& name) {
+  std::string out;
+  bool in = false;
+  for (const std::string& line : lines_of(def)) {
+    if (!line.empty() && line.front() == '%') {
+      in = line == name;
+    } else if (in) {
+      out += line + "\n";
+    }
+  }
+  while (out.ends_with("\n\n")) { // the blank line before the next section
+    out.pop_back();
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Comments escape control characters: no value adds a line to a recipe", "[export][hardening]") {
+  TempDirFixture tmp;
+  tmp.write("b\nRUN touch x/oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+  tmp.write("b\nRUN touch x/index.json", R"({"schemaVersion":2,"manifests":[]})");
+  const envspec::Spec spec =
+      spec_of(tmp, "base: {oci: \"./b\\nRUN touch x\"}\nlabels: {\"a\\nRUN touch y\": v, \"%post\": w}\n");
+  ExportOptions o = as(ExportFormat::dockerfile);
+  o.lock_name = "x\nRUN touch z.lock";
+  o.spec_name = "s\r\n%post.yaml";
+  auto r = export_recipe(spec, lock_of({}), o);
+  REQUIRE_OK(r);
+  for (const std::string& line : lines_of(r->text)) {
+    CHECK_FALSE(line.starts_with("RUN touch"));
+    CHECK_FALSE(line.starts_with("%post"));
+  }
+  CHECK(r->text.find("from x\\x0aRUN touch z.lock (sha256:") != std::string::npos);
+  CHECK(r->text.find(") and s\\x0d\\x0a%post.yaml (spec sha256:") != std::string::npos);
+  CHECK(has_line(r->text,
+                 "# base: ./b\\x0aRUN touch x: load that image into the builder as lockstep-base (or pass"));
+  CHECK(has_line(r->text, "#   - label a\\x0aRUN touch y has a newline or control character: left out"));
+  CHECK(has_line(r->text, R"(LABEL "%post"="w")"));
+  CHECK(std::count(r->limitations.begin(), r->limitations.end(),
+                   "label a\\x0aRUN touch y has a newline or control character: left out") == 1);
+  // The definition file: the same header; a label key starting with '%' would start a section.
+  const envspec::Spec plain = spec_of(tmp, "labels: {\"a\\nRUN touch y\": v, \"%post\": w, ok: fine}\n");
+  o.format = ExportFormat::apptainer_def;
+  r = export_recipe(plain, lock_of({}), o);
+  REQUIRE_OK(r);
+  CHECK(r->text.find("from x\\x0aRUN touch z.lock (sha256:") != std::string::npos);
+  CHECK(section(r->text, "%labels") == "    ok fine\n");
+  CHECK(std::count(r->limitations.begin(), r->limitations.end(),
+                   "label %post has a newline, control character, a space in its key or a key starting with "
+                   "'%': left out") == 1);
+}
+
+TEST_CASE("A run step BuildKit would read differently is written in the exec form", "[export][hardening]") {
+  TempDirFixture tmp;
+  const envspec::Spec spec = spec_of(tmp, "run:\n"
+                                          "  - \"echo a \\\\ \"\n"
+                                          "  - \"cat <<EOF\"\n"
+                                          "  - \"[ -f /x ] || true\"\n"
+                                          "  - \"echo \\x01\"\n"
+                                          "  - echo plain $(id) `id`; true\n");
+  auto r = export_recipe(spec, lock_of({}), as(ExportFormat::dockerfile));
+  REQUIRE_OK(r);
+  CHECK(has_line(r->text, R"(RUN --network=none ["/bin/sh","-c","echo a \\ "])"));
+  CHECK(has_line(r->text, R"(RUN --network=none ["/bin/sh","-c","cat <<EOF"])"));
+  CHECK(has_line(r->text, R"(RUN --network=none ["/bin/sh","-c","[ -f /x ] || true"])"));
+  CHECK(has_line(r->text, R"(RUN --network=none ["/bin/sh","-c","echo \u0001"])"));
+  CHECK(has_line(r->text, "RUN --network=none echo plain $(id) `id`; true"));
+}
+
+TEST_CASE("Values in a definition file round-trip through sh, and none can start a section or stage",
+          "[export][hardening]") {
+  TempDirFixture tmp;
+  const std::string marker = (tmp.dir() / "PWNED").string();
+  const std::string hostile = "it's \"q\" $(touch " + marker + ") `touch " + marker + "`; touch " + marker +
+                              "\n  #%not a section\nlast \\";
+  tmp.write("values.yaml", "env: {V: " + nlohmann::json(hostile).dump() + "}\ncmd: [printf, '[%s]', " +
+                               nlohmann::json(hostile).dump() + ", \"\"]\n");
+  const envspec::Spec spec = spec_of(tmp, slurp(tmp.dir() / "values.yaml"));
+  auto r = export_recipe(spec, lock_of({}), as(ExportFormat::apptainer_def));
+  REQUIRE_OK(r);
+  CHECK(section(r->text, "%environment") == "    export V='it'\\''s \"q\" $(touch " + marker + ") `touch " +
+                                                marker + "`; touch " + marker +
+                                                "\n  #%not a section\nlast \\'\n");
+  tmp.write("env.sh", section(r->text, "%environment"));
+  CHECK(test::run_command(". " + (tmp.dir() / "env.sh").string() + "; printf '%s' \"$V\"") == hostile);
+  tmp.write("run.sh", section(r->text, "%runscript"));
+  CHECK(test::run_command("sh " + (tmp.dir() / "run.sh").string()) == "[" + hostile + "][]");
+  CHECK_FALSE(std::filesystem::exists(marker));
+
+  struct Case {
+    std::string yaml;
+    std::string message;
+  };
+  const std::vector<Case> refused = {
+      {"env: {BAD: \"a\\n%post\\ntouch x\"}",
+       "env BAD: the line '%post' would start a new section of the Apptainer definition file; reword it (or "
+       "export --dockerfile)"},
+      {"env: {BAD: \"a\\n \\t\\u00a0%runscript\"}",
+       "env BAD: the line '\u00a0%runscript' would start a new section of the Apptainer definition file; "
+       "reword it (or export --dockerfile)"},
+      {"run: [\"echo\\nBootstrap: docker\\nFrom: evil\"]",
+       "run[0] (" + (tmp.dir() / "lockstep.yaml").string() +
+           ":3): the line 'Bootstrap: docker' would start a new stage of the Apptainer definition file; "
+           "reword it (or export --dockerfile)"},
+      {"run: [\"echo\\nboot\\u017ftrap: x\"]",
+       "run[0] (" + (tmp.dir() / "lockstep.yaml").string() +
+           ":3): the line 'boot\u017ftrap: x' would start a new stage of the Apptainer definition file; "
+           "reword it (or export --dockerfile)"},
+      {"cmd: [sh, \"x\\n%test\"]",
+       "cmd[1]: the line '%test' would start a new section of the Apptainer definition file; reword it (or "
+       "export --dockerfile)"},
+      {"entrypoint: [\"x\\r\\n%files\"]",
+       "entrypoint[0]: the line '%files' would start a new section of the Apptainer definition file; reword "
+       "it (or export --dockerfile)"},
+  };
+  for (const Case& c : refused) {
+    INFO(c.yaml);
+    r = export_recipe(spec_of(tmp, c.yaml + "\n"), lock_of({}), as(ExportFormat::apptainer_def));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    CHECK(r.error().message == c.message);
+  }
+  // The Dockerfile holds the same run step safely: one exec-form line.
+  r = export_recipe(spec_of(tmp, "run: [\"echo\\nBootstrap: docker\"]\n"), lock_of({}),
+                    as(ExportFormat::dockerfile));
+  REQUIRE_OK(r);
+  CHECK(has_line(r->text, R"(RUN --network=none ["/bin/sh","-c","echo\nBootstrap: docker"])"));
 }

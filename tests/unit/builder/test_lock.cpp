@@ -67,3 +67,53 @@ TEST_CASE("Indexes decompress by their name and are bounded", "[lock]") {
   REQUIRE_FALSE(big);
   CHECK(big.error().message == "Packages.xz: decompresses to more than 5 bytes");
 }
+
+TEST_CASE("A lock's local files must lie in the project or a local repository the spec names", "[lock]") {
+  namespace fs = std::filesystem;
+  test::TempDirFixture tmp;
+  const fs::path proj = tmp.dir() / "a/b/proj";
+  tmp.write("a/b/proj/debs/ok_1_amd64.deb", "in the project");
+  tmp.write("mirror/pool/m_1_amd64.deb", "in a named repository");
+  const fs::path secret = tmp.write("a/secret", "root:SECRET\n");
+  fs::create_symlink(secret, proj / "debs/link.deb");
+  envspec::Spec spec;
+  spec.dir = proj;
+  envspec::Repo mirror;
+  mirror.kind = envspec::Repo::Kind::apt;
+  mirror.url = "file://" + (tmp.dir() / "mirror").string();
+  spec.repos.push_back(mirror);
+
+  const auto with_url = [](const std::string& url) {
+    envspec::Lock lock;
+    lock.artifacts = {deb("ls-lib", "2.0-1", "x")};
+    lock.artifacts[0].url = url;
+    return lock;
+  };
+  for (const std::string& url :
+       {std::string("debs/ok_1_amd64.deb"), "file://" + (proj / "debs/ok_1_amd64.deb").string(),
+        (tmp.dir() / "mirror/pool/m_1_amd64.deb").string(),
+        std::string("https://deb.example.org/pool/x.deb")}) {
+    INFO(url);
+    REQUIRE_OK(builder::check_lock_local_files(with_url(url), spec));
+  }
+  for (const std::string& url :
+       {"file://" + secret.string(), secret.string(), std::string("../secret"),
+        std::string("../../../a/secret"), std::string("debs/link.deb"), std::string("file:///etc/shadow")}) {
+    INFO(url);
+    auto r = builder::check_lock_local_files(with_url(url), spec);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    CHECK_THAT(
+        r.error().message,
+        Catch::StartsWith("the lock names local files outside the spec's directory " + proj.string() +
+                          " and the local repositories the spec names; nothing was read:\n  deb ls-lib "
+                          "2.0-1 (url " +
+                          url + ") leads to ") &&
+            Catch::EndsWith("\nA lock names local files only there: lock again with `lockstep lock` (do "
+                            "not use a lock edited by hand or made elsewhere), or name the local "
+                            "repository that holds them in the spec's repos"));
+  }
+  auto bad = builder::check_lock_local_files(with_url("file://host/etc/shadow"), spec);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == ExitCode::invalid_input);
+}

@@ -292,7 +292,7 @@ TEST_CASE("A local wheelhouse lists its wheels with their sha256", "[pypi_index]
   tmp.write("house/notes.txt", "not a wheel");
   tmp.write("house/c pkg-1.0-py3-none-any.whl", "space in name");
   std::filesystem::create_directory(tmp.dir() / "house/dir-1.0-py3-none-any.whl");
-  auto files = scan_wheelhouse(tmp.dir() / "house");
+  auto files = scan_wheelhouse(tmp.dir() / "house", {tmp.dir()});
   REQUIRE(files);
   REQUIRE(files->size() == 3);
   CHECK((*files)[0].filename == "a_pkg-2.0-py3-none-any.whl");
@@ -301,7 +301,33 @@ TEST_CASE("A local wheelhouse lists its wheels with their sha256", "[pypi_index]
   CHECK((*files)[0].size == 7U);
   CHECK((*files)[2].filename == "c pkg-1.0-py3-none-any.whl");
   CHECK((*files)[2].url == "file://" + (tmp.dir() / "house/c%20pkg-1.0-py3-none-any.whl").string());
-  auto missing = scan_wheelhouse(tmp.dir() / "nope");
+  auto missing = scan_wheelhouse(tmp.dir() / "nope", {tmp.dir()});
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code == ExitCode::invalid_input);
+}
+
+TEST_CASE("A wheelhouse wheel that leads outside the project is refused unread", "[pypi_index][wheelhouse]") {
+  test::TempDirFixture tmp;
+  const std::filesystem::path secret = tmp.write("outside/id_rsa", "-----BEGIN SECRET KEY-----\n");
+  tmp.write("proj/house/a_pkg-1.0-py3-none-any.whl", "wheel a");
+  tmp.write("proj/shared/b_pkg-1.0-py3-none-any.whl", "wheel b");
+  std::filesystem::create_symlink("../shared/b_pkg-1.0-py3-none-any.whl",
+                                  tmp.dir() / "proj/house/b_pkg-1.0-py3-none-any.whl");
+  // A symlink to another file in the project is a wheel like any other.
+  auto files = scan_wheelhouse(tmp.dir() / "proj/house", {tmp.dir() / "proj"});
+  REQUIRE(files);
+  REQUIRE(files->size() == 2);
+  CHECK((*files)[1].sha256 == sha256_of("wheel b").hex());
+  CHECK((*files)[1].url == "file://" + (tmp.dir() / "proj/house/b_pkg-1.0-py3-none-any.whl").string());
+
+  std::filesystem::create_symlink(secret, tmp.dir() / "proj/house/c_pkg-1.0-py3-none-any.whl");
+  auto refused = scan_wheelhouse(tmp.dir() / "proj/house", {tmp.dir() / "proj"});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == ExitCode::invalid_input);
+  CHECK(refused.error().message == "wheelhouse " + (tmp.dir() / "proj/house").string() +
+                                       ": c_pkg-1.0-py3-none-any.whl leads outside the spec's directory and "
+                                       "the local repositories it names "
+                                       "(to " +
+                                       secret.string() +
+                                       "); nothing was read. Put the wheel itself in the wheelhouse");
 }

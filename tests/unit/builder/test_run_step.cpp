@@ -101,17 +101,44 @@ TEST_CASE_METHOD(UpperFixture, "Files owned by the host user who ran the step ar
   struct stat st {};
   REQUIRE(::lstat((upper / "f").c_str(), &st) == 0);
   UpperLayout layout;
-  layout.host_root_uid = st.st_uid;
-  layout.host_root_gid = st.st_gid;
+  layout.uids = {static_cast<std::uint32_t>(st.st_uid), 1};
+  layout.gids = {static_cast<std::uint32_t>(st.st_gid), 1};
   if (st.st_uid == 0) {
     REQUIRE(::chown((upper / "f").c_str(), 1234, 1235) == 0);
-    layout.host_root_uid = 1234;
-    layout.host_root_gid = 1235;
+    layout.uids = {1234, 1};
+    layout.gids = {1235, 1};
   }
   set_mtime(upper / "f", 10);
   auto plan = plan_upper_layer(upper, lower, layout, 1000);
   REQUIRE(plan);
   CHECK(listing(*plan) == "f f 0644 0:0 10\n");
+}
+
+TEST_CASE_METHOD(UpperFixture,
+                 "A root build's confined id range maps back to the image's ids; ids outside it are "
+                 "refused",
+                 "[run]") {
+  if (::geteuid() != 0) {
+    WARN("needs root to chown into the confined range; skipped");
+    return;
+  }
+  write("upper/a", "x");
+  write("upper/b", "y");
+  REQUIRE(::chown((upper / "a").c_str(), 0x80000000U, 0x80000000U + 42) == 0);
+  REQUIRE(::chown((upper / "b").c_str(), 0x80000000U + 1000, 0x80000000U + 1000) == 0);
+  set_mtime(upper / "a", 10);
+  set_mtime(upper / "b", 10);
+  UpperLayout layout;
+  layout.uids = {0x80000000U, 0x7FFFFFFFU};
+  layout.gids = layout.uids;
+  auto plan = plan_upper_layer(upper, lower, layout, 1000);
+  REQUIRE(plan);
+  CHECK(listing(*plan) == "f a 0644 0:42 10\nf b 0644 1000:1000 10\n");
+  REQUIRE(::chown((upper / "b").c_str(), 0, 0) == 0); // host root: no id the step could have
+  plan = plan_upper_layer(upper, lower, layout, 1000);
+  REQUIRE_FALSE(plan);
+  CHECK_THAT(plan.error().message,
+             Catch::Contains("/b is owned by host ids 0:0, outside the build sandbox's id range"));
 }
 
 TEST_CASE_METHOD(UpperFixture, "Mount points the sandbox created stay out of the layer", "[run]") {

@@ -7,6 +7,7 @@
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -115,7 +116,7 @@ TEST_CASE("the runscript runs ENTRYPOINT and CMD as Apptainer's OCI conveyor doe
         "This image has no ENTRYPOINT or CMD: give a command to run.\nrc=1\n");
   CHECK(shell("sh " + none.string() + " echo given") == "given\n");
   CHECK(sif_runscript(cfg).rfind("#!/bin/sh\nOCI_ENTRYPOINT='\"printf\" \"%s|\"'\n"
-                                 "OCI_CMD='\"a b\" \"it'\"'\"'s\" \"\\$HOME\"'\n",
+                                 "OCI_CMD='\"a b\" \"it'\\''s\" \"\\$HOME\"'\n",
                                  0) == 0);
 }
 
@@ -135,6 +136,44 @@ TEST_CASE("the environment script keeps host values except PATH", "[sif]") {
   CHECK(shell("env -i A=host PATH=/bin:/usr/bin sh -c '. " + env.string() +
               "; printf \"%s\\n\" \"$PATH\" \"$A\" \"$B\" \"$D\"'") ==
         "/opt/x/bin:/usr/bin\nhost\nq\"uote $dollar `tick` \\back}\nd\n");
+}
+
+TEST_CASE("the SIF scripts quote hostile ENTRYPOINT, CMD and Env values: each arrives whole, none runs",
+          "[sif][hardening]") {
+  TempDirFixture tmp;
+  const std::string marker = (tmp.dir() / "PWNED").string();
+  const std::vector<std::string> hostile = {"a\ntouch " + marker + "\n",
+                                            "it's \"q\"",
+                                            "$(touch " + marker + ")",
+                                            "`touch " + marker + "`",
+                                            "; touch " + marker,
+                                            "x'; touch " + marker + "; '",
+                                            "}\\",
+                                            ""};
+  json env = json::array();
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    env.push_back(fmt::format("V{}={}", i, hostile[i]));
+  }
+  env.push_back("PATH=/usr/bin:/bin:$(touch " + marker + ")");
+  json cfg = config_with({{"Entrypoint", {"printf", "%s|"}}, {"Cmd", hostile}, {"Env", env}});
+  std::string want;
+  for (const std::string& w : hostile) {
+    want += w + "|";
+  }
+  fs::path rs = tmp.write("runscript", sif_runscript(cfg));
+  CHECK(shell("sh " + rs.string()) == want);
+  CHECK(shell("SINGULARITY_NO_EVAL=1 sh " + rs.string()) == want);
+  CHECK(shell("SINGULARITY_NO_EVAL=1 bash " + rs.string()) == want);
+  fs::path script = tmp.write("env.sh", sif_env_script(cfg));
+  std::string vars;
+  for (std::size_t i = 0; i < hostile.size(); ++i) {
+    vars += fmt::format(" \"$V{}\"", i);
+  }
+  for (const char* sh : {"sh", "bash"}) {
+    CHECK(shell(fmt::format("env -i {} -c '. {}; printf \"%s|\"{} \"$PATH\"'", sh, script.string(), vars)) ==
+          want + "/usr/bin:/bin:$(touch " + marker + ")|");
+  }
+  CHECK_FALSE(fs::exists(marker));
 }
 
 TEST_CASE("labels.json merges build labels, image annotations and config labels", "[sif]") {

@@ -100,14 +100,14 @@ TEST_CASE_METHOD(SpecFixture, "Lock keys report their errors at the key", "[spec
                                  "name: a\n"
                                  "repos:\n"
                                  "  - {apt: ftp://x, suite: bookworm, components: [main]}\n"
-                                 "  - {apt: http://x, components: [main], keyring: /nonexistent.gpg}\n"
+                                 "  - {apt: http://x, components: [main], keyring: keys/nonexistent.gpg}\n"
                                  "packages: {apt: [\"Bad Name\"], npm: [x]}\n"
                                  "copy:\n"
                                  "  - {git: https://h/r, to: /opt/r}\n");
   CHECK(out.find(":4:11: error: repos[0].apt: unsupported URL scheme 'ftp': use http, https or file") !=
         std::string::npos);
   CHECK(out.find("repos[0]: missing 'keyring'") != std::string::npos);
-  CHECK(out.find("repos[1].keyring: no such file: /nonexistent.gpg") != std::string::npos);
+  CHECK(out.find("repos[1].keyring: no such file: keys/nonexistent.gpg") != std::string::npos);
   CHECK(out.find("repos[1]: missing 'suite' (e.g. suite: bookworm), or 'flat: true' for a flat repository") !=
         std::string::npos);
   CHECK(out.find("packages.apt[0]: invalid package 'Bad Name'") != std::string::npos);
@@ -184,4 +184,98 @@ TEST_CASE("The lock lives beside the spec", "[lock]") {
   CHECK(envspec::default_lock_path("/a/lockstep.yaml") == "/a/lockstep.lock");
   CHECK(envspec::default_lock_path("/a/team.yml") == "/a/team.lock");
   CHECK(envspec::default_lock_path("/a/spec") == "/a/spec.lock");
+}
+
+TEST_CASE("A lock with two artifacts for one package is refused, naming both", "[lock][errors]") {
+  const auto error_of = [](const Lock& lock) {
+    auto r = envspec::parse_lock(envspec::render_lock(lock), "lockstep.lock");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    return r.error().message;
+  };
+  Lock lock = sample_lock(); // artifacts: [0] deb libc6 amd64, [1] git
+  LockedArtifact again = lock.artifacts[0];
+  again.version = "2.36-9+deb12u9";
+  lock.artifacts.push_back(again);
+  CHECK(error_of(lock) ==
+        "lockstep.lock: artifacts[2]: duplicate deb package 'libc6' (amd64), first at artifacts[0]; a lock "
+        "holds one artifact for each; run `lockstep lock` to write a new lock");
+  // Another architecture of the same package is another package (multiarch).
+  lock.artifacts.back().arch = "i386";
+  REQUIRE(envspec::parse_lock(envspec::render_lock(lock), "lockstep.lock"));
+
+  LockedArtifact wheel;
+  wheel.kind = "wheel";
+  wheel.name = "typing-extensions";
+  wheel.version = "4.12.2";
+  wheel.arch = "py3-none-any";
+  wheel.group = "python";
+  wheel.size = 10;
+  wheel.sha256 = sha256_of("w");
+  wheel.url = "https://files.example.org/typing_extensions-4.12.2-py3-none-any.whl";
+  lock = sample_lock();
+  lock.artifacts.push_back(wheel);
+  wheel.name = "Typing_Extensions"; // the same project, spelled otherwise
+  lock.artifacts.push_back(wheel);
+  CHECK(error_of(lock) ==
+        "lockstep.lock: artifacts[3]: duplicate wheel project 'Typing_Extensions', first at artifacts[2]; a "
+        "lock holds one artifact for each; run `lockstep lock` to write a new lock");
+
+  // Two copies of one repository at one rev repeat the same entry (allowed); another commit is not.
+  lock = sample_lock();
+  lock.artifacts.push_back(lock.artifacts[1]);
+  REQUIRE(envspec::parse_lock(envspec::render_lock(lock), "lockstep.lock"));
+  lock.artifacts.back().version = std::string(40, 'd');
+  CHECK(error_of(lock) ==
+        "lockstep.lock: artifacts[2]: duplicate git repository 'https://example.org/repo.git' "
+        "at 'v1.0', first at artifacts[1]; a lock holds one artifact for each; run `lockstep "
+        "lock` to write a new lock");
+}
+
+TEST_CASE("Integers beyond 2^63-1 in a lock are too large, not negative", "[lock][errors]") {
+  const std::string text = envspec::render_lock(sample_lock());
+  std::string big = text;
+  big.replace(big.find("\"size\":2757936"), 14, "\"size\":9223372036854775808");
+  auto r = envspec::parse_lock(big, "lockstep.lock");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message ==
+        "lockstep.lock: artifacts[0].size: 9223372036854775808 is too large (the limit is "
+        "9223372036854775807); run `lockstep lock` to write a new lock");
+  std::string max = text;
+  max.replace(max.find("\"size\":2757936"), 14, "\"size\":9223372036854775807");
+  auto ok = envspec::parse_lock(max, "lockstep.lock");
+  REQUIRE(ok);
+  CHECK(ok->artifacts[0].size == 9223372036854775807ULL);
+  std::string negative = text;
+  negative.replace(negative.find("\"size\":2757936"), 14, "\"size\":-1");
+  CHECK(envspec::parse_lock(negative, "lockstep.lock").error().message ==
+        "lockstep.lock: artifacts[0].size: negative; run `lockstep lock` to write a new lock");
+}
+
+TEST_CASE("A lock nested deeper than JSON input may be is refused before it is built", "[lock][errors]") {
+  const std::string text = envspec::render_lock(sample_lock());
+  std::string deep = text;
+  const std::size_t at = deep.find("\"inputs\": ") + 10;
+  deep.insert(at, "{\"x\": " + std::string(200000, '[') + std::string(200000, ']') + ", \"y\": ");
+  deep.insert(deep.find('\n', at) - 1, "}");
+  auto r = envspec::parse_lock(deep, "lockstep.lock");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::invalid_input);
+  CHECK(r.error().message == "lockstep.lock: JSON nested more than 128 levels deep (line 7, column 145); "
+                             "refusing it");
+}
+
+TEST_CASE("A pypi or wheels repository in a lock has no apt keys", "[lock][errors]") {
+  Lock lock = sample_lock();
+  lock.repos.push_back(envspec::LockedRepo{"pypi", "https://pypi.org/simple", "", {}, "", ""});
+  std::string text = envspec::render_lock(lock);
+  REQUIRE(envspec::parse_lock(text, "lockstep.lock"));
+  // The renderer writes apt's keys for apt repositories only: a lock that has them elsewhere would
+  // lose them when rewritten.
+  text.replace(text.find("\"url\":\"https://pypi.org/simple\""), 31,
+               "\"url\":\"https://pypi.org/simple\",\"suite\":\"bookworm\"");
+  auto r = envspec::parse_lock(text, "lockstep.lock");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message ==
+        "lockstep.lock: repos[1].suite: unknown key; run `lockstep lock` to write a new lock");
 }

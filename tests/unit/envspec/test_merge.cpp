@@ -78,8 +78,8 @@ TEST_CASE_METHOD(SpecFixture, "Relative paths in an extended file resolve agains
                  "[merge]") {
   write("team/files/tool", "t");
   make_oci_layout("team/base-image");
-  write("shared/more.yaml", "labels: {shared: yes}\noutputs: {oci_archive: out/image.tar}\n");
-  write("team/base.yaml", "extends: [../shared/more.yaml]\n"
+  write("team/shared/more.yaml", "labels: {shared: yes}\noutputs: {oci_archive: out/image.tar}\n");
+  write("team/base.yaml", "extends: [shared/more.yaml]\n"
                           "base: {oci: base-image}\n"
                           "copy: [{from: files/tool, to: /usr/bin/tool}]\n");
   Spec spec = load_ok("lockstep: 1\nname: app\nextends: [team/base.yaml]\n");
@@ -87,9 +87,10 @@ TEST_CASE_METHOD(SpecFixture, "Relative paths in an extended file resolve agains
   CHECK(spec.base.path == dir() / "team/base-image");
   REQUIRE(spec.copy.size() == 1);
   CHECK(spec.copy[0].from == dir() / "team/files/tool");
-  CHECK(spec.outputs.oci_archive == dir() / "shared/out/image.tar");
+  CHECK(spec.outputs.oci_archive == dir() / "team/shared/out/image.tar");
   CHECK(spec.labels.at("shared") == "yes");
-  CHECK(spec.files == Files{dir() / "lockstep.yaml", dir() / "shared/more.yaml", dir() / "team/base.yaml"});
+  CHECK(spec.files ==
+        Files{dir() / "lockstep.yaml", dir() / "team/shared/more.yaml", dir() / "team/base.yaml"});
 }
 
 TEST_CASE_METHOD(SpecFixture, "An extended file's copy.from stays inside its own directory", "[merge]") {
@@ -148,12 +149,12 @@ TEST_CASE_METHOD(SpecFixture, "A spec that extends itself is a cycle", "[merge][
 }
 
 TEST_CASE_METHOD(SpecFixture, "A missing extended file is an error at its entry", "[merge][errors]") {
-  CHECK(errors("lockstep: 1\nname: app\nextends: [../team/base.yaml]\n") ==
-        path() + ":3:11: error: extends[0]: no such file or directory: ../team/base.yaml (resolved to " +
-            (dir().parent_path() / "team/base.yaml").string() +
+  CHECK(errors("lockstep: 1\nname: app\nextends: [team/base.yaml]\n") ==
+        path() + ":3:11: error: extends[0]: no such file or directory: team/base.yaml (resolved to " +
+            path("team/base.yaml") +
             ")\n"
-            "    3 | extends: [../team/base.yaml]\n"
-            "      |           ^~~~~~~~~~~~~~~~~\n");
+            "    3 | extends: [team/base.yaml]\n"
+            "      |           ^~~~~~~~~~~~~~\n");
 }
 
 TEST_CASE_METHOD(SpecFixture, "extends must be a path or a list of paths", "[merge][errors]") {
@@ -202,18 +203,23 @@ TEST_CASE_METHOD(SpecFixture, "A syntax error in an extended file stops before s
   write("base.yaml", "name: [unclosed\n");
   // No "missing 'name'" noise: the name may well be in the file that could not be read.
   CHECK(errors("lockstep: 1\nextends: base.yaml\n") ==
-        path("base.yaml") + ":2:1: error: invalid YAML: end of sequence flow not found\n");
+        path("base.yaml") +
+            ":2:1: error: invalid YAML: end of sequence flow not found (lockstep shows the "
+            "text of a file named in 'extends' only once it reads as a spec: a YAML map of spec "
+            "keys)\n");
 }
 
 TEST_CASE_METHOD(SpecFixture, "An extended file must be a non-empty map", "[merge][errors]") {
   write("empty.yaml", "");
   write("list.yaml", "- a\n");
-  CHECK(errors("lockstep: 1\nname: app\nextends: [empty.yaml, list.yaml]\n") ==
-        path("empty.yaml") +
-            ":1:1: error: empty file; a file named in 'extends' must be a map of spec keys\n" +
-            path("list.yaml") +
-            ":1:1: error: expected a map of spec keys at the top level, found a list\n"
-            "    1 | - a\n"
-            "      | ^\n"
-            "2 errors\n");
+  CHECK(
+      errors("lockstep: 1\nname: app\nextends: [empty.yaml, list.yaml]\n") ==
+      path("empty.yaml") +
+          ":1:1: error: not a spec: the file is empty (lockstep shows the text of a file named in 'extends' "
+          "only once it reads as a spec: a YAML map of spec keys)\n" +
+          path("list.yaml") +
+          ":1:1: error: not a spec: its top level is a list, not a map (lockstep shows the text of a file "
+          "named "
+          "in 'extends' only once it reads as a spec: a YAML map of spec keys)\n"
+          "2 errors\n");
 }

@@ -182,3 +182,36 @@ TEST_CASE("merge_nodes replaces atomic lists", "[node][merge]") {
   CHECK(merged.find("cmd")->value.items[0].scalar == "b");
   CHECK(merged.find("copy")->value.items.size() == 2);
 }
+
+TEST_CASE("YAML nesting is bounded, located where it goes too deep", "[node]") {
+  // 128 levels of flow sequences parse; one more is refused at the bracket that opens it.
+  CHECK(parse_messages("a: " + std::string(127, '[') + std::string(127, ']') + "\n").empty());
+  const std::string too_deep = "a: " + std::string(128, '[') + std::string(128, ']') + "\n";
+  Diagnostics diags;
+  CHECK_FALSE(envspec::parse_yaml(too_deep, k_file, diags));
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items()[0].message == "nested more than 128 levels deep; refusing to read further");
+  CHECK(diags.items()[0].location.line == 1);
+  CHECK(diags.items()[0].location.column == 4 + 127);
+  // Hostile sizes: flow sequences and maps, and block sequences two characters a level.
+  for (const std::string& text :
+       {std::string(100000, '['), std::string(300000, '['), "a: " + std::string(100000, '{'), [] {
+          std::string s;
+          for (int i = 0; i < 100000; ++i) {
+            s += "- ";
+          }
+          return s + "x\n";
+        }()}) {
+    CHECK(parse_messages(text) ==
+          std::vector<std::string>{": nested more than 128 levels deep; refusing to read further"});
+  }
+}
+
+TEST_CASE("YAML nesting through aliases is bounded too", "[node]") {
+  // Each alias copies a 100-level node one level further down: depth, not size, runs out.
+  const std::string hundred = std::string(100, '[') + "x" + std::string(100, ']');
+  CHECK(parse_messages("a: &a " + hundred + "\nb: [*a]\n").empty());
+  CHECK(parse_messages("a: &a " + hundred + "\nb: " + std::string(30, '[') + "*a" + std::string(30, ']') +
+                       "\n") ==
+        std::vector<std::string>{": nested more than 128 levels deep; refusing to read further"});
+}

@@ -5,9 +5,17 @@
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
 
 using namespace lockstep;
 using namespace lockstep::runner;
+using test::lines_of;
+using test::run_command;
+using test::slurp;
+using test::TempDirFixture;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -273,11 +281,127 @@ TEST_CASE("emitting sbatch writes a batch script that runs lockstep run inside t
         "--launcher-arg=--exclusive --bind /scratch sif:/img/mpi.sif -- python3 /opt/hello/hello.py\n");
 }
 
+TEST_CASE("an sbatch script quotes every value and escapes the comment: nothing injected runs",
+          "[launch][hardening]") {
+  TempDirFixture tmp;
+  const std::string marker = (tmp.dir() / "PWNED").string();
+  // A stub for lockstep: writes its arguments, NUL-terminated, where the test reads them.
+  const std::string argv_out = (tmp.dir() / "argv").string();
+  const fs::path stub = tmp.write(
+      "bin/lock step'$(x)", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done >\"$ARGV_OUT\"\n");
+  fs::permissions(stub, fs::perms::owner_all);
+  LaunchSite site = site_with();
+  site.lockstep = stub.string();
+  LaunchRequest r = request({"sh", "-c", "echo \"$1\"; `touch " + marker + "`", "$(touch " + marker + ")"});
+  r.image = "oci:/img/a\ntouch " + marker + "\n";
+  r.nodes = 2;
+  r.exec_args = {"--env", "TOKEN=it's \"q\"; touch " + marker, "--bind", "/data/a b:/mnt"};
+  r.launcher_args = {"--comment=x\n#SBATCH --exclusive"};
+  r.job = "j'$(touch " + marker + ")";
+  r.runs_dir = "/runs/a;touch " + marker;
+  const std::string script = render_sbatch(r, site, "sha256:abc");
+  CHECK(script ==
+        "#!/bin/sh\n"
+        "#SBATCH --job-name=lockstep-PWNED-\n"
+        "#SBATCH --nodes=2\n"
+        "# Written by `lockstep run --emit sbatch`. Inside the allocation lockstep checks every node\n"
+        "# (preflight), starts the ranks with srun and writes the run record.\n"
+        "# image: oci:/img/a\\x0atouch " +
+            marker +
+            "\\x0a (sha256:abc)\n"
+            "exec '" +
+            (tmp.dir() / "bin").string() +
+            "/lock step'\\''$(x)' run "
+            "--launcher slurm -N 2 '--launcher-arg=--comment=x\n#SBATCH --exclusive' --env "
+            "'TOKEN=it'\\''s \"q\"; touch " +
+            marker + "' --bind '/data/a b:/mnt' --runs-dir '/runs/a;touch " + marker +
+            "' --job 'j'\\''$(touch " + marker + ")' 'oci:/img/a\ntouch " + marker +
+            "\n' -- sh -c 'echo \"$1\"; `touch " + marker + "`' '$(touch " + marker + ")'\n");
+  // sbatch reads #SBATCH lines up to the first command: only lockstep's own.
+  std::vector<std::string> directives;
+  for (const std::string& line : lines_of(script)) {
+    if (line.starts_with("exec ")) {
+      break;
+    }
+    if (line.starts_with("#SBATCH")) {
+      directives.push_back(line);
+    }
+  }
+  CHECK(directives == std::vector<std::string>{"#SBATCH --job-name=lockstep-PWNED-", "#SBATCH --nodes=2"});
+  // Run by sh and bash: the stub gets every word exactly, and nothing else runs.
+  const fs::path file = tmp.write("job.sh", script);
+  LaunchRequest inside = r;
+  inside.launcher = Launcher::slurm;
+  std::vector<std::string> expected = run_command_line(inside, site);
+  expected.erase(expected.begin());
+  for (const char* shell : {"sh", "bash"}) {
+    run_command(fmt::format("{} -n {}", shell, file.string()));
+    run_command(fmt::format("ARGV_OUT={} {} {}", argv_out, shell, file.string()));
+    std::vector<std::string> got;
+    const std::string raw = slurp(argv_out);
+    for (std::size_t pos = 0; pos < raw.size();) {
+      const std::size_t end = raw.find('\0', pos);
+      got.push_back(raw.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    CHECK(got == expected);
+    CHECK_FALSE(fs::exists(marker));
+  }
+}
+
+TEST_CASE("records, --dry-run and --debug show --env names only unless --record-env-values", "[launch]") {
+  LaunchRequest r = request();
+  r.exec_args = {"--bind", "--env", "--env", "TOKEN=s3cret=x", "--env", "EMPTY=", "--cleanenv"};
+  CHECK(without_env_values(r).exec_args ==
+        std::vector<std::string>{"--bind", "--env", "--env", "TOKEN", "--env", "EMPTY", "--cleanenv"});
+  CHECK(
+      shell_join(run_command_line(without_env_values(r), site_with())) ==
+      "/opt/ls/bin/lockstep run --bind --env --env TOKEN --env EMPTY --cleanenv sif:/img/mpi.sif -- python3 "
+      "/opt/hello/hello.py");
+  // Pyxis takes the variables in the launcher's environment: names only there too.
+  LaunchRequest pyxis = request();
+  pyxis.runtime = ContainerRuntime::enroot;
+  pyxis.exec_args = {"--env", "TOKEN=s3cret"};
+  LaunchSite slurm = site_with();
+  slurm.slurm_job_id = "42";
+  Result<LaunchPlan> shown = plan_launch(without_env_values(pyxis), slurm, openmpi_facts());
+  REQUIRE(shown.ok());
+  CHECK(shown->env == std::vector<std::string>{"TOKEN"});
+  // Asked for, the values stay, and the repeated command line asks for them again.
+  r.record_env_values = true;
+  CHECK(shell_join(run_command_line(r, site_with())) ==
+        "/opt/ls/bin/lockstep run --bind --env --env TOKEN=s3cret=x --env EMPTY= --cleanenv "
+        "--record-env-values sif:/img/mpi.sif -- python3 /opt/hello/hello.py");
+}
+
 TEST_CASE("shell quoting survives sh -c", "[launch][process]") {
   std::vector<std::string> words = {"echo", "it's", "a b", "$HOME", "", "plain-word_1.2:/x=y,z@h%"};
   CHECK(shell_join(words) == "echo 'it'\\''s' 'a b' '$HOME' '' plain-word_1.2:/x=y,z@h%");
   CaptureResult r = unwrap(run_capture({"sh", "-c", "printf '%s|' " + shell_join(words)}));
   CHECK(r.out == "echo|it's|a b|$HOME||plain-word_1.2:/x=y,z@h%|");
+  // Hostile words: each arrives whole and nothing in them runs.
+  TempDirFixture tmp;
+  const std::string marker = (tmp.dir() / "PWNED").string();
+  const std::vector<std::string> hostile = {"a\ntouch " + marker + "\n",
+                                            "it's \"q\"",
+                                            "$(touch " + marker + ")",
+                                            "`touch " + marker + "`",
+                                            "; touch " + marker,
+                                            "x'; touch " + marker + "; '",
+                                            "\\'\\",
+                                            "\t\r\x01"};
+  for (const char* shell : {"sh", "bash"}) {
+    r = unwrap(run_capture({shell, "-c", "printf '%s|' " + shell_join(hostile)}));
+    std::string want;
+    for (const std::string& w : hostile) {
+      want += w + "|";
+    }
+    CHECK(r.out == want);
+    CHECK_FALSE(fs::exists(marker));
+  }
+  // A first word with '=' is the command, not an assignment.
+  CHECK(shell_join({"A=B", "C=D"}) == "'A=B' C=D");
+  CHECK(unwrap(run_capture({"sh", "-c", shell_join({"A=B", "C=D"})})).status == 127);
 }
 
 TEST_CASE("run_capture bounds output, reports status and times out", "[process]") {

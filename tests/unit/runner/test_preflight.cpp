@@ -600,7 +600,7 @@ TEST_CASE("preflight: an image's facts come from its dev.lockstep labels", "[pre
                                       {"dev.lockstep.pmix.version", "4.2.2"},
                                       {"dev.lockstep.cuda.version", "12.1"},
                                       {"dev.lockstep.cuda.driver-floor", "530.30.02"},
-                                      {"org.example.count", 3}}));
+                                      {"org.example.count", "3"}}));
   REQUIRE_OK(facts);
   CHECK(facts->mpi_impl == "openmpi");
   CHECK(facts->mpi.version == "4.1.4");
@@ -617,10 +617,14 @@ TEST_CASE("preflight: an image's facts come from its dev.lockstep labels", "[pre
   CHECK(bad.error().code == ExitCode::invalid_input);
   CHECK(bad.error().message.find("dev.lockstep.mpi.impl") != std::string::npos);
 
-  Result<envspec::ImageFacts> not_string = image_facts(layout_with("num", {{"dev.lockstep.mpi.version", 4}}));
-  REQUIRE_FALSE(not_string.ok());
-  CHECK(not_string.error().message.find(
-            "the image config's label dev.lockstep.mpi.version is not a string") != std::string::npos);
+  // Labels are strings (the OCI image spec), lockstep's own or not.
+  for (const char* key : {"dev.lockstep.mpi.version", "org.example.count"}) {
+    Result<envspec::ImageFacts> not_string = image_facts(layout_with(std::string("num-") + key, {{key, 4}}));
+    REQUIRE_FALSE(not_string.ok());
+    CHECK(not_string.error().code == ExitCode::invalid_input);
+    CHECK(not_string.error().message.find(fmt::format(
+              "the image config's label '{}' is a number, not a string", key)) != std::string::npos);
+  }
 
   fs::create_directories(tmp.dir() / "rootfs");
   Result<envspec::ImageFacts> dir =

@@ -3,6 +3,9 @@
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -46,4 +49,36 @@ TEST_CASE("rank reports are parsed strictly", "[run_record]") {
 TEST_CASE("times are written as UTC ISO 8601 with milliseconds", "[run_record]") {
   CHECK(iso8601_utc(0) == "1970-01-01T00:00:00.000Z");
   CHECK(iso8601_utc(1796083141123456789LL) == "2026-11-30T23:59:01.123Z");
+}
+
+TEST_CASE_METHOD(test::TempDirFixture, "run directories are 0700 and their files 0600 whatever the umask",
+                 "[run_record]") {
+  auto mode = [](const std::filesystem::path& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+  };
+  for (mode_t umask_value : std::initializer_list<mode_t>{0000, 0022, 0777}) {
+    const std::filesystem::path runs = dir() / fmt::format("runs-{:o}", umask_value);
+    const mode_t old = ::umask(umask_value);
+    Result<void> made = make_record_dirs(runs / "job" / "ranks");
+    Result<void> written = write_rank_report(runs / "job" / "ranks", RankReport{3, 0, "n1", 0, "", 1, 2});
+    ::umask(old);
+    REQUIRE_OK(made);
+    REQUIRE_OK(written);
+    for (const auto& d : {runs, runs / "job", runs / "job" / "ranks"}) {
+      CHECK(mode(d) == 0700);
+    }
+    CHECK(mode(runs / "job" / "ranks" / "rank-3.json") == 0600);
+  }
+  // What exists is left alone; a file in the way is an error.
+  std::filesystem::create_directory(dir() / "shared");
+  std::filesystem::permissions(dir() / "shared", std::filesystem::perms(0755));
+  REQUIRE_OK(make_record_dirs(dir() / "shared" / "job"));
+  CHECK(mode(dir() / "shared") == 0755);
+  CHECK(mode(dir() / "shared" / "job") == 0700);
+  std::ofstream(dir() / "file") << "x";
+  Result<void> blocked = make_record_dirs(dir() / "file");
+  REQUIRE_FALSE(blocked.ok());
+  CHECK(blocked.error().code == ExitCode::io);
 }

@@ -29,7 +29,7 @@ struct BusyboxRoot {
     fs::create_directories(outside);
     fs::copy_file(k_busybox, root / "bin/busybox");
     for (const char* applet : {"sh", "true", "cat", "env", "id", "ls", "touch", "pwd", "kill", "echo", "test",
-                               "grep", "sort", "tr"}) {
+                               "grep", "sort", "tr", "mount", "head", "wc"}) {
       fs::create_symlink("busybox", root / "bin" / applet);
     }
   }
@@ -145,6 +145,46 @@ TEST_CASE("the sandbox returns the command's exit status, 128+N for a signal", "
   r = run_in_sandbox(pid);
   REQUIRE(r.ok());
   CHECK(*r == 3);
+}
+
+TEST_CASE("a confined command is root of a user namespace of its own, sees only its own processes and can't "
+          "mount",
+          "[sandbox][run]") {
+  if (!have_busybox()) {
+    WARN("busybox-static is not installed; skipped");
+    return;
+  }
+  BusyboxRoot b;
+  SandboxConfig c = b.config("test \"$(id -u)\" = 0 || exit 10; "
+                             "cat /proc/self/uid_map > /tmp/map; read a b n < /tmp/map; "
+                             "test \"$a\" = 0 || exit 11; "
+                             "test \"$(ls /proc | grep -c '^[0-9]')\" -le 8 || exit 12; "
+                             "mount -t tmpfs none /tmp 2>/dev/null && exit 13; "
+                             "test \"$(cat /proc/1/environ 2>/dev/null | wc -c)\" = 0 || exit 14; "
+                             "read line </dev/stdin && exit 15; "
+                             "echo \"$b $n\" > /out/result");
+  fs::create_directories(b.root / "out");
+  fs::permissions(b.outside, fs::perms::all); // the confined ids are no owner of it
+  c.binds.push_back(BindSpec{b.outside, "/out"});
+  c.confined = true;
+  c.pid_namespace = true;
+  c.dev.mode = DevPolicy::Mode::minimal;
+  c.network = NetworkPolicy::none;
+  c.uid = 0;
+  c.gid = 0;
+  Result<int> r = run_in_sandbox(c);
+  REQUIRE(r.ok());
+  CHECK(*r == 0);
+  // As root the namespace maps the confined range, never host root; unprivileged, the caller's uid.
+  const std::string expected =
+      ::geteuid() == 0 ? fmt::format("{} {}\n", k_confined_host_first, k_confined_id_count) : "0 1\n";
+  CHECK(test::slurp(b.outside / "result") == expected);
+
+  SandboxConfig wrong = c;
+  wrong.pid_namespace = false;
+  r = run_in_sandbox(wrong);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("pid namespace"));
 }
 
 TEST_CASE("a command that can't be found or executed is an error with 127 or 126", "[sandbox][run]") {

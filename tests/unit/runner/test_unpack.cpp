@@ -727,3 +727,104 @@ TEST_CASE("apply_layer refuses a blob whose size, digest or diff_id does not mat
                                    ": the uncompressed layer is larger than the limit of 1048576 bytes");
   }
 }
+
+TEST_CASE("resolve_parent_in_view puts a member where the unpacker does and refuses what it refuses",
+          "[unpack]") {
+  struct Case {
+    const char* what;
+    std::vector<Member> before; // the members before the probe file
+    std::string probe;          // a file member
+    ParentInView::Status status;
+    std::string path;                 // where the parent resolved, or the prefix refused
+    std::vector<std::string> created; // ok: the directories made on the way
+  };
+  using S = ParentInView::Status;
+  const std::vector<Case> cases = {
+      {"plain missing parents", {}, "a/b/f", S::ok, "a/b", {"a", "a/b"}},
+      {"a link to an absolute directory the root has",
+       {dir("tmp"), dir("usr"), symlink_to("usr/foo", "/tmp")},
+       "usr/foo/bar",
+       S::ok,
+       "tmp",
+       {}},
+      {"a relative link, then a missing directory below its target",
+       {dir("usr"), dir("usr/share"), dir("usr/share/x"), symlink_to("usr/zz", "share/x")},
+       "usr/zz/sub/f",
+       S::ok,
+       "usr/share/x/sub",
+       {"usr/share/x/sub"}},
+      {"'..' stops at the root", {dir("etc"), symlink_to("a", "../../../etc")}, "a/f", S::ok, "etc", {}},
+      {"a chain of absolute links",
+       {dir("z"), symlink_to("y", "/z"), symlink_to("x", "/y")},
+       "x/f",
+       S::ok,
+       "z",
+       {}},
+      {"a link to the root", {symlink_to("a", "/")}, "a/f", S::ok, "", {}},
+      {"a link to a missing absolute directory",
+       {dir("usr"), symlink_to("usr/foo", "/opt/elsewhere")},
+       "usr/foo/bar",
+       S::link_to_missing,
+       "usr/foo",
+       {}},
+      {"a link to a missing directory below a real one",
+       {dir("q"), symlink_to("p", "q/r")},
+       "p/s/f",
+       S::link_to_missing,
+       "p",
+       {}},
+      {"a link to a link to nothing",
+       {symlink_to("a", "b"), symlink_to("b", "/nowhere")},
+       "a/f",
+       S::link_to_missing,
+       "a",
+       {}},
+      {"a file on the way", {file("a", "x")}, "a/f", S::not_directory, "a", {}},
+      {"a link to a file on the way",
+       {file("f", "x"), symlink_to("a", "f")},
+       "a/x/y",
+       S::not_directory,
+       "a",
+       {}},
+      {"a loop", {symlink_to("a", "b"), symlink_to("b", "a")}, "a/f", S::loop, "a", {}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    // The view: what the members before the probe wrote.
+    std::map<std::string, ViewEntry> view;
+    for (const Member& m : c.before) {
+      ViewEntry v;
+      v.type = m.type == AE_IFDIR   ? ViewEntry::Type::directory
+               : m.type == AE_IFLNK ? ViewEntry::Type::symlink
+                                    : ViewEntry::Type::other;
+      v.link_target = m.link;
+      view[m.name] = v;
+    }
+    auto lookup = [&view](const std::string& p) {
+      auto it = view.find(p);
+      return it == view.end() ? ViewEntry{} : it->second;
+    };
+    ParentInView r = resolve_parent_in_view(fs::path(c.probe).parent_path().string(), lookup);
+    CHECK(r.status == c.status);
+    CHECK(r.path == c.path);
+    CHECK(r.created == (c.status == S::ok ? c.created : std::vector<std::string>{}));
+
+    // The unpacker, on disk, with the same members: it agrees.
+    RootFixture fx;
+    std::vector<Member> members = c.before;
+    members.push_back(file(c.probe, "probe"));
+    auto applied = fx.apply(members);
+    CHECK(applied.ok() == (c.status == S::ok));
+    if (applied.ok()) {
+      fs::path placed = fx.root / c.path / fs::path(c.probe).filename();
+      CHECK(fs::symlink_status(placed).type() == fs::file_type::regular);
+      for (const std::string& d : c.created) {
+        CHECK(fs::symlink_status(fx.root / d).type() == fs::file_type::directory);
+      }
+    } else if (c.status == S::link_to_missing) {
+      CHECK(applied.error().message == "layer: member '" + c.probe + "' has a parent '" + c.path +
+                                           "' that is a symbolic link to a missing directory");
+    }
+    fx.check_outside_untouched();
+  }
+}

@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,6 +188,13 @@ FetchOptions fast(std::uint64_t max_size = 1 << 20) {
   return o;
 }
 
+// Options that let local files under `root` be read.
+FetchOptions reading(const fs::path& root, std::uint64_t max_size = 1 << 20) {
+  FetchOptions o = fast(max_size);
+  o.local_roots = {root};
+  return o;
+}
+
 } // namespace
 
 TEST_CASE("http_get returns the body of a 200 response and names lockstep as the user agent", "[http]") {
@@ -312,24 +320,74 @@ TEST_CASE("file URLs and absolute paths are read locally, percent-decoded", "[ht
   test::TempDirFixture tmp;
   fs::path file = tmp.write("a dir/Packages", "Package: local\n");
   std::string encoded = (tmp.dir() / "a%20dir" / "Packages").string();
-  CHECK(*http_get("file://" + encoded, 1 << 20) == "Package: local\n");
-  CHECK(*http_get("file://localhost" + encoded, 1 << 20) == "Package: local\n");
-  CHECK(*http_get(file.string(), 1 << 20) == "Package: local\n");
+  CHECK(*http_get("file://" + encoded, reading(tmp.dir())) == "Package: local\n");
+  CHECK(*http_get("file://localhost" + encoded, reading(tmp.dir())) == "Package: local\n");
+  CHECK(*http_get(file.string(), reading(tmp.dir())) == "Package: local\n");
 
-  auto missing = http_get("file://" + (tmp.dir() / "nope").string(), 1 << 20);
+  auto missing = http_get("file://" + (tmp.dir() / "nope").string(), reading(tmp.dir()));
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code == ExitCode::io);
   CHECK(missing.error().message == "can't read file://" + (tmp.dir() / "nope").string() + ": not found");
 
-  auto dir = http_get(tmp.dir().string(), 1 << 20);
+  auto dir = http_get(tmp.dir().string(), reading(tmp.dir()));
   REQUIRE_FALSE(dir);
   CHECK(dir.error().message == tmp.dir().string() + " is not a regular file");
 
-  auto big = http_get(file.string(), 4);
+  auto big = http_get(file.string(), reading(tmp.dir(), 4));
   REQUIRE_FALSE(big);
   CHECK(big.error().code == ExitCode::invalid_input);
   CHECK_THAT(big.error().message,
              Catch::Equals(file.string() + " has 15 bytes, larger than the 4 bytes allowed; not downloaded"));
+}
+
+TEST_CASE("a local file outside the local roots is refused before it is opened", "[http]") {
+  test::TempDirFixture tmp;
+  const fs::path secret = tmp.write("outside/shadow", "root:$6$SECRET-HASH:19000:0:99999:7:::\n");
+  const fs::path inside = tmp.dir() / "project";
+  fs::create_directories(inside);
+  fs::create_symlink(secret, inside / "link.deb");
+  REQUIRE(::mkfifo((tmp.dir() / "outside/fifo").c_str(), 0600) == 0);
+  auto store = BlobStore::open(tmp.dir() / "cache");
+  REQUIRE(store);
+  const Digest wrong = sha256_of("what the lock says");
+  for (const std::string& url :
+       {"file://" + secret.string(), secret.string(), (inside / "link.deb").string(),
+        "file://" + (inside / "../outside/shadow").string(), (tmp.dir() / "outside/fifo").string()}) {
+    INFO(url);
+    auto r = fetch_all(*store, {{url, wrong, 40, "ls-lib 1.0-1"}}, reading(inside));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    CHECK_THAT(r.error().message,
+               Catch::Contains("leads outside the directories local files may be read from (" +
+                               inside.string() + "); nothing was read"));
+    // Neither its content, nor its size or sha256, nor a blob of it.
+    CHECK_THAT(r.error().message, !Catch::Contains("SECRET") &&
+                                      !Catch::Contains(sha256_of(test::slurp(secret)).hex()) &&
+                                      !Catch::Contains("has 40 bytes"));
+  }
+  CHECK_FALSE(store->has(sha256_of(test::slurp(secret))));
+  CHECK(test::count_files(tmp.dir() / "cache") == 0);
+
+  auto none = http_get(secret.string(), fast());
+  REQUIRE_FALSE(none);
+  CHECK(none.error().message == secret.string() + ": local files are not read here; nothing was read");
+
+  fs::create_directories(tmp.dir() / "repo");
+  tmp.write("repo/Packages", "Package: a\n");
+  fs::create_symlink(tmp.dir() / "repo", inside / "repo");
+  // A symlink inside the root leads outside it; a root reached through a symlink is where it leads.
+  auto via_link = http_get((inside / "repo/Packages").string(), reading(inside));
+  REQUIRE_FALSE(via_link);
+  CHECK(via_link.error().code == ExitCode::invalid_input);
+  CHECK(*http_get((inside / "repo/Packages").string(), reading(inside / "repo")) == "Package: a\n");
+}
+
+TEST_CASE("local_url_path names the local file of a URL", "[http]") {
+  CHECK(*local_url_path("/a/b") == fs::path("/a/b"));
+  CHECK(*local_url_path("file:///a/b%20c") == fs::path("/a/b c"));
+  CHECK(*local_url_path("file://localhost/a") == fs::path("/a"));
+  CHECK(*local_url_path("https://example.org/x") == std::nullopt);
+  CHECK(local_url_path("file://otherhost/etc/passwd").error().code == ExitCode::invalid_input);
 }
 
 TEST_CASE("unsupported and malformed URLs are invalid input", "[http]") {
@@ -365,7 +423,7 @@ TEST_CASE("fetch_all stores every file and returns them in input order", "[http]
   fs::path local = tmp.write("local.deb", "a local file");
   downloads.push_back({"file://" + local.string(), sha256_of("a local file"), 12, "local"});
 
-  auto blobs = fetch_all(*store, downloads, fast());
+  auto blobs = fetch_all(*store, downloads, reading(tmp.dir()));
   REQUIRE(blobs);
   REQUIRE(blobs->size() == downloads.size());
   for (int i = 0; i < 12; ++i) {
@@ -377,7 +435,7 @@ TEST_CASE("fetch_all stores every file and returns them in input order", "[http]
   CHECK(blobs->back().digest == sha256_of("a local file"));
 
   // Everything with a known digest is in the store now: a second run downloads only the others.
-  auto again = fetch_all(*store, downloads, fast());
+  auto again = fetch_all(*store, downloads, reading(tmp.dir()));
   REQUIRE(again);
   CHECK(server.hits("/f0") == 1);
   CHECK(server.hits("/f1") == 2);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -357,6 +358,41 @@ TEST_CASE("a config with a different number of diff_ids than the manifest has la
   REQUIRE(manifest);
   CHECK(error_of(image) == fmt::format("oci:{}: config {} lists 1 diff_ids, but manifest {} has 2 layers",
                                        layout.dir().string(), manifest->config.digest.str(), m.digest.str()));
+}
+
+TEST_CASE("config labels must be strings, and configs may nest at most 128 levels", "[image][hostile]") {
+  test::TempDirFixture tmp;
+  const auto resolve_with = [&](const std::string& name, const std::function<void(json&)>& labels) {
+    LayoutWriter layout(tmp.dir() / name);
+    ImageOptions opts;
+    opts.edit_config = [&](json& c) { labels(c["config"]["Labels"]); };
+    Descriptor m = layout.image({"one"}, opts);
+    layout.write_index({m});
+    auto manifest = Manifest::parse(test::slurp(layout.blob_path(m.digest)), "m");
+    REQUIRE(manifest);
+    return std::make_pair(
+        resolve_ref("oci:" + layout.dir().string()),
+        fmt::format("oci:{}: config {}: ", layout.dir().string(), manifest->config.digest.str()));
+  };
+  auto [ok, unused] = resolve_with("strings", [](json& l) { l = {{"team", "hpc"}}; });
+  REQUIRE_OK(ok);
+  auto [number, where] = resolve_with("number", [](json& l) { l = {{"team", "hpc"}, {"version", 7}}; });
+  CHECK(code_of(number) == ExitCode::invalid_input);
+  CHECK(error_of(number) == where + "the image config's label 'version' is a number, not a string (the OCI "
+                                    "image spec allows only strings)");
+  auto [object, where2] = resolve_with("object", [](json& l) { l = {{"nested", {{"a", "b"}}}}; });
+  CHECK(error_of(object) == where2 + "the image config's label 'nested' is an object, not a string (the OCI "
+                                     "image spec allows only strings)");
+  auto [deep, where3] = resolve_with("deep", [](json& l) {
+    json v = json::array();
+    for (int i = 0; i < 200; ++i) {
+      v = json::array({std::move(v)});
+    }
+    l = {{"deep", std::move(v)}};
+  });
+  CHECK(code_of(deep) == ExitCode::invalid_input);
+  CHECK(error_of(deep).find("JSON nested more than 128 levels deep") != std::string::npos);
+  CHECK(error_of(deep).rfind(where3.substr(0, where3.size() - 2), 0) == 0);
 }
 
 TEST_CASE("a directory without a valid oci-layout file is not an image layout", "[image][hostile]") {
