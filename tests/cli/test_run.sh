@@ -68,7 +68,11 @@ record() { # JOB
   cat "$RUNS/$1/record.json"
 }
 # The host's mounts, without the per-suite noise, to compare before and after.
-mounts() { awk '{print $5}' /proc/self/mountinfo | sort; }
+# The host's mount points, less those of other suites running beside this one (their own work dirs).
+mounts() {
+  awk -v own="$WORK" '{ m = $5 } index(m, "/tmp/lockstep-cli-") != 1 || index(m, own) == 1 { print m }' \
+    /proc/self/mountinfo | sort
+}
 mounts_before=$(mounts)
 
 # ---- mpirun across three nodes -------------------------------------------------------------------

@@ -72,7 +72,7 @@ TEST_CASE_METHOD(SpecFixture, "extends through a symlink that leads outside is r
                              path("proj/team")));
 }
 
-TEST_CASE_METHOD(SpecFixture, "--allow-outside lets extends leave the spec's directory", "[host_paths]") {
+TEST_CASE_METHOD(SpecFixture, "extends may leave the spec's directory with --allow-outside", "[host_paths]") {
   write("team/base.yaml", "env: {TEAM: ml}\n");
   write("proj/lockstep.yaml", "lockstep: 1\nname: a\nextends: [../team/base.yaml]\n");
   CHECK_THAT(errors_of("proj/lockstep.yaml"), Catch::Contains("is outside the spec's directory"));
