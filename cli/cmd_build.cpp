@@ -1,5 +1,5 @@
 // `lockstep build`: build the spec's image and write its outputs.
-#include "builder/build.hpp"
+#include "builder/image/build.hpp"
 #include "cli/cli.hpp"
 #include "envspec/spec.hpp"
 #include "support/log.hpp"

@@ -1,5 +1,5 @@
 // `lockstep check [SPEC]`: reads, merges and validates a spec offline and prints its digest.
-#include "builder/recipes_source.hpp"
+#include "builder/lock/recipes_source.hpp"
 #include "cli/cli.hpp"
 #include "envspec/spec.hpp"
 #include "envspec/stack.hpp"

@@ -1,16 +1,16 @@
 // `lockstep diff A B`: where two environments differ, component by component. Each side is a spec,
 // a lock, an image or a `lockstep doctor --json` snapshot, recognised by its content
 // (docs/verify-diff.md).
-#include "builder/image_facts.hpp"
+#include "builder/image/image_facts.hpp"
 #include "cli/cli.hpp"
 #include "envspec/components.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
-#include "runner/doctor.hpp"
-#include "runner/image_contents.hpp"
-#include "runner/verify.hpp"
+#include "runner/audit/doctor.hpp"
+#include "runner/audit/image_contents.hpp"
+#include "runner/audit/verify.hpp"
 #include "support/fs.hpp"
-#include "support/oci.hpp"
+#include "support/oci/oci.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
 // `lockstep doctor`: a snapshot of this host's GPU and MPI stack and its active Python environment;
-// given an image or a lock, whether it can run here and why not (runner/doctor.hpp, docs/doctor.md).
-#include "builder/image_facts.hpp"
+// given an image or a lock, whether it can run here and why not (runner/audit/doctor.hpp, docs/doctor.md).
+#include "builder/image/image_facts.hpp"
 #include "cli/cli.hpp"
-#include "runner/doctor.hpp"
+#include "runner/audit/doctor.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 

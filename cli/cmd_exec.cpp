@@ -1,6 +1,7 @@
 // `lockstep exec`: run a command in an image, rootless, without a daemon or setuid helper.
 #include "cli/cli.hpp"
-#include "runner/exec.hpp"
+#include "runner/launch/run_record.hpp"
+#include "runner/runtime/exec.hpp"
 
 #include <cstdlib>
 #include <memory>
@@ -15,6 +16,7 @@ struct ExecArgs {
   std::string net = "host";
   std::string gpus;
   std::string sif_mount;
+  std::string rank_report; ///< --rank-report DIR (lockstep run's ranks)
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -60,7 +62,9 @@ Result<ExitCode> run_exec_command(ExecArgs& args) {
     mode = env != nullptr && *env != '\0' ? env : "auto";
   }
   LS_TRY_ASSIGN(o.sif_mount, runner::parse_sif_mount_mode(mode));
-  LS_TRY_ASSIGN(int code, runner::run_exec(o));
+  auto run = [&o] { return runner::run_exec(o); };
+  LS_TRY_ASSIGN(int code,
+                args.rank_report.empty() ? run() : runner::run_reporting_rank(args.rank_report, run));
   return static_cast<ExitCode>(code);
 }
 
@@ -101,7 +105,7 @@ void register_exec(CLI::App& app, Context& ctx) {
                 "This is one rank a host launcher started (lockstep run uses it): the host's /tmp and the "
                 "launcher's PMIx/Open MPI session directories are bound in");
   cmd->add_option(
-         "--rank-report", o.rank_report,
+         "--rank-report", args->rank_report,
          "When the command ends, write DIR/rank-N.json (rank, node, exit code, times) for the run record")
       ->type_name("DIR");
   add_common_flags(*cmd, ctx, false);

@@ -1,5 +1,5 @@
 // `lockstep export`: write a Dockerfile or an Apptainer definition file from a lock and its spec.
-#include "builder/export.hpp"
+#include "builder/image/export.hpp"
 #include "cli/cli.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"

@@ -1,6 +1,6 @@
 // `lockstep inspect`: summarise an existing image (OCI layout, OCI archive, docker-archive).
 #include "cli/cli.hpp"
-#include "runner/inspect.hpp"
+#include "runner/audit/inspect.hpp"
 
 #include <cstdio>
 #include <memory>

@@ -1,6 +1,6 @@
 // `lockstep lock`: resolve the spec's packages and sources into the lockfile, check it, or update it.
-#include "builder/epoch.hpp"
-#include "builder/lock.hpp"
+#include "builder/image/epoch.hpp"
+#include "builder/lock/lock.hpp"
 #include "cli/cli.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"

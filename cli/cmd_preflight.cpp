@@ -1,7 +1,7 @@
 // `lockstep preflight`: the node checks `lockstep run` makes on every node before a launch, for
 // this node; `--json` prints the one-line report `lockstep run` collects from each node.
 #include "cli/cli.hpp"
-#include "runner/preflight.hpp"
+#include "runner/launch/preflight.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,15 +1,15 @@
 // `lockstep run`: launch a job in an image across nodes with mpirun or Slurm, checking every node
-// first (preflight), and leave a run record. Planning is runner/launch.cpp, node checks
-// runner/preflight.cpp, records runner/run_record.cpp. docs/launch.md.
+// first (preflight), and leave a run record. Planning is runner/launch/launch.cpp, node checks
+// runner/launch/preflight.cpp, records runner/launch/run_record.cpp. docs/launch.md.
 #include "cli/cli.hpp"
 #include "envspec/image_facts.hpp"
-#include "runner/exec.hpp"
-#include "runner/launch.hpp"
-#include "runner/preflight.hpp"
-#include "runner/run_record.hpp"
+#include "runner/launch/launch.hpp"
+#include "runner/launch/preflight.hpp"
+#include "runner/launch/run_record.hpp"
+#include "runner/runtime/exec.hpp"
 #include "support/fs.hpp"
-#include "support/image_source.hpp"
 #include "support/log.hpp"
+#include "support/oci/image_source.hpp"
 #include "support/process.hpp"
 #include "support/text.hpp"
 #include "support/version.hpp"

@@ -2,8 +2,8 @@
 // packages against a lock (docs/verify-diff.md).
 #include "cli/cli.hpp"
 #include "envspec/lockfile.hpp"
-#include "runner/image_contents.hpp"
-#include "runner/verify.hpp"
+#include "runner/audit/image_contents.hpp"
+#include "runner/audit/verify.hpp"
 #include "support/log.hpp"
 
 #include <cstdio>

@@ -1,12 +1,12 @@
 // The component model of `lockstep diff`: specs, locks and doctor snapshots as component lists,
-// and the comparison of two lists. Images become component lists in runner/verify.cpp.
+// and the comparison of two lists. Images become component lists in runner/audit/verify.cpp.
 #include "envspec/components.hpp"
 
 #include "envspec/stack.hpp"
-#include "support/debian_version.hpp"
-#include "support/oci.hpp"
-#include "support/pep440.hpp"
-#include "support/pep508.hpp"
+#include "support/debian/debian_version.hpp"
+#include "support/oci/oci.hpp"
+#include "support/python/pep440.hpp"
+#include "support/python/pep508.hpp"
 
 #include <fmt/format.h>
 

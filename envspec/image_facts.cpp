@@ -4,7 +4,7 @@
 
 #include "envspec/node.hpp"
 #include "envspec/recipe_reader.hpp"
-#include "support/debian_version.hpp"
+#include "support/debian/debian_version.hpp"
 
 #include <fmt/format.h>
 

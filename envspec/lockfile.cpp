@@ -1,8 +1,8 @@
 #include "envspec/lockfile.hpp"
 
 #include "support/fs.hpp"
-#include "support/oci.hpp"
-#include "support/pep508.hpp"
+#include "support/oci/oci.hpp"
+#include "support/python/pep508.hpp"
 
 #include <fmt/format.h>
 

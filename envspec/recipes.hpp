@@ -313,8 +313,8 @@ struct RecipeSet {
 
 /// Reads one recipe file's text by its path under recipes/ ("cuda/drivers.yaml"): from
 /// LOCKSTEP_RECIPES_DIR when set, else the copy embedded in the binary. `origin` is set to the file
-/// name to use in messages. The one place recipe files are opened (runner/gpu.cpp and
-/// builder/image_facts.cpp read theirs through it).
+/// name to use in messages. The one place recipe files are opened (runner/runtime/gpu.cpp and
+/// builder/image/image_facts.cpp read theirs through it).
 Result<std::string> read_builtin_recipe(std::string_view relative_path, std::filesystem::path& origin);
 
 /// The built-in recipes (or LOCKSTEP_RECIPES_DIR's, read at the first call). Parsed once per process

@@ -5,7 +5,7 @@
 #include "envspec/suggest.hpp"
 #include "support/fs.hpp"
 #include "support/http.hpp"
-#include "support/pep508.hpp"
+#include "support/python/pep508.hpp"
 
 #include <fmt/format.h>
 

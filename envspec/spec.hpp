@@ -4,9 +4,9 @@
 #include "envspec/diagnostics.hpp"
 #include "support/compress.hpp"
 #include "support/digest.hpp"
-#include "support/oci.hpp"
+#include "support/oci/oci.hpp"
+#include "support/oci/squashfs.hpp"
 #include "support/result.hpp"
-#include "support/squashfs.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -2,7 +2,7 @@
 // Confinement of host paths that specs and locks name (`extends`, copy sources, repositories,
 // keyrings, lock URLs): a path is judged by where it leads once every symlink is resolved, and it is
 // judged before anything opens it. The rules that pick the directories live with their callers
-// (envspec/host_paths.hpp for specs, builder/lock.hpp for locks); this is the one check they share.
+// (envspec/host_paths.hpp for specs, builder/lock/lock.hpp for locks); this is the one check they share.
 #include "support/result.hpp"
 
 #include <filesystem>

@@ -1,6 +1,6 @@
 #pragma once
 // libgit2, loaded with dlopen on first use and shared by git provenance (git_info.cpp) and git
-// sources (builder/git_source.cpp).
+// sources (builder/lock/git_source.cpp).
 //
 // libgit2's closure (krb5, ssh2, mbedtls, pcre2, ...) costs a few milliseconds to load and relocate,
 // which every `lockstep exec` would pay if lockstep linked it. So only its headers are used at build

@@ -6,7 +6,7 @@
 // Built twice (tests/CMakeLists.txt): with clang -fsanitize=fuzzer,address as a libFuzzer binary
 // (-DLOCKSTEP_FUZZ=ON), and with replay_main.cpp as a plain driver that ctest runs over the seed
 // corpus in tests/fuzz/corpus/unpack/.
-#include "runner/unpack.hpp"
+#include "runner/runtime/unpack.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,0 +1,501 @@
+#include "builder/image/build.hpp"
+
+#include "builder/image/deb_layers.hpp"
+#include "builder/image/epoch.hpp"
+#include "builder/image/git_layers.hpp"
+#include "builder/image/image_facts.hpp"
+#include "builder/image/run_step.hpp"
+#include "builder/image/sif_output.hpp"
+#include "builder/image/wheel_layers.hpp"
+#include "builder/lock/lock.hpp"
+#include "envspec/host_paths.hpp"
+#include "envspec/stack.hpp"
+#include "support/log.hpp"
+#include "support/oci/image_source.hpp"
+#include "support/oci/image_writer.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <map>
+
+namespace lockstep::builder {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* k_default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr const char* k_annotation_spec_digest = "dev.lockstep.spec.digest";
+constexpr const char* k_annotation_dirty = "dev.lockstep.source.dirty";
+constexpr const char* k_annotation_impure = "dev.lockstep.impure";
+constexpr const char* k_annotation_lock_digest = "dev.lockstep.lock.digest";
+
+// The base image, resolved, with its layers in the store.
+struct Base {
+  oci::OpenedImage image;
+  std::string name; ///< "oci:PATH[:TAG]" as written in the spec
+};
+
+Error base_error(const envspec::Spec& spec, const std::string& message) {
+  envspec::Diagnostics diags;
+  diags.error(spec.base.location, "base.oci", message);
+  return diags.to_error();
+}
+
+// Pass: open the base image, check its pin and platform, import its layers into the store.
+Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobStore& store) {
+  if (spec.base.kind != envspec::BaseImage::Kind::oci) { // scratch, or a Debian base made of packages
+    return std::optional<Base>();
+  }
+  oci::ImageRef ref;
+  std::error_code ec;
+  ref.transport = fs::is_directory(spec.base.path, ec) ? oci::ImageRef::Transport::oci_dir
+                                                       : oci::ImageRef::Transport::oci_archive;
+  ref.path = spec.base.path;
+  ref.tag = spec.base.tag;
+  auto source = oci::ImageSource::open(ref);
+  if (!source) {
+    return base_error(spec, source.error().message);
+  }
+  oci::SelectOptions select;
+  select.tag = spec.base.tag;
+  select.digest = spec.base.pin;
+  select.platform = spec.platform;
+  auto image = (*source)->resolve(select);
+  if (!image) {
+    return base_error(spec, image.error().message);
+  }
+  if (spec.base.pin && image->manifest_digest != *spec.base.pin) {
+    return base_error(spec,
+                      fmt::format("{} has manifest digest {}, but the spec pins {}", spec.base.path_text,
+                                  image->manifest_digest.str(), spec.base.pin->str()));
+  }
+  if (!(image->platform == spec.platform)) {
+    return base_error(spec, fmt::format("{} is for platform {}, but the spec builds {}", spec.base.path_text,
+                                        image->platform.str(), spec.platform.str()));
+  }
+  for (const auto& layer : image->manifest.layers) {
+    auto comp = oci::layer_compression(layer.media_type);
+    if (!comp) {
+      return base_error(spec, fmt::format("{}: layer {}: {}", spec.base.path_text, layer.digest.str(),
+                                          comp.error().message));
+    }
+    if (auto r = (*source)->fetch_blob(layer, store); !r) {
+      return base_error(spec, r.error().message);
+    }
+  }
+  Base base{std::move(*image),
+            "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
+  return std::optional<Base>(std::move(base));
+}
+
+// OCI media type for a base layer (Docker schema 2 types have OCI twins with the same bytes).
+std::string oci_layer_type(const std::string& media_type) {
+  if (media_type == oci::k_docker_layer_gzip) {
+    return std::string(oci::k_media_layer_gzip);
+  }
+  if (media_type == oci::k_docker_layer_tar) {
+    return std::string(oci::k_media_layer_tar);
+  }
+  return media_type;
+}
+
+// The spec may not set lockstep's own labels: `lockstep run` trusts them to describe the image.
+Result<void> check_spec_labels(const envspec::Spec& spec) {
+  for (const auto& [key, value] : spec.labels) {
+    if (key.starts_with(envspec::k_reserved_label_prefix)) {
+      return invalid_input(
+          "{}: labels.{}: labels under '{}' are written by lockstep (docs/spec.md, \"What the "
+          "image records\"); rename the label",
+          spec.file.string(), key, envspec::k_reserved_label_prefix);
+    }
+  }
+  return {};
+}
+
+// Pass: the image config, from the base's (carried forward), the spec and the image facts.
+json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
+                    const std::vector<Digest>& diff_ids, const std::vector<std::string>& history,
+                    std::int64_t epoch, const std::map<std::string, std::string>& fact_labels,
+                    const std::vector<std::pair<std::string, std::string>>& stack_env) {
+  json cfg = base ? base->image.config : json::object();
+  cfg["architecture"] = spec.platform.architecture;
+  cfg["os"] = spec.platform.os;
+  if (spec.platform.variant.empty()) {
+    cfg.erase("variant");
+  } else {
+    cfg["variant"] = spec.platform.variant;
+  }
+  cfg["created"] = oci::rfc3339(epoch);
+  if (!cfg.contains("config") || !cfg["config"].is_object()) {
+    cfg["config"] = json::object();
+  }
+  json& c = cfg["config"];
+
+  std::vector<std::pair<std::string, std::string>> env;
+  if (c.contains("Env") && c["Env"].is_array()) {
+    for (const auto& e : c["Env"]) {
+      std::string s = e.is_string() ? e.get<std::string>() : std::string();
+      auto eq = s.find('=');
+      env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
+    }
+  }
+  // The stack's variables over the base's, then the spec's over both.
+  for (const auto* vars : {&stack_env, &spec.env}) {
+    for (const auto& var : *vars) {
+      auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
+      if (it != env.end()) {
+        it->second = var.second;
+      } else {
+        env.push_back(var);
+      }
+    }
+  }
+  if (std::none_of(env.begin(), env.end(), [](const auto& p) { return p.first == "PATH"; })) {
+    env.insert(env.begin(), {"PATH", k_default_path});
+  }
+  json env_json = json::array();
+  for (const auto& [name, value] : env) {
+    std::string entry = name;
+    entry += '=';
+    entry += value;
+    env_json.push_back(std::move(entry));
+  }
+  c["Env"] = env_json;
+
+  if (spec.entrypoint) {
+    c["Entrypoint"] = *spec.entrypoint;
+    if (!spec.cmd) {
+      c.erase("Cmd"); // as in a Dockerfile: a new ENTRYPOINT resets the inherited CMD
+    }
+  }
+  if (spec.cmd) {
+    c["Cmd"] = *spec.cmd;
+  }
+  if (spec.workdir) {
+    c["WorkingDir"] = *spec.workdir;
+  }
+  if (spec.user) {
+    c["User"] = *spec.user;
+  }
+  if (!spec.labels.empty() || !fact_labels.empty()) {
+    if (!c.contains("Labels") || !c["Labels"].is_object()) {
+      c["Labels"] = json::object();
+    }
+    for (const auto& [k, v] : spec.labels) {
+      c["Labels"][k] = v;
+    }
+    for (const auto& [k, v] : fact_labels) { // never clash: check_spec_labels refused dev.lockstep.*
+      c["Labels"][k] = v;
+    }
+  }
+
+  json ids = json::array();
+  for (const auto& d : diff_ids) {
+    ids.push_back(d.str());
+  }
+  cfg["rootfs"] = json{{"type", "layers"}, {"diff_ids", ids}};
+
+  json hist = base && cfg.contains("history") && cfg["history"].is_array() ? cfg["history"] : json::array();
+  for (const auto& h : history) {
+    hist.push_back(json{{"created", oci::rfc3339(epoch)}, {"created_by", "lockstep build: " + h}});
+  }
+  cfg["history"] = hist;
+  return cfg;
+}
+
+// Pass: manifest annotations (provenance).
+std::map<std::string, std::string> compose_annotations(const envspec::Spec& spec,
+                                                       const std::optional<Base>& base,
+                                                       const std::optional<GitInfo>& git,
+                                                       std::int64_t epoch) {
+  std::map<std::string, std::string> a;
+  a[std::string(oci::k_annotation_created)] = oci::rfc3339(epoch);
+  a[std::string(oci::k_annotation_title)] = spec.name;
+  a[k_annotation_spec_digest] = spec.digest.str();
+  if (base) {
+    a[std::string(oci::k_annotation_base_digest)] = base->image.manifest_digest.str();
+    a[std::string(oci::k_annotation_base_name)] = base->name;
+  }
+  if (git && !git->commit.empty()) {
+    a[std::string(oci::k_annotation_revision)] = git->commit;
+    a[k_annotation_dirty] = git->dirty ? "true" : "false";
+    if (!git->remote.empty()) {
+      a[std::string(oci::k_annotation_source)] = git->remote;
+    }
+  }
+  return a;
+}
+
+// Splits --tag into (repository name, tag).
+Result<std::pair<std::string, std::string>> parse_tag(const std::string& name, const std::string& tag) {
+  if (tag.empty()) {
+    return std::make_pair(name, std::string("latest"));
+  }
+  std::string repo = name;
+  std::string t = tag;
+  auto colon = tag.rfind(':');
+  if (colon != std::string::npos && tag.find('/', colon) == std::string::npos) {
+    repo = tag.substr(0, colon);
+    t = tag.substr(colon + 1);
+  } else if (tag.find('/') != std::string::npos || tag.find(':') != std::string::npos) {
+    repo = tag;
+    t = "latest";
+  }
+  // A registry host is not part of the repository grammar.
+  std::size_t host = oci::registry_host_length(repo);
+  std::string repo_path = host > 0 ? repo.substr(host + 1) : repo;
+  if (!oci::valid_repository_name(repo_path)) {
+    return invalid_input("--tag '{}': '{}' is not a valid repository name (lowercase letters, digits, and "
+                         "separators '.', '_', '-', '/')",
+                         tag, repo);
+  }
+  if (!oci::valid_tag(t)) {
+    return invalid_input("--tag '{}': '{}' is not a valid tag ([A-Za-z0-9_][A-Za-z0-9._-]{{0,127}})", tag, t);
+  }
+  return std::make_pair(repo, t);
+}
+
+// The SIF output: the spec file as its definition, the squashfs compressed as asked.
+Result<void> write_sif_output(const envspec::Spec& spec, const BuildOptions& options, const BlobStore& store,
+                              const oci::StoredImage& image, const fs::path& path) {
+  SifSettings sif;
+  LS_TRY_ASSIGN(sif.deffile, read_file(spec.file));
+  sif.spec_digest = spec.digest;
+  sif.arch = spec.platform.architecture;
+  sif.compression = options.sif_compression.value_or(spec.outputs.sif_compression);
+  LS_TRY_ASSIGN(SifResult written, write_sif(store, image, sif, path));
+  log::debug("sif {} {} {}{}", path.string(), written.digest.str(), log::human_size(written.size),
+             written.cached ? " (cached)" : "");
+  return {};
+}
+
+// Pass: publish every requested output.
+Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, const BuildOptions& options,
+                                                 const BlobStore& store, const oci::StoredImage& image,
+                                                 Codec codec) {
+  std::vector<WrittenOutput> wanted;
+  bool cli = options.oci || options.oci_archive || options.docker_archive || options.sif;
+  auto pick = [&](const std::optional<fs::path>& cli_path, const std::optional<fs::path>& spec_path,
+                  const char* kind) {
+    const auto& p = cli ? cli_path : spec_path;
+    if (p) {
+      wanted.push_back(WrittenOutput{kind, *p});
+    }
+  };
+  pick(options.oci, spec.outputs.oci, "oci");
+  pick(options.oci_archive, spec.outputs.oci_archive, "oci-archive");
+  pick(options.docker_archive, spec.outputs.docker_archive, "docker-archive");
+  pick(options.sif, spec.outputs.sif, "sif");
+  for (const auto& out : wanted) {
+    if (out.kind == "oci") {
+      LS_TRY(oci::write_oci_layout(store, image, out.path));
+    } else if (out.kind == "oci-archive") {
+      LS_TRY(oci::write_oci_archive(store, image, out.path));
+    } else if (out.kind == "sif") {
+      LS_TRY(write_sif_output(spec, options, store, image, out.path));
+    } else {
+      if (codec == Codec::zstd) {
+        log::warn("docker-archive {} has zstd layers: Docker older than 23.0 can't load them; build with "
+                  "--compression gzip for older Docker",
+                  out.path.string());
+      }
+      LS_TRY(oci::write_docker_archive(store, image, out.path));
+    }
+    log::info("wrote {}", out.reference());
+  }
+  return wanted;
+}
+
+} // namespace
+
+std::string WrittenOutput::reference() const {
+  return kind + ":" + path.string();
+}
+
+Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options) {
+  BuildResult result;
+  LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
+  result.repo_tag = names.first + ":" + names.second;
+  result.ref_name = names.second;
+  Codec codec = options.compression.value_or(spec.outputs.compression);
+
+  log::Timer timer("build");
+  LS_TRY(check_spec_labels(spec));
+  // 1. Time comes from the lock, else SOURCE_DATE_EPOCH or the default epoch, never the clock.
+  LS_TRY_ASSIGN(result.epoch, image_epoch());
+  if (spec.needs_lock() && !options.lock) {
+    return internal_error("a spec with packages, a Debian base or git sources is built from a lock");
+  }
+  if (options.lock) {
+    if (std::getenv("SOURCE_DATE_EPOCH") != nullptr && result.epoch != options.lock->epoch) {
+      log::warn("SOURCE_DATE_EPOCH={} is ignored: the lock sets the image epoch to {} (re-lock with "
+                "SOURCE_DATE_EPOCH set to change it)",
+                result.epoch, options.lock->epoch);
+    }
+    result.epoch = options.lock->epoch;
+    if (options.lock->platform != spec.platform.str()) {
+      return Error{ExitCode::check_failed, fmt::format("the lock is for platform {}, the spec builds {}; run "
+                                                       "`lockstep lock`",
+                                                       options.lock->platform, spec.platform.str())};
+    }
+    const bool has_debs = std::any_of(options.lock->artifacts.begin(), options.lock->artifacts.end(),
+                                      [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
+    if (has_debs && spec.base.kind == envspec::BaseImage::Kind::oci) {
+      return base_error(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
+                              "base image (its dpkg database would be replaced)");
+    }
+  }
+  // What the image records of its MPI and CUDA stack (labels and /.lockstep/facts.json).
+  envspec::ImageFacts facts;
+  if (options.lock) {
+    LS_TRY_ASSIGN(facts, image_facts_for(*options.lock));
+  }
+  std::map<std::string, std::string> fact_labels = envspec::facts_labels(facts);
+  // The stack's choices: labels, and NVIDIA_REQUIRE_CUDA for nvidia-container-cli (a value the
+  // spec's own `env` sets wins).
+  std::vector<std::pair<std::string, std::string>> stack_env;
+  if (options.lock && options.lock->stack) {
+    envspec::StackImageConfig sc = envspec::stack_image_config(*options.lock->stack);
+    fact_labels.insert(sc.labels.begin(), sc.labels.end());
+    stack_env = std::move(sc.env);
+  }
+  // 2. The content-addressed store shared by all builds.
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
+  // 3. The base image: resolved, verified, its layers imported byte for byte.
+  std::optional<Base> base;
+  {
+    log::Timer t("resolve base");
+    LS_TRY_ASSIGN(base, resolve_base(spec, store));
+  }
+  if (base) {
+    for (std::size_t i = 0; i < base->image.manifest.layers.size(); ++i) {
+      oci::Descriptor d = base->image.manifest.layers[i];
+      d.media_type = oci_layer_type(d.media_type);
+      d.annotations.clear();
+      result.layers.push_back(d);
+      result.diff_ids.push_back(base->image.diff_ids[i]);
+    }
+    result.base_layer_count = result.layers.size();
+  }
+  std::vector<std::string> history;
+  // 3b. Locked packages and git sources, each group in its own layer.
+  if (options.lock) {
+    PackageBuildState state;
+    state.store = &store;
+    state.codec = codec;
+    state.epoch = result.epoch;
+    state.native_arch = envspec::debian_arch(spec.platform);
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
+    for (const auto& e : partial["config"]["Env"]) {
+      state.env.push_back(e.get<std::string>());
+    }
+    state.layers = result.layers;
+    state.diff_ids = result.diff_ids;
+    // Local files the lock names must lie in the project before anything is read (nothing outside
+    // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
+    // lock's own.
+    LS_TRY(check_lock_local_files(*options.lock, spec));
+    state.local_roots = envspec::local_roots(spec);
+    const envspec::Lock lock = resolve_lock_urls(*options.lock, spec.dir);
+    {
+      log::Timer t("packages");
+      LS_TRY(build_deb_layers(lock, state));
+    }
+    // Right after the packages it describes: rebuilt only when the recorded facts change.
+    LS_TRY(build_facts_layer(facts, state));
+    {
+      log::Timer t("python packages");
+      LS_TRY(build_wheel_layer(spec, lock, state));
+    }
+    {
+      log::Timer t("git sources");
+      LS_TRY(build_git_layers(spec, lock, state));
+    }
+    result.layers = state.layers;
+    result.diff_ids = state.diff_ids;
+    result.layer_cached.insert(result.layer_cached.end(), state.cached.begin(), state.cached.end());
+    history.insert(history.end(), state.history.begin(), state.history.end());
+  }
+  // 4. Plan and build the application layer (cached by input fingerprint).
+  std::vector<envspec::CopyItem> host_copies;
+  std::copy_if(spec.copy.begin(), spec.copy.end(), std::back_inserter(host_copies),
+               [](const envspec::CopyItem& c) { return c.git.empty(); });
+  if (!host_copies.empty()) {
+    log::Timer plan_timer("plan layer");
+    LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(host_copies, result.epoch, layer_settings(codec)));
+    plan_timer.stop();
+    log::Timer layer_timer("build layer");
+    LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "copy layer"));
+    layer_timer.stop();
+    log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
+              log::human_size(layer.descriptor.size), plan.created_by, layer.cached ? " (cached)" : "");
+    result.layers.push_back(layer.descriptor);
+    result.diff_ids.push_back(layer.diff_id);
+    result.layer_cached.push_back(layer.cached);
+    history.push_back(plan.created_by);
+  }
+  // 5. `run:` steps, each in the build sandbox over the image so far, each giving a layer.
+  if (!spec.run.empty()) {
+    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
+    StepContext ctx;
+    ctx.store = &store;
+    ctx.codec = codec;
+    ctx.epoch = result.epoch;
+    for (const auto& e : partial["config"]["Env"]) {
+      ctx.env.push_back(e.get<std::string>());
+    }
+    if (partial["config"].contains("WorkingDir") && partial["config"]["WorkingDir"].is_string()) {
+      ctx.workdir = partial["config"]["WorkingDir"].get<std::string>();
+    }
+    for (std::size_t i = 0; i < spec.run.size(); ++i) {
+      ctx.layers = result.layers;
+      ctx.diff_ids = result.diff_ids;
+      LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, ctx));
+      log::info("layer {} {} run[{}]{}", layer.descriptor.digest.str().substr(0, 19),
+                log::human_size(layer.descriptor.size), i, layer.cached ? " (cached)" : "");
+      result.layers.push_back(layer.descriptor);
+      result.diff_ids.push_back(layer.diff_id);
+      result.layer_cached.push_back(layer.cached);
+      history.push_back("run: " + spec.run[i].sh);
+      result.impure = result.impure || spec.run[i].network;
+    }
+  }
+  // 6. Config and manifest, with provenance annotations.
+  if (options.vcs_annotations) {
+    log::Timer t("git provenance");
+    result.git = git_info_for(spec.dir);
+  }
+  json config = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
+  LS_TRY_ASSIGN(BlobInfo cfg, store.put(config.dump()));
+  result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}};
+  oci::Manifest manifest;
+  manifest.media_type = std::string(oci::k_media_manifest);
+  manifest.config = result.config;
+  manifest.layers = result.layers;
+  manifest.annotations = compose_annotations(spec, base, result.git, result.epoch);
+  if (result.impure) {
+    manifest.annotations[k_annotation_impure] = "true"; // a run: step had the network
+  }
+  if (options.lock) {
+    manifest.annotations[k_annotation_lock_digest] = envspec::lock_digest(*options.lock).str();
+  }
+  LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
+  result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
+  result.manifest.platform = spec.platform;
+  // 7. Outputs, each published atomically.
+  log::Timer outputs_timer("write outputs");
+  oci::StoredImage image;
+  image.manifest = result.manifest;
+  image.blobs.push_back(result.config);
+  image.blobs.insert(image.blobs.end(), result.layers.begin(), result.layers.end());
+  image.ref_name = result.ref_name;
+  image.repo_tag = result.repo_tag;
+  image.epoch = result.epoch;
+  LS_TRY_ASSIGN(result.outputs, write_outputs(spec, options, store, image, codec));
+  return result;
+}
+
+} // namespace lockstep::builder

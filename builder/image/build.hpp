@@ -1,0 +1,67 @@
+#pragma once
+// `lockstep build`: from a validated spec to image outputs, as a list of passes (build.cpp).
+#include "builder/image/layer_builder.hpp"
+#include "envspec/lockfile.hpp"
+#include "envspec/spec.hpp"
+#include "support/git_info.hpp"
+#include "support/oci/oci.hpp"
+#include "support/oci/squashfs.hpp"
+#include "support/result.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::builder {
+
+/// Command-line choices that override or complete the spec.
+struct BuildOptions {
+  /// Output paths given on the command line; when any is set, the spec's `outputs` paths are ignored.
+  std::optional<std::filesystem::path> oci;
+  std::optional<std::filesystem::path> oci_archive;
+  std::optional<std::filesystem::path> docker_archive;
+  std::optional<std::filesystem::path> sif;
+  /// `--sif-compression`, overriding `outputs.sif_compression`.
+  std::optional<SquashfsCompressor> sif_compression;
+  /// `--tag`: "TAG" or "NAME:TAG"; default "latest" with the spec's name.
+  std::string tag;
+  /// `--compression`, overriding `outputs.compression`.
+  std::optional<Codec> compression;
+  /// Record the spec's git revision in the manifest (off with --no-vcs).
+  bool vcs_annotations = true;
+  /// The lock a spec with packages, a Debian base or git sources is built from (cli::lock_for_build).
+  /// Its epoch is the image's; nothing it does not name is fetched.
+  std::optional<envspec::Lock> lock;
+  /// The blob store root (default BlobStore::default_root()).
+  std::optional<std::filesystem::path> store_root;
+};
+
+/// One written output.
+struct WrittenOutput {
+  std::string kind; ///< "oci", "oci-archive", "docker-archive", "sif"
+  std::filesystem::path path;
+  [[nodiscard]] std::string reference() const; ///< e.g. "oci:build/hello:latest"
+};
+
+/// What a build produced.
+struct BuildResult {
+  oci::Descriptor manifest;            ///< the manifest blob
+  oci::Descriptor config;              ///< the config blob
+  std::vector<oci::Descriptor> layers; ///< all layers, base first
+  std::vector<Digest> diff_ids;
+  std::size_t base_layer_count = 0;
+  std::vector<bool> layer_cached; ///< for the layers lockstep built (after the base layers)
+  std::vector<WrittenOutput> outputs;
+  std::int64_t epoch = 0;
+  std::string ref_name; ///< tag recorded in index.json
+  std::string repo_tag; ///< "name:tag"
+  std::optional<GitInfo> git;
+  bool impure = false; ///< a `run:` step had the network (annotated dev.lockstep.impure)
+};
+
+/// Builds the image the spec describes and writes its outputs.
+Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options);
+
+} // namespace lockstep::builder

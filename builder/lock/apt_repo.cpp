@@ -1,0 +1,179 @@
+#include "builder/lock/apt_repo.hpp"
+
+#include "support/debian/apt_release.hpp"
+#include "support/debian/openpgp.hpp"
+#include "support/http.hpp"
+#include "support/log.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fmt/format.h>
+
+#include <memory>
+#include <optional>
+
+namespace lockstep::builder {
+
+namespace {
+
+constexpr std::uint64_t k_max_release_size = 64ULL << 20;
+constexpr std::uint64_t k_max_index_size = 512ULL << 20;    // compressed
+constexpr std::uint64_t k_max_index_text_size = 1ULL << 30; // decompressed
+
+struct ArchiveDeleter {
+  void operator()(struct archive* a) const { archive_read_free(a); }
+};
+
+// The signed Release text of a repository: InRelease if it has one, else Release + Release.gpg.
+struct SignedRelease {
+  std::string text;
+  std::string url; ///< where it came from (for messages)
+};
+
+// Limits for reading from `repo`: a local repository is read only inside its own directory (a
+// symlink or a Filename leading out of it is refused before it is opened; support/http.hpp).
+FetchOptions repo_fetch(const envspec::Repo& repo, std::uint64_t max_size) {
+  FetchOptions options;
+  options.max_size = max_size;
+  if (Result<std::optional<std::filesystem::path>> local = local_url_path(repo.url); local && *local) {
+    options.local_roots.push_back(**local);
+  }
+  return options;
+}
+
+Result<SignedRelease> fetch_release(const std::string& base, const envspec::Repo& repo) {
+  const std::string inrelease_url = base + "/InRelease";
+  Result<std::string> inrelease = http_get(inrelease_url, repo_fetch(repo, k_max_release_size));
+  if (inrelease) {
+    LS_TRY_ASSIGN(std::string text, verify_clearsigned(*inrelease, repo.keyring, inrelease_url));
+    return SignedRelease{std::move(text), inrelease_url};
+  }
+  if (inrelease.error().code != ExitCode::external) {
+    return inrelease.error();
+  }
+  const std::string release_url = base + "/Release";
+  Result<std::string> release = http_get(release_url, repo_fetch(repo, k_max_release_size));
+  if (!release) {
+    return external_error("{} has no InRelease ({}) and no Release ({}); check the URL and suite",
+                          repo.url_text, inrelease.error().message, release.error().message);
+  }
+  LS_TRY_ASSIGN(std::string signature, http_get(release_url + ".gpg", repo_fetch(repo, 1 << 20)));
+  LS_TRY(verify_detached(*release, signature, repo.keyring, release_url));
+  return SignedRelease{std::move(*release), release_url};
+}
+
+// The best index for `dir` ("main/binary-amd64/Packages") the Release lists: xz, then gz, then plain.
+std::optional<std::pair<std::string, AptIndexEntry>> pick_index(const AptRelease& release,
+                                                                const std::string& dir) {
+  for (const char* ext : {".xz", ".gz", ".lz4", ".bz2", ""}) {
+    const std::string path = dir + ext;
+    auto it = release.sha256.find(path);
+    if (it != release.sha256.end()) {
+      return std::make_pair(path, it->second);
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+Result<std::string> decompress_index(const std::string& data, const std::string& name,
+                                     std::uint64_t max_size) {
+  std::unique_ptr<struct archive, ArchiveDeleter> a(archive_read_new());
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_raw(a.get());
+  archive_read_support_format_empty(a.get());
+  if (archive_read_open_memory(a.get(), data.data(), data.size()) != ARCHIVE_OK) {
+    return invalid_input("{}: can't decompress: {}", name, archive_error_string(a.get()));
+  }
+  struct archive_entry* entry = nullptr;
+  int r = archive_read_next_header(a.get(), &entry);
+  if (r == ARCHIVE_EOF) {
+    return std::string();
+  }
+  if (r != ARCHIVE_OK) {
+    return invalid_input("{}: can't decompress: {}", name, archive_error_string(a.get()));
+  }
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    la_ssize_t n = archive_read_data(a.get(), buf, sizeof(buf));
+    if (n < 0) {
+      return invalid_input("{}: can't decompress: {}", name, archive_error_string(a.get()));
+    }
+    if (n == 0) {
+      break;
+    }
+    if (out.size() + static_cast<std::size_t>(n) > max_size) {
+      return invalid_input("{}: decompresses to more than {} bytes", name, max_size);
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const std::string& arch,
+                                   const BlobStore& store) {
+  const std::string base = repo.flat ? repo.url : repo.url + "/dists/" + repo.suite;
+  LS_TRY_ASSIGN(SignedRelease signed_release, fetch_release(base, repo));
+  LS_TRY_ASSIGN(AptRelease release, AptRelease::parse(signed_release.text, signed_release.url));
+  if (!repo.flat && release.suite != repo.suite && release.codename != repo.suite) {
+    return invalid_input(
+        "{}: the Release is for suite '{}' (codename '{}'), not '{}' as the spec asks; a mirror "
+        "serving another suite under this name is refused",
+        signed_release.url, release.suite, release.codename, repo.suite);
+  }
+  AptRepoIndex out;
+  out.locked.kind = "apt";
+  out.locked.url = repo.url;
+  out.locked.suite = repo.suite;
+  out.locked.components = repo.components;
+  out.locked.release_date = release.date;
+  out.locked.release_sha256 = sha256_of(signed_release.text).hex();
+  out.pool_url = repo.url;
+
+  // Which indexes to read: per component, the architecture's and (when listed separately) `all`.
+  std::vector<std::string> dirs;
+  if (repo.flat) {
+    dirs.emplace_back("Packages");
+  } else {
+    for (const std::string& component : repo.components) {
+      dirs.push_back(component + "/binary-" + arch + "/Packages");
+      dirs.push_back(component + "/binary-all/Packages");
+    }
+  }
+  std::vector<Download> downloads;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    auto picked = pick_index(release, dirs[i]);
+    if (!picked) {
+      if (dirs[i].find("/binary-all/") != std::string::npos) {
+        continue; // most repositories list `all` packages in each architecture's index
+      }
+      return invalid_input(
+          "{}: the Release lists no {} index: the repository has no packages for {}{}", signed_release.url,
+          dirs[i], arch,
+          repo.flat ? "" : fmt::format(" in component '{}'", dirs[i].substr(0, dirs[i].find('/'))));
+    }
+    const auto& [path, entry] = *picked;
+    std::string url = base + "/" + path;
+    if (release.acquire_by_hash) {
+      url = base + "/" + path.substr(0, path.rfind('/') + 1) + "by-hash/SHA256/" + entry.sha256.hex();
+    }
+    downloads.push_back(Download{url, entry.sha256, entry.size, path});
+    names.push_back(signed_release.url.substr(0, signed_release.url.rfind('/') + 1) + path);
+  }
+  LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, repo_fetch(repo, k_max_index_size)));
+  for (std::size_t i = 0; i < blobs.size(); ++i) {
+    LS_TRY_ASSIGN(std::string compressed, store.read(blobs[i].digest, k_max_index_size));
+    LS_TRY_ASSIGN(std::string text, decompress_index(compressed, names[i], k_max_index_text_size));
+    LS_TRY_ASSIGN(std::vector<AptPackage> packages, parse_packages_index(text, names[i], index));
+    for (AptPackage& p : packages) {
+      out.packages.push_back(std::move(p));
+    }
+  }
+  log::debug("{}: {} packages from {} index(es)", repo.url_text, out.packages.size(), blobs.size());
+  return out;
+}
+
+} // namespace lockstep::builder

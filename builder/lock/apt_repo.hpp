@@ -1,0 +1,35 @@
+#pragma once
+// Reading an apt repository at lock time: the signed Release (InRelease, or Release + Release.gpg)
+// is verified against the spec's keyring, then each Packages index is fetched (by hash when the
+// repository supports it), checked against the sha256 and size the Release lists, and parsed.
+// Nothing unverified is ever parsed beyond the signature check. See docs/lockfile.md.
+#include "envspec/lockfile.hpp"
+#include "envspec/spec.hpp"
+#include "support/blob_store.hpp"
+#include "support/debian/apt_packages.hpp"
+#include "support/result.hpp"
+
+#include <string>
+#include <vector>
+
+namespace lockstep::builder {
+
+/// One repository's verified package list.
+struct AptRepoIndex {
+  envspec::LockedRepo locked; ///< what the lock records about it (Release date and digest)
+  std::string pool_url;       ///< the URL a package's Filename is relative to
+  std::vector<AptPackage> packages;
+};
+
+/// Loads apt repository `repo` (number `index` in the spec, which is its priority) for Debian
+/// architecture `arch` (packages of architecture `all` included). Indexes are cached in `store` by
+/// their sha256, so only the Release file is downloaded when nothing changed.
+Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const std::string& arch,
+                                   const BlobStore& store);
+
+/// Decompresses an index (`.xz`, `.gz`, `.bz2`, `.lz4`, `.zst` or plain, told by `name`), refusing
+/// more than `max_size` bytes of output.
+Result<std::string> decompress_index(const std::string& data, const std::string& name,
+                                     std::uint64_t max_size);
+
+} // namespace lockstep::builder

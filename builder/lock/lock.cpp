@@ -1,0 +1,443 @@
+#include "builder/lock/lock.hpp"
+
+#include "builder/lock/apt_repo.hpp"
+#include "builder/lock/apt_resolver.hpp"
+#include "builder/lock/git_source.hpp"
+#include "builder/lock/recipes_source.hpp"
+#include "builder/lock/wheel_lock.hpp"
+#include "envspec/host_paths.hpp"
+#include "envspec/recipes.hpp"
+#include "envspec/stack.hpp"
+#include "support/confine.hpp"
+#include "support/http.hpp"
+#include "support/log.hpp"
+#include "support/version.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+namespace lockstep::builder {
+
+namespace {
+
+bool starts_with_any(const std::string& name, std::initializer_list<std::string_view> prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(),
+                     [&name](std::string_view p) { return name.rfind(p, 0) == 0; });
+}
+
+// The selected packages each package's Depends/Pre-Depends lead to (every alternative that is selected).
+std::map<std::string, std::vector<std::string>>
+dependency_edges(const std::vector<ResolvedPackage>& selected) {
+  std::map<std::string, std::vector<std::string>> provided_by; // name or provided name -> selected packages
+  for (const ResolvedPackage& r : selected) {
+    provided_by[r.package->name].push_back(r.package->name);
+    for (const DebRelation& p : r.package->provides) {
+      provided_by[p.name].push_back(r.package->name);
+    }
+  }
+  std::map<std::string, std::vector<std::string>> edges;
+  for (const ResolvedPackage& r : selected) {
+    std::vector<std::string>& out = edges[r.package->name];
+    for (const DebRelationField* field : {&r.package->pre_depends, &r.package->depends}) {
+      for (const auto& group : *field) {
+        for (const DebRelation& alt : group) {
+          auto it = provided_by.find(alt.name);
+          if (it != provided_by.end()) {
+            out.insert(out.end(), it->second.begin(), it->second.end());
+          }
+        }
+      }
+    }
+  }
+  return edges;
+}
+
+// Assigns each selected package to the first group (base, mpi, cuda, python, app) whose roots reach it.
+std::map<std::string, std::string> assign_groups(const std::vector<ResolvedPackage>& selected,
+                                                 const std::map<std::string, std::string>& root_groups) {
+  const auto edges = dependency_edges(selected);
+  std::map<std::string, std::string> group;
+  for (const char* g : {"base", "mpi", "cuda", "python", "app"}) {
+    std::deque<std::string> queue;
+    for (const auto& [name, rg] : root_groups) {
+      if (rg == g && group.count(name) == 0) {
+        queue.push_back(name);
+      }
+    }
+    while (!queue.empty()) {
+      std::string name = queue.front();
+      queue.pop_front();
+      if (!group.emplace(name, g).second) {
+        continue;
+      }
+      auto it = edges.find(name);
+      if (it != edges.end()) {
+        for (const std::string& next : it->second) {
+          if (group.count(next) == 0) {
+            queue.push_back(next);
+          }
+        }
+      }
+    }
+  }
+  for (const ResolvedPackage& r : selected) {
+    group.emplace(r.package->name, "app"); // not reachable from any root (cannot happen; stay safe)
+  }
+  return group;
+}
+
+Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const LockOptions& options,
+                      envspec::Lock& lock) {
+  const std::string arch = envspec::debian_arch(spec.platform);
+  std::vector<AptPackage> all;
+  std::vector<std::string> pool_urls(spec.repos.size());
+  for (std::size_t i = 0; i < spec.repos.size(); ++i) {
+    const envspec::Repo& repo = spec.repos[i];
+    if (repo.kind != envspec::Repo::Kind::apt) {
+      continue;
+    }
+    log::info("reading {}{}", repo.url_text, repo.flat ? "" : " " + repo.suite);
+    LS_TRY_ASSIGN(AptRepoIndex index, load_apt_repo(repo, static_cast<int>(i), arch, store));
+    lock.repos[i] = index.locked;
+    pool_urls[i] = index.pool_url;
+    for (AptPackage& p : index.packages) {
+      all.push_back(std::move(p));
+    }
+  }
+  // An `all` package appears in every architecture's index: keep one record per repository.
+  std::sort(all.begin(), all.end(), [](const AptPackage& a, const AptPackage& b) {
+    return std::tie(a.repo, a.name, a.architecture, a.version) <
+           std::tie(b.repo, b.name, b.architecture, b.version);
+  });
+  all.erase(std::unique(all.begin(), all.end(),
+                        [](const AptPackage& a, const AptPackage& b) {
+                          return a.repo == b.repo && a.name == b.name && a.architecture == b.architecture &&
+                                 a.version == b.version;
+                        }),
+            all.end());
+  AptUniverse universe(std::move(all));
+
+  ResolveOptions ro;
+  ro.native_arch = arch;
+  std::map<std::string, std::string> root_groups;
+  if (spec.base.kind == envspec::BaseImage::Kind::debian) {
+    ro.with_essential = true;
+    ro.with_required = spec.base.variant == envspec::DebianVariant::required;
+    if (spec.base.variant == envspec::DebianVariant::apt) {
+      ro.requests.push_back(AptRequest{"apt", std::nullopt, std::nullopt, "base (variant apt)"});
+    }
+  }
+  for (std::size_t i = 0; i < spec.packages.apt.size(); ++i) {
+    const envspec::PackageRequest& p = spec.packages.apt[i];
+    LS_TRY_ASSIGN(AptRequest req,
+                  make_apt_request(p.name, p.arch, p.version,
+                                   p.origin.empty() ? fmt::format("packages.apt[{}]", i) : p.origin));
+    ro.requests.push_back(std::move(req));
+    root_groups[p.name] = apt_group_of(p.name);
+  }
+  if (options.previous && !options.update_all) {
+    for (const envspec::LockedArtifact& a : options.previous->artifacts) {
+      if (a.kind == "deb" && options.update.count(a.name) == 0) {
+        if (auto v = DebianVersion::parse(a.version)) {
+          ro.preferred.emplace(a.name, *v);
+        }
+      }
+    }
+  }
+  LS_TRY_ASSIGN(std::vector<ResolvedPackage> selected, resolve(universe, ro));
+  for (const ResolvedPackage& r : selected) {
+    const AptPackage& p = *r.package;
+    const bool base_package =
+        spec.base.kind == envspec::BaseImage::Kind::debian &&
+        std::any_of(r.reasons.begin(), r.reasons.end(), [](const std::string& reason) {
+          return reason.rfind("base (", 0) == 0 || reason.rfind("requested by base (", 0) == 0;
+        });
+    if (base_package) {
+      root_groups[p.name] = "base";
+    }
+  }
+  const auto groups = assign_groups(selected, root_groups);
+  for (const ResolvedPackage& r : selected) {
+    const AptPackage& p = *r.package;
+    envspec::LockedArtifact a;
+    a.kind = "deb";
+    a.name = p.name;
+    a.version = p.version.str();
+    a.arch = p.architecture;
+    a.group = groups.at(p.name);
+    a.size = p.size;
+    a.sha256 = p.sha256;
+    a.url = pool_urls[static_cast<std::size_t>(p.repo)] + "/" + p.filename;
+    a.repo = p.repo;
+    a.reason = r.reasons.empty() ? "" : r.reasons.front();
+    lock.artifacts.push_back(std::move(a));
+  }
+  return {};
+}
+
+Result<void> lock_git(const envspec::Spec& spec, const BlobStore& store, const LockOptions& options,
+                      envspec::Lock& lock) {
+  for (const envspec::CopyItem& item : spec.copy) {
+    if (item.git.empty()) {
+      continue;
+    }
+    // Keep the locked commit when the spec still asks for the same rev, unless it is being updated.
+    const envspec::LockedArtifact* previous = nullptr;
+    if (options.previous && !options.update_all && options.update.count(item.git_text) == 0) {
+      for (const envspec::LockedArtifact& a : options.previous->artifacts) {
+        if (a.kind == "git" && a.name == item.git_text && a.rev == item.rev) {
+          previous = &a;
+        }
+      }
+    }
+    if (previous != nullptr) {
+      lock.artifacts.push_back(*previous);
+      continue;
+    }
+    log::info("resolving {} {}", item.git_text, item.rev);
+    LS_TRY_ASSIGN(std::string commit, resolve_git_rev(store.root(), item.git, item.rev));
+    LS_TRY_ASSIGN(GitTreeDigest tree, git_export_digest(store.root(), item.git, commit));
+    envspec::LockedArtifact a;
+    a.kind = "git";
+    a.name = item.git_text;
+    a.version = commit;
+    a.rev = item.rev;
+    a.size = tree.size;
+    a.sha256 = tree.sha256;
+    a.url = item.git;
+    a.reason = "copy";
+    lock.artifacts.push_back(std::move(a));
+  }
+  return {};
+}
+
+// The apt part of the lock inputs: what the Debian packages were resolved from.
+nlohmann::json apt_inputs(const nlohmann::json& inputs) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* key : {"platform", "base", "repos", "stack"}) {
+    if (inputs.contains(key)) {
+      j[key] = inputs[key];
+    }
+  }
+  if (inputs.contains("packages") && inputs["packages"].contains("apt")) {
+    j["apt"] = inputs["packages"]["apt"];
+  }
+  return j;
+}
+
+// Keeps the previous lock's Debian packages, without reading the repositories, when nothing they
+// were resolved from changed and none of them is being updated (so changing a wheel or a git
+// source re-locks without touching apt).
+bool reuse_apt(const LockOptions& options, envspec::Lock& lock) {
+  if (!options.previous || options.update_all ||
+      apt_inputs(options.previous->inputs) != apt_inputs(lock.inputs) ||
+      options.previous->repos.size() != lock.repos.size()) {
+    return false;
+  }
+  // The stack's apt requests come from the recipes too, which may have changed since.
+  const auto stack_apt = [](const std::optional<envspec::LockedStack>& st) {
+    std::vector<std::string> out;
+    if (st) {
+      for (const envspec::LockedStackChoice& c : st->choices) {
+        if (c.via == "apt") {
+          out.insert(out.end(), c.packages.begin(), c.packages.end());
+        }
+      }
+    }
+    return out;
+  };
+  if (stack_apt(options.previous->stack) != stack_apt(lock.stack)) {
+    return false;
+  }
+  for (const envspec::LockedArtifact& a : options.previous->artifacts) {
+    if (a.kind == "deb" && options.update.count(a.name) != 0) {
+      return false;
+    }
+  }
+  for (std::size_t i = 0; i < lock.repos.size(); ++i) {
+    if (lock.repos[i].kind == "apt") {
+      lock.repos[i] = options.previous->repos[i];
+    }
+  }
+  for (const envspec::LockedArtifact& a : options.previous->artifacts) {
+    if (a.kind == "deb") {
+      lock.artifacts.push_back(a);
+    }
+  }
+  log::debug("apt packages: the lock's inputs are unchanged; keeping its {} debs", lock.artifacts.size());
+  return true;
+}
+
+// Local files under the spec's directory are recorded relative to it (`wheels/x.whl`), so the
+// lock, and the lock digest an image records, are the same on every machine; a build resolves
+// them against the spec's directory again (resolve_lock_urls).
+void relative_urls(const envspec::Spec& spec, envspec::Lock& lock) {
+  const std::string dir = spec.dir.string() + "/";
+  const auto relative = [&dir](std::string& url) {
+    for (const std::string& prefix : {"file://" + dir, dir}) {
+      if (url.rfind(prefix, 0) == 0 && url.size() > prefix.size()) {
+        url = url.substr(prefix.size());
+        return;
+      }
+    }
+  };
+  for (envspec::LockedArtifact& a : lock.artifacts) {
+    relative(a.url);
+  }
+  for (envspec::LockedRepo& r : lock.repos) {
+    relative(r.url);
+  }
+}
+
+} // namespace
+
+envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir) {
+  envspec::Lock out = lock;
+  const auto absolute = [&spec_dir](std::string& url) {
+    if (url.find("://") == std::string::npos && !url.empty() && url.front() != '/') {
+      url = "file://" + (spec_dir / url).lexically_normal().string();
+    }
+  };
+  for (envspec::LockedArtifact& a : out.artifacts) {
+    absolute(a.url);
+  }
+  for (envspec::LockedRepo& r : out.repos) {
+    absolute(r.url);
+  }
+  return out;
+}
+
+Result<void> check_lock_local_files(const envspec::Lock& lock, const envspec::Spec& spec) {
+  const std::vector<std::filesystem::path> roots = envspec::local_roots(spec);
+  const envspec::Lock resolved = resolve_lock_urls(lock, spec.dir);
+  std::vector<std::string> problems;
+  for (std::size_t i = 0; i < resolved.artifacts.size(); ++i) {
+    const envspec::LockedArtifact& a = resolved.artifacts[i];
+    if (a.kind == "git") {
+      continue;
+    }
+    const std::string entry =
+        fmt::format("{} {} {} (url {})", a.kind, a.name, a.version, lock.artifacts[i].url);
+    Result<std::optional<std::filesystem::path>> local = local_url_path(a.url);
+    if (!local) {
+      problems.push_back(fmt::format("{}: {}", entry, local.error().message));
+      continue;
+    }
+    if (!*local) {
+      continue; // http(s)
+    }
+    Result<Confinement> where = confine_path(**local, roots);
+    if (!where) {
+      problems.push_back(fmt::format("{}: {}", entry, where.error().message));
+    } else if (!where->inside()) {
+      problems.push_back(fmt::format("{} leads to {}", entry, where->real.string()));
+    }
+  }
+  if (problems.empty()) {
+    return {};
+  }
+  return invalid_input(
+      "the lock names local files outside the spec's directory {} and the local repositories the spec names; "
+      "nothing was read:\n  {}\nA lock names local files only there: lock again with `lockstep lock` (do not "
+      "use a lock edited by hand or made elsewhere), or name the local repository that holds them in the "
+      "spec's repos",
+      spec.dir.string(), fmt::join(problems, "\n  "));
+}
+
+std::string apt_group_of(const std::string& name) {
+  if (starts_with_any(name, {"openmpi",        "libopenmpi", "mpich",     "libmpich", "mpi-default",
+                             "python3-mpi4py", "libpmix",    "pmix",      "libucx",   "ucx",
+                             "libfabric",      "libhwloc",   "hwloc",     "libpsm",   "libibverbs",
+                             "ibverbs",        "librdmacm",  "rdma-core", "libmunge", "slurm"})) {
+    return "mpi";
+  }
+  if (starts_with_any(name, {"cuda", "libcuda", "libcudnn", "libnccl", "libcublas", "libcufft", "libcurand",
+                             "libcusolver", "libcusparse", "libnpp", "libnvjpeg", "libnvjitlink", "nvidia-",
+                             "libnvidia-", "libcudart", "libcupti", "libnvinfer", "tensorrt"})) {
+    return "cuda";
+  }
+  if (starts_with_any(name, {"python3", "libpython3", "python-is-python3"})) {
+    return "python";
+  }
+  return "app";
+}
+
+Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& store,
+                                const LockOptions& options) {
+  envspec::Lock lock;
+  lock.tool = fmt::format("lockstep {}", k_version);
+  lock.spec_digest = spec.digest;
+  lock.epoch = options.epoch;
+  lock.platform = spec.platform.str();
+  lock.inputs = envspec::lock_inputs(spec);
+  lock.repos.resize(spec.repos.size());
+  for (std::size_t i = 0; i < spec.repos.size(); ++i) {
+    const envspec::Repo& r = spec.repos[i];
+    lock.repos[i].kind = r.kind == envspec::Repo::Kind::apt    ? "apt"
+                         : r.kind == envspec::Repo::Kind::pypi ? "pypi"
+                                                               : "wheels";
+    lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
+  }
+  // The stack solver's packages join the spec's own requests (envspec/stack.hpp).
+  envspec::Spec effective = spec;
+  if (spec.stack) {
+    LS_TRY_ASSIGN(const envspec::RecipeSet recipes, recipes_for_spec(spec, store.root()));
+    LS_TRY_ASSIGN(envspec::StackSolution solution,
+                  envspec::solve_stack(*spec.stack, recipes, envspec::stack_context(spec)));
+    for (const std::string& line : envspec::describe_stack(solution.locked)) {
+      log::info("stack: {}", line);
+    }
+    lock.stack = std::move(solution.locked);
+    for (envspec::PackageRequest& r : solution.apt) {
+      effective.packages.apt.push_back(std::move(r));
+    }
+    for (envspec::PackageRequest& r : solution.pip) {
+      effective.packages.pip.push_back(std::move(r));
+    }
+  }
+  if (effective.base.kind == envspec::BaseImage::Kind::debian || !effective.packages.apt.empty()) {
+    if (!reuse_apt(options, lock)) {
+      LS_TRY(lock_apt(effective, store, options, lock));
+    }
+  }
+  LS_TRY(lock_git(effective, store, options, lock));
+  LS_TRY(lock_wheels(effective, lock, store, options));
+  relative_urls(spec, lock);
+  envspec::sort_artifacts(lock.artifacts);
+  return lock;
+}
+
+std::vector<std::string> describe_lock_changes(const envspec::Lock& before, const envspec::Lock& after) {
+  using Key = std::pair<std::string, std::string>; // kind, name(:arch)
+  std::map<Key, const envspec::LockedArtifact*> a;
+  std::map<Key, const envspec::LockedArtifact*> b;
+  const auto key = [](const envspec::LockedArtifact& x) {
+    return Key{x.kind, x.arch.empty() || x.kind != "deb" ? x.name : x.name + ":" + x.arch};
+  };
+  for (const auto& x : before.artifacts) {
+    a[key(x)] = &x;
+  }
+  for (const auto& x : after.artifacts) {
+    b[key(x)] = &x;
+  }
+  std::vector<std::string> out;
+  for (const auto& [k, x] : b) {
+    auto it = a.find(k);
+    if (it == a.end()) {
+      out.push_back(fmt::format("+ {} {}", x->name, x->version));
+    } else if (it->second->version != x->version || it->second->sha256 != x->sha256) {
+      out.push_back(fmt::format("~ {} {} -> {}", x->name, it->second->version, x->version));
+    }
+  }
+  for (const auto& [k, x] : a) {
+    if (b.count(k) == 0) {
+      out.push_back(fmt::format("- {} {}", x->name, x->version));
+    }
+  }
+  return out;
+}
+
+} // namespace lockstep::builder

@@ -1,0 +1,53 @@
+#pragma once
+// `lockstep lock` for `packages.pip`: every requirement is an exact pin (`name==X.Y.Z`), the wheel
+// for the image's Python is chosen from the spec's indexes and wheelhouses (first repository that
+// has the project), its dependencies are checked to be pinned too (lockstep never picks versions
+// of unpinned Python dependencies), and each wheel becomes a `kind: "wheel"` artifact with URL,
+// size and sha256. The target interpreter and platform come from the image's Debian packages in
+// the lock (python3.X, libc6). See docs/wheels.md ("Locking and installing").
+#include "builder/lock/lock.hpp"
+#include "envspec/lockfile.hpp"
+#include "envspec/spec.hpp"
+#include "support/blob_store.hpp"
+#include "support/oci/oci.hpp"
+#include "support/result.hpp"
+
+#include <string>
+
+namespace lockstep::builder {
+
+/// The Python an image gets from its Debian packages, and where wheels are installed for it.
+struct PythonTarget {
+  std::string full_version; ///< "3.11.2" (python_full_version)
+  std::string version;      ///< "3.11" (python_version)
+  std::string glibc;        ///< "2.36", from libc6
+  std::string machine;      ///< "x86_64", "aarch64", ... (platform_machine)
+  std::string interpreter;  ///< "/usr/bin/python3" (python3-minimal in the lock), else "/usr/bin/python3.11"
+  std::string package;      ///< "python3.11 3.11.2-6+deb12u1": where the version came from, for messages
+
+  /// Debian's site directory for locally installed packages, relative to the root
+  /// ("usr/local/lib/python3.11/dist-packages").
+  [[nodiscard]] std::string site_packages() const;
+  /// "cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36)", for messages.
+  [[nodiscard]] std::string describe() const;
+};
+
+/// The file name a URL ends with, percent-decoded ("file:///a/b%20c/x.whl" -> "x.whl").
+std::string url_filename(const std::string& url);
+
+/// The target Python of an image built from `lock` for `platform`: the lock's `python3.X` deb (the
+/// one `python3` selects when several are locked) and its `libc6`. An image without either is
+/// invalid_input saying to add python3 to packages.apt.
+Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platform& platform);
+
+/// Locks `spec.packages.pip` into `lock` (whose debs, for the target Python, are already there),
+/// appending one `wheel` artifact per requirement that applies to the target. Unpinned or invalid
+/// requirements are reported together as spec diagnostics; a project no repository has, a version
+/// without a wheel for the target, an index without sha256, or dependencies that are not pinned
+/// (all listed in one error) are invalid_input; network failures are external. With
+/// `options.previous`, a wheel locked before is kept (without asking the index) when its name,
+/// version and repository still match and it is not being updated.
+Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const BlobStore& store,
+                         const LockOptions& options);
+
+} // namespace lockstep::builder

@@ -1,0 +1,1004 @@
+// Reading an image's final filesystem view for verify and diff: layers applied in memory (OCI),
+// a SIF's squashfs extracted privately and walked, or a root directory walked; regular files hashed
+// (MD5 for dpkg's records, SHA-256 for RECORD) on a pool of threads while the reader goes on.
+#include "runner/audit/image_contents.hpp"
+
+#include "runner/launch/preflight.hpp"
+#include "runner/runtime/sif_mount.hpp"
+#include "runner/runtime/unpack.hpp"
+#include "support/blob_store.hpp"
+#include "support/compress.hpp"
+#include "support/fs.hpp"
+#include "support/interrupt.hpp"
+#include "support/log.hpp"
+#include "support/oci/image_source.hpp"
+#include "support/oci/oci.hpp"
+#include "support/oci/sif.hpp"
+#include "support/oci/squashfs.hpp"
+#include "support/oci/tar_reader.hpp"
+
+// The low-level digest interfaces need no provider lookup per file (see support/digest.cpp). MD5 is
+// what dpkg records; it is compared with dpkg's own record, never trusted for integrity.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/md5.h>
+#include <openssl/sha.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+namespace lockstep::runner {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t k_chunk = 1U << 20;
+constexpr int k_max_link_hops = 40;
+constexpr std::size_t k_max_path = 4096;
+constexpr std::size_t k_max_depth = 1024;
+constexpr std::uint64_t k_max_inflight = 64ULL << 20;
+constexpr std::string_view k_whiteout_prefix = ".wh.";
+constexpr std::string_view k_whiteout_opaque = ".wh..wh..opq";
+constexpr std::string_view k_dist_info_suffix = ".dist-info";
+
+// ---------------------------------------------------------------------------------------------
+// Hashing on a pool of threads. Each file is a slot; its chunks are hashed in order, MD5 by one
+// worker and SHA-256 by the next, so one big file keeps two cores busy and many files keep all of
+// them. The reader blocks while more than k_max_inflight bytes wait. Results depend only on the
+// bytes, never on the scheduling.
+
+struct HashSlot {
+  std::unique_ptr<MD5_CTX> md5 = std::make_unique<MD5_CTX>();       ///< freed once final
+  std::unique_ptr<SHA256_CTX> sha = std::make_unique<SHA256_CTX>(); ///< freed once final
+  std::array<std::uint8_t, 16> md5_out{};
+  std::array<std::uint8_t, 32> sha_out{};
+};
+
+class HashPool {
+public:
+  explicit HashPool(unsigned threads) {
+    const unsigned n = std::max(1U, threads);
+    m_queues.resize(n);
+    for (unsigned i = 0; i < n; ++i) {
+      m_workers.emplace_back([this, i] { run(i); });
+    }
+  }
+  ~HashPool() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    for (auto& t : m_workers) {
+      t.join();
+    }
+  }
+  HashPool(const HashPool&) = delete;
+  HashPool& operator=(const HashPool&) = delete;
+
+  // A new file; its index is what ImageEntry::hash_slot holds.
+  std::size_t open() {
+    auto slot = std::make_unique<HashSlot>();
+    MD5_Init(slot->md5.get());
+    SHA256_Init(slot->sha.get());
+    m_slots.push_back(std::move(slot));
+    return m_slots.size() - 1;
+  }
+
+  void feed(std::size_t slot, std::shared_ptr<const std::vector<char>> chunk) {
+    push(slot, std::move(chunk), false);
+  }
+  void close(std::size_t slot) { push(slot, nullptr, true); }
+
+  // Waits until every queued chunk is hashed.
+  void wait() {
+    std::unique_lock lock(m_mutex);
+    m_done_cv.wait(lock, [this] { return m_pending == 0; });
+  }
+
+  [[nodiscard]] const HashSlot& slot(std::size_t i) const { return *m_slots[i]; }
+
+private:
+  struct Task {
+    HashSlot* slot = nullptr;
+    bool sha = false;
+    std::shared_ptr<const std::vector<char>> chunk;
+    bool final = false;
+  };
+
+  void push(std::size_t index, std::shared_ptr<const std::vector<char>> chunk, bool final) {
+    HashSlot* slot = m_slots[index].get();
+    const std::size_t bytes = chunk ? chunk->size() : 0;
+    std::unique_lock lock(m_mutex);
+    m_done_cv.wait(lock, [this] { return m_inflight < k_max_inflight; });
+    const std::size_t w = m_queues.size();
+    m_queues[index % w].push_back(Task{slot, false, chunk, final});
+    m_queues[(index + 1) % w].push_back(Task{slot, true, std::move(chunk), final});
+    m_inflight += 2 * bytes;
+    m_pending += 2;
+    lock.unlock();
+    m_cv.notify_all();
+  }
+
+  void run(unsigned me) {
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+      m_cv.wait(lock, [&] { return m_stop || !m_queues[me].empty(); });
+      if (m_queues[me].empty()) {
+        return;
+      }
+      Task task = std::move(m_queues[me].front());
+      m_queues[me].pop_front();
+      lock.unlock();
+      const std::size_t bytes = task.chunk ? task.chunk->size() : 0;
+      if (task.chunk) {
+        if (task.sha) {
+          SHA256_Update(task.slot->sha.get(), task.chunk->data(), bytes);
+        } else {
+          MD5_Update(task.slot->md5.get(), task.chunk->data(), bytes);
+        }
+      }
+      if (task.final) {
+        if (task.sha) {
+          SHA256_Final(task.slot->sha_out.data(), task.slot->sha.get());
+          task.slot->sha.reset();
+        } else {
+          MD5_Final(task.slot->md5_out.data(), task.slot->md5.get());
+          task.slot->md5.reset();
+        }
+      }
+      task.chunk.reset();
+      lock.lock();
+      m_inflight -= bytes;
+      --m_pending;
+      m_done_cv.notify_all();
+    }
+  }
+
+  std::vector<std::unique_ptr<HashSlot>> m_slots; // touched by the reader only
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::condition_variable m_done_cv;
+  std::vector<std::deque<Task>> m_queues;
+  std::uint64_t m_inflight = 0;
+  std::uint64_t m_pending = 0;
+  bool m_stop = false;
+  std::vector<std::thread> m_workers; // last: started once the rest exists
+};
+
+// ---------------------------------------------------------------------------------------------
+// Paths
+
+std::vector<std::string_view> split_components(std::string_view path) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) {
+      j = path.size();
+    }
+    if (j > i) {
+      out.push_back(path.substr(i, j - i));
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string join_path(const std::string& dir, std::string_view name) {
+  return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
+}
+
+std::pair<std::string_view, std::string_view> split_last(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) {
+    return {std::string_view(), path};
+  }
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// The outcome of walking a path through the view.
+struct Walk {
+  enum class Status { ok, missing_parent, not_directory, loop };
+  Status status = Status::ok;
+  std::string path; ///< ok: the resolved path; otherwise the component where it stopped
+};
+
+// Resolves `input` in `entries` as RESOLVE_IN_ROOT would: ".." never climbs above the root,
+// absolute link targets restart at the root, at most k_max_link_hops links. The last component is a
+// link followed only with `follow_last`; it need not exist.
+Walk walk(const std::map<std::string, ImageEntry>& entries, std::string_view input, bool follow_last) {
+  std::vector<std::string> out;
+  std::deque<std::string> todo;
+  for (std::string_view c : split_components(input)) {
+    todo.emplace_back(c);
+  }
+  std::string current; // join of `out`
+  int hops = 0;
+  auto rejoin = [&] {
+    current.clear();
+    for (const auto& c : out) {
+      current = join_path(current, c);
+    }
+  };
+  while (!todo.empty()) {
+    std::string comp = std::move(todo.front());
+    todo.pop_front();
+    if (comp.empty() || comp == ".") {
+      continue;
+    }
+    if (comp == "..") {
+      if (!out.empty()) {
+        out.pop_back();
+        rejoin();
+      }
+      continue;
+    }
+    const bool last = todo.empty();
+    std::string candidate = join_path(current, comp);
+    auto it = entries.find(candidate);
+    if (it == entries.end()) {
+      if (last) {
+        return {Walk::Status::ok, candidate};
+      }
+      return {Walk::Status::missing_parent, candidate};
+    }
+    const ImageEntry& e = it->second;
+    if (e.type == ImageEntry::Type::symlink && (!last || follow_last)) {
+      if (++hops > k_max_link_hops) {
+        return {Walk::Status::loop, candidate};
+      }
+      const std::string& target = e.link_target;
+      if (!target.empty() && target.front() == '/') {
+        out.clear();
+        current.clear();
+      }
+      std::vector<std::string_view> parts = split_components(target);
+      for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
+        todo.emplace_front(*p);
+      }
+      continue;
+    }
+    if (!last && e.type != ImageEntry::Type::directory) {
+      return {Walk::Status::not_directory, candidate};
+    }
+    out.push_back(std::move(comp));
+    current = std::move(candidate);
+  }
+  return {Walk::Status::ok, current};
+}
+
+// Removes `path`'s subtree (not `path` itself) from `entries`; with `below_layer`, only what
+// lower layers wrote.
+void remove_children(std::map<std::string, ImageEntry>& entries, const std::string& path,
+                     std::optional<std::size_t> below_layer) {
+  const std::string prefix = path.empty() ? std::string() : path + "/";
+  auto it = prefix.empty() ? entries.begin() : entries.lower_bound(prefix);
+  while (it != entries.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+    if (!below_layer || it->second.layer < *below_layer) {
+      it = entries.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building the view
+
+// What one reader (a layer or a directory walk) shares: the view, the limits and the hash pool.
+class ViewBuilder {
+public:
+  ViewBuilder(ImageContents& contents, const ContentsOptions& options, std::size_t layer, std::string what)
+      : m_contents(contents), m_entries(contents.mutable_entries()), m_options(options), m_layer(layer),
+        m_what(std::move(what)) {
+    if (options.digests) {
+      m_pool.emplace(options.threads == 0 ? default_thread_count() : options.threads);
+    }
+    for (const auto& [path, e] : m_entries) {
+      if (e.text) {
+        m_metadata_bytes += e.text->size();
+      }
+    }
+  }
+
+  // The final path of member `name`: its parent resolved through the view (missing parents become
+  // directories, as tar extractors make them), its last component kept.
+  Result<std::string> place(const std::string& name) {
+    auto [parent, base] = split_last(name);
+    for (int attempt = 0;; ++attempt) {
+      Walk w = walk(m_entries, parent, true);
+      switch (w.status) {
+      case Walk::Status::ok:
+        if (!w.path.empty()) {
+          auto it = m_entries.find(w.path);
+          if (it == m_entries.end()) {
+            LS_TRY(add(w.path, directory()));
+          } else if (it->second.type != ImageEntry::Type::directory) {
+            return invalid_input("{}: member '{}': /{} is not a directory in the image", m_what, name,
+                                 w.path);
+          }
+          mark_written(w.path);
+        }
+        return join_path(w.path, base);
+      case Walk::Status::missing_parent:
+        if (attempt > static_cast<int>(k_max_path)) {
+          return invalid_input("{}: member '{}': its parent directories can't be made", m_what, name);
+        }
+        LS_TRY(add(w.path, directory()));
+        continue;
+      case Walk::Status::not_directory:
+        return invalid_input("{}: member '{}': /{} is not a directory in the image", m_what, name, w.path);
+      case Walk::Status::loop:
+        return invalid_input("{}: member '{}': too many symbolic links at /{}", m_what, name, w.path);
+      }
+    }
+  }
+
+  // Puts `entry` at `path`, replacing what is there (a directory replaced by something else takes
+  // its subtree with it; a directory over a directory keeps both's children).
+  Result<void> add(const std::string& path, ImageEntry entry) {
+    if (path.size() > k_max_path) {
+      return invalid_input("{}: path /{}... is longer than {} bytes", m_what, path.substr(0, 64), k_max_path);
+    }
+    auto it = m_entries.find(path);
+    if (it != m_entries.end()) {
+      if (it->second.type == ImageEntry::Type::directory && entry.type == ImageEntry::Type::directory) {
+        it->second.layer = m_layer; // this layer wrote it: its whiteouts and opaque markers keep it
+        return {};
+      }
+      forget_text(it->second);
+      if (it->second.type == ImageEntry::Type::directory) {
+        remove_children(m_entries, path, std::nullopt);
+      }
+      it = m_entries.find(path); // remove_children never removes `path` itself
+      it->second = std::move(entry);
+    } else {
+      if (m_entries.size() >= m_options.max_entries) {
+        return invalid_input("{}: the image has more than {} paths; refusing it", m_what,
+                             m_options.max_entries);
+      }
+      m_entries.emplace(path, std::move(entry));
+    }
+    return {};
+  }
+
+  // Marks the directory `path` and its ancestors as written by this layer (a directory written into
+  // counts as written, as runner/runtime/unpack records it), so this layer's whiteouts leave them alone.
+  void mark_written(const std::string& path) {
+    std::size_t end = path.size();
+    for (;;) {
+      auto it = m_entries.find(path.substr(0, end));
+      if (it != m_entries.end() && it->second.type == ImageEntry::Type::directory) {
+        it->second.layer = m_layer;
+      }
+      end = path.rfind('/', end - 1);
+      if (end == std::string::npos || end == 0) {
+        return;
+      }
+    }
+  }
+
+  [[nodiscard]] ImageEntry directory() const {
+    ImageEntry e;
+    e.type = ImageEntry::Type::directory;
+    e.layer = m_layer;
+    return e;
+  }
+
+  // Reads a regular file's data from `read` (a callable filling a buffer, 0 at the end) into the
+  // hash pool, keeping its text when `path` is a metadata file. `declared` is the size announced.
+  template <typename ReadFn>
+  Result<ImageEntry> read_file(const std::string& path, std::uint64_t declared, ReadFn&& read) {
+    ImageEntry e;
+    e.type = ImageEntry::Type::file;
+    e.layer = m_layer;
+    const bool keep = is_metadata_path(path);
+    std::string text;
+    if (keep && declared > m_options.max_metadata_file) {
+      return invalid_input("{}: /{} has {} bytes, more than the {} a metadata file may have", m_what, path,
+                           declared, m_options.max_metadata_file);
+    }
+    if (!m_pool && !keep) {
+      e.size = declared; // no digests wanted: the data is skipped, never copied
+      return e;
+    }
+    std::size_t slot = SIZE_MAX;
+    if (m_pool) {
+      slot = m_pool->open();
+    }
+    std::uint64_t total = 0;
+    for (;;) {
+      LS_TRY(check_interrupted());
+      auto chunk = std::make_shared<std::vector<char>>(static_cast<std::size_t>(std::min<std::uint64_t>(
+          k_chunk, std::max<std::uint64_t>(declared - std::min(declared, total), 4096))));
+      LS_TRY_ASSIGN(std::size_t n, read(chunk->data(), chunk->size()));
+      if (n == 0) {
+        break;
+      }
+      chunk->resize(n);
+      total += n;
+      m_bytes += n;
+      if (m_bytes > m_options.max_layer_bytes) {
+        return invalid_input("{}: more than {} bytes of file data; refusing it", m_what,
+                             m_options.max_layer_bytes);
+      }
+      if (keep) {
+        if (total > m_options.max_metadata_file) {
+          return invalid_input("{}: /{} is larger than the {} bytes a metadata file may have", m_what, path,
+                               m_options.max_metadata_file);
+        }
+        text.append(chunk->data(), n);
+      }
+      if (m_pool) {
+        m_pool->feed(slot, std::move(chunk));
+      }
+    }
+    if (m_pool) {
+      m_pool->close(slot);
+      m_pending.push_back(path);
+      m_contents.bytes_hashed += total;
+    }
+    e.size = total;
+    e.hash_slot = slot;
+    if (keep) {
+      m_metadata_bytes += text.size();
+      if (m_metadata_bytes > m_options.max_metadata_total) {
+        return invalid_input("{}: more than {} bytes of package metadata; refusing it", m_what,
+                             m_options.max_metadata_total);
+      }
+      e.text = std::make_shared<const std::string>(std::move(text));
+    }
+    return e;
+  }
+
+  // Waits for the hashes and stores them in the entries still in the view.
+  void finish() {
+    if (!m_pool) {
+      return;
+    }
+    m_pool->wait();
+    for (const std::string& path : m_pending) {
+      auto it = m_entries.find(path);
+      if (it == m_entries.end() || it->second.hash_slot == SIZE_MAX) {
+        continue;
+      }
+      const HashSlot& s = m_pool->slot(it->second.hash_slot);
+      it->second.md5 = s.md5_out;
+      it->second.sha256 = s.sha_out;
+      it->second.hash_slot = SIZE_MAX;
+    }
+    m_contents.has_digests = true;
+  }
+
+  // Records that the entry at `path` waits for a slot's digests (a hard link to a file of this pass).
+  void note_pending(const std::string& path, const ImageEntry& e) {
+    if (e.hash_slot != SIZE_MAX) {
+      m_pending.push_back(path);
+    }
+  }
+
+  void forget_text(const ImageEntry& e) {
+    if (e.text) {
+      m_metadata_bytes -= std::min<std::uint64_t>(m_metadata_bytes, e.text->size());
+    }
+  }
+
+  [[nodiscard]] std::map<std::string, ImageEntry>& entries() { return m_entries; }
+  [[nodiscard]] const std::string& what() const { return m_what; }
+  [[nodiscard]] std::size_t layer() const { return m_layer; }
+
+private:
+  ImageContents& m_contents;
+  std::map<std::string, ImageEntry>& m_entries;
+  const ContentsOptions& m_options;
+  std::size_t m_layer;
+  std::string m_what;
+  std::optional<HashPool> m_pool;
+  std::vector<std::string> m_pending;
+  std::uint64_t m_bytes = 0;
+  std::uint64_t m_metadata_bytes = 0;
+};
+
+Result<void> apply_member(ViewBuilder& b, TarReader& reader, const TarMember& m) {
+  if (m.name.empty()) {
+    return {}; // the root itself
+  }
+  auto& entries = b.entries();
+  auto [parent_name, base] = split_last(m.name);
+  if (base.substr(0, k_whiteout_prefix.size()) == k_whiteout_prefix) {
+    Walk parent = walk(entries, parent_name, true);
+    if (parent.status != Walk::Status::ok) {
+      return {}; // nothing below a missing or non-directory parent to remove
+    }
+    if (!parent.path.empty()) {
+      auto it = entries.find(parent.path);
+      if (it == entries.end() || it->second.type != ImageEntry::Type::directory) {
+        return {};
+      }
+    }
+    if (base == k_whiteout_opaque) {
+      remove_children(entries, parent.path, b.layer());
+      return {};
+    }
+    if (base.substr(0, 2 * k_whiteout_prefix.size()) == ".wh..wh.") {
+      return {}; // other AUFS metadata: nothing to apply
+    }
+    const std::string target = join_path(parent.path, base.substr(k_whiteout_prefix.size()));
+    auto it = entries.find(target);
+    if (it != entries.end() && it->second.layer < b.layer()) {
+      b.forget_text(it->second);
+      if (it->second.type == ImageEntry::Type::directory) {
+        remove_children(entries, target, b.layer());
+      }
+      entries.erase(target);
+    }
+    return {};
+  }
+
+  LS_TRY_ASSIGN(const std::string path, b.place(m.name));
+  ImageEntry e;
+  e.layer = b.layer();
+  switch (m.type) {
+  case TarMember::Type::directory:
+    e.type = ImageEntry::Type::directory;
+    return b.add(path, std::move(e));
+  case TarMember::Type::symlink:
+    if (m.link_target.size() > k_max_path) {
+      return invalid_input("{}: member '{}': the link target is longer than {} bytes", b.what(), m.name,
+                           k_max_path);
+    }
+    e.type = ImageEntry::Type::symlink;
+    e.link_target = m.link_target;
+    return b.add(path, std::move(e));
+  case TarMember::Type::hardlink: {
+    Walk target = walk(entries, m.link_target, false);
+    auto it = target.status == Walk::Status::ok ? entries.find(target.path) : entries.end();
+    if (it == entries.end() || it->second.type != ImageEntry::Type::file) {
+      return invalid_input("{}: member '{}' is a hard link to '{}', which is not a file in the image",
+                           b.what(), m.name, m.link_target);
+    }
+    e = it->second;
+    e.layer = b.layer();
+    b.note_pending(path, e);
+    return b.add(path, std::move(e));
+  }
+  case TarMember::Type::file: {
+    LS_TRY_ASSIGN(e, b.read_file(path, static_cast<std::uint64_t>(m.size),
+                                 [&](void* buf, std::size_t size) { return reader.read(buf, size); }));
+    return b.add(path, std::move(e));
+  }
+  case TarMember::Type::other:
+    e.type = ImageEntry::Type::other;
+    return b.add(path, std::move(e));
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directories
+
+int open_beneath(int root_fd, const std::string& rel, int flags) {
+  struct open_how how {};
+  how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  for (int attempt = 0;; ++attempt) {
+    long fd = ::syscall(SYS_openat2, root_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof how);
+    if (fd >= 0) {
+      return static_cast<int>(fd);
+    }
+    if ((errno != EINTR && errno != EAGAIN) || attempt > 100) {
+      return -1;
+    }
+  }
+}
+
+// The names in a directory, sorted bytewise.
+Result<std::vector<std::string>> list_directory(int dir_fd, const std::string& where) {
+  LS_TRY_ASSIGN(std::vector<std::string> names, directory_names(dir_fd, where));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Walks the tree under `root` into `contents`; `what` names the image in messages. With
+// `owned` (a private extraction), unreadable files and directories are made readable first.
+Result<void> walk_directory(ImageContents& contents, const fs::path& root, const std::string& what,
+                            const ContentsOptions& options, bool owned) {
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return errno_error("can't open the image root " + what, errno);
+  }
+  UniqueFd root_fd(fd);
+  ViewBuilder builder(contents, options, 1, what);
+  std::map<std::pair<dev_t, ino_t>, std::string> links; // hard links: the first path of an inode
+  auto walked = [&]() -> Result<void> {
+    std::vector<std::pair<std::string, std::size_t>> todo{{"", 0}}; // directories still to list
+    while (!todo.empty()) {
+      auto [dir, depth] = std::move(todo.back());
+      todo.pop_back();
+      if (depth > k_max_depth) {
+        return invalid_input("{}: directories nested more than {} deep at /{}", what, k_max_depth, dir);
+      }
+      int dfd = open_beneath(root_fd.get(), dir, O_RDONLY | O_DIRECTORY);
+      if (dfd < 0 && errno == EACCES && owned && !dir.empty() &&
+          ::fchmodat(root_fd.get(), dir.c_str(), 0700, AT_SYMLINK_NOFOLLOW) == 0) {
+        dfd = open_beneath(root_fd.get(), dir, O_RDONLY | O_DIRECTORY);
+      }
+      if (dfd < 0) {
+        return errno_error(fmt::format("can't open directory /{} in {}", dir, what), errno);
+      }
+      UniqueFd dir_fd(dfd);
+      LS_TRY_ASSIGN(std::vector<std::string> names,
+                    list_directory(dir_fd.get(), fmt::format("/{} in {}", dir, what)));
+      // Pushed in reverse so that directories are listed in sorted order (the order never shows
+      // in the result, which is a sorted map; it keeps I/O patterns repeatable).
+      std::vector<std::pair<std::string, std::size_t>> subdirs;
+      for (const std::string& name : names) {
+        LS_TRY(check_interrupted());
+        const std::string path = join_path(dir, name);
+        struct stat st {};
+        if (::fstatat(dir_fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+          return errno_error(fmt::format("can't stat /{} in {}", path, what), errno);
+        }
+        ImageEntry e;
+        e.layer = builder.layer();
+        if (S_ISDIR(st.st_mode)) {
+          e.type = ImageEntry::Type::directory;
+          subdirs.emplace_back(path, depth + 1);
+        } else if (S_ISLNK(st.st_mode)) {
+          e.type = ImageEntry::Type::symlink;
+          std::string target(k_max_path + 1, '\0');
+          ssize_t n = ::readlinkat(dir_fd.get(), name.c_str(), target.data(), target.size());
+          if (n < 0) {
+            return errno_error(fmt::format("can't read the link /{} in {}", path, what), errno);
+          }
+          if (static_cast<std::size_t>(n) > k_max_path) {
+            return invalid_input("{}: the link /{} has a target longer than {} bytes", what, path,
+                                 k_max_path);
+          }
+          target.resize(static_cast<std::size_t>(n));
+          e.link_target = std::move(target);
+        } else if (S_ISREG(st.st_mode)) {
+          auto key = std::make_pair(st.st_dev, st.st_ino);
+          if (st.st_nlink > 1) {
+            if (auto it = links.find(key); it != links.end()) {
+              auto first = builder.entries().find(it->second);
+              if (first != builder.entries().end()) {
+                e = first->second;
+                builder.note_pending(path, e);
+                LS_TRY(builder.add(path, std::move(e)));
+                continue;
+              }
+            }
+            links.emplace(key, path);
+          }
+          if (!options.digests && !is_metadata_path(path)) {
+            e.type = ImageEntry::Type::file; // diff: only the metadata files are read
+            e.size = static_cast<std::uint64_t>(st.st_size);
+            LS_TRY(builder.add(path, std::move(e)));
+            continue;
+          }
+          int ffd = ::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+          if (ffd < 0 && errno == EACCES && owned &&
+              ::fchmodat(dir_fd.get(), name.c_str(), (st.st_mode & 07777) | S_IRUSR, AT_SYMLINK_NOFOLLOW) ==
+                  0) {
+            ffd = ::openat(dir_fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+          }
+          if (ffd < 0) {
+            return errno_error(fmt::format("can't open /{} in {}", path, what), errno);
+          }
+          UniqueFd file(ffd);
+          const std::string where = fmt::format("/{} in {}", path, what);
+          LS_TRY_ASSIGN(e, builder.read_file(path, static_cast<std::uint64_t>(st.st_size),
+                                             [&](void* buf, std::size_t size) {
+                                               return read_some(file.get(), buf, size, where);
+                                             }));
+        } else {
+          e.type = ImageEntry::Type::other;
+        }
+        LS_TRY(builder.add(path, std::move(e)));
+      }
+      for (auto it = subdirs.rbegin(); it != subdirs.rend(); ++it) {
+        todo.push_back(std::move(*it));
+      }
+    }
+    return {};
+  }();
+  builder.finish();
+  return walked;
+}
+
+} // namespace
+
+std::string hex_of(const std::uint8_t* bytes, std::size_t size) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    out += k_hex[bytes[i] >> 4];
+    out += k_hex[bytes[i] & 15];
+  }
+  return out;
+}
+
+bool is_metadata_path(std::string_view path) {
+  if (path == "var/lib/dpkg/status" || path == "var/lib/dpkg/diversions" || path == "var/lib/dpkg/arch") {
+    return true;
+  }
+  constexpr std::string_view info = "var/lib/dpkg/info/";
+  if (path.substr(0, info.size()) == info) {
+    std::string_view name = path.substr(info.size());
+    constexpr std::string_view ext = ".md5sums";
+    return name.find('/') == std::string_view::npos && name.size() > ext.size() &&
+           name.substr(name.size() - ext.size()) == ext;
+  }
+  auto [dir, base] = split_last(path);
+  if (base != "METADATA" && base != "RECORD" && base != "INSTALLER") {
+    return false;
+  }
+  auto [site, dist_info] = split_last(dir);
+  return dist_info.size() > k_dist_info_suffix.size() &&
+         dist_info.substr(dist_info.size() - k_dist_info_suffix.size()) == k_dist_info_suffix;
+}
+
+const ImageEntry* ImageContents::resolve(std::string_view path, FollowLast follow,
+                                         std::string* resolved) const {
+  static const ImageEntry k_root = [] {
+    ImageEntry e;
+    e.type = ImageEntry::Type::directory;
+    return e;
+  }();
+  Walk w = walk(m_entries, path, follow == FollowLast::yes);
+  if (w.status != Walk::Status::ok) {
+    return nullptr;
+  }
+  if (resolved != nullptr) {
+    *resolved = w.path;
+  }
+  if (w.path.empty()) {
+    return &k_root;
+  }
+  auto it = m_entries.find(w.path);
+  return it == m_entries.end() ? nullptr : &it->second;
+}
+
+const std::string* ImageContents::text(std::string_view path) const {
+  const ImageEntry* e = resolve(path, FollowLast::yes);
+  return e != nullptr && e->type == ImageEntry::Type::file && e->text ? e->text.get() : nullptr;
+}
+
+Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& tar, std::size_t layer,
+                                     const std::string& what, const ContentsOptions& options) {
+  LS_TRY_ASSIGN(TarReader reader, TarReader::open(tar, what));
+  ViewBuilder builder(contents, options, layer, what);
+  std::uint64_t members = 0;
+  auto applied = [&]() -> Result<void> {
+    for (;;) {
+      LS_TRY(check_interrupted());
+      LS_TRY_ASSIGN(std::optional<TarMember> m, reader.next());
+      if (!m) {
+        return {};
+      }
+      if (++members > options.max_entries) {
+        return invalid_input("{}: more than {} members; refusing the layer", what, options.max_entries);
+      }
+      LS_TRY(apply_member(builder, reader, *m));
+    }
+  }();
+  builder.finish(); // always: the pool's workers still hold chunks
+  return applied;
+}
+
+Result<void> add_directory_to_contents(ImageContents& contents, const fs::path& root,
+                                       const ContentsOptions& options) {
+  return walk_directory(contents, root, root.string(), options, false);
+}
+
+Result<ImageArg> parse_image_location(std::string_view text) {
+  constexpr std::array<std::string_view, 5> prefixes = {
+      "oci:", "oci-archive:", "docker-archive:", "sif:", "dir:"};
+  for (std::string_view p : prefixes) {
+    if (text.substr(0, p.size()) == p) {
+      return parse_image_arg(text);
+    }
+  }
+  const fs::path path{std::string(text)};
+  struct stat st {};
+  if (!text.empty() && ::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      struct stat marker {};
+      if (::stat((path / "oci-layout").c_str(), &marker) == 0) {
+        return parse_image_arg("oci:" + std::string(text));
+      }
+    } else if (S_ISREG(st.st_mode)) {
+      // A tar archive: an OCI archive holds oci-layout, a docker-archive manifest.json.
+      char head[512] = {};
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+      if (fd.valid() && ::pread(fd.get(), head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+          std::string_view(head + 257, 5) == "ustar") {
+        auto reader = TarReader::open(path, std::string(text));
+        bool layout = false;
+        bool docker = false;
+        for (int i = 0; reader && i < 100000; ++i) {
+          auto m = reader->next();
+          if (!m || !*m) {
+            break;
+          }
+          layout = layout || (*m)->name == "oci-layout";
+          docker = docker || (*m)->name == "manifest.json";
+        }
+        if (layout) {
+          return parse_image_arg("oci-archive:" + std::string(text));
+        }
+        if (docker) {
+          return parse_image_arg("docker-archive:" + std::string(text));
+        }
+      }
+    }
+  }
+  return parse_image_arg(text);
+}
+
+namespace {
+
+constexpr std::int64_t k_max_sif_labels = 1 << 20;
+
+// Reads `bytes.size()` bytes at `offset` (a short read at the end of the file gives fewer).
+Result<std::size_t> read_at(int fd, std::string& bytes, std::int64_t offset, const std::string& what) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n =
+        ::pread(fd, bytes.data() + done, bytes.size() - done, offset + static_cast<std::int64_t>(done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return errno_error("can't read " + what, errno);
+    }
+    if (n == 0) {
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return done;
+}
+
+// A private directory under the lockstep cache's tmp/ (swept after a day if a kill leaves it).
+Result<TempDir> private_dir(const std::string& prefix) {
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  return TempDir::create(store.root() / "tmp", prefix);
+}
+
+Result<void> read_oci(ImageContents& contents, const ImageArg& image, const ContentsOptions& options) {
+  LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
+  LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
+  contents.digest = opened.manifest_digest;
+  const nlohmann::json& config = opened.config;
+  LS_TRY_ASSIGN(contents.labels,
+                oci::config_labels(config.is_object() && config.contains("config") ? config["config"]
+                                                                                   : nlohmann::json(),
+                                   contents.what));
+  if (auto it = opened.manifest.annotations.find(std::string(k_lock_digest_key));
+      it != opened.manifest.annotations.end()) {
+    contents.lock_digest = it->second;
+  }
+  contents.architecture = opened.platform.architecture;
+  LS_TRY_ASSIGN(TempDir tmp, private_dir("verify-"));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(tmp.path()));
+  const std::size_t n = opened.manifest.layers.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const oci::Descriptor& layer = opened.manifest.layers[i];
+    const std::string what = fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, n, layer.digest.str());
+    auto compression = oci::layer_compression(layer.media_type);
+    if (!compression) {
+      return invalid_input("{}: {}", what, compression.error().message);
+    }
+    if (*compression == oci::Compression::none && i < opened.diff_ids.size() &&
+        opened.diff_ids[i] != layer.digest) {
+      return invalid_input("{}: an uncompressed layer's digest must be its diff_id ({})", what,
+                           opened.diff_ids[i].str());
+    }
+    LS_TRY(source->fetch_blob(layer, store));
+    const fs::path blob = store.blob_path(layer.digest);
+    log::debug("verify: reading {}", what);
+    Result<void> applied = apply_layer_to_contents(contents, blob, i + 1, what, options);
+    std::error_code ec;
+    fs::remove(blob, ec);
+    LS_TRY(std::move(applied));
+  }
+  contents.layers = n;
+  return {};
+}
+
+Result<void> read_sif(ImageContents& contents, const ImageArg& image, const ContentsOptions& options) {
+  LS_TRY_ASSIGN(sif::Image sif_image, sif::read_image(image.path));
+  const sif::Descriptor* part = sif_image.primary_partition();
+  if (part == nullptr) {
+    return invalid_input("{}: the SIF has no primary system partition", contents.what);
+  }
+  if (part->fs_type != sif::FsType::squashfs) {
+    return invalid_input("{}: the primary partition is not squashfs; lockstep reads squashfs only",
+                         contents.what);
+  }
+  contents.architecture = sif_image.arch;
+  LS_TRY_ASSIGN(const std::string config_bytes, read_sif_oci_config(image.path));
+  if (!config_bytes.empty()) {
+    LS_TRY_ASSIGN(nlohmann::json config, oci::parse_json(config_bytes, contents.what + " oci-config.json"));
+    LS_TRY_ASSIGN(contents.labels, oci::config_labels(config, contents.what));
+  }
+  if (auto it = contents.labels.find(std::string(k_lock_digest_key)); it != contents.labels.end()) {
+    contents.lock_digest = it->second;
+  }
+  // The SIF's labels object (JSON.Generic "labels", Apptainer's `inspect --labels`) carries the
+  // manifest annotations a build copies there; the lock digest is taken from it when present.
+  for (const sif::Descriptor& d : sif_image.descriptors) {
+    if (d.type != sif::DataType::labels || d.size <= 0 || d.size > k_max_sif_labels) {
+      continue;
+    }
+    LS_TRY_ASSIGN(UniqueFd fd, open_file(image.path, O_RDONLY));
+    std::string bytes(static_cast<std::size_t>(d.size), '\0');
+    LS_TRY_ASSIGN(std::size_t n, read_at(fd.get(), bytes, d.offset, contents.what));
+    auto labels = oci::parse_json(bytes.substr(0, n), contents.what + " labels");
+    if (labels && labels->is_object() && labels->contains(k_lock_digest_key) &&
+        (*labels)[std::string(k_lock_digest_key)].is_string() && contents.lock_digest.empty()) {
+      contents.lock_digest = (*labels)[std::string(k_lock_digest_key)].get<std::string>();
+    }
+  }
+  LS_TRY_ASSIGN(contents.digest, image_digest(image));
+  LS_TRY_ASSIGN(TempDir tmp, private_dir("verify-sif-"));
+  const fs::path rootfs = tmp.path() / "rootfs";
+  if (::mkdir(rootfs.c_str(), 0700) != 0) {
+    return errno_error("can't create " + rootfs.string(), errno);
+  }
+  auto read = [&]() -> Result<void> {
+    LS_TRY_ASSIGN(UniqueFd dest, open_file(rootfs, O_RDONLY | O_DIRECTORY));
+    LS_TRY(extract_squashfs(image.path, part->offset, dest.get(), false));
+    // The extracted tree has the image's modes: unreadable entries are made readable (owned).
+    return walk_directory(contents, rootfs, contents.what, options, true);
+  }();
+  LS_TRY(remove_tree(rootfs));
+  LS_TRY(std::move(read));
+  contents.layers = 1;
+  return {};
+}
+
+} // namespace
+
+Result<ImageContents> read_image_contents(const ImageArg& image, const ContentsOptions& options) {
+  ImageContents contents;
+  switch (image.kind) {
+  case ImageArg::Kind::oci:
+    contents.what = image.ref.str();
+    LS_TRY(read_oci(contents, image, options));
+    break;
+  case ImageArg::Kind::sif:
+    contents.what = "sif:" + image.path.string();
+    LS_TRY(read_sif(contents, image, options));
+    break;
+  case ImageArg::Kind::directory:
+    contents.what = "dir:" + image.path.string();
+    LS_TRY(walk_directory(contents, image.path, contents.what, options, false));
+    contents.layers = 1;
+    break;
+  }
+  if (const ImageEntry* e = contents.resolve("var/lib/dpkg/arch", FollowLast::yes);
+      contents.architecture.empty() && e != nullptr && e->text) {
+    contents.architecture = e->text->substr(0, e->text->find('\n'));
+  }
+  return contents;
+}
+
+} // namespace lockstep::runner

@@ -1,0 +1,731 @@
+// `lockstep verify`: the image's files against dpkg's and pip's records, and its package sets
+// against a lock; and the image's packages as diff's component list.
+#include "runner/audit/verify.hpp"
+
+#include "support/debian/deb822.hpp"
+#include "support/debian/debian_version.hpp"
+#include "support/python/pep440.hpp"
+#include "support/python/pep508.hpp"
+#include "support/python/wheel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <utility>
+
+namespace lockstep::runner {
+
+namespace {
+
+using ordered = nlohmann::ordered_json;
+using Kind = VerifyProblem::Kind;
+
+constexpr std::size_t k_max_name = 256;
+constexpr std::size_t k_max_version = 256;
+
+// "oci:out:/var/lib/dpkg/status": the file named in messages.
+std::string located(const ImageContents& contents, std::string_view path) {
+  return fmt::format("{}:/{}", contents.what, path);
+}
+
+bool valid_package_name(std::string_view s) {
+  return s.size() >= 2 && s.size() <= k_max_name &&
+         std::all_of(s.begin(), s.end(),
+                     [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+                              c == '.';
+                     }) &&
+         s.front() != '-' && s.front() != '+' && s.front() != '.';
+}
+
+bool printable(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
+}
+
+// `e` with control characters in its message replaced by '?': messages quote hostile bytes.
+Error sanitized(Error e) {
+  for (char& c : e.message) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) {
+      c = '?';
+    }
+  }
+  return e;
+}
+
+bool is_lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    out.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+// `path` (absolute, or relative to `base`) as a normalised image path without the leading '/';
+// nullopt when ".." climbs above the root.
+std::optional<std::string> image_path(std::string_view base, std::string_view path) {
+  std::vector<std::string> parts;
+  auto add = [&](std::string_view p) {
+    std::size_t i = 0;
+    while (i <= p.size()) {
+      std::size_t j = std::min(p.find('/', i), p.size());
+      std::string_view c = p.substr(i, j - i);
+      if (c == "..") {
+        if (parts.empty()) {
+          return false;
+        }
+        parts.pop_back();
+      } else if (!c.empty() && c != ".") {
+        parts.emplace_back(c);
+      }
+      i = j + 1;
+    }
+    return true;
+  };
+  if (path.empty() || path.front() != '/') {
+    if (!add(base)) {
+      return std::nullopt;
+    }
+  }
+  if (!add(path)) {
+    return std::nullopt;
+  }
+  std::string out;
+  for (const auto& p : parts) {
+    out += out.empty() ? p : "/" + p;
+  }
+  return out;
+}
+
+// Whether `path` has a ".." component.
+bool has_dotdot(std::string_view path) {
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = std::min(path.find('/', i), path.size());
+    if (path.substr(i, j - i) == "..") {
+      return true;
+    }
+    i = j + 1;
+  }
+  return false;
+}
+
+// dpkg's md5sums: "MD5  PATH" lines (md5sum's format; "MD5 *PATH" too); paths relative to the root.
+Result<std::vector<DebFile>> parse_md5sums(std::string_view text, const std::string& what) {
+  std::vector<DebFile> out;
+  int line_no = 0;
+  for (std::string_view line : lines_of(text)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    if (line.find_first_not_of(" \t") == std::string_view::npos) {
+      continue;
+    }
+    if (line.size() < 35 || !is_lower_hex(line.substr(0, 32)) || line[32] != ' ' ||
+        (line[33] != ' ' && line[33] != '*')) {
+      return invalid_input("{}:{}: expected 'MD5  PATH', found '{}'", what, line_no,
+                           printable(line) ? line.substr(0, 200) : "(binary)");
+    }
+    std::string_view path = line.substr(34);
+    auto normal = image_path("", path);
+    if (!normal || normal->empty() || has_dotdot(path)) {
+      return invalid_input("{}:{}: '{}' is not a path inside the image", what, line_no,
+                           printable(path) ? path.substr(0, 200) : "(binary)");
+    }
+    out.push_back({std::move(*normal), std::string(line.substr(0, 32)), line_no});
+  }
+  return out;
+}
+
+// The Conffiles field: " /etc/foo MD5 [obsolete] [remove-on-upgrade]" per line.
+Result<std::vector<Conffile>> parse_conffiles(std::string_view value, const std::string& where) {
+  std::vector<Conffile> out;
+  for (std::string_view line : lines_of(value)) {
+    line = deb822_trim(line);
+    if (line.empty()) {
+      continue;
+    }
+    std::vector<std::string_view> words;
+    std::size_t i = 0;
+    while (i < line.size()) {
+      std::size_t j = line.find_first_of(" \t", i);
+      if (j == std::string_view::npos) {
+        j = line.size();
+      }
+      if (j > i) {
+        words.push_back(line.substr(i, j - i));
+      }
+      i = j + 1;
+    }
+    if (words.size() < 2 || words[0].front() != '/' || !image_path("", words[0])) {
+      return invalid_input("{}: Conffiles: expected '/PATH MD5', found '{}'", where,
+                           printable(line) ? line.substr(0, 200) : "(binary)");
+    }
+    Conffile c;
+    c.path = std::string(words[0]);
+    if (words[1] != "newconffile") {
+      if (words[1].size() != 32 || !is_lower_hex(words[1])) {
+        return invalid_input("{}: Conffiles: '{}' has no MD5 ('{}')", where, words[0],
+                             printable(words[1]) ? words[1].substr(0, 64) : "(binary)");
+      }
+      c.md5 = std::string(words[1]);
+    }
+    for (std::size_t w = 2; w < words.size(); ++w) {
+      c.obsolete = c.obsolete || words[w] == "obsolete";
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// One status paragraph.
+Result<InstalledDeb> parse_status_paragraph(const Deb822Paragraph& p, const std::string& what) {
+  InstalledDeb d;
+  d.line = p.line;
+  auto field = [&](std::string_view name) -> const Deb822Field* {
+    for (const Deb822Field& f : p.fields) {
+      if (f.name.size() == name.size() &&
+          std::equal(f.name.begin(), f.name.end(), name.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+          })) {
+        return &f;
+      }
+    }
+    return nullptr;
+  };
+  const Deb822Field* package = field("Package");
+  if (package == nullptr) {
+    return invalid_input("{}:{}: a paragraph without a Package field", what, p.line);
+  }
+  if (!valid_package_name(package->value)) {
+    return invalid_input("{}:{}: '{}' is not a valid package name", what, package->line,
+                         printable(package->value) ? package->value.substr(0, 64) : "(binary)");
+  }
+  d.name = package->value;
+  const Deb822Field* status = field("Status");
+  if (status == nullptr) {
+    return invalid_input("{}:{}: package {} has no Status field", what, p.line, d.name);
+  }
+  {
+    std::vector<std::string> words;
+    std::string word;
+    for (char c : status->value + " ") {
+      if (c == ' ' || c == '\t') {
+        if (!word.empty()) {
+          words.push_back(std::move(word));
+          word.clear();
+        }
+      } else {
+        word += c;
+      }
+    }
+    static const std::set<std::string> wants = {"unknown", "install", "hold", "deinstall", "purge"};
+    static const std::set<std::string> states = {"not-installed",    "config-files",    "half-installed",
+                                                 "unpacked",         "half-configured", "triggers-awaited",
+                                                 "triggers-pending", "installed"};
+    if (words.size() != 3 || wants.count(words[0]) == 0 || states.count(words[2]) == 0) {
+      return invalid_input("{}:{}: package {}: Status '{}' is not 'WANT FLAG STATE'", what, status->line,
+                           d.name, printable(status->value) ? status->value.substr(0, 64) : "(binary)");
+    }
+    d.want = words[0];
+    d.state = words[2];
+  }
+  if (const Deb822Field* v = field("Version"); v != nullptr) {
+    if (v->value.size() > k_max_version || !DebianVersion::parse(v->value)) {
+      return invalid_input("{}:{}: package {}: '{}' is not a valid version", what, v->line, d.name,
+                           printable(v->value) ? v->value.substr(0, 64) : "(binary)");
+    }
+    d.version = v->value;
+  } else if (d.state != "not-installed") {
+    return invalid_input("{}:{}: package {} ({}) has no Version field", what, p.line, d.name, d.state);
+  }
+  if (const Deb822Field* a = field("Architecture"); a != nullptr) {
+    if (a->value.empty() || a->value.size() > 64 || !valid_package_name(a->value + "x")) {
+      return invalid_input("{}:{}: package {}: '{}' is not a valid architecture", what, a->line, d.name,
+                           printable(a->value) ? a->value.substr(0, 64) : "(binary)");
+    }
+    d.arch = a->value;
+  }
+  if (const Deb822Field* m = field("Multi-Arch"); m != nullptr) {
+    d.multi_arch = m->value;
+  }
+  if (const Deb822Field* c = field("Conffiles"); c != nullptr) {
+    LS_TRY_ASSIGN(d.conffiles,
+                  parse_conffiles(c->value, fmt::format("{}:{}: package {}", what, c->line, d.name)));
+  }
+  return d;
+}
+
+// /var/lib/dpkg/diversions: three lines per diversion (from, to, package).
+Result<std::map<std::string, Diversion>> parse_diversions(std::string_view text, const std::string& what) {
+  std::map<std::string, Diversion> out;
+  std::vector<std::string_view> lines = lines_of(text);
+  if (lines.size() % 3 != 0) {
+    return invalid_input("{}: {} lines, not a multiple of 3 (from, to, package)", what, lines.size());
+  }
+  for (std::size_t i = 0; i < lines.size(); i += 3) {
+    if (lines[i].empty() || lines[i].front() != '/' || lines[i + 1].empty() || lines[i + 1].front() != '/' ||
+        !image_path("", lines[i]) || !image_path("", lines[i + 1])) {
+      return invalid_input("{}:{}: a diversion is two absolute paths and a package", what, i + 1);
+    }
+    out[std::string(lines[i])] = Diversion{std::string(lines[i + 1]), std::string(lines[i + 2])};
+  }
+  return out;
+}
+
+// Name and version of a .dist-info directory: METADATA's, else its own name ("demo-1.0.dist-info").
+void read_dist(const ImageContents& contents, InstalledDist& dist) {
+  const std::string base = dist.dir.substr(dist.dir.rfind('/') + 1);
+  const std::string stem = base.substr(0, base.size() - std::string_view(".dist-info").size());
+  const std::size_t dash = stem.find('-');
+  dist.name = stem.substr(0, dash);
+  dist.version = dash == std::string::npos ? std::string() : stem.substr(dash + 1);
+  if (const std::string* text = contents.text(dist.dir + "/METADATA")) {
+    if (auto headers = parse_email_headers(*text, dist.dir + "/METADATA")) {
+      for (const auto& [k, v] : *headers) {
+        if (k == "Name" && !v.empty() && v.size() <= k_max_name && printable(v)) {
+          dist.name = v;
+        } else if (k == "Version" && !v.empty() && v.size() <= k_max_version && printable(v)) {
+          dist.version = v;
+        }
+      }
+    }
+  }
+  if (const std::string* text = contents.text(dist.dir + "/INSTALLER")) {
+    std::string first = text->substr(0, std::min(text->find('\n'), std::size_t{64}));
+    dist.installer = printable(first) ? std::string(deb822_trim(first)) : std::string();
+  }
+  dist.project = normalize_project_name(dist.name);
+}
+
+bool debs_equal(const std::string& a, const std::string& b) {
+  auto va = DebianVersion::parse(a);
+  auto vb = DebianVersion::parse(b);
+  return va && vb ? *va == *vb : a == b;
+}
+
+bool python_equal(const std::string& a, const std::string& b) {
+  auto va = PyVersion::parse(a);
+  auto vb = PyVersion::parse(b);
+  return va && vb ? *va == *vb : a == b;
+}
+
+// The lock's debs and wheels against what the image has installed.
+void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
+                       std::vector<VerifyProblem>& out) {
+  // Debs: matched by (name, arch), then by name alone (a changed architecture).
+  std::map<std::pair<std::string, std::string>, const envspec::LockedArtifact*> locked;
+  std::map<std::pair<std::string, std::string>, const InstalledDeb*> installed;
+  for (const auto& a : lock.artifacts) {
+    if (a.kind == "deb") {
+      locked.emplace(std::make_pair(a.name, a.arch), &a);
+    }
+  }
+  for (const InstalledDeb& d : packages.debs) {
+    if (d.installed()) {
+      installed.emplace(std::make_pair(d.name, d.arch), &d);
+    }
+  }
+  std::vector<VerifyProblem> debs;
+  for (auto it = locked.begin(); it != locked.end();) {
+    auto match = installed.find(it->first);
+    if (match != installed.end()) {
+      if (!debs_equal(it->second->version, match->second->version)) {
+        debs.push_back({Kind::deb_changed, it->second->name, "",
+                        fmt::format("deb {}: lock says {}, image has {}", it->second->name,
+                                    it->second->version, match->second->version)});
+      }
+      installed.erase(match);
+      it = locked.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& entry : locked) {
+    const envspec::LockedArtifact* a = entry.second;
+    auto other = std::find_if(installed.begin(), installed.end(),
+                              [&](const auto& i) { return i.first.first == a->name; });
+    if (other != installed.end()) {
+      debs.push_back({Kind::deb_changed, a->name, "",
+                      fmt::format("deb {}: lock says {} ({}), image has {} ({})", a->name, a->version,
+                                  a->arch, other->second->version, other->second->arch)});
+      installed.erase(other);
+    } else {
+      debs.push_back({Kind::deb_missing, a->name, "",
+                      fmt::format("deb {}: lock says {}, not installed", a->name, a->version)});
+    }
+  }
+  for (const auto& [key, d] : installed) {
+    debs.push_back({Kind::deb_extra, d->name, "",
+                    fmt::format("deb {}: installed ({}), not in the lock", d->name, d->version)});
+  }
+  std::stable_sort(debs.begin(), debs.end(),
+                   [](const VerifyProblem& x, const VerifyProblem& y) { return x.package < y.package; });
+  out.insert(out.end(), debs.begin(), debs.end());
+
+  // Wheels: by normalised project name; .dist-info directories of Debian packages don't count.
+  std::map<std::string, const envspec::LockedArtifact*> wheels;
+  std::map<std::string, const InstalledDist*> dists;
+  for (const auto& a : lock.artifacts) {
+    if (a.kind == "wheel") {
+      wheels.emplace(normalize_project_name(a.name), &a);
+    }
+  }
+  for (const InstalledDist& d : packages.dists) {
+    if (!d.from_deb) {
+      dists.emplace(d.project, &d);
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& [n, a] : wheels) {
+    names.insert(n);
+  }
+  for (const auto& [n, d] : dists) {
+    names.insert(n);
+  }
+  for (const std::string& n : names) {
+    auto w = wheels.find(n);
+    auto d = dists.find(n);
+    if (w != wheels.end() && d != dists.end()) {
+      if (!python_equal(w->second->version, d->second->version)) {
+        out.push_back(
+            {Kind::wheel_changed, n, "",
+             fmt::format("wheel {}: lock says {}, image has {}", n, w->second->version, d->second->version)});
+      }
+    } else if (w != wheels.end()) {
+      out.push_back({Kind::wheel_missing, n, "",
+                     fmt::format("wheel {}: lock says {}, not installed", n, w->second->version)});
+    } else {
+      out.push_back({Kind::wheel_extra, n, "",
+                     fmt::format("wheel {}: installed ({}, /{}), not in the lock", n, d->second->version,
+                                 d->second->dir)});
+    }
+  }
+}
+
+// Checks one file dpkg recorded for `package`.
+void check_deb_file(const ImageContents& contents, const ImagePackages& packages, const std::string& package,
+                    std::string path, const std::string& md5, bool conffile, VerifyReport& report) {
+  if (auto d = packages.diversions.find(path); d != packages.diversions.end() && d->second.by != package) {
+    path = d->second.to;
+  }
+  ++report.files;
+  const std::string what = conffile ? "conffile " : "";
+  const ImageEntry* e = contents.resolve(path, FollowLast::yes);
+  if (e == nullptr) {
+    report.problems.push_back({Kind::file_missing, package, path,
+                               fmt::format("{}: {}missing (in {}'s record)", path, what, package)});
+  } else if (e->type != ImageEntry::Type::file) {
+    report.problems.push_back(
+        {Kind::file_type, package, path,
+         fmt::format("{}: not a regular file ({}'s record lists a {}file)", path, package, what)});
+  } else if (hex_of(e->md5.data(), e->md5.size()) != md5) {
+    report.problems.push_back(
+        {Kind::md5, package, path, fmt::format("{}: {}md5 differs from {}'s record", path, what, package)});
+  }
+}
+
+// Checks every RECORD row with a hash of one .dist-info directory.
+Result<void> check_record(const ImageContents& contents, const InstalledDist& dist, VerifyReport& report) {
+  const std::string record_path = dist.dir + "/RECORD";
+  const std::string* text = contents.text(record_path);
+  if (text == nullptr) {
+    return {};
+  }
+  ++report.wheels;
+  const std::string where = located(contents, record_path);
+  Result<std::vector<RecordEntry>> parsed = parse_record(*text, where);
+  if (!parsed) {
+    return sanitized(std::move(parsed).error());
+  }
+  const std::vector<RecordEntry>& rows = *parsed;
+  const std::string site =
+      dist.dir.substr(0, dist.dir.rfind('/') == std::string::npos ? 0 : dist.dir.rfind('/'));
+  const std::string package = fmt::format("{} {}", dist.name, dist.version);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const RecordEntry& row = rows[i];
+    if (!row.hash) {
+      continue; // RECORD itself, signatures: pip skips them too
+    }
+    if (row.path.find('\0') != std::string::npos || row.path.size() > 4096) {
+      return invalid_input("{}: entry {}: not a valid path", where, i + 1);
+    }
+    std::optional<std::string> path = image_path(site, row.path);
+    if (!path || path->empty()) {
+      return invalid_input("{}: entry {} ('{}') points outside the image", where, i + 1,
+                           printable(row.path) ? row.path.substr(0, 200) : "(binary)");
+    }
+    const std::string shown = "/" + *path;
+    ++report.files;
+    const ImageEntry* e = contents.resolve(*path, FollowLast::yes);
+    if (e == nullptr) {
+      report.problems.push_back(
+          {Kind::file_missing, package, shown, fmt::format("{}: missing (in {}'s RECORD)", shown, package)});
+    } else if (e->type != ImageEntry::Type::file) {
+      report.problems.push_back(
+          {Kind::file_type, package, shown,
+           fmt::format("{}: not a regular file ({}'s RECORD lists a file)", shown, package)});
+    } else if (hex_of(e->sha256.data(), e->sha256.size()) != row.hash->hex()) {
+      const std::string sizes = row.size && *row.size != e->size
+                                    ? fmt::format(" ({} bytes, RECORD says {})", e->size, *row.size)
+                                    : "";
+      report.problems.push_back(
+          {Kind::sha256, package, shown,
+           fmt::format("{}: sha256 differs from {}'s RECORD{}", shown, package, sizes)});
+    } else if (row.size && *row.size != e->size) {
+      report.problems.push_back({Kind::size, package, shown,
+                                 fmt::format("{}: size differs from {}'s RECORD ({} bytes, RECORD says {})",
+                                             shown, package, e->size, *row.size)});
+    }
+  }
+  return {};
+}
+
+} // namespace
+
+Result<ImagePackages> image_packages(const ImageContents& contents) {
+  ImagePackages out;
+  out.native_arch = contents.architecture;
+  if (const std::string* arch = contents.text("var/lib/dpkg/arch")) {
+    std::string first(deb822_trim(arch->substr(0, arch->find('\n'))));
+    if (!first.empty() && first.size() <= 64 && printable(first)) {
+      out.native_arch = first;
+    }
+  }
+  if (const std::string* status = contents.text("var/lib/dpkg/status")) {
+    out.has_dpkg = true;
+    const std::string what = located(contents, "var/lib/dpkg/status");
+    Result<std::vector<Deb822Paragraph>> parsed = parse_deb822(*status, what);
+    if (!parsed) {
+      return sanitized(std::move(parsed).error());
+    }
+    const std::vector<Deb822Paragraph>& paragraphs = *parsed;
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const Deb822Paragraph& p : paragraphs) {
+      LS_TRY_ASSIGN(InstalledDeb d, parse_status_paragraph(p, what));
+      if (!seen.emplace(d.name, d.arch).second) {
+        return invalid_input("{}:{}: package {}:{} is listed twice", what, d.line, d.name, d.arch);
+      }
+      // dpkg names the info files NAME:ARCH for Multi-Arch: same packages, NAME otherwise.
+      const std::string qualified = "var/lib/dpkg/info/" + d.name + ":" + d.arch + ".md5sums";
+      const std::string plain = "var/lib/dpkg/info/" + d.name + ".md5sums";
+      const bool same = d.multi_arch == "same";
+      for (const std::string& file :
+           same ? std::vector<std::string>{qualified, plain} : std::vector<std::string>{plain, qualified}) {
+        if (const std::string* md5sums = contents.text(file)) {
+          d.md5sums = file;
+          LS_TRY_ASSIGN(d.files, parse_md5sums(*md5sums, located(contents, file)));
+          break;
+        }
+      }
+      out.debs.push_back(std::move(d));
+    }
+    std::sort(out.debs.begin(), out.debs.end(), [](const InstalledDeb& a, const InstalledDeb& b) {
+      return std::tie(a.name, a.arch) < std::tie(b.name, b.arch);
+    });
+  }
+  if (const std::string* diversions = contents.text("var/lib/dpkg/diversions")) {
+    LS_TRY_ASSIGN(out.diversions,
+                  parse_diversions(*diversions, located(contents, "var/lib/dpkg/diversions")));
+  }
+  // The .dist-info directories, and which of them Debian packages installed.
+  std::set<std::string> deb_paths;
+  for (const InstalledDeb& d : out.debs) {
+    for (const DebFile& f : d.files) {
+      if (f.path.size() > 9 && f.path.compare(f.path.size() - 9, 9, "/METADATA") == 0) {
+        std::string resolved;
+        if (contents.resolve(f.path, FollowLast::no, &resolved) != nullptr) {
+          deb_paths.insert(resolved);
+        }
+      }
+    }
+  }
+  constexpr std::string_view suffix = ".dist-info";
+  for (const auto& [path, e] : contents.entries()) {
+    if (e.type != ImageEntry::Type::directory || path.size() <= suffix.size() ||
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    InstalledDist dist;
+    dist.dir = path;
+    read_dist(contents, dist);
+    dist.from_deb = deb_paths.count(path + "/METADATA") != 0;
+    out.dists.push_back(std::move(dist));
+  }
+  return out;
+}
+
+envspec::ComponentSet image_components(const ImageContents& contents, const ImagePackages& packages) {
+  envspec::ComponentSet set;
+  set.kind = "image";
+  set.what = contents.what;
+  for (const InstalledDeb& d : packages.debs) {
+    if (!d.installed()) {
+      continue;
+    }
+    const bool foreign =
+        !d.arch.empty() && d.arch != "all" && d.arch != packages.native_arch && !packages.native_arch.empty();
+    set.components.push_back({"deb", foreign ? d.name + ":" + d.arch : d.name, d.version, ""});
+  }
+  for (const InstalledDist& d : packages.dists) {
+    if (!d.from_deb) {
+      set.components.push_back({"wheel", d.project, d.version, ""});
+    }
+  }
+  for (envspec::Component& c : envspec::stack_components(contents.labels)) {
+    set.components.push_back(std::move(c));
+  }
+  set.coverage["deb"] = envspec::Coverage::complete;
+  set.coverage["python"] = envspec::Coverage::complete;
+  set.coverage["stack"] = envspec::Coverage::complete;
+  (void)set.finish();
+  return set;
+}
+
+std::string_view problem_kind_name(VerifyProblem::Kind kind) {
+  switch (kind) {
+  case Kind::lock_digest:
+    return "lock-digest";
+  case Kind::deb_missing:
+    return "deb-missing";
+  case Kind::deb_extra:
+    return "deb-extra";
+  case Kind::deb_changed:
+    return "deb-changed";
+  case Kind::deb_state:
+    return "deb-state";
+  case Kind::wheel_missing:
+    return "wheel-missing";
+  case Kind::wheel_extra:
+    return "wheel-extra";
+  case Kind::wheel_changed:
+    return "wheel-changed";
+  case Kind::file_missing:
+    return "missing";
+  case Kind::file_type:
+    return "not-a-file";
+  case Kind::md5:
+    return "md5";
+  case Kind::sha256:
+    return "sha256";
+  case Kind::size:
+    return "size";
+  }
+  return "unknown";
+}
+
+Result<VerifyReport> verify_contents(const ImageContents& contents, const VerifyOptions& options) {
+  if (!contents.has_digests) {
+    return internal_error("verify_contents: the image was read without digests");
+  }
+  VerifyReport report;
+  report.image = contents.what;
+  report.digest = contents.digest;
+  report.lock = options.lock != nullptr ? options.lock_name : std::string();
+  LS_TRY_ASSIGN(const ImagePackages packages, image_packages(contents));
+
+  // 1. The lock: digest, then the package sets.
+  if (options.lock != nullptr) {
+    const std::string want = envspec::lock_digest(*options.lock).str();
+    if (!contents.lock_digest.empty() && contents.lock_digest != want) {
+      report.problems.push_back(
+          {Kind::lock_digest, "", "",
+           fmt::format("image was built from a different lock (the image records {}, {} is {})",
+                       printable(contents.lock_digest) ? contents.lock_digest.substr(0, 80) : "(binary)",
+                       options.lock_name, want)});
+    }
+    compare_with_lock(*options.lock, packages, report.problems);
+  }
+
+  // 2. dpkg's records, package by package.
+  for (const InstalledDeb& d : packages.debs) {
+    if (!d.installed()) {
+      if ((d.want == "install" || d.want == "hold") && d.state != "not-installed" &&
+          d.state != "config-files") {
+        report.problems.push_back(
+            {Kind::deb_state, d.name, "",
+             fmt::format("deb {}: not fully installed (Status: {} ok {})", d.name, d.want, d.state)});
+      }
+      continue;
+    }
+    ++report.debs;
+    std::set<std::string> conffiles;
+    for (const Conffile& c : d.conffiles) {
+      if (c.obsolete || c.md5.empty()) {
+        continue;
+      }
+      check_deb_file(contents, packages, d.name, c.path, c.md5, true, report);
+      conffiles.insert(c.path);
+    }
+    for (const DebFile& f : d.files) {
+      const std::string path = "/" + f.path;
+      if (conffiles.count(path) == 0) {
+        check_deb_file(contents, packages, d.name, path, f.md5, false, report);
+      }
+    }
+  }
+
+  // 3. pip's records.
+  // A Debian package's .dist-info is covered by its md5sums; its RECORD (when it ships one) is
+  // Debian's, not pip's, and not always in pip's format (hex digests), so it is not read.
+  for (const InstalledDist& dist : packages.dists) {
+    if (!dist.from_deb) {
+      LS_TRY(check_record(contents, dist, report));
+    }
+  }
+  return report;
+}
+
+std::string render_verify_text(const VerifyReport& report) {
+  std::string out;
+  for (const VerifyProblem& p : report.problems) {
+    out += p.message + "\n";
+  }
+  std::string subject = report.image;
+  if (report.digest) {
+    subject += " (" + report.digest->str() + ")";
+  }
+  const std::size_t packages = report.debs + report.wheels;
+  out += fmt::format("{}: {} package{} ({} deb{}, {} wheel{}), {} file{} checked{}: ", subject, packages,
+                     packages == 1 ? "" : "s", report.debs, report.debs == 1 ? "" : "s", report.wheels,
+                     report.wheels == 1 ? "" : "s", report.files, report.files == 1 ? "" : "s",
+                     report.lock.empty() ? std::string() : " against " + report.lock);
+  out += report.ok()
+             ? "ok\n"
+             : fmt::format("{} problem{}\n", report.problems.size(), report.problems.size() == 1 ? "" : "s");
+  return out;
+}
+
+nlohmann::ordered_json verify_json(const VerifyReport& report) {
+  ordered problems = ordered::array();
+  for (const VerifyProblem& p : report.problems) {
+    problems.push_back(ordered{{"kind", problem_kind_name(p.kind)},
+                               {"package", p.package.empty() ? ordered(nullptr) : ordered(p.package)},
+                               {"path", p.path.empty() ? ordered(nullptr) : ordered(p.path)},
+                               {"message", p.message}});
+  }
+  return ordered{
+      {"verify", 1},
+      {"image", report.image},
+      {"digest", report.digest ? ordered(report.digest->str()) : ordered(nullptr)},
+      {"lock", report.lock.empty() ? ordered(nullptr) : ordered(report.lock)},
+      {"ok", report.ok()},
+      {"checked", ordered{{"debs", report.debs}, {"wheels", report.wheels}, {"files", report.files}}},
+      {"problems", std::move(problems)}};
+}
+
+} // namespace lockstep::runner

@@ -1,0 +1,303 @@
+// Host probes for preflight: mpirun --version, the PMIx and UCX libraries (dlopen), the NVIDIA
+// driver (runner/runtime/gpu), a user namespace test child, and statvfs of the lockstep cache.
+#include "runner/launch/host_probe.hpp"
+
+#include "runner/runtime/gpu.hpp"
+#include "support/blob_store.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+#include "support/process.hpp"
+#include "support/text.hpp"
+
+#include <climits>
+#include <fmt/format.h>
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace lockstep::runner {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t k_banner_limit = 160;
+constexpr std::size_t k_library_text_limit = 256;
+constexpr std::chrono::milliseconds k_mpirun_timeout{2000};
+constexpr std::size_t k_mpirun_output_limit = 4096;
+
+// `s` with every byte outside printable ASCII replaced by '?', cut to `limit` bytes: text from
+// other programs ends up in terminals and in JSON lines other nodes parse.
+std::string printable(std::string_view s, std::size_t limit) {
+  std::string out(s.substr(0, limit));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) {
+      c = '?';
+    }
+  }
+  return out;
+}
+
+// The leading run of [0-9A-Za-z.] of `word` when it starts with a digit ("4.1.4", "5.0.0rc12").
+std::string version_word(std::string_view word) {
+  if (word.empty() || word.front() < '0' || word.front() > '9') {
+    return {};
+  }
+  std::size_t n = 0;
+  while (n < word.size() && n < 64 && (is_ascii_alnum(word[n]) || word[n] == '.')) {
+    ++n;
+  }
+  return std::string(word.substr(0, n));
+}
+
+// The first whitespace-separated word of `s`.
+std::string_view first_word(std::string_view s) {
+  s = trim_chars(s, " \t\r");
+  return s.substr(0, s.find_first_of(" \t\r"));
+}
+
+// A shared library opened for one call. RTLD_NODELETE keeps it mapped after dlclose: UCX and PMIx
+// allocate in their constructors and are not made to be unloaded (and LeakSanitizer can then name them).
+class Library {
+public:
+  explicit Library(const char* soname) : m_handle(::dlopen(soname, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE)) {}
+  ~Library() {
+    if (m_handle != nullptr) {
+      ::dlclose(m_handle);
+    }
+  }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+
+  // The C function `symbol` of type Fn, or nullptr.
+  template <typename Fn> Fn function(const char* symbol) const {
+    if (m_handle == nullptr) {
+      return nullptr;
+    }
+    return reinterpret_cast<Fn>(
+        ::dlsym(m_handle, symbol)); // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+  }
+
+private:
+  void* m_handle;
+};
+
+// The text a `const char* f(void)` in `soname` returns, bounded; "" when absent.
+std::string library_text(const char* soname, const char* symbol) {
+  const Library lib(soname);
+  auto fn = lib.function<const char* (*)()>(symbol);
+  const char* text = fn != nullptr ? fn() : nullptr;
+  if (text == nullptr) {
+    return {};
+  }
+  return std::string(text, ::strnlen(text, k_library_text_limit));
+}
+
+// A small procfs/sysfs file's first word, "" when it can't be read.
+std::string proc_word(const char* path) {
+  auto text = read_file(path, 256);
+  return text ? std::string(first_word(*text)) : std::string();
+}
+
+// What may forbid user namespaces when unshare fails, as a hint for the user.
+std::string userns_hint() {
+  if (proc_word("/proc/sys/kernel/unprivileged_userns_clone") == "0") {
+    return "kernel.unprivileged_userns_clone is 0; an administrator can set it to 1";
+  }
+  if (proc_word("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1") {
+    return "AppArmor restricts unprivileged user namespaces "
+           "(kernel.apparmor_restrict_unprivileged_userns is 1)";
+  }
+  return "a kernel setting or security policy forbids them";
+}
+
+} // namespace
+
+HostMpi parse_mpirun_version(std::string_view output) {
+  HostMpi mpi;
+  bool hydra = false;
+  std::string hydra_version;
+  std::string open_mpi_version;
+  bool open_mpi = false;
+  std::size_t pos = 0;
+  while (pos < output.size()) {
+    const std::size_t nl = std::min(output.find('\n', pos), output.size());
+    const std::string_view line = trim_chars(output.substr(pos, nl - pos), " \t\r");
+    pos = nl + 1;
+    if (line.empty()) {
+      continue;
+    }
+    if (mpi.banner.empty()) {
+      mpi.banner = printable(line, k_banner_limit);
+    }
+    if (const std::size_t at = line.find("(Open MPI)"); at != std::string_view::npos && !open_mpi) {
+      open_mpi = true;
+      open_mpi_version = version_word(first_word(line.substr(at + 10)));
+    } else if (line.starts_with("HYDRA build details")) {
+      hydra = true;
+    } else if (hydra && hydra_version.empty() && line.starts_with("Version:")) {
+      hydra_version = version_word(first_word(line.substr(8)));
+    }
+  }
+  if (mpi.banner.empty()) {
+    return mpi;
+  }
+  if (open_mpi && !open_mpi_version.empty()) {
+    mpi.impl = "openmpi";
+    mpi.version = open_mpi_version;
+  } else if (hydra && !hydra_version.empty() && mpi.banner.find("Intel") == std::string::npos) {
+    mpi.impl = "mpich";
+    mpi.version = hydra_version;
+  } else {
+    mpi.impl = "unknown";
+  }
+  return mpi;
+}
+
+HostMpi probe_mpirun(std::string_view path_list) {
+  const std::optional<fs::path> found = find_in_path("mpirun", path_list);
+  if (!found) {
+    return {};
+  }
+  const std::string path = printable(found->string(), PATH_MAX);
+  CaptureOptions options;
+  options.timeout = k_mpirun_timeout;
+  options.max_output = k_mpirun_output_limit;
+  Result<CaptureResult> run = run_capture({found->string(), "--version"}, options);
+  HostMpi mpi;
+  if (!run) {
+    mpi.error = run.error().message;
+  } else if (run->timed_out) {
+    mpi.error =
+        fmt::format("`{} --version` did not finish within {} s", path, k_mpirun_timeout.count() / 1000);
+  } else {
+    mpi = parse_mpirun_version(run->out.empty() ? run->err : run->out);
+    if (mpi.impl.empty()) {
+      mpi.error = fmt::format("`{} --version` printed nothing (exit status {})", path, run->status);
+    } else if (mpi.impl == "unknown" && run->status != 0) {
+      mpi.error = fmt::format("`{} --version` failed (exit status {}): {}", path, run->status, mpi.banner);
+      mpi.impl.clear();
+    }
+  }
+  mpi.path = path;
+  log::debug("preflight: mpirun {}: {} {}{}", mpi.path, mpi.impl, mpi.version,
+             mpi.error.empty() ? "" : " (" + mpi.error + ")");
+  return mpi;
+}
+
+std::string pmix_version_from(std::string_view text) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t start = text.find_first_not_of(" \t", pos);
+    if (start == std::string_view::npos) {
+      break;
+    }
+    const std::size_t end = std::min(text.find_first_of(" \t", start), text.size());
+    std::string_view word = text.substr(start, end - start);
+    if (word.size() > 1 && word.front() == 'v') {
+      word.remove_prefix(1);
+    }
+    if (std::string v = version_word(word); v.find('.') != std::string::npos) {
+      return v;
+    }
+    pos = end;
+  }
+  return {};
+}
+
+std::string probe_pmix() {
+  return pmix_version_from(library_text("libpmix.so.2", "PMIx_Get_version"));
+}
+
+std::string probe_ucx() {
+  return version_word(first_word(library_text("libucp.so.0", "ucp_get_version_string")));
+}
+
+HostUserns probe_user_namespaces() {
+  if (::geteuid() == 0) {
+    return {UsernsState::not_needed, {}};
+  }
+  const std::string max = proc_word("/proc/sys/user/max_user_namespaces");
+  if (max == "0") {
+    return {UsernsState::disabled,
+            "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0 (an administrator "
+            "can raise it with sysctl user.max_user_namespaces)"};
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return {UsernsState::denied,
+            fmt::format("can't fork a child to test user namespaces: {}", std::strerror(errno))};
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls in the child.
+    _exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : (errno > 0 && errno < 256 ? errno : 255));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return {UsernsState::denied,
+              fmt::format("can't wait for the user namespace test child: {}", std::strerror(errno))};
+    }
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    return {UsernsState::allowed, {}};
+  }
+  const int err = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  return {UsernsState::denied,
+          fmt::format("unshare(CLONE_NEWUSER) failed: {} ({})",
+                      err != 0 ? std::strerror(err) : "the test child was killed", userns_hint())};
+}
+
+HostSpace probe_space(const fs::path& cache_root) {
+  HostSpace space;
+  space.path = cache_root;
+  // The cache may not exist yet: it will be made on the file system of its nearest ancestor.
+  fs::path probe = cache_root;
+  std::error_code ec;
+  while (!fs::exists(probe, ec) && probe.has_parent_path() && probe.parent_path() != probe) {
+    probe = probe.parent_path();
+  }
+  struct statvfs st {};
+  if (::statvfs(probe.c_str(), &st) != 0) {
+    space.error = fmt::format("can't measure the free space of {}: {}", probe.string(), std::strerror(errno));
+    return space;
+  }
+  space.free_bytes = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+  return space;
+}
+
+HostProbe probe_host() {
+  log::Timer timer("probe the host");
+  HostProbe probe;
+  std::array<char, HOST_NAME_MAX + 1> name{};
+  if (::gethostname(name.data(), name.size() - 1) == 0) {
+    probe.hostname = printable(name.data(), HOST_NAME_MAX);
+  }
+  const char* path = std::getenv("PATH");
+  probe.mpi =
+      probe_mpirun(path != nullptr ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  probe.pmix = probe_pmix();
+  probe.ucx = probe_ucx();
+  if (Result<GpuInventory> gpus = gpu_inventory(gpu_host_from_env()); gpus) {
+    probe.driver_version = gpus->driver_version;
+    probe.gpu_count = gpus->gpu_count;
+  } else {
+    probe.gpu_error = gpus.error().message;
+  }
+  probe.userns = probe_user_namespaces();
+  probe.space = probe_space(BlobStore::default_root());
+  log::debug("preflight: host {}: pmix '{}', ucx '{}', driver '{}', {} GPUs, cache {} ({} bytes free)",
+             probe.hostname, probe.pmix, probe.ucx, probe.driver_version, probe.gpu_count,
+             probe.space.path.string(), probe.space.free_bytes);
+  return probe;
+}
+
+} // namespace lockstep::runner

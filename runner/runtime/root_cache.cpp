@@ -1,0 +1,238 @@
+#include "runner/runtime/root_cache.hpp"
+
+#include "support/fs.hpp"
+#include "support/interrupt.hpp"
+#include "support/log.hpp"
+#include "support/version.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <stdio.h> // renameat2
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <system_error>
+
+namespace lockstep::runner {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Bumped whenever what an unpacked root contains changes for the same layers (policy, attributes).
+constexpr int k_root_format = 1;
+constexpr auto k_stale_build_age = std::chrono::hours(24);
+
+std::string root_key(const Digest& chain_id, const UnpackOptions& options) {
+  return fmt::format("{}-{}-v{}", chain_id.hex(), ownership_name(options), k_root_format);
+}
+
+// Creates `dir` mode 0700 when missing: an unpacked root may hold world-writable directories (/tmp),
+// and other users must not reach them through the cache.
+Result<void> make_private_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return errno_error("can't create directory " + dir.string(), errno);
+  }
+  return {};
+}
+
+// Removes builds that a killed process left in roots/tmp more than a day ago.
+void sweep_stale_builds(const fs::path& tmp) {
+  std::error_code ec;
+  auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(tmp, ec)) {
+    std::error_code ec2;
+    auto t =
+        fs::symlink_status(e.path(), ec2).type() == fs::file_type::directory ? e.last_write_time(ec2) : now;
+    if (!ec2 && now - t > k_stale_build_age) {
+      log::debug("removing a stale unpack left by a killed process: {}", e.path().string());
+      (void)remove_tree(e.path());
+    }
+  }
+}
+
+bool is_published(const fs::path& dir) {
+  struct stat st {};
+  return ::lstat((dir / "info.json").c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         ::lstat((dir / "rootfs").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// A build directory under roots/tmp, removed (read-only directories too) unless published.
+class BuildDir {
+public:
+  static Result<BuildDir> create(const fs::path& tmp, const std::string& key) {
+    LS_TRY_ASSIGN(TempDir dir, TempDir::create(tmp, key + "-"));
+    fs::path p = dir.path();
+    dir.release();
+    return BuildDir(std::move(p));
+  }
+  ~BuildDir() {
+    if (!m_path.empty()) {
+      auto removed = remove_tree(m_path);
+      if (!removed) {
+        log::warn("{}", removed.error().message);
+      }
+    }
+  }
+  BuildDir(BuildDir&& o) noexcept : m_path(std::move(o.m_path)) { o.m_path.clear(); }
+  BuildDir& operator=(BuildDir&&) = delete;
+  BuildDir(const BuildDir&) = delete;
+  BuildDir& operator=(const BuildDir&) = delete;
+
+  [[nodiscard]] const fs::path& path() const { return m_path; }
+  void release() { m_path.clear(); }
+
+private:
+  explicit BuildDir(fs::path p) : m_path(std::move(p)) {}
+  fs::path m_path;
+};
+
+std::string info_json(const Digest& chain_id, const std::vector<oci::Descriptor>& layers,
+                      const std::vector<Digest>& diff_ids, const UnpackOptions& options) {
+  nlohmann::json j;
+  j["chain_id"] = chain_id.str();
+  j["diff_ids"] = nlohmann::json::array();
+  for (const auto& d : diff_ids) {
+    j["diff_ids"].push_back(d.str());
+  }
+  j["layers"] = nlohmann::json::array();
+  for (const auto& l : layers) {
+    j["layers"].push_back(l.digest.str());
+  }
+  j["ownership"] = ownership_name(options);
+  j["format"] = k_root_format;
+  j["lockstep_version"] = k_version;
+  return j.dump() + "\n";
+}
+
+// Unpacks every layer into `build`/rootfs, syncs it, and writes info.json beside it.
+Result<void> build_root(const BlobStore& store, const fs::path& build,
+                        const std::vector<oci::Descriptor>& layers, const std::vector<Digest>& diff_ids,
+                        const Digest& chain_id, const UnpackOptions& options) {
+  fs::path rootfs = build / "rootfs";
+  if (::mkdir(rootfs.c_str(), 0700) != 0) {
+    return errno_error("can't create " + rootfs.string(), errno);
+  }
+  LS_TRY_ASSIGN(UniqueFd root, open_file(rootfs, O_RDONLY | O_DIRECTORY));
+  // The root's mode must not depend on the umask; a layer's "./" member may still change it.
+  if (::fchmod(root.get(), 0755) != 0) {
+    return errno_error("can't chmod " + rootfs.string(), errno);
+  }
+  // With an id offset the root belongs to the sandbox's root, like every implied directory.
+  if (options.ownership == UnpackOptions::Ownership::keep && options.id_offset != 0 &&
+      ::fchown(root.get(), options.id_offset, options.id_offset) != 0) {
+    return errno_error("can't chown " + rootfs.string(), errno);
+  }
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const oci::Descriptor& layer = layers[i];
+    if (!store.has(layer.digest)) {
+      return io_error("layer {} is not in the blob store at {}; fetch the image's layers first",
+                      layer.digest.str(), store.root().string());
+    }
+    log::debug("unpacking layer {}/{} {} ({})", i + 1, layers.size(), layer.digest.str(),
+               log::human_size(static_cast<std::uint64_t>(layer.size)));
+    auto applied = apply_layer(root.get(), store.blob_path(layer.digest), layer, diff_ids[i], options);
+    if (!applied) {
+      Error error = std::move(applied).error();
+      // A store blob that no longer matches its digest is removed, so that the next run fetches it again.
+      if (error.code != ExitCode::interrupted && !store.verify(layer.digest)) {
+        error.message += "; the corrupt blob was removed from the store, run the command again to fetch it";
+      }
+      return error;
+    }
+  }
+  // One syncfs instead of an fsync per file: a published root must survive a crash intact.
+  if (::syncfs(root.get()) != 0) {
+    return errno_error("can't sync " + rootfs.string(), errno);
+  }
+  LS_TRY(write_file_atomic(build / "info.json", info_json(chain_id, layers, diff_ids, options), 0644));
+  return {};
+}
+
+} // namespace
+
+Digest chain_id_of(const std::vector<Digest>& diff_ids) {
+  if (diff_ids.empty()) {
+    return sha256_of("");
+  }
+  Digest chain = diff_ids.front();
+  for (std::size_t i = 1; i < diff_ids.size(); ++i) {
+    chain = sha256_of(chain.str() + " " + diff_ids[i].str());
+  }
+  return chain;
+}
+
+Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
+                                   const std::vector<Digest>& diff_ids, const UnpackOptions& options) {
+  if (layers.size() != diff_ids.size()) {
+    return invalid_input("the image has {} layers but its config lists {} diff_ids", layers.size(),
+                         diff_ids.size());
+  }
+  Digest chain = chain_id_of(diff_ids);
+  std::string key = root_key(chain, options);
+  fs::path roots = store.root() / "roots";
+  fs::path final_dir = roots / key;
+  UnpackedRoot result{final_dir / "rootfs", chain, true};
+  if (is_published(final_dir)) {
+    log::debug("unpacked root {} is cached", final_dir.string());
+    return result;
+  }
+
+  LS_TRY(make_private_dir(roots));
+  LS_TRY(make_private_dir(roots / "tmp"));
+  sweep_stale_builds(roots / "tmp");
+  LS_TRY_ASSIGN(UniqueFd lock,
+                lock_file_exclusive(roots / (key + ".lock"), 0600,
+                                    "waiting for another lockstep process to finish unpacking the root " +
+                                        chain.str()));
+  if (is_published(final_dir)) {
+    log::debug("unpacked root {} was published by another process", final_dir.string());
+    return result;
+  }
+
+  struct stat st {};
+  if (::lstat(final_dir.c_str(), &st) == 0) {
+    // Not published (no info.json) yet there, and we hold the lock: debris, not someone's build.
+    log::debug("removing the incomplete unpacked root {}", final_dir.string());
+    LS_TRY(remove_tree(final_dir));
+  }
+  auto start = std::chrono::steady_clock::now();
+  LS_TRY_ASSIGN(BuildDir build, BuildDir::create(roots / "tmp", key));
+  LS_TRY(build_root(store, build.path(), layers, diff_ids, chain, options));
+  LS_TRY(check_interrupted());
+  if (::renameat2(AT_FDCWD, build.path().c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) != 0) {
+    int err = errno;
+    if ((err == EEXIST || err == ENOTEMPTY) && is_published(final_dir)) {
+      return result; // published by a process that did not take the lock; ours is removed
+    }
+    return errno_error("can't publish the unpacked root " + final_dir.string(), err);
+  }
+  build.release();
+  LS_TRY(fsync_dir(roots));
+  result.cached = false;
+  log::debug("unpacked {} layer(s) into {} in {:.2f} s", layers.size(), final_dir.string(),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return result;
+}
+
+Result<UnpackedRoot> unpack_image(const BlobStore& store, oci::ImageSource& source,
+                                  const oci::OpenedImage& image, const UnpackOptions& options) {
+  const auto& layers = image.manifest.layers;
+  if (layers.size() != image.diff_ids.size()) {
+    return invalid_input("image {}: {} layers but the config lists {} diff_ids", image.manifest_digest.str(),
+                         layers.size(), image.diff_ids.size());
+  }
+  fs::path final_dir = store.root() / "roots" / root_key(chain_id_of(image.diff_ids), options);
+  if (!is_published(final_dir)) {
+    for (const auto& layer : layers) {
+      LS_TRY(check_interrupted());
+      LS_TRY(source.fetch_blob(layer, store));
+    }
+  }
+  return unpacked_root(store, layers, image.diff_ids, options);
+}
+
+} // namespace lockstep::runner

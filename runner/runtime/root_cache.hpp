@@ -1,0 +1,45 @@
+#pragma once
+// Unpacked root filesystems, shared through the blob store's directory.
+//
+// Layout:  STORE_ROOT/roots/<key>/rootfs      the unpacked root (never changed once published)
+//          STORE_ROOT/roots/<key>/info.json   chain_id, diff_ids, layers, ownership, lockstep version
+//          STORE_ROOT/roots/<key>.lock        flock(2)ed by the process building <key>
+//          STORE_ROOT/roots/tmp/<key>-XXXXXX  builds in progress (a crashed one is swept after 24 h)
+// <key> is "<ChainID hex>-<ownership>-v<format>": images that differ only in their config share a root.
+// A root is built in roots/tmp, synced, and published by renaming its directory, so a reader sees a
+// complete root or none; builders of the same key take the lock and re-check before building.
+// See docs/unpack.md.
+#include "runner/runtime/unpack.hpp"
+#include "support/blob_store.hpp"
+#include "support/digest.hpp"
+#include "support/oci/image_source.hpp"
+#include "support/oci/oci.hpp"
+
+#include <filesystem>
+#include <vector>
+
+namespace lockstep::runner {
+
+/// A published root filesystem.
+struct UnpackedRoot {
+  std::filesystem::path rootfs; ///< STORE_ROOT/roots/<key>/rootfs
+  Digest chain_id;              ///< the ChainID of its layers
+  bool cached = false;          ///< true when it was already there (built by an earlier or concurrent call)
+};
+
+/// The OCI ChainID: ChainID(L0) = DiffID(L0), ChainID(L0..n) = sha256("ChainID(L0..n-1) DiffID(Ln)").
+/// No layers give sha256 of the empty string.
+Digest chain_id_of(const std::vector<Digest>& diff_ids);
+
+/// The root filesystem of the given layers (blobs already in `store`), unpacked once into
+/// STORE_ROOT/roots/<key>/rootfs and shared: built in a temp dir, published by rename; concurrent callers
+/// are safe. A corrupt store blob is removed (and reported) so the next run fetches it again.
+Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
+                                   const std::vector<Digest>& diff_ids, const UnpackOptions& options);
+
+/// Fetches an opened image's layers into `store` (ImageSource::fetch_blob) and returns unpacked_root() of
+/// them. Nothing is fetched when the root is already published.
+Result<UnpackedRoot> unpack_image(const BlobStore& store, oci::ImageSource& source,
+                                  const oci::OpenedImage& image, const UnpackOptions& options);
+
+} // namespace lockstep::runner

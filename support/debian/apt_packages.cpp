@@ -1,0 +1,286 @@
+#include "support/debian/apt_packages.hpp"
+
+#include "support/text.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace lockstep {
+
+namespace {
+
+bool blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
+
+const Deb822Field* find_field(const Deb822Paragraph& p, std::string_view name) {
+  for (const Deb822Field& f : p.fields) {
+    if (iequals(f.name, name)) {
+      return &f;
+    }
+  }
+  return nullptr;
+}
+
+bool valid_architecture(std::string_view arch) {
+  return !arch.empty() && arch.size() <= 64 && std::all_of(arch.begin(), arch.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+// A pool path: relative, no empty, "." or ".." component, no control characters or backslashes.
+bool valid_filename(std::string_view path) {
+  if (path.empty() || path.size() > 4096 || path.front() == '/') {
+    return false;
+  }
+  if (std::any_of(path.begin(), path.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\'; })) {
+    return false;
+  }
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t slash = path.find('/', start);
+    std::string_view part =
+        path.substr(start, slash == std::string_view::npos ? path.size() - start : slash - start);
+    if (part.empty() || part == "." || part == "..") {
+      return false;
+    }
+    if (slash == std::string_view::npos) {
+      break;
+    }
+    start = slash + 1;
+  }
+  return true;
+}
+
+// Turns one parsed paragraph into a package; `line0` is added to the paragraph's own line numbers.
+class ParagraphReader {
+public:
+  ParagraphReader(const Deb822Paragraph& p, std::string_view what, int line0)
+      : m_p(p), m_what(what), m_line0(line0) {}
+
+  Result<AptPackage> read(std::string control, int repo) {
+    AptPackage pkg;
+    pkg.repo = repo;
+    const Deb822Field* name = find_field(m_p, "Package");
+    if (name == nullptr) {
+      return invalid_input("{}:{}: a paragraph without a Package field", m_what, m_line0 + m_p.line);
+    }
+    if (!valid_debian_package_name(name->value)) {
+      return invalid_input("{}:{}: '{}' is not a valid package name (lowercase letters, digits, '+', '-' and "
+                           "'.', at least two characters, starting with a letter or digit)",
+                           m_what, m_line0 + name->line, name->value);
+    }
+    pkg.name = name->value;
+    m_name = pkg.name;
+
+    LS_TRY_ASSIGN(const Deb822Field* version, required("Version"));
+    auto parsed_version = DebianVersion::parse(version->value);
+    if (!parsed_version) {
+      return fail(*version, parsed_version.error().message);
+    }
+    pkg.version = std::move(*parsed_version);
+
+    LS_TRY_ASSIGN(const Deb822Field* arch, required("Architecture"));
+    if (!valid_architecture(arch->value)) {
+      return fail(*arch, fmt::format("'{}' is not a valid architecture", arch->value));
+    }
+    pkg.architecture = arch->value;
+
+    if (const Deb822Field* f = find_field(m_p, "Multi-Arch")) {
+      if (f->value == "same" || f->value == "foreign" || f->value == "allowed") {
+        pkg.multi_arch = f->value;
+      } else if (f->value != "no") {
+        return fail(*f, fmt::format("Multi-Arch '{}' is not one of no, same, foreign, allowed", f->value));
+      }
+    }
+    if (const Deb822Field* f = find_field(m_p, "Essential")) {
+      if (f->value != "yes" && f->value != "no") {
+        return fail(*f, fmt::format("Essential '{}' is neither yes nor no", f->value));
+      }
+      pkg.essential = f->value == "yes";
+    }
+    if (const Deb822Field* f = find_field(m_p, "Priority")) {
+      pkg.priority = f->value;
+    }
+    if (const Deb822Field* f = find_field(m_p, "Section")) {
+      pkg.section = f->value;
+    }
+    pkg.source = pkg.name;
+    if (const Deb822Field* f = find_field(m_p, "Source")) {
+      std::string_view source = std::string_view(f->value).substr(0, f->value.find(' '));
+      if (!valid_debian_package_name(source)) {
+        return fail(*f, fmt::format("Source '{}' does not start with a valid package name", f->value));
+      }
+      pkg.source = std::string(source);
+    }
+
+    LS_TRY_ASSIGN(pkg.pre_depends, relations("Pre-Depends"));
+    LS_TRY_ASSIGN(pkg.depends, relations("Depends"));
+    LS_TRY_ASSIGN(pkg.recommends, relations("Recommends"));
+    LS_TRY_ASSIGN(pkg.conflicts, relations("Conflicts"));
+    LS_TRY_ASSIGN(pkg.breaks, relations("Breaks"));
+    LS_TRY_ASSIGN(pkg.replaces, relations("Replaces"));
+    LS_TRY_ASSIGN(DebRelationField provides, relations("Provides"));
+    for (auto& group : provides) {
+      const Deb822Field* f = find_field(m_p, "Provides");
+      if (group.size() != 1) {
+        return fail(*f, "Provides can't list alternatives ('|')");
+      }
+      if (group.front().relation && *group.front().relation != VersionRelation::equal) {
+        return fail(*f,
+                    fmt::format("Provides: {}: a provided version must be exact ('=')", group.front().str()));
+      }
+      pkg.provides.push_back(std::move(group.front()));
+    }
+
+    LS_TRY_ASSIGN(const Deb822Field* filename, required("Filename"));
+    // Flat repositories made by apt-ftparchive or NVIDIA's repo-debian.sh (the CUDA repositories)
+    // write "./NAME.deb": the leading "./" is dropped, so the URL is the file's own.
+    std::string_view path = filename->value;
+    while (path.substr(0, 2) == "./") {
+      path.remove_prefix(2);
+    }
+    if (!valid_filename(path)) {
+      return fail(*filename, fmt::format("Filename '{}' must be a relative path inside the repository (no "
+                                         "'..', '.' or empty components, no leading '/')",
+                                         filename->value));
+    }
+    pkg.filename = std::string(path);
+
+    LS_TRY_ASSIGN(const Deb822Field* size, required("Size"));
+    const std::string& s = size->value;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), pkg.size);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+      return fail(*size, fmt::format("Size '{}' is not a number of bytes", s));
+    }
+
+    const Deb822Field* sha = find_field(m_p, "SHA256");
+    if (sha == nullptr) {
+      return invalid_input(
+          "{}:{}: {} has no SHA256 field (lockstep checks every package against its SHA-256; "
+          "MD5 and SHA1 are not trusted)",
+          m_what, m_line0 + m_p.line, m_name);
+    }
+    std::string hex = sha->value;
+    std::transform(hex.begin(), hex.end(), hex.begin(),
+                   [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); });
+    auto digest = Digest::parse("sha256:" + hex);
+    if (hex.size() != 64 || !digest) {
+      return fail(*sha, fmt::format("SHA256 '{}' is not 64 hexadecimal digits", sha->value));
+    }
+    pkg.sha256 = std::move(*digest);
+    pkg.control = std::move(control);
+    return pkg;
+  }
+
+private:
+  Error fail(const Deb822Field& f, const std::string& message) const {
+    return invalid_input("{}:{}: {}: {}", m_what, m_line0 + f.line, m_name, message);
+  }
+
+  Result<const Deb822Field*> required(std::string_view field) const {
+    const Deb822Field* f = find_field(m_p, field);
+    if (f == nullptr) {
+      return invalid_input("{}:{}: {} has no {} field", m_what, m_line0 + m_p.line, m_name, field);
+    }
+    return f;
+  }
+
+  Result<DebRelationField> relations(std::string_view field) const {
+    const Deb822Field* f = find_field(m_p, field);
+    if (f == nullptr) {
+      return DebRelationField{};
+    }
+    auto parsed = parse_relation_field(f->value);
+    if (!parsed) {
+      return fail(*f, fmt::format("{}: {}", field, parsed.error().message));
+    }
+    return std::move(*parsed);
+  }
+
+  const Deb822Paragraph& m_p;
+  std::string_view m_what;
+  int m_line0;
+  std::string m_name;
+};
+
+} // namespace
+
+bool valid_debian_package_name(std::string_view name) {
+  if (name.size() < 2 || name.size() > 255) {
+    return false;
+  }
+  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(name.front())) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return alnum(c) || c == '+' || c == '-' || c == '.'; });
+}
+
+Result<std::vector<AptPackage>> parse_packages_index(std::string_view text, std::string_view what, int repo) {
+  if (text.size() > k_max_apt_index_size) {
+    return invalid_input("{}: the index is {} bytes, more than the {} lockstep accepts", what, text.size(),
+                         k_max_apt_index_size);
+  }
+  std::vector<AptPackage> out;
+  // Each paragraph is cut out of the text (so its exact bytes can be kept) and parsed on its own,
+  // which keeps memory to one paragraph's fields at a time.
+  auto paragraph = [&](std::size_t begin, std::size_t end, int first_line) -> Result<void> {
+    std::string_view chunk = text.substr(begin, end - begin);
+    if (chunk.size() > k_max_apt_paragraph) {
+      return invalid_input("{}:{}: a paragraph of {} bytes, more than the {} lockstep accepts", what,
+                           first_line, chunk.size(), k_max_apt_paragraph);
+    }
+    auto parsed = parse_deb822(chunk, what);
+    if (!parsed) {
+      // Parse the text up to here again for the error with the index's own line numbers.
+      auto whole = parse_deb822(text.substr(0, end), what);
+      return whole ? std::move(parsed).error() : std::move(whole).error();
+    }
+    if (parsed->empty()) {
+      return {}; // only comments
+    }
+    if (out.size() >= k_max_apt_index_paragraphs) {
+      return invalid_input("{}: more than {} packages; lockstep refuses an index this large", what,
+                           k_max_apt_index_paragraphs);
+    }
+    std::string control(chunk);
+    if (control.back() != '\n') {
+      control += '\n';
+    }
+    ParagraphReader reader(parsed->front(), what, first_line - 1);
+    LS_TRY_ASSIGN(AptPackage pkg, reader.read(std::move(control), repo));
+    out.push_back(std::move(pkg));
+    return {};
+  };
+
+  std::size_t pos = 0;
+  std::size_t begin = std::string_view::npos;
+  int line_no = 0;
+  int first_line = 0;
+  while (pos < text.size()) {
+    std::size_t newline = text.find('\n', pos);
+    std::size_t next = newline == std::string_view::npos ? text.size() : newline + 1;
+    ++line_no;
+    if (blank(text.substr(pos, next - pos - (newline == std::string_view::npos ? 0 : 1)))) {
+      if (begin != std::string_view::npos) {
+        LS_TRY(paragraph(begin, pos, first_line));
+        begin = std::string_view::npos;
+      }
+    } else if (begin == std::string_view::npos) {
+      begin = pos;
+      first_line = line_no;
+    }
+    pos = next;
+  }
+  if (begin != std::string_view::npos) {
+    LS_TRY(paragraph(begin, text.size(), first_line));
+  }
+  return out;
+}
+
+} // namespace lockstep

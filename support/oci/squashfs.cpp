@@ -1,0 +1,1890 @@
+#include "support/oci/squashfs.hpp"
+
+#include "support/compress.hpp"
+#include "support/fs.hpp"
+#include "support/interrupt.hpp"
+#include "support/log.hpp"
+#include "support/oci/tar_reader.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <climits>
+#include <libdeflate.h>
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <sqfs/block.h>
+#include <sqfs/block_processor.h>
+#include <sqfs/block_writer.h>
+#include <sqfs/compressor.h>
+#include <sqfs/data_reader.h>
+#include <sqfs/dir.h>
+#include <sqfs/dir_reader.h>
+#include <sqfs/dir_writer.h>
+#include <sqfs/error.h>
+#include <sqfs/frag_table.h>
+#include <sqfs/id_table.h>
+#include <sqfs/inode.h>
+#include <sqfs/io.h>
+#include <sqfs/meta_writer.h>
+#include <sqfs/super.h>
+#include <sqfs/xattr_writer.h>
+#include <unordered_map>
+#include <vector>
+
+namespace lockstep {
+
+namespace fs = std::filesystem;
+
+std::string_view squashfs_compressor_name(SquashfsCompressor compressor) {
+  switch (compressor) {
+  case SquashfsCompressor::gzip:
+    return "gzip";
+  case SquashfsCompressor::xz:
+    return "xz";
+  case SquashfsCompressor::zstd:
+    return "zstd";
+  case SquashfsCompressor::lz4:
+    return "lz4";
+  }
+  return "gzip";
+}
+
+std::optional<SquashfsCompressor> parse_squashfs_compressor(std::string_view name) {
+  for (auto c : {SquashfsCompressor::gzip, SquashfsCompressor::xz, SquashfsCompressor::zstd,
+                 SquashfsCompressor::lz4}) {
+    if (squashfs_compressor_name(c) == name) {
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr std::uint32_t k_no_xattr = 0xFFFFFFFFU;
+constexpr std::size_t k_no_slot = static_cast<std::size_t>(-1);
+constexpr std::size_t k_max_name = 256;         // SQUASHFS_NAME_LEN
+constexpr std::size_t k_max_link_target = 4095; // what the kernel will follow
+constexpr int k_max_symlink_hops = 40;          // as Linux (ELOOP)
+constexpr std::size_t k_io_buffer = 1U << 20;
+
+struct SqfsDeleter {
+  void operator()(void* p) const { sqfs_destroy(p); }
+};
+template <typename T> using SqfsPtr = std::unique_ptr<T, SqfsDeleter>;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); } // NOLINT(cppcoreguidelines-no-malloc)
+};
+using InodePtr = std::unique_ptr<sqfs_inode_generic_t, FreeDeleter>;
+
+std::string sqfs_error_text(int code) {
+  switch (code) {
+  case SQFS_ERROR_ALLOC:
+    return "out of memory";
+  case SQFS_ERROR_IO:
+    return "input/output error";
+  case SQFS_ERROR_COMPRESSOR:
+    return "compressor error";
+  case SQFS_ERROR_INTERNAL:
+    return "internal libsquashfs error";
+  case SQFS_ERROR_CORRUPTED:
+    return "corrupted data";
+  case SQFS_ERROR_UNSUPPORTED:
+    return "unsupported feature";
+  case SQFS_ERROR_OVERFLOW:
+    return "a value is too large for the format";
+  case SQFS_ERROR_OUT_OF_BOUNDS:
+    return "a reference points outside the image";
+  case SFQS_ERROR_SUPER_MAGIC:
+    return "no squashfs magic";
+  case SFQS_ERROR_SUPER_VERSION:
+    return "not squashfs version 4.0";
+  case SQFS_ERROR_SUPER_BLOCK_SIZE:
+    return "invalid block size";
+  case SQFS_ERROR_NOT_DIR:
+    return "not a directory";
+  case SQFS_ERROR_NO_ENTRY:
+    return "no such entry";
+  case SQFS_ERROR_LINK_LOOP:
+    return "a directory loop";
+  case SQFS_ERROR_NOT_FILE:
+    return "not a regular file";
+  case SQFS_ERROR_ARG_INVALID:
+    return "invalid argument";
+  case SQFS_ERROR_SEQUENCE:
+    return "calls out of sequence";
+  default:
+    return fmt::format("libsquashfs error {}", code);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// An sqfs_file_t over a region of an open file that starts at `base`: the squashfs image inside a
+// SIF. Writes extend it; reads past its end fail.
+
+struct OffsetFile {
+  sqfs_file_t iface; // first member: libsquashfs casts between the two
+  int fd = -1;
+  std::int64_t base = 0;
+  std::uint64_t size = 0; // logical size of the image
+  int error = 0;          // errno of the last failure
+};
+
+int offset_read_at(sqfs_file_t* f, sqfs_u64 offset, void* buffer, size_t size) {
+  auto* self = reinterpret_cast<OffsetFile*>(f);
+  if (offset > self->size || size > self->size - offset) {
+    return SQFS_ERROR_OUT_OF_BOUNDS;
+  }
+  auto* p = static_cast<char*>(buffer);
+  while (size > 0) {
+    ssize_t n =
+        ::pread(self->fd, p, size, static_cast<off_t>(self->base + static_cast<std::int64_t>(offset)));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      self->error = n < 0 ? errno : EIO;
+      return SQFS_ERROR_IO;
+    }
+    p += n;
+    offset += static_cast<sqfs_u64>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+int offset_write_at(sqfs_file_t* f, sqfs_u64 offset, const void* buffer, size_t size) {
+  auto* self = reinterpret_cast<OffsetFile*>(f);
+  const auto* p = static_cast<const char*>(buffer);
+  sqfs_u64 at = offset;
+  std::size_t left = size;
+  while (left > 0) {
+    ssize_t n = ::pwrite(self->fd, p, left, static_cast<off_t>(self->base + static_cast<std::int64_t>(at)));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      self->error = errno;
+      return SQFS_ERROR_IO;
+    }
+    p += n;
+    at += static_cast<sqfs_u64>(n);
+    left -= static_cast<size_t>(n);
+  }
+  self->size = std::max<std::uint64_t>(self->size, offset + size);
+  return 0;
+}
+
+sqfs_u64 offset_get_size(const sqfs_file_t* f) {
+  return reinterpret_cast<const OffsetFile*>(f)->size;
+}
+
+int offset_truncate(sqfs_file_t* f, sqfs_u64 size) {
+  auto* self = reinterpret_cast<OffsetFile*>(f);
+  if (::ftruncate(self->fd, static_cast<off_t>(self->base + static_cast<std::int64_t>(size))) != 0) {
+    self->error = errno;
+    return SQFS_ERROR_IO;
+  }
+  self->size = size;
+  return 0;
+}
+
+void offset_destroy(sqfs_object_t* obj) {
+  delete reinterpret_cast<OffsetFile*>(obj); // NOLINT(cppcoreguidelines-owning-memory)
+}
+
+SqfsPtr<sqfs_file_t> make_offset_file(int fd, std::int64_t base, std::uint64_t size) {
+  auto* f = new OffsetFile(); // NOLINT(cppcoreguidelines-owning-memory)
+  f->iface.base.destroy = offset_destroy;
+  f->iface.base.copy = nullptr;
+  f->iface.read_at = offset_read_at;
+  f->iface.write_at = offset_write_at;
+  f->iface.get_size = offset_get_size;
+  f->iface.truncate = offset_truncate;
+  f->fd = fd;
+  f->base = base;
+  f->size = size;
+  return SqfsPtr<sqfs_file_t>(&f->iface);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gzip blocks from libdeflate. Squashfs "gzip" blocks are zlib streams (RFC 1950), which
+// libdeflate_zlib_compress writes; any zlib inflater (the kernel, squashfuse, unsquashfs) reads
+// them. The configuration reported is the squashfs default (level 9, window 15), so no compressor
+// options block is written, exactly like `mksquashfs -comp gzip`.
+
+struct DeflateCompressor {
+  sqfs_compressor_t iface; // first member
+  libdeflate_compressor* deflate = nullptr;
+  int level = k_squashfs_gzip_level;
+  std::uint32_t block_size = k_squashfs_block_size;
+};
+
+void deflate_destroy(sqfs_object_t* obj) {
+  auto* self = reinterpret_cast<DeflateCompressor*>(obj);
+  libdeflate_free_compressor(self->deflate);
+  delete self; // NOLINT(cppcoreguidelines-owning-memory)
+}
+
+sqfs_object_t* deflate_copy(const sqfs_object_t* obj);
+
+void deflate_get_configuration(const sqfs_compressor_t* cmp, sqfs_compressor_config_t* cfg) {
+  const auto* self = reinterpret_cast<const DeflateCompressor*>(cmp);
+  sqfs_compressor_config_init(cfg, SQFS_COMP_GZIP, self->block_size, 0);
+}
+
+int deflate_write_options(sqfs_compressor_t* /*cmp*/, sqfs_file_t* /*file*/) {
+  return 0; // defaults: nothing to record
+}
+
+int deflate_read_options(sqfs_compressor_t* /*cmp*/, sqfs_file_t* /*file*/) {
+  return SQFS_ERROR_UNSUPPORTED; // compression only
+}
+
+sqfs_s32 deflate_do_block(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size, sqfs_u8* out,
+                          sqfs_u32 outsize) {
+  auto* self = reinterpret_cast<DeflateCompressor*>(cmp);
+  if (size == 0) {
+    return 0;
+  }
+  // A block that doesn't shrink is stored uncompressed (return 0), as libsquashfs's codecs do.
+  std::size_t avail = std::min<std::size_t>(outsize, size - 1);
+  std::size_t n = libdeflate_zlib_compress(self->deflate, in, size, out, avail);
+  return static_cast<sqfs_s32>(n);
+}
+
+sqfs_compressor_t* make_deflate_compressor(int level, std::uint32_t block_size) {
+  auto* c = new DeflateCompressor(); // NOLINT(cppcoreguidelines-owning-memory)
+  c->deflate = libdeflate_alloc_compressor(level);
+  if (c->deflate == nullptr) {
+    delete c; // NOLINT(cppcoreguidelines-owning-memory)
+    return nullptr;
+  }
+  c->level = level;
+  c->block_size = block_size;
+  c->iface.base.destroy = deflate_destroy;
+  c->iface.base.copy = deflate_copy;
+  c->iface.get_configuration = deflate_get_configuration;
+  c->iface.write_options = deflate_write_options;
+  c->iface.read_options = deflate_read_options;
+  c->iface.do_block = deflate_do_block;
+  return &c->iface;
+}
+
+sqfs_object_t* deflate_copy(const sqfs_object_t* obj) {
+  const auto* self = reinterpret_cast<const DeflateCompressor*>(obj);
+  return reinterpret_cast<sqfs_object_t*>(make_deflate_compressor(self->level, self->block_size));
+}
+
+// Wraps a libsquashfs compressor so that a block that doesn't shrink is stored uncompressed, as
+// mksquashfs does. (libsquashfs's lz4 returns its output even when it is larger, e.g. 5 bytes for
+// a 4-byte ID table; the kernel reads that, but unsquashfs 4.5 calls it corruption.)
+struct ShrinkOnly {
+  sqfs_compressor_t iface; // first member
+  sqfs_compressor_t* inner = nullptr;
+};
+
+sqfs_compressor_t* make_shrink_only(sqfs_compressor_t* inner);
+
+void shrink_destroy(sqfs_object_t* obj) {
+  auto* self = reinterpret_cast<ShrinkOnly*>(obj);
+  sqfs_destroy(self->inner);
+  delete self; // NOLINT(cppcoreguidelines-owning-memory)
+}
+
+sqfs_object_t* shrink_copy(const sqfs_object_t* obj) {
+  const auto* self = reinterpret_cast<const ShrinkOnly*>(obj);
+  auto* inner = static_cast<sqfs_compressor_t*>(sqfs_copy(self->inner));
+  return inner == nullptr ? nullptr : reinterpret_cast<sqfs_object_t*>(make_shrink_only(inner));
+}
+
+void shrink_get_configuration(const sqfs_compressor_t* cmp, sqfs_compressor_config_t* cfg) {
+  const auto* self = reinterpret_cast<const ShrinkOnly*>(cmp);
+  self->inner->get_configuration(self->inner, cfg);
+}
+
+int shrink_write_options(sqfs_compressor_t* cmp, sqfs_file_t* file) {
+  auto* self = reinterpret_cast<ShrinkOnly*>(cmp);
+  return self->inner->write_options(self->inner, file);
+}
+
+int shrink_read_options(sqfs_compressor_t* cmp, sqfs_file_t* file) {
+  auto* self = reinterpret_cast<ShrinkOnly*>(cmp);
+  return self->inner->read_options(self->inner, file);
+}
+
+sqfs_s32 shrink_do_block(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size, sqfs_u8* out,
+                         sqfs_u32 outsize) {
+  auto* self = reinterpret_cast<ShrinkOnly*>(cmp);
+  sqfs_s32 n = self->inner->do_block(self->inner, in, size, out, outsize);
+  return n > 0 && static_cast<sqfs_u32>(n) >= size ? 0 : n;
+}
+
+sqfs_compressor_t* make_shrink_only(sqfs_compressor_t* inner) {
+  auto* c = new ShrinkOnly(); // NOLINT(cppcoreguidelines-owning-memory)
+  c->inner = inner;
+  c->iface.base.destroy = shrink_destroy;
+  c->iface.base.copy = shrink_copy;
+  c->iface.get_configuration = shrink_get_configuration;
+  c->iface.write_options = shrink_write_options;
+  c->iface.read_options = shrink_read_options;
+  c->iface.do_block = shrink_do_block;
+  return &c->iface;
+}
+
+SQFS_COMPRESSOR compressor_id(SquashfsCompressor c) {
+  switch (c) {
+  case SquashfsCompressor::gzip:
+    return SQFS_COMP_GZIP;
+  case SquashfsCompressor::xz:
+    return SQFS_COMP_XZ;
+  case SquashfsCompressor::zstd:
+    return SQFS_COMP_ZSTD;
+  case SquashfsCompressor::lz4:
+    return SQFS_COMP_LZ4;
+  }
+  return SQFS_COMP_GZIP;
+}
+
+Result<SqfsPtr<sqfs_compressor_t>> make_compressor(SquashfsCompressor c) {
+  if (c == SquashfsCompressor::gzip) {
+    sqfs_compressor_t* cmp = make_deflate_compressor(k_squashfs_gzip_level, k_squashfs_block_size);
+    if (cmp == nullptr) {
+      return internal_error("can't create a libdeflate compressor");
+    }
+    return SqfsPtr<sqfs_compressor_t>(cmp);
+  }
+  sqfs_compressor_config_t cfg{};
+  int ret = sqfs_compressor_config_init(&cfg, compressor_id(c), k_squashfs_block_size, 0);
+  if (ret == 0 && c == SquashfsCompressor::zstd) {
+    cfg.level = k_squashfs_zstd_level;
+  }
+  if (ret == 0 && c == SquashfsCompressor::xz) {
+    cfg.level = k_squashfs_xz_level;
+  }
+  sqfs_compressor_t* cmp = nullptr;
+  if (ret == 0) {
+    ret = sqfs_compressor_create(&cfg, &cmp);
+  }
+  if (ret != 0) {
+    return external_error("libsquashfs can't create a {} compressor: {}", squashfs_compressor_name(c),
+                          sqfs_error_text(ret));
+  }
+  return SqfsPtr<sqfs_compressor_t>(make_shrink_only(cmp));
+}
+
+// A decompressor for the compressor an image records in its superblock.
+Result<SqfsPtr<sqfs_compressor_t>> make_decompressor(const sqfs_super_t& super, sqfs_file_t* file,
+                                                     const std::string& what) {
+  sqfs_compressor_config_t cfg{};
+  int ret = sqfs_compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(super.compression_id),
+                                        super.block_size, SQFS_COMP_FLAG_UNCOMPRESS);
+  sqfs_compressor_t* cmp = nullptr;
+  if (ret == 0) {
+    ret = sqfs_compressor_create(&cfg, &cmp);
+  }
+  if (ret != 0) {
+    return invalid_input("{}: can't read squashfs compressor {}: {}", what, super.compression_id,
+                         sqfs_error_text(ret));
+  }
+  SqfsPtr<sqfs_compressor_t> out(cmp);
+  if ((super.flags & SQFS_FLAG_COMPRESSOR_OPTIONS) != 0) {
+    ret = cmp->read_options(cmp, file);
+    if (ret != 0) {
+      return invalid_input("{}: bad squashfs compressor options: {}", what, sqfs_error_text(ret));
+    }
+  }
+  return out;
+}
+
+// "libsquashfs.so.1.4.0": the file name of the loaded library (its version).
+std::string libsquashfs_version() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&sqfs_super_init), &info) == 0 || info.dli_fname == nullptr) {
+    return "libsquashfs";
+  }
+  std::error_code ec;
+  fs::path real = fs::canonical(info.dli_fname, ec);
+  return ec ? fs::path(info.dli_fname).filename().string() : real.filename().string();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The in-memory tree.
+
+struct Node {
+  enum class Kind : std::uint8_t { directory, file, symlink, char_device, block_device, fifo };
+  Kind kind = Kind::directory;
+  std::uint16_t perm = 0755; // permission bits incl. setuid/setgid/sticky
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint32_t mtime = 0;
+  std::uint32_t rdev = 0;       // devices: Linux new_encode_dev form
+  std::string target;           // symlinks
+  std::string capability;       // the security.capability xattr value, if any
+  std::uint64_t size = 0;       // files
+  std::int32_t layer = -1;      // files: the layer holding the data (-1: `inline_data`)
+  std::uint64_t member = 0;     // files: the member's ordinal in that layer
+  std::string inline_data;      // files added with SquashfsWriter::add
+  std::size_t slot = k_no_slot; // files: index of the inode the block processor wrote
+  std::map<std::string, std::shared_ptr<Node>, std::less<>> children; // directories, sorted bytewise
+  // Serialisation scratch.
+  std::uint32_t nlink = 0;
+  std::uint32_t inode_num = 0;
+  std::uint64_t ref = 0;
+  std::uint32_t parent_num = 0;
+};
+
+using NodePtr = std::shared_ptr<Node>;
+
+std::uint16_t type_bits(Node::Kind kind) {
+  switch (kind) {
+  case Node::Kind::directory:
+    return S_IFDIR;
+  case Node::Kind::file:
+    return S_IFREG;
+  case Node::Kind::symlink:
+    return S_IFLNK;
+  case Node::Kind::char_device:
+    return S_IFCHR;
+  case Node::Kind::block_device:
+    return S_IFBLK;
+  case Node::Kind::fifo:
+    return S_IFIFO;
+  }
+  return 0;
+}
+
+std::string_view kind_name(Node::Kind kind) {
+  switch (kind) {
+  case Node::Kind::directory:
+    return "directory";
+  case Node::Kind::file:
+    return "regular file";
+  case Node::Kind::symlink:
+    return "symbolic link";
+  case Node::Kind::char_device:
+  case Node::Kind::block_device:
+    return "device node";
+  case Node::Kind::fifo:
+    return "FIFO";
+  }
+  return "file";
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = path.find('/', i);
+    if (j == std::string_view::npos) {
+      j = path.size();
+    }
+    if (j > i) {
+      out.emplace_back(path.substr(i, j - i));
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+// One member of a layer, as read in the first pass over it.
+struct Member {
+  enum class Kind : std::uint8_t { node, hardlink, whiteout, opaque };
+  Kind kind = Kind::node;
+  Node::Kind node_kind = Node::Kind::file;
+  std::string name; // normalised; for whiteouts the path that is deleted / made opaque
+  std::string link; // symlink target or hard link target (normalised)
+  std::uint16_t perm = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint32_t mtime = 0;
+  std::uint32_t rdev = 0;
+  std::uint64_t size = 0;
+  std::uint64_t ordinal = 0;
+  std::string capability;
+  std::size_t slot = k_no_slot;
+};
+
+// Linux new_encode_dev: what squashfs stores for a device number.
+std::uint32_t encode_dev(std::uint64_t major, std::uint64_t minor) {
+  return static_cast<std::uint32_t>((minor & 0xFFU) | ((major & 0xFFFU) << 8U) | ((minor & ~0xFFULL) << 12U));
+}
+
+// Decompresses a gzip layer with libdeflate, one member at a time, for libarchive to read as a
+// plain tar: about three times zlib's speed. Layers lockstep writes are members of 1 MiB; a
+// layer whose first member doesn't fit in k_probe_size (one big member, as `gzip`, pigz and Go
+// write) is left to libarchive's streaming zlib reader, see open_gzip_feed().
+class GzipFeed {
+public:
+  static constexpr std::size_t k_probe_size = 4U << 20;
+  static constexpr std::size_t k_max_member = 256U << 20;
+
+  GzipFeed(const std::uint8_t* data, std::size_t size)
+      : m_data(data), m_size(size), m_inflate(libdeflate_alloc_decompressor()) {}
+  ~GzipFeed() { libdeflate_free_decompressor(m_inflate); }
+  GzipFeed(const GzipFeed&) = delete;
+  GzipFeed& operator=(const GzipFeed&) = delete;
+  GzipFeed(GzipFeed&&) = delete;
+  GzipFeed& operator=(GzipFeed&&) = delete;
+
+  /// Decodes the first member into a buffer of at most `limit` bytes; false if it doesn't fit.
+  bool probe() {
+    m_pending = m_inflate != nullptr && next_member(k_probe_size) >= 0;
+    return m_pending;
+  }
+  [[nodiscard]] std::size_t consumed() const { return m_pos; }
+
+  static la_ssize_t read(struct archive* a, void* self_ptr, const void** buf) {
+    auto* self = static_cast<GzipFeed*>(self_ptr);
+    if (self->m_pending) {
+      self->m_pending = false;
+      *buf = self->m_out.data();
+      return static_cast<la_ssize_t>(self->m_out_size);
+    }
+    for (;;) {
+      la_ssize_t n = self->next_member(k_max_member);
+      if (n < 0) {
+        archive_set_error(a, EINVAL, "%s", self->m_error.c_str());
+        return ARCHIVE_FATAL;
+      }
+      if (n > 0 || self->m_pos >= self->m_size) {
+        *buf = self->m_out.data();
+        return n;
+      }
+    }
+  }
+
+private:
+  // Decodes the next member; returns its size (0 at the end), or -1 with m_error set.
+  la_ssize_t next_member(std::size_t limit) {
+    // After the last member: the end, or padding that is not another member (ignored as gzip -d does).
+    if (m_pos >= m_size ||
+        (m_pos > 0 && (m_size - m_pos < 2 || m_data[m_pos] != 0x1F || m_data[m_pos + 1] != 0x8B))) {
+      m_pos = m_size;
+      m_out_size = 0;
+      return 0;
+    }
+    if (m_out.empty()) {
+      m_out.resize(std::min<std::size_t>(2U << 20, limit));
+    }
+    for (;;) {
+      std::size_t in_used = 0;
+      std::size_t out_used = 0;
+      auto r = libdeflate_gzip_decompress_ex(m_inflate, m_data + m_pos, m_size - m_pos, m_out.data(),
+                                             m_out.size(), &in_used, &out_used);
+      if (r == LIBDEFLATE_SUCCESS) {
+        m_pos += in_used;
+        m_out_size = out_used;
+        return static_cast<la_ssize_t>(out_used);
+      }
+      if (r == LIBDEFLATE_INSUFFICIENT_SPACE && m_out.size() < limit) {
+        m_out.resize(std::min(m_out.size() * 2, limit));
+        continue;
+      }
+      m_error =
+          r == LIBDEFLATE_INSUFFICIENT_SPACE
+              ? fmt::format("a gzip member at byte {} decompresses to more than {} MiB", m_pos, limit >> 20)
+              : fmt::format("invalid gzip data at byte {}", m_pos);
+      return -1;
+    }
+  }
+
+  const std::uint8_t* m_data;
+  std::size_t m_size;
+  std::size_t m_pos = 0;
+  libdeflate_decompressor* m_inflate;
+  std::vector<std::uint8_t> m_out;
+  std::size_t m_out_size = 0;
+  bool m_pending = false;
+  std::string m_error;
+};
+
+// A read-only mapping of a whole file.
+class Mapping {
+public:
+  Mapping() = default;
+  Mapping(const std::uint8_t* data, std::size_t size) : m_data(data), m_size(size) {}
+  ~Mapping() {
+    if (m_data != nullptr) {
+      ::munmap(const_cast<std::uint8_t*>(m_data), m_size); // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    }
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  Mapping(Mapping&&) = delete;
+  Mapping& operator=(Mapping&&) = delete;
+  [[nodiscard]] const std::uint8_t* data() const { return m_data; }
+  [[nodiscard]] std::size_t size() const { return m_size; }
+
+private:
+  const std::uint8_t* m_data = nullptr;
+  std::size_t m_size = 0;
+};
+
+struct ArchiveDeleter {
+  void operator()(struct archive* a) const { archive_read_free(a); }
+};
+using ArchivePtr = std::unique_ptr<struct archive, ArchiveDeleter>;
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+class SquashfsWriter::Impl {
+public:
+  Impl(int fd, std::int64_t offset, const SquashfsOptions& options, std::string what)
+      : m_fd(fd), m_offset(offset), m_options(options), m_what(std::move(what)) {
+    m_root = std::make_shared<Node>();
+    m_root->mtime = clamp_time(options.epoch);
+    m_buffer.resize(k_io_buffer);
+  }
+  ~Impl() {
+    stop_data();
+    reset_inodes();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  Impl(Impl&&) = delete;
+  Impl& operator=(Impl&&) = delete;
+
+  Result<void> start_data();
+  Result<void> add_layer(const fs::path& tar, const std::string& what);
+  Result<void> add(const SquashfsEntry& entry);
+  [[nodiscard]] bool exists(std::string_view path) const;
+  Result<std::int64_t> finish();
+
+private:
+  struct Layer {
+    fs::path path;
+    std::string what;
+  };
+
+  [[nodiscard]] std::uint32_t clamp_time(std::int64_t t) const {
+    return static_cast<std::uint32_t>(std::clamp<std::int64_t>(t, 0, m_options.epoch));
+  }
+  Error sqfs_failure(const std::string& doing, int code) const {
+    if (code == SQFS_ERROR_IO) {
+      int err = reinterpret_cast<OffsetFile*>(m_file.get())->error;
+      return errno_error(fmt::format("{}: {}", m_what, doing), err != 0 ? err : EIO);
+    }
+    return internal_error("{}: {}: {}", m_what, doing, sqfs_error_text(code));
+  }
+  // Drains the block processor (blocks still queued in its threads are freed only once they come
+  // back) and destroys it.
+  void stop_data() {
+    if (m_processor) {
+      (void)sqfs_block_processor_finish(m_processor.get());
+      m_processor.reset();
+    }
+  }
+  void reset_inodes() {
+    for (auto* inode : m_inodes) {
+      sqfs_free(inode);
+    }
+    m_inodes.clear();
+  }
+
+  Result<void> read_layer(std::size_t index, std::vector<Member>* members,
+                          const std::unordered_map<std::uint64_t, Node*>* winners);
+  Result<std::size_t> stream_file(struct archive* a, const std::string& what, const std::string& name);
+  Result<std::size_t> stream_bytes(std::string_view data);
+  Result<void> apply(const Member& m, std::size_t layer, const std::string& what);
+  Result<NodePtr> resolve_dir(const std::vector<std::string>& comps, std::size_t count, bool create,
+                              const std::string& what, const std::string& name) const;
+  [[nodiscard]] NodePtr lookup(std::string_view path) const;
+  Result<void> stream_inline_files();
+  Result<void> redo_data();
+  Result<void> write_tables(sqfs_super_t& super, std::int64_t& size);
+
+  int m_fd;
+  std::int64_t m_offset;
+  SquashfsOptions m_options;
+  std::string m_what;
+  NodePtr m_root;
+  std::vector<Layer> m_layers;
+  std::vector<char> m_buffer;
+
+  SqfsPtr<sqfs_file_t> m_file;
+  SqfsPtr<sqfs_compressor_t> m_cmp;
+  SqfsPtr<sqfs_compressor_t> m_uncmp;
+  SqfsPtr<sqfs_block_writer_t> m_block_writer;
+  SqfsPtr<sqfs_frag_table_t> m_frag_table;
+  SqfsPtr<sqfs_block_processor_t> m_processor;
+  sqfs_super_t m_super{};
+  std::deque<sqfs_inode_generic_t*> m_inodes; // stable addresses: the block processor updates them
+  std::uint64_t m_streamed = 0;               // files whose data went into the image
+};
+
+Result<void> SquashfsWriter::Impl::start_data() {
+  stop_data();
+  m_frag_table.reset();
+  m_block_writer.reset();
+  reset_inodes();
+  m_streamed = 0;
+  if (!m_file) {
+    m_file = make_offset_file(m_fd, m_offset, 0);
+  }
+  if (int r = m_file->truncate(m_file.get(), 0); r != 0) {
+    return sqfs_failure("can't truncate the image", r);
+  }
+  if (!m_cmp) {
+    LS_TRY_ASSIGN(m_cmp, make_compressor(m_options.compressor));
+    // A decompressor lets fragment deduplication compare bytes, not just hashes.
+    sqfs_compressor_config_t cfg{};
+    sqfs_compressor_config_init(&cfg, compressor_id(m_options.compressor), k_squashfs_block_size,
+                                SQFS_COMP_FLAG_UNCOMPRESS);
+    sqfs_compressor_t* uncmp = nullptr;
+    if (sqfs_compressor_create(&cfg, &uncmp) == 0) {
+      m_uncmp.reset(uncmp);
+    }
+  }
+  if (int r = sqfs_super_init(&m_super, k_squashfs_block_size, static_cast<sqfs_u32>(m_options.epoch),
+                              compressor_id(m_options.compressor));
+      r != 0) {
+    return sqfs_failure("can't initialise the superblock", r);
+  }
+  if (int r = sqfs_super_write(&m_super, m_file.get()); r != 0) {
+    return sqfs_failure("can't write the superblock", r);
+  }
+  int r = m_cmp->write_options(m_cmp.get(), m_file.get());
+  if (r < 0) {
+    return sqfs_failure("can't write the compressor options", r);
+  }
+  if (r > 0) {
+    m_super.flags |= SQFS_FLAG_COMPRESSOR_OPTIONS;
+  }
+  m_block_writer.reset(sqfs_block_writer_create(m_file.get(), SQFS_DEVBLK_SIZE, 0));
+  m_frag_table.reset(sqfs_frag_table_create(0));
+  if (!m_block_writer || !m_frag_table) {
+    return internal_error("{}: out of memory", m_what);
+  }
+  unsigned threads = m_options.threads != 0 ? m_options.threads : default_thread_count();
+  sqfs_block_processor_desc_t desc{};
+  desc.size = sizeof(desc);
+  desc.max_block_size = k_squashfs_block_size;
+  desc.num_workers = std::max(1U, threads);
+  desc.max_backlog = 8 * desc.num_workers;
+  desc.cmp = m_cmp.get();
+  desc.wr = m_block_writer.get();
+  desc.tbl = m_frag_table.get();
+  desc.file = m_uncmp ? m_file.get() : nullptr;
+  desc.uncmp = m_uncmp.get();
+  sqfs_block_processor_t* proc = nullptr;
+  if (int rc = sqfs_block_processor_create_ex(&desc, &proc); rc != 0) {
+    return sqfs_failure("can't start the block compressor", rc);
+  }
+  m_processor.reset(proc);
+  return {};
+}
+
+Result<std::size_t> SquashfsWriter::Impl::stream_bytes(std::string_view data) {
+  m_inodes.push_back(nullptr);
+  std::size_t slot = m_inodes.size() - 1;
+  if (int r = sqfs_block_processor_begin_file(m_processor.get(), &m_inodes.back(), nullptr, 0); r != 0) {
+    return sqfs_failure("can't compress file data", r);
+  }
+  if (int r = sqfs_block_processor_append(m_processor.get(), data.data(), data.size()); r != 0) {
+    return sqfs_failure("can't compress file data", r);
+  }
+  if (int r = sqfs_block_processor_end_file(m_processor.get()); r != 0) {
+    return sqfs_failure("can't compress file data", r);
+  }
+  ++m_streamed;
+  return slot;
+}
+
+Result<std::size_t> SquashfsWriter::Impl::stream_file(struct archive* a, const std::string& what,
+                                                      const std::string& name) {
+  m_inodes.push_back(nullptr);
+  std::size_t slot = m_inodes.size() - 1;
+  if (int r = sqfs_block_processor_begin_file(m_processor.get(), &m_inodes.back(), nullptr, 0); r != 0) {
+    return sqfs_failure("can't compress " + name, r);
+  }
+  for (;;) {
+    LS_TRY(check_interrupted());
+    la_ssize_t n = archive_read_data(a, m_buffer.data(), m_buffer.size());
+    if (n < 0) {
+      return invalid_input("{}: can't read member '{}': {}", what, name,
+                           archive_error_string(a) != nullptr ? archive_error_string(a) : "read error");
+    }
+    if (n == 0) {
+      break;
+    }
+    if (int r = sqfs_block_processor_append(m_processor.get(), m_buffer.data(), static_cast<std::size_t>(n));
+        r != 0) {
+      return sqfs_failure("can't compress " + name, r);
+    }
+  }
+  if (int r = sqfs_block_processor_end_file(m_processor.get()); r != 0) {
+    return sqfs_failure("can't compress " + name, r);
+  }
+  ++m_streamed;
+  return slot;
+}
+
+// Reads one layer. First pass (`members` set): every header is recorded and every regular file's
+// data is streamed. Redo pass (`winners` set): only the data of the members in `winners` is
+// streamed, into their nodes.
+Result<void> SquashfsWriter::Impl::read_layer(std::size_t index, std::vector<Member>* members,
+                                              const std::unordered_map<std::uint64_t, Node*>* winners) {
+  const Layer& layer = m_layers[index];
+  const std::string& what = layer.what;
+  LS_TRY_ASSIGN(UniqueFd fd, open_file(layer.path, O_RDONLY));
+  ArchivePtr a(archive_read_new());
+  if (!a) {
+    return internal_error("libarchive: out of memory");
+  }
+  archive_read_support_format_tar(a.get());
+  archive_read_support_filter_none(a.get());
+  archive_read_support_filter_gzip(a.get());
+  archive_read_support_filter_zstd(a.get());
+  archive_read_support_filter_xz(a.get());
+  // gzip layers of small members go through libdeflate; everything else through libarchive.
+  std::optional<Mapping> mapping;
+  std::unique_ptr<GzipFeed> feed;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 2) {
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (p != MAP_FAILED) {
+      mapping.emplace(static_cast<const std::uint8_t*>(p), static_cast<std::size_t>(st.st_size));
+      ::madvise(p, mapping->size(), MADV_SEQUENTIAL);
+      if (mapping->data()[0] == 0x1F && mapping->data()[1] == 0x8B) {
+        feed = std::make_unique<GzipFeed>(mapping->data(), mapping->size());
+        if (!feed->probe()) {
+          feed.reset();
+        }
+      }
+    }
+  }
+  int opened = feed ? archive_read_open(a.get(), feed.get(), nullptr, &GzipFeed::read, nullptr)
+                    : archive_read_open_fd(a.get(), fd.get(), 256U * 1024U);
+  if (opened != ARCHIVE_OK) {
+    return invalid_input("{}: not a tar archive: {}", what,
+                         archive_error_string(a.get()) != nullptr ? archive_error_string(a.get())
+                                                                  : "unreadable");
+  }
+  auto bytes_read = [&] {
+    return feed ? static_cast<std::int64_t>(feed->consumed()) : archive_filter_bytes(a.get(), -1);
+  };
+  std::int64_t consumed = 0;
+  std::uint64_t ordinal = 0;
+  std::string previous;
+  for (;; ++ordinal) {
+    LS_TRY(check_interrupted());
+    struct archive_entry* entry = nullptr;
+    int rc = archive_read_next_header(a.get(), &entry);
+    if (rc == ARCHIVE_EOF) {
+      break;
+    }
+    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+      const char* msg = archive_error_string(a.get());
+      return invalid_input("{}: can't read the member after '{}': {}", what, previous,
+                           msg != nullptr ? msg : "not a valid tar archive");
+    }
+    if (m_options.progress != nullptr) {
+      std::int64_t now = bytes_read();
+      if (now > consumed) {
+        m_options.progress->advance(static_cast<std::uint64_t>(now - consumed));
+        consumed = now;
+      }
+    }
+    const char* raw = archive_entry_pathname(entry);
+    if (raw == nullptr) {
+      return invalid_input("{}: a member after '{}' has an unreadable name", what, previous);
+    }
+    auto name = normalize_member_name(raw);
+    if (!name) {
+      return invalid_input("{}: {}; refusing the layer", what, name.error().message);
+    }
+    previous = *name;
+    bool is_file = archive_entry_hardlink(entry) == nullptr && archive_entry_filetype(entry) == AE_IFREG;
+    if (winners != nullptr) {
+      auto it = winners->find(ordinal);
+      if (it != winners->end() && is_file) {
+        LS_TRY_ASSIGN(it->second->slot, stream_file(a.get(), what, *name));
+      }
+      continue;
+    }
+
+    Member m;
+    m.ordinal = ordinal;
+    auto slash = name->rfind('/');
+    std::string base = slash == std::string::npos ? *name : name->substr(slash + 1);
+    std::string dir = slash == std::string::npos ? std::string() : name->substr(0, slash);
+    if (base.rfind(".wh.", 0) == 0) {
+      if (base == ".wh..wh..opq") {
+        m.kind = Member::Kind::opaque;
+        m.name = dir;
+      } else if (base.rfind(".wh..wh.", 0) == 0) {
+        continue; // aufs metadata (.wh..wh.plnk, ...), not a deletion
+      } else {
+        std::string victim = base.substr(4);
+        if (victim.empty() || victim == "." || victim == "..") {
+          return invalid_input("{}: whiteout '{}' names no file; refusing the layer", what, *name);
+        }
+        m.kind = Member::Kind::whiteout;
+        m.name = dir.empty() ? victim : dir + "/" + victim;
+      }
+      members->push_back(std::move(m));
+      continue;
+    }
+    m.name = std::move(*name);
+    for (const auto& comp : split_path(m.name)) {
+      if (comp.size() > k_max_name) {
+        return invalid_input("{}: member '{}' has a name component longer than {} bytes", what, m.name,
+                             k_max_name);
+      }
+    }
+    la_int64_t uid = archive_entry_uid(entry);
+    la_int64_t gid = archive_entry_gid(entry);
+    if (uid < 0 || gid < 0 || uid > 0xFFFFFFFE || gid > 0xFFFFFFFE) {
+      return invalid_input("{}: member '{}' has owner {}:{}, outside the 32-bit range", what, m.name, uid,
+                           gid);
+    }
+    m.uid = static_cast<std::uint32_t>(uid);
+    m.gid = static_cast<std::uint32_t>(gid);
+    m.perm = static_cast<std::uint16_t>(archive_entry_perm(entry) & 07777);
+    m.mtime = clamp_time(archive_entry_mtime(entry));
+    if (const char* target = archive_entry_hardlink(entry); target != nullptr) {
+      auto t = normalize_member_name(target);
+      if (!t || t->empty()) {
+        return invalid_input("{}: hard link '{}' -> '{}': {}; refusing the layer", what, m.name, target,
+                             t ? std::string("the target is the root") : t.error().message);
+      }
+      m.kind = Member::Kind::hardlink;
+      m.link = std::move(*t);
+      members->push_back(std::move(m));
+      continue;
+    }
+    // Only file capabilities survive (docs/ARCHITECTURE.md, "Xattr policy").
+    archive_entry_xattr_reset(entry);
+    const char* xname = nullptr;
+    const void* xvalue = nullptr;
+    std::size_t xsize = 0;
+    while (archive_entry_xattr_next(entry, &xname, &xvalue, &xsize) == ARCHIVE_OK) {
+      if (xname != nullptr && std::string_view(xname) == "security.capability" && xvalue != nullptr) {
+        m.capability.assign(static_cast<const char*>(xvalue), xsize);
+      }
+    }
+    switch (archive_entry_filetype(entry)) {
+    case AE_IFREG:
+      m.node_kind = Node::Kind::file;
+      if (archive_entry_size(entry) < 0) {
+        return invalid_input("{}: member '{}' has a negative size", what, m.name);
+      }
+      m.size = static_cast<std::uint64_t>(archive_entry_size(entry));
+      if (m.size > 0) {
+        LS_TRY_ASSIGN(m.slot, stream_file(a.get(), what, m.name));
+      }
+      break;
+    case AE_IFDIR:
+      m.node_kind = Node::Kind::directory;
+      break;
+    case AE_IFLNK: {
+      m.node_kind = Node::Kind::symlink;
+      const char* target = archive_entry_symlink(entry);
+      m.link = target != nullptr ? target : "";
+      if (m.link.empty() || m.link.size() > k_max_link_target) {
+        return invalid_input("{}: symbolic link '{}' has {} target", what, m.name,
+                             m.link.empty() ? "an empty" : "a too long");
+      }
+      break;
+    }
+    case AE_IFCHR:
+    case AE_IFBLK:
+      m.node_kind =
+          archive_entry_filetype(entry) == AE_IFCHR ? Node::Kind::char_device : Node::Kind::block_device;
+      m.rdev = encode_dev(archive_entry_rdevmajor(entry), archive_entry_rdevminor(entry));
+      break;
+    case AE_IFIFO:
+      m.node_kind = Node::Kind::fifo;
+      break;
+    default:
+      continue; // sockets (and anything else) are not image content
+    }
+    members->push_back(std::move(m));
+  }
+  if (m_options.progress != nullptr) {
+    std::int64_t now = bytes_read();
+    if (now > consumed) {
+      m_options.progress->advance(static_cast<std::uint64_t>(now - consumed));
+    }
+  }
+  return {};
+}
+
+// Resolves the first `count` components as a directory, following symlinks inside the root (as
+// umoci's SecureJoin and containerd's RootPath do: ".." never climbs above the root, an absolute
+// target restarts at the root). With `create`, missing directories are made; a non-directory on
+// the way is an error. Without it, such a path resolves to nullptr.
+Result<NodePtr> SquashfsWriter::Impl::resolve_dir(const std::vector<std::string>& comps, std::size_t count,
+                                                  bool create, const std::string& what,
+                                                  const std::string& name) const {
+  std::vector<NodePtr> stack{m_root};
+  std::deque<std::string> todo(comps.begin(), comps.begin() + static_cast<std::ptrdiff_t>(count));
+  int hops = 0;
+  while (!todo.empty()) {
+    std::string comp = std::move(todo.front());
+    todo.pop_front();
+    if (comp.empty() || comp == ".") {
+      continue;
+    }
+    if (comp == "..") {
+      if (stack.size() > 1) {
+        stack.pop_back();
+      }
+      continue;
+    }
+    Node& cur = *stack.back();
+    auto it = cur.children.find(comp);
+    if (it == cur.children.end()) {
+      if (!create) {
+        return NodePtr();
+      }
+      auto dir = std::make_shared<Node>();
+      dir->mtime = clamp_time(m_options.epoch);
+      it = cur.children.emplace(comp, std::move(dir)).first;
+    }
+    const NodePtr& child = it->second;
+    if (child->kind == Node::Kind::directory) {
+      stack.push_back(child);
+      continue;
+    }
+    if (child->kind == Node::Kind::symlink) {
+      if (++hops > k_max_symlink_hops) {
+        if (!create) {
+          return NodePtr();
+        }
+        return invalid_input("{}: member '{}': too many levels of symbolic links", what, name);
+      }
+      auto target = split_path(child->target);
+      if (!child->target.empty() && child->target.front() == '/') {
+        stack.resize(1);
+      }
+      todo.insert(todo.begin(), target.begin(), target.end());
+      continue;
+    }
+    if (!create) {
+      return NodePtr();
+    }
+    return invalid_input("{}: member '{}' is inside '{}', which is a {}, not a directory", what, name, comp,
+                         kind_name(child->kind));
+  }
+  return stack.back();
+}
+
+NodePtr SquashfsWriter::Impl::lookup(std::string_view path) const {
+  auto comps = split_path(path);
+  if (comps.empty()) {
+    return m_root;
+  }
+  auto dir = resolve_dir(comps, comps.size() - 1, false, m_what, std::string(path));
+  if (!dir || !*dir) {
+    return NodePtr();
+  }
+  const auto& children = (*dir)->children;
+  auto it = children.find(comps.back());
+  return it == children.end() ? NodePtr() : it->second;
+}
+
+Result<void> SquashfsWriter::Impl::apply(const Member& m, std::size_t layer, const std::string& what) {
+  auto comps = split_path(m.name);
+  if (m.kind == Member::Kind::opaque || m.kind == Member::Kind::whiteout) {
+    // Whiteouts only hide what lower layers put there; they never create anything.
+    if (m.kind == Member::Kind::opaque) {
+      auto dir = resolve_dir(comps, comps.size(), false, what, m.name);
+      if (dir && *dir) {
+        (*dir)->children.clear();
+      }
+      return {};
+    }
+    auto dir = resolve_dir(comps, comps.size() - 1, false, what, m.name);
+    if (dir && *dir) {
+      (*dir)->children.erase(comps.back());
+    }
+    return {};
+  }
+  if (comps.empty()) {
+    // The root itself ("./"): only its attributes can change (umoci rejects anything else:
+    // CVE-2021-29136).
+    if (m.kind != Member::Kind::node || m.node_kind != Node::Kind::directory) {
+      return invalid_input("{}: member '.' is not a directory; refusing the layer", what);
+    }
+    m_root->perm = m.perm;
+    m_root->uid = m.uid;
+    m_root->gid = m.gid;
+    m_root->mtime = m.mtime;
+    return {};
+  }
+  LS_TRY_ASSIGN(NodePtr parent, resolve_dir(comps, comps.size() - 1, true, what, m.name));
+  auto& children = parent->children;
+  const std::string& base = comps.back();
+  if (m.kind == Member::Kind::hardlink) {
+    NodePtr target = lookup(m.link);
+    if (!target) {
+      return invalid_input("{}: hard link '{}' -> '{}': the target does not exist; refusing the layer", what,
+                           m.name, m.link);
+    }
+    if (target->kind == Node::Kind::directory) {
+      return invalid_input("{}: hard link '{}' -> '{}': the target is a directory; refusing the layer", what,
+                           m.name, m.link);
+    }
+    children[base] = std::move(target);
+    return {};
+  }
+  auto it = children.find(base);
+  if (m.node_kind == Node::Kind::directory && it != children.end() &&
+      it->second->kind == Node::Kind::directory) {
+    Node& d = *it->second; // directory over directory: keep the children, take the attributes
+    d.perm = m.perm;
+    d.uid = m.uid;
+    d.gid = m.gid;
+    d.mtime = m.mtime;
+    d.capability = m.capability;
+    return {};
+  }
+  auto n = std::make_shared<Node>();
+  n->kind = m.node_kind;
+  n->perm = m.perm;
+  n->uid = m.uid;
+  n->gid = m.gid;
+  n->mtime = m.mtime;
+  n->rdev = m.rdev;
+  n->capability = m.capability;
+  if (m.node_kind == Node::Kind::symlink) {
+    n->target = m.link;
+  }
+  if (m.node_kind == Node::Kind::file) {
+    n->size = m.size;
+    n->layer = static_cast<std::int32_t>(layer);
+    n->member = m.ordinal;
+    n->slot = m.slot;
+  }
+  children[base] = std::move(n);
+  return {};
+}
+
+Result<void> SquashfsWriter::Impl::add_layer(const fs::path& tar, const std::string& what) {
+  if (!m_processor) {
+    LS_TRY(start_data());
+  }
+  m_layers.push_back(Layer{tar, what});
+  std::size_t index = m_layers.size() - 1;
+  std::vector<Member> members;
+  LS_TRY(read_layer(index, &members, nullptr));
+  // Whiteouts first (opaque, then explicit): they hide lower content only, whatever their position.
+  for (auto kind : {Member::Kind::opaque, Member::Kind::whiteout}) {
+    for (const auto& m : members) {
+      if (m.kind == kind) {
+        LS_TRY(apply(m, index, what));
+      }
+    }
+  }
+  for (const auto& m : members) {
+    if (m.kind != Member::Kind::opaque && m.kind != Member::Kind::whiteout) {
+      LS_TRY(apply(m, index, what));
+    }
+  }
+  return {};
+}
+
+Result<void> SquashfsWriter::Impl::add(const SquashfsEntry& entry) {
+  if (!m_processor) {
+    LS_TRY(start_data());
+  }
+  Member m;
+  m.name = std::string(entry.path);
+  while (!m.name.empty() && m.name.front() == '/') {
+    m.name.erase(0, 1);
+  }
+  LS_TRY_ASSIGN(m.name, normalize_member_name(m.name.empty() ? "." : m.name));
+  m.perm = static_cast<std::uint16_t>(entry.mode & 07777);
+  m.uid = entry.uid;
+  m.gid = entry.gid;
+  m.mtime = clamp_time(m_options.epoch);
+  switch (entry.type) {
+  case SquashfsEntry::Type::file:
+    m.node_kind = Node::Kind::file;
+    break;
+  case SquashfsEntry::Type::directory:
+    m.node_kind = Node::Kind::directory;
+    break;
+  case SquashfsEntry::Type::symlink:
+    m.node_kind = Node::Kind::symlink;
+    m.link = entry.data;
+    break;
+  }
+  LS_TRY(apply(m, 0, m_what));
+  if (entry.type == SquashfsEntry::Type::file) {
+    NodePtr n = lookup(m.name);
+    n->layer = -1;
+    n->size = entry.data.size();
+    n->inline_data = entry.data; // streamed by finish(), once nothing can replace it any more
+  }
+  return {};
+}
+
+bool SquashfsWriter::Impl::exists(std::string_view path) const {
+  return lookup(path) != nullptr;
+}
+
+namespace {
+
+// Every distinct node once, in sorted depth-first order (a hard-linked file at its first path).
+void collect_nodes(const NodePtr& dir, std::vector<Node*>& out, std::set<Node*>& seen) {
+  for (const auto& [name, child] : dir->children) {
+    if (seen.insert(child.get()).second) {
+      out.push_back(child.get());
+    }
+    if (child->kind == Node::Kind::directory) {
+      collect_nodes(child, out, seen);
+    }
+  }
+}
+
+} // namespace
+
+Result<void> SquashfsWriter::Impl::stream_inline_files() {
+  std::vector<Node*> nodes;
+  std::set<Node*> seen;
+  collect_nodes(m_root, nodes, seen);
+  for (Node* n : nodes) {
+    if (n->kind == Node::Kind::file && n->layer < 0 && n->size > 0 && n->slot == k_no_slot) {
+      LS_TRY_ASSIGN(n->slot, stream_bytes(n->inline_data));
+    }
+  }
+  return {};
+}
+
+// The second data pass: only files still in the tree, in the same layer order.
+Result<void> SquashfsWriter::Impl::redo_data() {
+  log::debug("{}: files were replaced or deleted by upper layers; writing the data again without them",
+             m_what);
+  m_options.progress = nullptr; // the progress line already went through the layers once
+  std::vector<Node*> nodes;
+  std::set<Node*> seen;
+  collect_nodes(m_root, nodes, seen);
+  std::vector<std::unordered_map<std::uint64_t, Node*>> winners(m_layers.size());
+  for (Node* n : nodes) {
+    if (n->kind == Node::Kind::file) {
+      n->slot = k_no_slot;
+      if (n->layer >= 0 && n->size > 0) {
+        winners[static_cast<std::size_t>(n->layer)][n->member] = n;
+      }
+    }
+  }
+  LS_TRY(start_data());
+  for (std::size_t i = 0; i < m_layers.size(); ++i) {
+    if (!winners[i].empty()) {
+      LS_TRY(read_layer(i, nullptr, &winners[i]));
+    }
+  }
+  return stream_inline_files();
+}
+
+Result<std::int64_t> SquashfsWriter::Impl::finish() {
+  if (!m_processor) {
+    LS_TRY(start_data());
+  }
+  LS_TRY(stream_inline_files());
+  {
+    std::vector<Node*> nodes;
+    std::set<Node*> seen;
+    collect_nodes(m_root, nodes, seen);
+    std::uint64_t live = 0;
+    for (Node* n : nodes) {
+      live += (n->kind == Node::Kind::file && n->slot != k_no_slot) ? 1 : 0;
+    }
+    if (live != m_streamed) {
+      LS_TRY(redo_data());
+    }
+  }
+  if (int r = sqfs_block_processor_finish(m_processor.get()); r != 0) {
+    return sqfs_failure("can't finish the data blocks", r);
+  }
+  std::int64_t size = 0;
+  LS_TRY(write_tables(m_super, size));
+  return size;
+}
+
+namespace {
+
+// Inode numbers as gensquashfs and mksquashfs give them: a directory's entries are numbered after
+// everything below them, so every inode is written before the directory listing it. Hard-linked
+// files come first of all, as any directory may list them.
+void number_inodes(Node* dir, std::vector<Node*>& order) {
+  for (const auto& [name, child] : dir->children) {
+    if (child->kind == Node::Kind::directory) {
+      number_inodes(child.get(), order);
+    }
+  }
+  for (const auto& [name, child] : dir->children) {
+    if (child->inode_num == 0) {
+      order.push_back(child.get());
+      child->inode_num = static_cast<std::uint32_t>(order.size());
+    }
+  }
+}
+
+void count_links(Node* dir) {
+  dir->nlink = 2;
+  for (const auto& [name, child] : dir->children) {
+    if (child->kind == Node::Kind::directory) {
+      ++dir->nlink;
+      count_links(child.get());
+    } else {
+      ++child->nlink;
+    }
+  }
+}
+
+void set_parents(Node* dir) {
+  for (const auto& [name, child] : dir->children) {
+    if (child->kind == Node::Kind::directory) {
+      child->parent_num = dir->inode_num;
+      set_parents(child.get());
+    }
+  }
+}
+
+// A zeroed inode with room for `extra` payload bytes (freed with std::free).
+InodePtr new_inode(std::size_t extra) {
+  // NOLINTNEXTLINE(cppcoreguidelines-no-malloc)
+  auto* p = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + extra));
+  if (p != nullptr) {
+    p->payload_bytes_available = static_cast<sqfs_u32>(extra);
+    p->payload_bytes_used = static_cast<sqfs_u32>(extra);
+  }
+  return InodePtr(p);
+}
+
+} // namespace
+
+Result<void> SquashfsWriter::Impl::write_tables(sqfs_super_t& super, std::int64_t& size) {
+  sqfs_file_t* file = m_file.get();
+  sqfs_compressor_t* cmp = m_cmp.get();
+
+  // Numbering and link counts.
+  std::vector<Node*> all;
+  std::set<Node*> seen;
+  collect_nodes(m_root, all, seen);
+  for (Node* n : all) {
+    n->nlink = 0;
+    n->inode_num = 0;
+  }
+  count_links(m_root.get());
+  std::vector<Node*> order;
+  for (Node* n : all) {
+    if (n->kind != Node::Kind::directory && n->nlink > 1) {
+      order.push_back(n);
+      n->inode_num = static_cast<std::uint32_t>(order.size());
+    }
+  }
+  number_inodes(m_root.get(), order);
+  order.push_back(m_root.get());
+  m_root->inode_num = static_cast<std::uint32_t>(order.size());
+  m_root->parent_num = m_root->inode_num + 1; // as mksquashfs
+  set_parents(m_root.get());
+
+  SqfsPtr<sqfs_id_table_t> ids(sqfs_id_table_create(0));
+  SqfsPtr<sqfs_xattr_writer_t> xattrs(sqfs_xattr_writer_create(0));
+  SqfsPtr<sqfs_meta_writer_t> inode_writer(sqfs_meta_writer_create(file, cmp, 0));
+  SqfsPtr<sqfs_meta_writer_t> dir_meta(sqfs_meta_writer_create(file, cmp, SQFS_META_WRITER_KEEP_IN_MEMORY));
+  if (!ids || !xattrs || !inode_writer || !dir_meta) {
+    return internal_error("{}: out of memory", m_what);
+  }
+  SqfsPtr<sqfs_dir_writer_t> dirs(sqfs_dir_writer_create(dir_meta.get(), 0));
+  if (!dirs) {
+    return internal_error("{}: out of memory", m_what);
+  }
+
+  // Extended attributes, in inode order.
+  bool any_xattr = false;
+  std::vector<std::uint32_t> xattr_index(order.size(), k_no_xattr);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const Node* n = order[i];
+    if (n->capability.empty()) {
+      continue;
+    }
+    any_xattr = true;
+    int r = sqfs_xattr_writer_begin(xattrs.get(), 0);
+    if (r == 0) {
+      r = sqfs_xattr_writer_add(xattrs.get(), "security.capability", n->capability.data(),
+                                n->capability.size());
+    }
+    if (r == 0) {
+      r = sqfs_xattr_writer_end(xattrs.get(), &xattr_index[i]);
+    }
+    if (r != 0) {
+      return sqfs_failure("can't record extended attributes", r);
+    }
+  }
+
+  super.inode_table_start = file->get_size(file);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    LS_TRY(check_interrupted());
+    Node* n = order[i];
+    InodePtr owned;
+    sqfs_inode_generic_t* inode = nullptr;
+    int r = 0;
+    switch (n->kind) {
+    case Node::Kind::directory: {
+      r = sqfs_dir_writer_begin(dirs.get(), 0);
+      for (const auto& [name, child] : n->children) {
+        if (r == 0) {
+          r = sqfs_dir_writer_add_entry(dirs.get(), name.c_str(), child->inode_num, child->ref,
+                                        static_cast<sqfs_u16>(type_bits(child->kind) | child->perm));
+        }
+      }
+      if (r == 0) {
+        r = sqfs_dir_writer_end(dirs.get());
+      }
+      if (r != 0) {
+        return sqfs_failure("can't write a directory listing", r);
+      }
+      owned.reset(sqfs_dir_writer_create_inode(dirs.get(), 0, xattr_index[i], n->parent_num));
+      if (!owned) {
+        return internal_error("{}: out of memory", m_what);
+      }
+      if (owned->base.type == SQFS_INODE_DIR) {
+        owned->data.dir.nlink = n->nlink;
+      } else {
+        owned->data.dir_ext.nlink = n->nlink;
+      }
+      inode = owned.get();
+      break;
+    }
+    case Node::Kind::file:
+      if (n->slot != k_no_slot) {
+        inode = m_inodes[n->slot];
+      } else {
+        owned = new_inode(0);
+        if (!owned) {
+          return internal_error("{}: out of memory", m_what);
+        }
+        owned->base.type = SQFS_INODE_FILE;
+        owned->data.file.fragment_index = 0xFFFFFFFFU;
+        inode = owned.get();
+      }
+      if (n->nlink > 1) {
+        r = sqfs_inode_make_extended(inode);
+        inode->data.file_ext.nlink = n->nlink;
+      }
+      break;
+    case Node::Kind::symlink:
+      owned = new_inode(n->target.size());
+      if (!owned) {
+        return internal_error("{}: out of memory", m_what);
+      }
+      owned->base.type = SQFS_INODE_SLINK;
+      owned->data.slink.nlink = n->nlink;
+      owned->data.slink.target_size = static_cast<sqfs_u32>(n->target.size());
+      std::memcpy(static_cast<void*>(owned->extra), n->target.data(), n->target.size());
+      inode = owned.get();
+      break;
+    case Node::Kind::char_device:
+    case Node::Kind::block_device:
+      owned = new_inode(0);
+      if (!owned) {
+        return internal_error("{}: out of memory", m_what);
+      }
+      owned->base.type = n->kind == Node::Kind::char_device ? SQFS_INODE_CDEV : SQFS_INODE_BDEV;
+      owned->data.dev.nlink = n->nlink;
+      owned->data.dev.devno = n->rdev;
+      inode = owned.get();
+      break;
+    case Node::Kind::fifo:
+      owned = new_inode(0);
+      if (!owned) {
+        return internal_error("{}: out of memory", m_what);
+      }
+      owned->base.type = SQFS_INODE_FIFO;
+      owned->data.ipc.nlink = n->nlink;
+      inode = owned.get();
+      break;
+    }
+    if (r == 0 && xattr_index[i] != k_no_xattr && n->kind != Node::Kind::directory) {
+      r = sqfs_inode_make_extended(inode);
+      if (r == 0) {
+        r = sqfs_inode_set_xattr_index(inode, xattr_index[i]);
+      }
+    }
+    if (r != 0) {
+      return sqfs_failure("can't build an inode", r);
+    }
+    inode->base.mode = static_cast<sqfs_u16>(type_bits(n->kind) | n->perm);
+    inode->base.mod_time = n->mtime;
+    inode->base.inode_number = n->inode_num;
+    r = sqfs_id_table_id_to_index(ids.get(), n->uid, &inode->base.uid_idx);
+    if (r == 0) {
+      r = sqfs_id_table_id_to_index(ids.get(), n->gid, &inode->base.gid_idx);
+    }
+    if (r != 0) {
+      return sqfs_failure("can't record owner " + std::to_string(n->uid) + ":" + std::to_string(n->gid), r);
+    }
+    sqfs_u64 block = 0;
+    sqfs_u32 offset = 0;
+    sqfs_meta_writer_get_position(inode_writer.get(), &block, &offset);
+    n->ref = (block << 16U) | offset;
+    if (r = sqfs_meta_writer_write_inode(inode_writer.get(), inode); r != 0) {
+      return sqfs_failure("can't write the inode table", r);
+    }
+  }
+  int r = sqfs_meta_writer_flush(inode_writer.get());
+  if (r == 0) {
+    r = sqfs_meta_writer_flush(dir_meta.get());
+  }
+  if (r != 0) {
+    return sqfs_failure("can't write the inode table", r);
+  }
+  super.root_inode_ref = m_root->ref;
+  super.directory_table_start = file->get_size(file);
+  if (r = sqfs_meta_write_write_to_file(dir_meta.get()); r != 0) {
+    return sqfs_failure("can't write the directory table", r);
+  }
+  if (r = sqfs_frag_table_write(m_frag_table.get(), file, &super, cmp); r != 0) {
+    return sqfs_failure("can't write the fragment table", r);
+  }
+  if (r = sqfs_id_table_write(ids.get(), file, &super, cmp); r != 0) {
+    return sqfs_failure("can't write the ID table", r);
+  }
+  if (any_xattr) {
+    if (r = sqfs_xattr_writer_flush(xattrs.get(), file, &super, cmp); r != 0) {
+      return sqfs_failure("can't write the extended attributes", r);
+    }
+  } else {
+    super.flags |= SQFS_FLAG_NO_XATTRS;
+  }
+  super.inode_count = static_cast<sqfs_u32>(order.size());
+  super.bytes_used = file->get_size(file);
+  if (r = sqfs_super_write(&super, file); r != 0) {
+    return sqfs_failure("can't write the superblock", r);
+  }
+  // Pad to the device block size, as mksquashfs does (and loop devices want).
+  std::uint64_t padded = (super.bytes_used + SQFS_DEVBLK_SIZE - 1) / SQFS_DEVBLK_SIZE * SQFS_DEVBLK_SIZE;
+  if (padded > super.bytes_used) {
+    std::string zeros(static_cast<std::size_t>(padded - super.bytes_used), '\0');
+    if (r = file->write_at(file, super.bytes_used, zeros.data(), zeros.size()); r != 0) {
+      return sqfs_failure("can't pad the image", r);
+    }
+  }
+  size = static_cast<std::int64_t>(padded);
+  return {};
+}
+
+SquashfsWriter::SquashfsWriter(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {
+}
+SquashfsWriter::~SquashfsWriter() = default;
+SquashfsWriter::SquashfsWriter(SquashfsWriter&&) noexcept = default;
+
+Result<SquashfsWriter> SquashfsWriter::create(int fd, std::int64_t offset, const SquashfsOptions& options,
+                                              std::string what) {
+  if (options.epoch < 0 || options.epoch > static_cast<std::int64_t>(UINT32_MAX)) {
+    return invalid_input("{}: squashfs can't record the time {} (it stores 32-bit seconds)", what,
+                         options.epoch);
+  }
+  return SquashfsWriter(std::make_unique<Impl>(fd, offset, options, std::move(what)));
+}
+
+Result<void> SquashfsWriter::add_layer(const fs::path& tar, const std::string& what) {
+  return m_impl->add_layer(tar, what);
+}
+Result<void> SquashfsWriter::add(const SquashfsEntry& entry) {
+  return m_impl->add(entry);
+}
+bool SquashfsWriter::exists(std::string_view path) const {
+  return m_impl->exists(path);
+}
+Result<std::int64_t> SquashfsWriter::finish() {
+  return m_impl->finish();
+}
+
+std::string squashfs_settings(const SquashfsOptions& options) {
+  std::string codec;
+  switch (options.compressor) {
+  case SquashfsCompressor::gzip:
+    codec = fmt::format("gzip libdeflate {} level {}", LIBDEFLATE_VERSION_STRING, k_squashfs_gzip_level);
+    break;
+  case SquashfsCompressor::zstd:
+    codec = fmt::format("zstd level {}", k_squashfs_zstd_level);
+    break;
+  case SquashfsCompressor::xz:
+    codec = fmt::format("xz level {}", k_squashfs_xz_level);
+    break;
+  case SquashfsCompressor::lz4:
+    codec = "lz4";
+    break;
+  }
+  return fmt::format("squashfs v4 {} block {} epoch {} ({}, {})", codec, k_squashfs_block_size, options.epoch,
+                     libsquashfs_version(), codec_library_versions());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Extraction.
+
+namespace {
+
+class Extractor {
+public:
+  Extractor(const fs::path& file, bool keep_ownership) : m_file(file), m_keep(keep_ownership) {}
+
+  Result<void> run(std::int64_t offset, int dest_fd);
+
+private:
+  Error corrupt(const std::string& where, const std::string& why) const {
+    return invalid_input("{}: invalid squashfs image: {}: {}", m_file.string(), where, why);
+  }
+  Error sq_error(const std::string& where, int code) const {
+    if (code == SQFS_ERROR_IO) {
+      return io_error("{}: can't read the squashfs image ({})", m_file.string(), where);
+    }
+    return corrupt(where, sqfs_error_text(code));
+  }
+  Result<void> extract_dir(const sqfs_inode_generic_t* dir_inode, int dir_fd, const std::string& path,
+                           int depth);
+  Result<void> extract_file(const sqfs_inode_generic_t* inode, int dir_fd, const std::string& name,
+                            const std::string& path);
+  Result<void> set_attributes(int dir_fd, const std::string& name, const std::string& path,
+                              const sqfs_inode_generic_t* inode, bool is_link);
+
+  fs::path m_file;
+  bool m_keep;
+  int m_dest = -1;
+  SqfsPtr<sqfs_file_t> m_sq;
+  sqfs_super_t m_super{};
+  SqfsPtr<sqfs_compressor_t> m_cmp;
+  SqfsPtr<sqfs_dir_reader_t> m_dirs;
+  SqfsPtr<sqfs_data_reader_t> m_data;
+  SqfsPtr<sqfs_id_table_t> m_ids;
+  std::unordered_map<std::uint32_t, std::string> m_links; // inode number -> first extracted path
+  std::set<std::uint32_t> m_seen_dirs;                    // a directory may be listed only once
+  std::vector<char> m_buffer = std::vector<char>(k_io_buffer);
+};
+
+bool valid_entry_name(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos && name.size() <= k_max_name;
+}
+
+Result<void> Extractor::run(std::int64_t offset, int dest_fd) {
+  LS_TRY_ASSIGN(UniqueFd fd, open_file(m_file, O_RDONLY));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return errno_error("can't stat " + m_file.string(), errno);
+  }
+  if (offset < 0 || offset > st.st_size) {
+    return invalid_input("{}: squashfs offset {} is outside the file ({} bytes)", m_file.string(), offset,
+                         st.st_size);
+  }
+  m_dest = dest_fd;
+  m_sq = make_offset_file(fd.get(), offset, static_cast<std::uint64_t>(st.st_size - offset));
+  if (int r = sqfs_super_read(&m_super, m_sq.get()); r != 0) {
+    return sq_error("superblock", r);
+  }
+  if (m_super.bytes_used > static_cast<std::uint64_t>(st.st_size - offset)) {
+    return corrupt("superblock", "the image is truncated");
+  }
+  LS_TRY_ASSIGN(m_cmp, make_decompressor(m_super, m_sq.get(), m_file.string()));
+  m_ids.reset(sqfs_id_table_create(0));
+  m_dirs.reset(sqfs_dir_reader_create(&m_super, m_cmp.get(), m_sq.get(), 0));
+  m_data.reset(sqfs_data_reader_create(m_sq.get(), m_super.block_size, m_cmp.get(), 0));
+  if (!m_ids || !m_dirs || !m_data) {
+    return internal_error("out of memory reading {}", m_file.string());
+  }
+  if (int r = sqfs_id_table_read(m_ids.get(), m_sq.get(), &m_super, m_cmp.get()); r != 0) {
+    return sq_error("ID table", r);
+  }
+  if (int r = sqfs_data_reader_load_fragment_table(m_data.get(), &m_super); r != 0) {
+    return sq_error("fragment table", r);
+  }
+  sqfs_inode_generic_t* root_raw = nullptr;
+  if (int r = sqfs_dir_reader_get_root_inode(m_dirs.get(), &root_raw); r != 0) {
+    return sq_error("root inode", r);
+  }
+  InodePtr root(root_raw);
+  if (root->base.type != SQFS_INODE_DIR && root->base.type != SQFS_INODE_EXT_DIR) {
+    return corrupt("root inode", "not a directory");
+  }
+  LS_TRY(extract_dir(root.get(), dest_fd, "", 0));
+  // The root's own permissions (the caller's directory keeps its ownership).
+  mode_t mode = root->base.mode & 07777 & (m_keep ? 07777 : 01777);
+  if (::fchmod(dest_fd, mode) != 0) {
+    return errno_error("can't set the permissions of the extraction root", errno);
+  }
+  struct timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(root->base.mod_time), 0}};
+  ::futimens(dest_fd, times);
+  return {};
+}
+
+Result<void> Extractor::set_attributes(int dir_fd, const std::string& name, const std::string& path,
+                                       const sqfs_inode_generic_t* inode, bool is_link) {
+  if (m_keep) {
+    sqfs_u32 uid = 0;
+    sqfs_u32 gid = 0;
+    if (sqfs_id_table_index_to_id(m_ids.get(), inode->base.uid_idx, &uid) != 0 ||
+        sqfs_id_table_index_to_id(m_ids.get(), inode->base.gid_idx, &gid) != 0) {
+      return corrupt(path, "owner index out of range");
+    }
+    if (::fchownat(dir_fd, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return errno_error("can't set the owner of " + path, errno);
+    }
+  }
+  if (!is_link) {
+    mode_t mode = inode->base.mode & 07777 & (m_keep ? 07777 : 01777);
+    if (::fchmodat(dir_fd, name.c_str(), mode, 0) != 0) {
+      return errno_error("can't set the permissions of " + path, errno);
+    }
+  }
+  struct timespec times[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(inode->base.mod_time), 0}};
+  if (::utimensat(dir_fd, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno_error("can't set the time of " + path, errno);
+  }
+  return {};
+}
+
+Result<void> Extractor::extract_file(const sqfs_inode_generic_t* inode, int dir_fd, const std::string& name,
+                                     const std::string& path) {
+  int fd = ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return errno_error("can't create " + path, errno);
+  }
+  UniqueFd out(fd);
+  sqfs_u64 size = 0;
+  sqfs_inode_get_file_size(inode, &size);
+  sqfs_u64 done = 0;
+  while (done < size) {
+    LS_TRY(check_interrupted());
+    auto want = static_cast<sqfs_u32>(std::min<sqfs_u64>(m_buffer.size(), size - done));
+    sqfs_s32 n = sqfs_data_reader_read(m_data.get(), inode, done, m_buffer.data(), want);
+    if (n < 0) {
+      return sq_error(path, n);
+    }
+    if (n == 0) {
+      return corrupt(path, "file data ends early");
+    }
+    LS_TRY(write_all(fd, m_buffer.data(), static_cast<std::size_t>(n), path));
+    done += static_cast<sqfs_u64>(n);
+  }
+  return {};
+}
+
+Result<void> Extractor::extract_dir(const sqfs_inode_generic_t* dir_inode, int dir_fd,
+                                    const std::string& path, int depth) {
+  if (depth > 1024) {
+    return corrupt(path, "directories nested more than 1024 deep");
+  }
+  if (!m_seen_dirs.insert(dir_inode->base.inode_number).second) {
+    return corrupt(path.empty() ? "/" : path, "a directory is listed twice (or contains itself)");
+  }
+  if (int r = sqfs_dir_reader_open_dir(m_dirs.get(), dir_inode, 0); r != 0) {
+    return sq_error(path.empty() ? "/" : path, r);
+  }
+  // Read the whole listing first: extracting a subdirectory reuses the reader.
+  std::vector<std::pair<std::string, InodePtr>> entries;
+  for (;;) {
+    sqfs_dir_entry_t* raw_entry = nullptr;
+    int r = sqfs_dir_reader_read(m_dirs.get(), &raw_entry);
+    if (r > 0) {
+      break;
+    }
+    if (r < 0) {
+      return sq_error(path.empty() ? "/" : path, r);
+    }
+    std::unique_ptr<sqfs_dir_entry_t, FreeDeleter> entry(raw_entry);
+    std::string name(reinterpret_cast<const char*>(entry->name), static_cast<std::size_t>(entry->size) + 1);
+    if (!valid_entry_name(name)) {
+      return corrupt(path.empty() ? "/" : path, fmt::format("invalid entry name '{}'", name));
+    }
+    sqfs_inode_generic_t* raw_inode = nullptr;
+    if (r = sqfs_dir_reader_get_inode(m_dirs.get(), &raw_inode); r != 0) {
+      return sq_error(path + "/" + name, r);
+    }
+    entries.emplace_back(std::move(name), InodePtr(raw_inode));
+  }
+  std::vector<std::pair<std::string, const sqfs_inode_generic_t*>> subdirs;
+  for (const auto& [name, inode] : entries) {
+    std::string child = path + "/" + name;
+    std::string rel = path.empty() ? name : path.substr(1) + "/" + name;
+    switch (inode->base.type) {
+    case SQFS_INODE_DIR:
+    case SQFS_INODE_EXT_DIR:
+      if (::mkdirat(dir_fd, name.c_str(), 0700) != 0) {
+        return errno_error("can't create directory " + child, errno);
+      }
+      subdirs.emplace_back(name, inode.get());
+      continue;
+    case SQFS_INODE_FILE:
+    case SQFS_INODE_EXT_FILE: {
+      std::uint32_t nlink = inode->base.type == SQFS_INODE_EXT_FILE ? inode->data.file_ext.nlink : 1;
+      if (nlink > 1) {
+        auto it = m_links.find(inode->base.inode_number);
+        if (it != m_links.end()) {
+          // Every component of the first path is a directory this function created.
+          if (::linkat(m_dest, it->second.c_str(), dir_fd, name.c_str(), 0) != 0) {
+            return errno_error("can't link " + child + " to /" + it->second, errno);
+          }
+          continue;
+        }
+        m_links.emplace(inode->base.inode_number, rel);
+      }
+      LS_TRY(extract_file(inode.get(), dir_fd, name, child));
+      break;
+    }
+    case SQFS_INODE_SLINK:
+    case SQFS_INODE_EXT_SLINK: {
+      std::string target(reinterpret_cast<const char*>(inode->extra), inode->data.slink.target_size);
+      if (target.empty() || target.find('\0') != std::string::npos) {
+        return corrupt(child, "invalid symbolic link target");
+      }
+      if (::symlinkat(target.c_str(), dir_fd, name.c_str()) != 0) {
+        return errno_error("can't create symbolic link " + child, errno);
+      }
+      LS_TRY(set_attributes(dir_fd, name, child, inode.get(), true));
+      continue;
+    }
+    case SQFS_INODE_FIFO:
+    case SQFS_INODE_EXT_FIFO:
+      if (::mkfifoat(dir_fd, name.c_str(), 0600) != 0) {
+        return errno_error("can't create FIFO " + child, errno);
+      }
+      break;
+    default:
+      log::debug("{}: skipping device node or socket {}", m_file.string(), child);
+      continue; // device nodes and sockets are never created
+    }
+    LS_TRY(set_attributes(dir_fd, name, child, inode.get(), false));
+  }
+  for (const auto& [name, inode] : subdirs) {
+    std::string child = path + "/" + name;
+    int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      return errno_error("can't open directory " + child, errno);
+    }
+    UniqueFd sub(fd);
+    LS_TRY(extract_dir(inode, sub.get(), child, depth + 1));
+    LS_TRY(set_attributes(dir_fd, name, child, inode, false));
+  }
+  return {};
+}
+
+} // namespace
+
+Result<void> extract_squashfs(const fs::path& file, std::int64_t offset, int dest_fd, bool keep_ownership) {
+  Extractor extractor(file, keep_ownership);
+  return extractor.run(offset, dest_fd);
+}
+
+} // namespace lockstep

@@ -1,0 +1,161 @@
+#include "support/oci/tar_reader.hpp"
+
+#include "support/fs.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <utility>
+
+namespace lockstep {
+
+Result<std::string> normalize_member_name(std::string_view name) {
+  if (name.empty()) {
+    return invalid_input("archive member with an empty name");
+  }
+  if (name.front() == '/') {
+    return invalid_input("archive member '{}' has an absolute name", name);
+  }
+  std::string out;
+  std::size_t i = 0;
+  while (i <= name.size()) {
+    std::size_t j = name.find('/', i);
+    if (j == std::string_view::npos) {
+      j = name.size();
+    }
+    std::string_view comp = name.substr(i, j - i);
+    if (comp == "..") {
+      return invalid_input("archive member '{}' has a '..' component", name);
+    }
+    if (!comp.empty() && comp != ".") {
+      if (!out.empty()) {
+        out += '/';
+      }
+      out += comp;
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+Result<TarReader> TarReader::open(const std::filesystem::path& file, std::string what) {
+  LS_TRY_ASSIGN(UniqueFd fd, open_file(file, O_RDONLY | O_NONBLOCK)); // a FIFO must not block us
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return errno_error("can't stat " + file.string(), errno);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return invalid_input("{}: {} is not a regular file", what, file.string());
+  }
+  struct archive* a = archive_read_new();
+  if (a == nullptr) {
+    return internal_error("libarchive: out of memory");
+  }
+  // Tar only, and only the filters libarchive implements in-process (no external programs).
+  archive_read_support_format_tar(a);
+  archive_read_support_filter_none(a);
+  archive_read_support_filter_gzip(a);
+  archive_read_support_filter_bzip2(a);
+  archive_read_support_filter_xz(a);
+  archive_read_support_filter_lzma(a);
+  archive_read_support_filter_lzip(a);
+  archive_read_support_filter_zstd(a);
+  archive_read_support_filter_lz4(a);
+  TarReader reader(a, std::move(what));
+  if (archive_read_open_fd(a, fd.get(), 64U * 1024U) != ARCHIVE_OK) {
+    return reader.archive_failure("not a valid tar archive");
+  }
+  reader.m_fd = std::move(fd);
+  return reader;
+}
+
+TarReader::~TarReader() {
+  if (m_archive != nullptr) {
+    archive_read_free(m_archive);
+  }
+}
+
+TarReader::TarReader(TarReader&& o) noexcept
+    : m_archive(std::exchange(o.m_archive, nullptr)), m_fd(std::move(o.m_fd)), m_what(std::move(o.m_what)),
+      m_current(std::move(o.m_current)) {
+}
+
+Error TarReader::archive_failure(const std::string& doing) const {
+  const char* msg = archive_error_string(m_archive);
+  int err = archive_errno(m_archive);
+  ExitCode code = (err == EIO || err == EACCES || err == ENOMEM) ? ExitCode::io : ExitCode::invalid_input;
+  return Error{code, m_what + ": " + doing + ": " + (msg != nullptr ? msg : "not a valid tar archive")};
+}
+
+Result<std::optional<TarMember>> TarReader::next() {
+  struct archive_entry* entry = nullptr;
+  int rc = archive_read_next_header(m_archive, &entry);
+  if (rc == ARCHIVE_EOF) {
+    m_current.clear();
+    return std::optional<TarMember>();
+  }
+  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+    return archive_failure(m_current.empty() ? std::string("not a valid tar archive")
+                                             : "can't read the member after '" + m_current + "'");
+  }
+  const char* raw = archive_entry_pathname(entry);
+  if (raw == nullptr) {
+    raw = archive_entry_pathname_utf8(entry);
+  }
+  if (raw == nullptr) {
+    return invalid_input("{}: archive member with an unreadable name", m_what);
+  }
+  auto name = normalize_member_name(raw);
+  if (!name) {
+    return invalid_input("{}: {}; refusing the archive", m_what, name.error().message);
+  }
+  TarMember m;
+  m.name = std::move(*name);
+  m_current = m.name;
+  if (const char* target = archive_entry_hardlink(entry); target != nullptr) {
+    auto t = normalize_member_name(target);
+    if (!t) {
+      return invalid_input("{}: hard link '{}' -> {}; refusing the archive", m_what, m.name,
+                           t.error().message);
+    }
+    m.type = TarMember::Type::hardlink;
+    m.link_target = std::move(*t);
+    return std::optional<TarMember>(std::move(m));
+  }
+  switch (archive_entry_filetype(entry)) {
+  case AE_IFREG:
+    m.type = TarMember::Type::file;
+    m.size = archive_entry_size(entry);
+    if (m.size < 0) {
+      return invalid_input("{}: archive member '{}' has a negative size", m_what, m.name);
+    }
+    break;
+  case AE_IFDIR:
+    m.type = TarMember::Type::directory;
+    break;
+  case AE_IFLNK: {
+    m.type = TarMember::Type::symlink;
+    const char* target = archive_entry_symlink(entry);
+    m.link_target = target != nullptr ? target : "";
+    break;
+  }
+  default:
+    m.type = TarMember::Type::other;
+    break;
+  }
+  return std::optional<TarMember>(std::move(m));
+}
+
+Result<std::size_t> TarReader::read(void* data, std::size_t size) {
+  la_ssize_t n = archive_read_data(m_archive, data, size);
+  if (n < 0) {
+    return archive_failure("can't read archive member '" + m_current + "'");
+  }
+  return static_cast<std::size_t>(n);
+}
+
+} // namespace lockstep

@@ -1,0 +1,419 @@
+// Reading an image's final filesystem in memory (runner/audit/image_contents) and checking it against
+// dpkg's and pip's records and a lock (runner/audit/verify).
+#include "runner/audit/image_contents.hpp"
+#include "runner/audit/verify.hpp"
+#include "support/fs.hpp"
+#include "tests/unit/support/test_image_fixture.hpp"
+#include "tests/unit/test_support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace lockstep;
+using namespace lockstep::runner;
+namespace fs = std::filesystem;
+using test::TarEntry;
+using Type = TarEntry::Type;
+
+namespace {
+
+/// Points $LOCKSTEP_CACHE somewhere for one scope, restoring the previous value.
+class ScopedCache {
+public:
+  explicit ScopedCache(const fs::path& dir) {
+    if (const char* old = std::getenv("LOCKSTEP_CACHE"); old != nullptr) {
+      m_old = old;
+    }
+    ::setenv("LOCKSTEP_CACHE", dir.c_str(), 1);
+  }
+  ~ScopedCache() {
+    if (m_old) {
+      ::setenv("LOCKSTEP_CACHE", m_old->c_str(), 1);
+    } else {
+      ::unsetenv("LOCKSTEP_CACHE");
+    }
+  }
+  ScopedCache(const ScopedCache&) = delete;
+  ScopedCache& operator=(const ScopedCache&) = delete;
+
+private:
+  std::optional<std::string> m_old;
+};
+
+const std::string k_md5_of_a = "7fc56270e7a70fa81a5935b72eacbe29"; // md5sum of "A"
+
+class ContentsFixture : public test::TempDirFixture {
+public:
+  /// Applies `entries` as layer `n` of `contents`; returns the error message, "" on success.
+  std::string apply(ImageContents& contents, const std::vector<TarEntry>& entries, std::size_t n,
+                    const ContentsOptions& options = {}) {
+    const fs::path tar = dir() / ("layer" + std::to_string(n) + ".tar");
+    test::write_tar(tar, entries);
+    Result<void> r = apply_layer_to_contents(contents, tar, n, "layer " + std::to_string(n), options);
+    return r ? std::string() : r.error().message;
+  }
+
+  /// A dpkg root with two packages and one wheel, every record right.
+  fs::path make_root() {
+    write("root/var/lib/dpkg/status", "Package: ls-app\n"
+                                      "Status: install ok installed\n"
+                                      "Architecture: amd64\n"
+                                      "Version: 1.0-1\n"
+                                      "Conffiles:\n"
+                                      " /etc/ls-app.conf " +
+                                          k_md5_of_a +
+                                          "\n"
+                                          "Description: app\n"
+                                          "\n"
+                                          "Package: ls-lib\n"
+                                          "Status: install ok installed\n"
+                                          "Multi-Arch: same\n"
+                                          "Architecture: amd64\n"
+                                          "Version: 2.0-1\n"
+                                          "Description: lib\n");
+    write("root/var/lib/dpkg/info/ls-app.md5sums", k_md5_of_a + "  usr/bin/ls-app\n");
+    write("root/var/lib/dpkg/info/ls-lib:amd64.md5sums",
+          k_md5_of_a + "  usr/lib/libls.so.1\n" + k_md5_of_a + "  usr/share/doc/ls-lib/copyright\n");
+    write("root/var/lib/dpkg/arch", "amd64\n");
+    write("root/etc/ls-app.conf", "A");
+    write("root/usr/bin/ls-app", "A");
+    write("root/usr/lib/libls.so.1", "A");
+    write("root/usr/share/doc/ls-lib/copyright", "A");
+    const std::string site = "root/usr/local/lib/python3.11/dist-packages/";
+    write(site + "demo/__init__.py", "A");
+    write("root/usr/local/bin/demo-cli", "A");
+    write(site + "demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: Demo\nVersion: 1.0\n");
+    write(site + "demo-1.0.dist-info/INSTALLER", "lockstep\n");
+    const std::string a = "sha256=VZrq0IJk1XldOQlxjN0Fq9SVcuhP5VWQ7vMaiKCP3_0"; // urlsafe b64 sha256("A")
+    write(site + "demo-1.0.dist-info/RECORD", "../../../bin/demo-cli," + a +
+                                                  ",1\r\n"
+                                                  "demo-1.0.dist-info/RECORD,,\r\n"
+                                                  "demo/__init__.py," +
+                                                  a + ",1\r\n");
+    return dir() / "root";
+  }
+
+  ImageContents read_root(const fs::path& root) {
+    ImageContents contents;
+    contents.what = "test-image";
+    Result<void> r = add_directory_to_contents(contents, root);
+    REQUIRE_OK(r);
+    return contents;
+  }
+
+  std::vector<std::string> messages(const ImageContents& contents, const VerifyOptions& options = {}) {
+    Result<VerifyReport> report = verify_contents(contents, options);
+    REQUIRE_OK(report);
+    std::vector<std::string> out;
+    for (const VerifyProblem& p : report->problems) {
+      out.push_back(p.message);
+    }
+    return out;
+  }
+
+  std::string verify_error(const ImageContents& contents) {
+    Result<VerifyReport> report = verify_contents(contents, {});
+    REQUIRE_FALSE(report.ok());
+    CHECK(report.error().code == ExitCode::invalid_input);
+    return report.error().message;
+  }
+};
+
+envspec::LockedArtifact artifact(std::string kind, std::string name, std::string version, std::string arch) {
+  envspec::LockedArtifact a;
+  a.kind = std::move(kind);
+  a.name = std::move(name);
+  a.version = std::move(version);
+  a.arch = std::move(arch);
+  return a;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(ContentsFixture, "Layers apply in memory with OCI semantics", "[verify][contents]") {
+  ImageContents c;
+  REQUIRE(apply(c,
+                {{"usr/bin/a", "A"},
+                 {"etc/x", "X"},
+                 {"opt/d/f1", "1"},
+                 {"keep", "k"},
+                 {"gone/sub/file", "g"},
+                 {"bin", "", Type::symlink, "usr/bin"}},
+                1) == "");
+  REQUIRE(apply(c,
+                {{"bin/b", "B"},
+                 {".wh.keep", ""},
+                 {".wh.gone", ""},
+                 {"opt/d/f2", "2"},
+                 {"opt/d/.wh..wh..opq", ""},
+                 {"usr/bin/c", "", Type::hardlink, "usr/bin/a"},
+                 {"etc/x", "", Type::symlink, "/bin/../bin/a"}},
+                2) == "");
+  std::vector<std::string> paths;
+  for (const auto& [p, e] : c.entries()) {
+    paths.push_back(p);
+  }
+  CHECK(paths == std::vector<std::string>{"bin", "etc", "etc/x", "opt", "opt/d", "opt/d/f2", "usr", "usr/bin",
+                                          "usr/bin/a", "usr/bin/b", "usr/bin/c"});
+  const ImageEntry* a = c.resolve("/etc/x", FollowLast::yes);
+  REQUIRE(a != nullptr);
+  CHECK(a->type == ImageEntry::Type::file);
+  CHECK(hex_of(a->md5.data(), a->md5.size()) == k_md5_of_a);
+  CHECK(hex_of(a->sha256.data(), a->sha256.size()) == sha256_of("A").hex());
+  const ImageEntry* hard = c.resolve("usr/bin/c", FollowLast::no);
+  REQUIRE(hard != nullptr);
+  CHECK(hex_of(hard->sha256.data(), hard->sha256.size()) == sha256_of("A").hex());
+  std::string resolved;
+  CHECK(c.resolve("../../bin/b", FollowLast::yes, &resolved) != nullptr);
+  CHECK(resolved == "usr/bin/b");
+  CHECK(c.resolve("etc/x", FollowLast::no)->type == ImageEntry::Type::symlink);
+  CHECK(c.resolve("keep", FollowLast::yes) == nullptr);
+}
+
+TEST_CASE_METHOD(ContentsFixture, "A whiteout never removes what its own layer wrote", "[verify][contents]") {
+  ImageContents c;
+  REQUIRE(apply(c, {{"d/old", "o"}}, 1) == "");
+  REQUIRE(apply(c, {{"d/new", "n"}, {"d/.wh..wh..opq", ""}, {"f", "x"}, {".wh.f", ""}}, 2) == "");
+  CHECK(c.resolve("d/new", FollowLast::yes) != nullptr);
+  CHECK(c.resolve("d/old", FollowLast::yes) == nullptr);
+  CHECK(c.resolve("f", FollowLast::yes) != nullptr);
+
+  // A directory this layer writes into counts as written: the opaque marker keeps it (not its lower
+  // children), as runner/runtime/unpack does.
+  ImageContents o;
+  REQUIRE(apply(o, {{"d/sub/x", "x"}, {"d/sub2/z", "z"}, {"d/keep", "", Type::directory}}, 1) == "");
+  REQUIRE(apply(o, {{"d/sub/y", "y"}, {"d/.wh..wh..opq", ""}, {"d/keep", "", Type::directory}}, 2) == "");
+  std::vector<std::string> paths;
+  for (const auto& [p, e] : o.entries()) {
+    paths.push_back(p);
+  }
+  CHECK(paths == std::vector<std::string>{"d", "d/keep", "d/sub", "d/sub/y"});
+}
+
+TEST_CASE_METHOD(ContentsFixture, "Hostile layers are refused naming the layer and member",
+                 "[verify][contents]") {
+  ImageContents c;
+  CHECK(apply(c, {{"f", "x"}, {"f/x", "y"}}, 1) ==
+        "layer 1: member 'f/x': /f is not a directory in the image");
+  ImageContents loop;
+  CHECK(apply(loop, {{"a", "", Type::symlink, "b"}, {"b", "", Type::symlink, "a"}, {"a/x", "y"}}, 1) ==
+        "layer 1: member 'a/x': too many symbolic links at /a");
+  ImageContents link;
+  CHECK(apply(link, {{"h", "", Type::hardlink, "nope"}}, 1) ==
+        "layer 1: member 'h' is a hard link to 'nope', which is not a file in the image");
+  ImageContents dotdot;
+  CHECK(apply(dotdot, {{"../escape", "x"}}, 1) ==
+        "layer 1: archive member '../escape' has a '..' component; refusing the archive");
+  ContentsOptions small;
+  small.max_metadata_file = 10;
+  ImageContents big;
+  CHECK(apply(big, {{"var/lib/dpkg/status", std::string(20, 'x')}}, 1, small) ==
+        "layer 1: /var/lib/dpkg/status has 20 bytes, more than the 10 a metadata file may have");
+  ContentsOptions few;
+  few.max_entries = 3;
+  ImageContents many;
+  CHECK(apply(many, {{"a", "1"}, {"b", "2"}, {"c", "3"}, {"d", "4"}}, 1, few) ==
+        "layer 1: more than 3 members; refusing the layer");
+}
+
+TEST_CASE_METHOD(ContentsFixture, "Digests do not depend on the number of hashing threads",
+                 "[verify][contents]") {
+  std::vector<TarEntry> entries;
+  for (int i = 0; i < 200; ++i) {
+    entries.emplace_back("f/" + std::to_string(i),
+                         std::string(static_cast<std::size_t>(i * 97), static_cast<char>('a' + i % 26)));
+  }
+  entries.emplace_back("big", std::string(3U << 20, 'z') + "end");
+  ContentsOptions one;
+  one.threads = 1;
+  ContentsOptions four;
+  four.threads = 4;
+  ImageContents a;
+  ImageContents b;
+  REQUIRE(apply(a, entries, 1, one) == "");
+  REQUIRE(apply(b, entries, 1, four) == "");
+  REQUIRE(a.entries().size() == b.entries().size());
+  for (const auto& [p, e] : a.entries()) {
+    const ImageEntry& other = b.entries().at(p);
+    CHECK(e.md5 == other.md5);
+    CHECK(e.sha256 == other.sha256);
+  }
+  const ImageEntry& big = a.entries().at("big");
+  CHECK(hex_of(big.sha256.data(), big.sha256.size()) == sha256_of(std::string(3U << 20, 'z') + "end").hex());
+  CHECK(big.size == (3U << 20) + 3);
+}
+
+TEST_CASE_METHOD(ContentsFixture, "A root whose records match verifies", "[verify]") {
+  const ImageContents c = read_root(make_root());
+  Result<VerifyReport> report = verify_contents(c, {});
+  REQUIRE_OK(report);
+  CHECK(report->ok());
+  CHECK(report->debs == 2);
+  CHECK(report->wheels == 1);
+  CHECK(report->files == 6);
+  CHECK(render_verify_text(*report) == "test-image: 3 packages (2 debs, 1 wheel), 6 files checked: ok\n");
+}
+
+TEST_CASE_METHOD(ContentsFixture, "Changed, missing and retyped files are named with their package",
+                 "[verify]") {
+  const fs::path root = make_root();
+  write("root/usr/lib/libls.so.1", "B");
+  write("root/etc/ls-app.conf", "changed");
+  fs::remove(root / "usr/share/doc/ls-lib/copyright");
+  fs::create_directory(root / "usr/share/doc/ls-lib/copyright");
+  write("root/usr/local/lib/python3.11/dist-packages/demo/__init__.py", "AB");
+  fs::remove(root / "usr/local/bin/demo-cli");
+  const ImageContents c = read_root(root);
+  CHECK(messages(c) ==
+        std::vector<std::string>{
+            "/etc/ls-app.conf: conffile md5 differs from ls-app's record",
+            "/usr/lib/libls.so.1: md5 differs from ls-lib's record",
+            "/usr/share/doc/ls-lib/copyright: not a regular file (ls-lib's record lists a file)",
+            "/usr/local/bin/demo-cli: missing (in Demo 1.0's RECORD)",
+            std::string("/usr/local/lib/python3.11/dist-packages/demo/__init__.py: sha256 differs from Demo "
+                        "1.0's RECORD (2 bytes, RECORD says 1)"),
+        });
+  Result<VerifyReport> report = verify_contents(c, {});
+  REQUIRE_OK(report);
+  CHECK(
+      verify_json(*report)["problems"][1].dump() ==
+      R"({"kind":"md5","package":"ls-lib","path":"/usr/lib/libls.so.1","message":"/usr/lib/libls.so.1: md5 differs from ls-lib's record"})");
+}
+
+TEST_CASE_METHOD(ContentsFixture, "A Debian package's .dist-info is checked by its md5sums, not its RECORD",
+                 "[verify]") {
+  const fs::path root = make_root();
+  const std::string dist = "usr/lib/python3/dist-packages/blinker-1.5.dist-info/";
+  write("root/" + dist + "METADATA", "A");
+  write("root/" + dist + "RECORD", "blinker-1.5.dist-info/METADATA,sha256=" + sha256_of("A").hex() + ",1\n");
+  write("root/var/lib/dpkg/info/ls-app.md5sums",
+        k_md5_of_a + "  usr/bin/ls-app\n" + k_md5_of_a + "  " + dist + "METADATA\n");
+  const ImageContents c = read_root(root);
+  Result<VerifyReport> report = verify_contents(c, {});
+  REQUIRE_OK(report);
+  CHECK(report->ok());
+  CHECK(report->wheels == 1); // demo only
+  Result<ImagePackages> packages = image_packages(c);
+  REQUIRE_OK(packages);
+  REQUIRE(packages->dists.size() == 2);
+  CHECK(packages->dists[0].project == "blinker");
+  CHECK(packages->dists[0].from_deb);
+  CHECK_FALSE(packages->dists[1].from_deb);
+}
+
+TEST_CASE_METHOD(ContentsFixture, "A diverted file is checked where the diversion put it", "[verify]") {
+  const fs::path root = make_root();
+  fs::rename(root / "usr/bin/ls-app", root / "usr/bin/ls-app.distrib");
+  write("root/usr/bin/ls-app", "local version");
+  write("root/var/lib/dpkg/diversions", "/usr/bin/ls-app\n/usr/bin/ls-app.distrib\n:\n");
+  CHECK(messages(read_root(root)).empty());
+}
+
+TEST_CASE_METHOD(ContentsFixture, "The lock's packages must be exactly the installed ones", "[verify]") {
+  const ImageContents c = read_root(make_root());
+  envspec::Lock lock;
+  lock.platform = "linux/amd64";
+  lock.artifacts = {artifact("deb", "ls-app", "1.0-1", "amd64"), artifact("deb", "ls-lib", "1.0-1", "amd64"),
+                    artifact("deb", "ls-data", "1.0-1", "all"),
+                    artifact("wheel", "demo", "2.0", "py3-none-any"),
+                    artifact("wheel", "dep", "1.0", "py3-none-any")};
+  VerifyOptions options;
+  options.lock = &lock;
+  options.lock_name = "other.lock";
+  CHECK(messages(c, options) == std::vector<std::string>{
+                                    "deb ls-data: lock says 1.0-1, not installed",
+                                    "deb ls-lib: lock says 1.0-1, image has 2.0-1",
+                                    "wheel demo: lock says 2.0, image has 1.0",
+                                    "wheel dep: lock says 1.0, not installed",
+                                });
+  ImageContents recorded = c;
+  recorded.lock_digest = "sha256:" + std::string(64, '0');
+  const std::vector<std::string> with_digest = messages(recorded, options);
+  REQUIRE(!with_digest.empty());
+  CHECK(with_digest[0] ==
+        "image was built from a different lock (the image records sha256:" + std::string(64, '0') +
+            ", other.lock is " + envspec::lock_digest(lock).str() + ")");
+}
+
+TEST_CASE_METHOD(ContentsFixture, "Malformed records are errors naming the file and line", "[verify]") {
+  fs::path root = make_root();
+  write("root/var/lib/dpkg/status",
+        "Package: ls-app\nStatus: install ok installed\nVersion: 1.0-1\n\nthis is garbage\n");
+  CHECK(verify_error(read_root(root)).rfind("test-image:/var/lib/dpkg/status:5: ", 0) == 0);
+
+  root = make_root();
+  write("root/var/lib/dpkg/status", "Package: ls-app\nStatus: installed\nVersion: 1.0-1\n");
+  CHECK(verify_error(read_root(root)) ==
+        "test-image:/var/lib/dpkg/status:2: package ls-app: Status 'installed' is not 'WANT FLAG STATE'");
+
+  root = make_root();
+  write("root/var/lib/dpkg/info/ls-app.md5sums", k_md5_of_a + "  ../../etc/shadow\n");
+  CHECK(verify_error(read_root(root)) ==
+        "test-image:/var/lib/dpkg/info/ls-app.md5sums:1: '../../etc/shadow' is not a path inside the image");
+
+  root = make_root();
+  write("root/var/lib/dpkg/info/ls-app.md5sums", k_md5_of_a + "  usr/bin/ls-app\ngarbage\n");
+  CHECK(verify_error(read_root(root)) ==
+        "test-image:/var/lib/dpkg/info/ls-app.md5sums:2: expected 'MD5  PATH', found 'garbage'");
+
+  root = make_root();
+  const std::string record = "root/usr/local/lib/python3.11/dist-packages/demo-1.0.dist-info/RECORD";
+  write(record, "../../../../../../../etc/passwd,sha256=VZrq0IJk1XldOQlxjN0Fq9SVcuhP5VWQ7vMaiKCP3_0,1\n");
+  CHECK(verify_error(read_root(root)) ==
+        "test-image:/usr/local/lib/python3.11/dist-packages/demo-1.0.dist-info/RECORD: entry 1 "
+        "('../../../../../../../etc/passwd') points outside the image");
+
+  root = make_root();
+  write(record, "demo/__init__.py,md5=abc,1\n");
+  CHECK(verify_error(read_root(root))
+            .rfind("test-image:/usr/local/lib/python3.11/dist-packages/demo-1.0.dist-info/RECORD: row 1",
+                   0) == 0);
+}
+
+TEST_CASE_METHOD(ContentsFixture, "An OCI layout is read through a private store that is removed",
+                 "[verify][contents]") {
+  ScopedCache cache(dir() / "cache");
+  test::LayoutWriter layout(dir() / "layout");
+  test::write_tar(dir() / "l1.tar", {{"usr/bin/a", "A"}, {"bin", "", Type::symlink, "usr/bin"}});
+  test::write_tar(dir() / "l2.tar", {{"bin/b", "B"}});
+  test::ImageOptions opts;
+  opts.edit_config = [](oci::json& config) {
+    config["config"]["Labels"] = {{"dev.lockstep.mpi.impl", "openmpi"}};
+  };
+  opts.edit_manifest = [](oci::json& manifest) {
+    manifest["annotations"] = {{"dev.lockstep.lock.digest", "sha256:" + std::string(64, 'a')}};
+  };
+  const oci::Descriptor m =
+      layout.image({test::slurp(dir() / "l1.tar"), test::slurp(dir() / "l2.tar")}, opts);
+  layout.write_index({m});
+  Result<ImageArg> arg = parse_image_location((dir() / "layout").string());
+  REQUIRE_OK(arg);
+  Result<ImageContents> c = read_image_contents(*arg);
+  REQUIRE_OK(c);
+  CHECK(c->digest == m.digest);
+  CHECK(c->lock_digest == "sha256:" + std::string(64, 'a'));
+  CHECK(c->labels.at("dev.lockstep.mpi.impl") == "openmpi");
+  CHECK(c->layers == 2);
+  const ImageEntry* b = c->resolve("/usr/bin/b", FollowLast::yes);
+  REQUIRE(b != nullptr);
+  CHECK(hex_of(b->sha256.data(), b->sha256.size()) == sha256_of("B").hex());
+  CHECK(test::count_files(dir() / "cache" / "tmp") == 0);
+}
+
+TEST_CASE_METHOD(ContentsFixture, "The image's packages become diff components", "[verify]") {
+  ImageContents c = read_root(make_root());
+  c.labels = {{"dev.lockstep.mpi.impl", "openmpi"}, {"org.example", "x"}};
+  Result<ImagePackages> packages = image_packages(c);
+  REQUIRE_OK(packages);
+  const envspec::ComponentSet set = image_components(c, *packages);
+  std::vector<std::string> rows;
+  for (const envspec::Component& comp : set.components) {
+    rows.push_back(comp.kind + " " + comp.name + " " + comp.version);
+  }
+  CHECK(rows == std::vector<std::string>{"deb ls-app 1.0-1", "deb ls-lib 2.0-1", "wheel demo 1.0",
+                                         "stack mpi.impl openmpi"});
+}

@@ -1,0 +1,97 @@
+#include "support/debian/apt_release.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace lockstep;
+
+namespace {
+
+const std::string k_hash_a(64, 'a');
+const std::string k_hash_b(64, 'b');
+
+std::string release_text() {
+  return "Origin: Debian\n"
+         "Label: Debian\n"
+         "Suite: stable\n"
+         "Version: 12.8\n"
+         "Codename: bookworm\n"
+         "Date: Sat, 09 Nov 2024 10:45:12 UTC\n"
+         "Acquire-By-Hash: yes\n"
+         "Architectures: all amd64 arm64\n"
+         "Components: main contrib non-free-firmware\n"
+         "MD5Sum:\n"
+         " 0123456789abcdef0123456789abcdef 100 main/binary-amd64/Packages\n"
+         "SHA256:\n"
+         " " +
+         k_hash_a +
+         "  8786182 main/binary-amd64/Packages.xz\n"
+         " " +
+         k_hash_b + " 45 main/binary-amd64/Release\n";
+}
+
+} // namespace
+
+TEST_CASE("A Release file gives the suite and the SHA-256 of every index", "[debian]") {
+  auto r = AptRelease::parse(release_text(), "Release");
+  REQUIRE(r);
+  CHECK(r->suite == "stable");
+  CHECK(r->codename == "bookworm");
+  CHECK(r->acquire_by_hash);
+  CHECK(r->architectures == std::vector<std::string>{"all", "amd64", "arm64"});
+  CHECK(r->components == std::vector<std::string>{"main", "contrib", "non-free-firmware"});
+  REQUIRE(r->sha256.size() == 2);
+  auto xz = r->index("main/binary-amd64/Packages.xz");
+  REQUIRE(xz);
+  CHECK(xz->sha256.hex() == k_hash_a);
+  CHECK(xz->size == 8786182);
+  auto missing = r->index("main/binary-amd64/Packages.gz");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message ==
+        "the Release file of 'stable' lists no main/binary-amd64/Packages.gz (it has: "
+        "main/binary-amd64/Packages.xz, main/binary-amd64/Release)");
+}
+
+TEST_CASE("Release files without trustworthy checksums are refused", "[debian][errors]") {
+  auto message = [](const std::string& text) {
+    auto r = AptRelease::parse(text, "Release");
+    REQUIRE_FALSE(r);
+    return r.error().message;
+  };
+  CHECK(message("Suite: x\nMD5Sum:\n 0123 1 a\n") ==
+        "Release: no SHA256 field; lockstep only trusts SHA-256 index checksums");
+  CHECK(message("Suite: x\nSHA256:\n " + k_hash_a + " 12\n") ==
+        "Release: SHA256 entry 1 is not 'HASH SIZE PATH': '" + k_hash_a + " 12'");
+  CHECK(message("Suite: x\nSHA256:\n ABC 12 main/x\n") ==
+        "Release: SHA256 entry 1 is not 'HASH SIZE PATH': 'ABC 12 main/x'");
+  CHECK(message("Suite: x\n\nSuite: y\n") == "Release: expected one paragraph in a Release file, found 2");
+}
+
+TEST_CASE("The signed text of an InRelease is the message without armor and dash-escaping", "[debian]") {
+  std::string inrelease = "-----BEGIN PGP SIGNED MESSAGE-----\n"
+                          "Hash: SHA512\n"
+                          "\n"
+                          "Suite: stable\n"
+                          "- -----odd line\n"
+                          "SHA256:\n"
+                          " " +
+                          k_hash_a +
+                          " 1 main/x\n"
+                          "-----BEGIN PGP SIGNATURE-----\n"
+                          "\n"
+                          "iQIzBAEBCgAdFiEE\n"
+                          "-----END PGP SIGNATURE-----\n";
+  auto text = clearsigned_text(inrelease, "InRelease");
+  REQUIRE(text);
+  CHECK(*text == "Suite: stable\n-----odd line\nSHA256:\n " + k_hash_a + " 1 main/x\n");
+  auto bad = clearsigned_text("Suite: stable\n", "InRelease");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message ==
+        "InRelease: not a clearsigned message (no '-----BEGIN PGP SIGNED MESSAGE-----' line)");
+  auto unsigned_msg =
+      clearsigned_text("-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\nSuite: x\n", "InRelease");
+  REQUIRE_FALSE(unsigned_msg);
+  CHECK(unsigned_msg.error().message ==
+        "InRelease: malformed clearsigned message (no header end or no signature)");
+}
