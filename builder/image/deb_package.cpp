@@ -1,10 +1,10 @@
 #include "builder/image/deb_package.hpp"
 
-#include "runner/runtime/unpack.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/debian/debian_version.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
+#include "support/oci/layer_model.hpp"
 #include "support/oci/tar_reader.hpp"
 #include "support/process.hpp"
 #include "support/text.hpp"
@@ -715,7 +715,7 @@ Result<void> ensure_parents(TarWriter& tar, DebLayerPaths& seen, const std::stri
 }
 
 // Where the unpacker will put package member `e`, found with the unpacker's own rule
-// (runner::resolve_parent_in_view) over what this layer holds so far: dpkg follows a symbolic
+// (layer::resolve_parent) over what this layer holds so far: dpkg follows a symbolic
 // link to a directory (merged /usr, `usr/lib/foo -> ../share/foo`), and so does the unpacker. Sets
 // e.path to that place and returns the directories to emit first (the parents the layer lacks).
 // A parent through a link to anything but a directory this layer already holds is refused: the
@@ -736,46 +736,46 @@ Result<std::vector<std::string>> resolve_member_parent(const DebLayerPaths& seen
     return std::vector<std::string>{};
   }
   auto lookup = [&seen](const std::string& path) {
-    runner::ViewEntry v;
+    layer::Entry v;
     auto it = seen.members.find(path);
     if (it == seen.members.end()) {
       return v;
     }
     switch (it->second.type) {
     case TarEntry::Type::dir:
-      v.type = runner::ViewEntry::Type::directory;
+      v.type = layer::Entry::Type::directory;
       break;
     case TarEntry::Type::symlink:
-      v.type = runner::ViewEntry::Type::symlink;
+      v.type = layer::Entry::Type::symlink;
       v.link_target = it->second.link_target;
       break;
     default:
-      v.type = runner::ViewEntry::Type::other;
+      v.type = layer::Entry::Type::other;
       break;
     }
     return v;
   };
-  runner::ParentInView r = runner::resolve_parent_in_view(parent, lookup);
+  layer::Parent r = layer::resolve_parent(parent, lookup);
   const DebLayerPaths::Member* at = nullptr;
   if (auto it = seen.members.find(r.path); it != seen.members.end()) {
     at = &it->second;
   }
   switch (r.status) {
-  case runner::ParentInView::Status::ok:
+  case layer::Parent::Status::ok:
     e.path = (r.path.empty() ? std::string() : r.path + "/") + e.path.substr(slash + 1);
     return std::move(r.created);
-  case runner::ParentInView::Status::link_to_missing:
+  case layer::Parent::Status::link_to_missing:
     return invalid_input(
         "{}: /{} would go below /{}, a symbolic link to {} that {} installed, which does not lead to a "
         "directory installed before it in this layer; refusing the package, as the image could not be "
         "unpacked (files may go below a package's symbolic link only where it leads to a directory of the "
         "same layer, as merged /usr's do)",
         what, e.path, r.path, at != nullptr ? at->link_target : "?", at != nullptr ? at->owner : "a package");
-  case runner::ParentInView::Status::not_directory:
+  case layer::Parent::Status::not_directory:
     return invalid_input("{}: /{} would go below /{}, which is not a directory ({} installed a {} there)",
                          what, e.path, r.path, at != nullptr ? at->owner : "a package",
                          at != nullptr ? type_name(at->type) : "file");
-  case runner::ParentInView::Status::loop:
+  case layer::Parent::Status::loop:
     return invalid_input("{}: /{} would go below /{}, where symbolic links loop", what, e.path, r.path);
   }
   return internal_error("resolve_member_parent: unknown status");

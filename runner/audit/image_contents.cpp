@@ -12,6 +12,7 @@
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
+#include "support/oci/layer_model.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/sif.hpp"
 #include "support/oci/squashfs.hpp"
@@ -46,12 +47,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::size_t k_chunk = 1U << 20;
-constexpr int k_max_link_hops = 40;
 constexpr std::size_t k_max_path = 4096;
 constexpr std::size_t k_max_depth = 1024;
 constexpr std::uint64_t k_max_inflight = 64ULL << 20;
-constexpr std::string_view k_whiteout_prefix = ".wh.";
-constexpr std::string_view k_whiteout_opaque = ".wh..wh..opq";
 constexpr std::string_view k_dist_info_suffix = ".dist-info";
 
 // ---------------------------------------------------------------------------------------------
@@ -182,22 +180,6 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Paths
 
-std::vector<std::string_view> split_components(std::string_view path) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) {
-      j = path.size();
-    }
-    if (j > i) {
-      out.push_back(path.substr(i, j - i));
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string join_path(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
 }
@@ -210,75 +192,31 @@ std::pair<std::string_view, std::string_view> split_last(std::string_view path) 
   return {path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// The outcome of walking a path through the view.
-struct Walk {
-  enum class Status { ok, missing_parent, not_directory, loop };
-  Status status = Status::ok;
-  std::string path; ///< ok: the resolved path; otherwise the component where it stopped
-};
+// What a path names in the view, for the layer model.
+layer::Entry view_entry(const std::map<std::string, ImageEntry>& entries, const std::string& path) {
+  layer::Entry v;
+  auto it = entries.find(path);
+  if (it == entries.end()) {
+    return v;
+  }
+  switch (it->second.type) {
+  case ImageEntry::Type::directory:
+    v.type = layer::Entry::Type::directory;
+    break;
+  case ImageEntry::Type::symlink:
+    v.type = layer::Entry::Type::symlink;
+    v.link_target = it->second.link_target;
+    break;
+  default:
+    v.type = layer::Entry::Type::other;
+    break;
+  }
+  return v;
+}
 
-// Resolves `input` in `entries` as RESOLVE_IN_ROOT would: ".." never climbs above the root,
-// absolute link targets restart at the root, at most k_max_link_hops links. The last component is a
-// link followed only with `follow_last`; it need not exist.
-Walk walk(const std::map<std::string, ImageEntry>& entries, std::string_view input, bool follow_last) {
-  std::vector<std::string> out;
-  std::deque<std::string> todo;
-  for (std::string_view c : split_components(input)) {
-    todo.emplace_back(c);
-  }
-  std::string current; // join of `out`
-  int hops = 0;
-  auto rejoin = [&] {
-    current.clear();
-    for (const auto& c : out) {
-      current = join_path(current, c);
-    }
-  };
-  while (!todo.empty()) {
-    std::string comp = std::move(todo.front());
-    todo.pop_front();
-    if (comp.empty() || comp == ".") {
-      continue;
-    }
-    if (comp == "..") {
-      if (!out.empty()) {
-        out.pop_back();
-        rejoin();
-      }
-      continue;
-    }
-    const bool last = todo.empty();
-    std::string candidate = join_path(current, comp);
-    auto it = entries.find(candidate);
-    if (it == entries.end()) {
-      if (last) {
-        return {Walk::Status::ok, candidate};
-      }
-      return {Walk::Status::missing_parent, candidate};
-    }
-    const ImageEntry& e = it->second;
-    if (e.type == ImageEntry::Type::symlink && (!last || follow_last)) {
-      if (++hops > k_max_link_hops) {
-        return {Walk::Status::loop, candidate};
-      }
-      const std::string& target = e.link_target;
-      if (!target.empty() && target.front() == '/') {
-        out.clear();
-        current.clear();
-      }
-      std::vector<std::string_view> parts = split_components(target);
-      for (auto p = parts.rbegin(); p != parts.rend(); ++p) {
-        todo.emplace_front(*p);
-      }
-      continue;
-    }
-    if (!last && e.type != ImageEntry::Type::directory) {
-      return {Walk::Status::not_directory, candidate};
-    }
-    out.push_back(std::move(comp));
-    current = std::move(candidate);
-  }
-  return {Walk::Status::ok, current};
+layer::Walk walk(const std::map<std::string, ImageEntry>& entries, std::string_view input, bool follow_last) {
+  return layer::walk_in_root(
+      input, [&entries](const std::string& path) { return view_entry(entries, path); }, follow_last);
 }
 
 // Removes `path`'s subtree (not `path` itself) from `entries`; with `below_layer`, only what
@@ -315,39 +253,6 @@ public:
     }
   }
 
-  // The final path of member `name`: its parent resolved through the view (missing parents become
-  // directories, as tar extractors make them), its last component kept.
-  Result<std::string> place(const std::string& name) {
-    auto [parent, base] = split_last(name);
-    for (int attempt = 0;; ++attempt) {
-      Walk w = walk(m_entries, parent, true);
-      switch (w.status) {
-      case Walk::Status::ok:
-        if (!w.path.empty()) {
-          auto it = m_entries.find(w.path);
-          if (it == m_entries.end()) {
-            LS_TRY(add(w.path, directory()));
-          } else if (it->second.type != ImageEntry::Type::directory) {
-            return invalid_input("{}: member '{}': /{} is not a directory in the image", m_what, name,
-                                 w.path);
-          }
-          mark_written(w.path);
-        }
-        return join_path(w.path, base);
-      case Walk::Status::missing_parent:
-        if (attempt > static_cast<int>(k_max_path)) {
-          return invalid_input("{}: member '{}': its parent directories can't be made", m_what, name);
-        }
-        LS_TRY(add(w.path, directory()));
-        continue;
-      case Walk::Status::not_directory:
-        return invalid_input("{}: member '{}': /{} is not a directory in the image", m_what, name, w.path);
-      case Walk::Status::loop:
-        return invalid_input("{}: member '{}': too many symbolic links at /{}", m_what, name, w.path);
-      }
-    }
-  }
-
   // Puts `entry` at `path`, replacing what is there (a directory replaced by something else takes
   // its subtree with it; a directory over a directory keeps both's children).
   Result<void> add(const std::string& path, ImageEntry entry) {
@@ -374,22 +279,6 @@ public:
       m_entries.emplace(path, std::move(entry));
     }
     return {};
-  }
-
-  // Marks the directory `path` and its ancestors as written by this layer (a directory written into
-  // counts as written, as runner/runtime/unpack records it), so this layer's whiteouts leave them alone.
-  void mark_written(const std::string& path) {
-    std::size_t end = path.size();
-    for (;;) {
-      auto it = m_entries.find(path.substr(0, end));
-      if (it != m_entries.end() && it->second.type == ImageEntry::Type::directory) {
-        it->second.layer = m_layer;
-      }
-      end = path.rfind('/', end - 1);
-      if (end == std::string::npos || end == 0) {
-        return;
-      }
-    }
   }
 
   [[nodiscard]] ImageEntry directory() const {
@@ -513,80 +402,97 @@ private:
   std::uint64_t m_metadata_bytes = 0;
 };
 
-Result<void> apply_member(ViewBuilder& b, TarReader& reader, const TarMember& m) {
-  if (m.name.empty()) {
-    return {}; // the root itself
-  }
-  auto& entries = b.entries();
-  auto [parent_name, base] = split_last(m.name);
-  if (base.substr(0, k_whiteout_prefix.size()) == k_whiteout_prefix) {
-    Walk parent = walk(entries, parent_name, true);
-    if (parent.status != Walk::Status::ok) {
-      return {}; // nothing below a missing or non-directory parent to remove
-    }
-    if (!parent.path.empty()) {
-      auto it = entries.find(parent.path);
-      if (it == entries.end() || it->second.type != ImageEntry::Type::directory) {
-        return {};
-      }
-    }
-    if (base == k_whiteout_opaque) {
-      remove_children(entries, parent.path, b.layer());
-      return {};
-    }
-    if (base.substr(0, 2 * k_whiteout_prefix.size()) == ".wh..wh.") {
-      return {}; // other AUFS metadata: nothing to apply
-    }
-    const std::string target = join_path(parent.path, base.substr(k_whiteout_prefix.size()));
-    auto it = entries.find(target);
-    if (it != entries.end() && it->second.layer < b.layer()) {
-      b.forget_text(it->second);
-      if (it->second.type == ImageEntry::Type::directory) {
-        remove_children(entries, target, b.layer());
-      }
-      entries.erase(target);
-    }
-    return {};
+// The view as the layer model (support/oci/layer_model.hpp) sees it; a file's data is read from
+// the layer into the hash pool when the model writes the file.
+class ContentsTree final : public layer::Tree {
+public:
+  ContentsTree(ViewBuilder& builder, TarReader& reader) : m_b(builder), m_reader(reader) {}
+
+  [[nodiscard]] layer::Entry lookup(const std::string& path) const override {
+    return view_entry(m_b.entries(), path);
   }
 
-  LS_TRY_ASSIGN(const std::string path, b.place(m.name));
-  ImageEntry e;
-  e.layer = b.layer();
-  switch (m.type) {
-  case TarMember::Type::directory:
-    e.type = ImageEntry::Type::directory;
-    return b.add(path, std::move(e));
-  case TarMember::Type::symlink:
-    if (m.link_target.size() > k_max_path) {
-      return invalid_input("{}: member '{}': the link target is longer than {} bytes", b.what(), m.name,
-                           k_max_path);
+  [[nodiscard]] std::vector<std::string> children(const std::string& path) const override {
+    std::vector<std::string> out;
+    const std::string prefix = path.empty() ? std::string() : path + "/";
+    const auto& entries = m_b.entries();
+    for (auto it = entries.lower_bound(prefix);
+         it != entries.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      if (it->first.find('/', prefix.size()) == std::string::npos) {
+        out.push_back(it->first.substr(prefix.size()));
+      }
     }
-    e.type = ImageEntry::Type::symlink;
-    e.link_target = m.link_target;
-    return b.add(path, std::move(e));
-  case TarMember::Type::hardlink: {
-    Walk target = walk(entries, m.link_target, false);
-    auto it = target.status == Walk::Status::ok ? entries.find(target.path) : entries.end();
-    if (it == entries.end() || it->second.type != ImageEntry::Type::file) {
-      return invalid_input("{}: member '{}' is a hard link to '{}', which is not a file in the image",
-                           b.what(), m.name, m.link_target);
+    return out;
+  }
+
+  void remove(const std::string& path) override {
+    auto& entries = m_b.entries();
+    auto it = entries.find(path);
+    if (it == entries.end()) {
+      return;
     }
-    e = it->second;
-    e.layer = b.layer();
-    b.note_pending(path, e);
-    return b.add(path, std::move(e));
+    m_b.forget_text(it->second);
+    if (it->second.type == ImageEntry::Type::directory) {
+      const std::string prefix = path + "/";
+      for (auto c = entries.lower_bound(prefix);
+           c != entries.end() && c->first.compare(0, prefix.size(), prefix) == 0;) {
+        m_b.forget_text(c->second);
+        c = entries.erase(c);
+      }
+    }
+    entries.erase(path);
   }
-  case TarMember::Type::file: {
-    LS_TRY_ASSIGN(e, b.read_file(path, static_cast<std::uint64_t>(m.size),
-                                 [&](void* buf, std::size_t size) { return reader.read(buf, size); }));
-    return b.add(path, std::move(e));
+
+  Result<void> make_implied_directory(const std::string& path, const layer::Member& /*m*/) override {
+    return m_b.add(path, m_b.directory());
   }
-  case TarMember::Type::other:
-    e.type = ImageEntry::Type::other;
-    return b.add(path, std::move(e));
+
+  Result<void> put(const std::string& path, const layer::Member& m) override {
+    if (m.kind == layer::Member::Kind::root) {
+      return {};
+    }
+    ImageEntry e;
+    e.layer = m_b.layer();
+    switch (m.kind) {
+    case layer::Member::Kind::directory:
+      e.type = ImageEntry::Type::directory;
+      break;
+    case layer::Member::Kind::symlink:
+      e.type = ImageEntry::Type::symlink;
+      e.link_target = m.link;
+      break;
+    case layer::Member::Kind::file: {
+      auto read = [this](void* buf, std::size_t size) { return m_reader.read(buf, size); };
+      LS_TRY_ASSIGN(e, m_b.read_file(path, m.size, read));
+      break;
+    }
+    case layer::Member::Kind::root:
+    case layer::Member::Kind::hardlink:
+    case layer::Member::Kind::fifo:
+    case layer::Member::Kind::whiteout:
+    case layer::Member::Kind::opaque:
+    case layer::Member::Kind::skipped:
+      e.type = ImageEntry::Type::other;
+      break;
+    }
+    return m_b.add(path, std::move(e));
   }
-  return {};
-}
+
+  Result<void> link(const std::string& path, const std::string& target, const layer::Member& /*m*/) override {
+    auto it = m_b.entries().find(target);
+    if (it == m_b.entries().end()) {
+      return internal_error("{}: hard link target '{}' vanished", m_b.what(), target);
+    }
+    ImageEntry e = it->second;
+    e.layer = m_b.layer();
+    m_b.note_pending(path, e);
+    return m_b.add(path, std::move(e));
+  }
+
+private:
+  ViewBuilder& m_b;
+  TarReader& m_reader;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Directories
@@ -761,8 +667,8 @@ const ImageEntry* ImageContents::resolve(std::string_view path, FollowLast follo
     e.type = ImageEntry::Type::directory;
     return e;
   }();
-  Walk w = walk(m_entries, path, follow == FollowLast::yes);
-  if (w.status != Walk::Status::ok) {
+  layer::Walk w = walk(m_entries, path, follow == FollowLast::yes);
+  if (w.status != layer::Walk::Status::ok) {
     return nullptr;
   }
   if (resolved != nullptr) {
@@ -784,18 +690,20 @@ Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& ta
                                      const std::string& what, const ContentsOptions& options) {
   LS_TRY_ASSIGN(TarReader reader, TarReader::open(tar, what));
   ViewBuilder builder(contents, options, layer, what);
+  ContentsTree tree(builder, reader);
+  layer::LayerApplier applier(tree, what);
   std::uint64_t members = 0;
   auto applied = [&]() -> Result<void> {
     for (;;) {
       LS_TRY(check_interrupted());
-      LS_TRY_ASSIGN(std::optional<TarMember> m, reader.next());
+      LS_TRY_ASSIGN(std::optional<layer::Member> m, reader.next_layer_member());
       if (!m) {
         return {};
       }
       if (++members > options.max_entries) {
         return invalid_input("{}: more than {} members; refusing the layer", what, options.max_entries);
       }
-      LS_TRY(apply_member(builder, reader, *m));
+      LS_TRY(applier.apply(*m));
     }
   }();
   builder.finish(); // always: the pool's workers still hold chunks

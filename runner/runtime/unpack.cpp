@@ -3,6 +3,7 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/oci/layer_model.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -37,9 +38,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view k_whiteout_prefix = ".wh.";
-constexpr std::string_view k_whiteout_meta_prefix = ".wh..wh.";
-constexpr std::string_view k_whiteout_opaque = ".wh..wh..opq";
 constexpr std::size_t k_chunk = 1U << 20;
 constexpr std::uint64_t k_progress_min_size = 4ULL << 20;
 constexpr std::string_view k_capability_xattr = "security.capability";
@@ -94,27 +92,6 @@ int chmod_at(int dir_fd, const char* name, mode_t mode) {
     rc = ::fchmodat(dir_fd, name, mode, 0);
   }
   return rc;
-}
-
-std::string_view type_name(mode_t type) {
-  switch (type) {
-  case AE_IFREG:
-    return "regular file";
-  case AE_IFDIR:
-    return "directory";
-  case AE_IFLNK:
-    return "symbolic link";
-  case AE_IFCHR:
-    return "character device";
-  case AE_IFBLK:
-    return "block device";
-  case AE_IFIFO:
-    return "FIFO";
-  case AE_IFSOCK:
-    return "socket";
-  default:
-    return "special file";
-  }
 }
 
 // Decides whether an entry of a directory being emptied stays: (directory inode, name, lstat).
@@ -335,107 +312,45 @@ private:
                              path.empty() ? "/" : path, std::strerror(err))};
   }
 
-  // Normalises a member name (or a hard link target) like normalize_member_name, with located refusals.
-  Result<std::string> clean_name(std::string_view raw) const {
-    if (raw.empty()) {
-      return refuse("has an empty name");
-    }
-    std::string out;
-    int depth = 0;
-    std::size_t i = 0;
-    while (i <= raw.size()) {
-      std::size_t j = raw.find('/', i);
-      if (j == std::string_view::npos) {
-        j = raw.size();
-      }
-      std::string_view comp = raw.substr(i, j - i);
-      if (comp == "..") {
-        if (depth == 0) {
-          return refuse("escapes the root with '..'");
-        }
-        return refuse("has a '..' component");
-      }
-      if (!comp.empty() && comp != ".") {
-        if (!out.empty()) {
-          out += '/';
-        }
-        out += comp;
-        ++depth;
-      }
-      i = j + 1;
-    }
-    // "/" (umoci writes its root entry so) names the root; any other absolute name is refused.
-    if (raw.front() == '/' && !out.empty()) {
-      return refuse("has an absolute name; layer members are relative to the root");
-    }
-    if (out.size() >= PATH_MAX) {
-      return refuse("has a name longer than {} bytes", PATH_MAX - 1);
-    }
-    return out;
-  }
-
   Result<void> apply_entry(struct archive* a, struct archive_entry* entry) {
-    const char* raw = archive_entry_pathname(entry);
-    if (raw == nullptr) {
-      raw = archive_entry_pathname_utf8(entry);
+    auto classified = layer::classify_member(entry, m_what);
+    if (!classified) {
+      const char* raw = archive_entry_pathname(entry);
+      m_raw = raw != nullptr ? raw : "?";
+      return classified.error();
     }
-    if (raw == nullptr) {
-      m_raw = "?";
-      return refuse("has an unreadable name");
-    }
-    m_raw = raw;
-    LS_TRY_ASSIGN(std::string name, clean_name(m_raw));
-    const char* hardlink = archive_entry_hardlink(entry);
-    auto type = static_cast<mode_t>(archive_entry_filetype(entry));
-    if (name.empty()) {
-      return apply_root(entry, hardlink != nullptr ? "hard link" : type_name(type));
-    }
-    std::size_t slash = name.rfind('/');
-    std::string parent = slash == std::string::npos ? std::string() : name.substr(0, slash);
-    std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
-    for (std::size_t i = 0; i < parent.size();) {
-      std::size_t j = parent.find('/', i);
-      j = j == std::string::npos ? parent.size() : j;
-      std::string_view comp = std::string_view(parent).substr(i, j - i);
-      if (comp.starts_with(k_whiteout_meta_prefix)) {
-        // Inside aufs metadata (.wh..wh.plnk/...): ignored like the metadata itself.
-        ++m_stats.skipped;
-        log::debug("{}: ignored whiteout metadata '{}'", m_what, m_raw);
-        return {};
-      }
-      if (comp.starts_with(k_whiteout_prefix)) {
-        return refuse("has a whiteout name ('{}') as a directory component", comp);
-      }
-      i = j + 1;
-    }
-    if (std::string_view(base).starts_with(k_whiteout_prefix)) {
-      return apply_whiteout(parent, base);
-    }
-    if (hardlink == nullptr && (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK)) {
-      // Device nodes are never created (the runtime binds the host's /dev); sockets are runtime state.
+    const layer::Member& m = *classified;
+    m_raw = m.raw;
+    using Kind = layer::Member::Kind;
+    switch (m.kind) {
+    case Kind::skipped:
       ++m_stats.skipped;
-      log::debug("{}: skipped {} '{}'", m_what, type_name(type), name);
+      log::debug("{}: skipped {} '{}'", m_what, m.skip_reason, m_raw);
       return {};
+    case Kind::whiteout:
+    case Kind::opaque:
+      ++m_stats.whiteouts;
+      return apply_whiteout(m);
+    case Kind::root:
+      return apply_root(entry);
+    default:
+      break;
     }
-    if (hardlink == nullptr && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO) {
-      ++m_stats.skipped;
-      log::debug("{}: skipped '{}' of unknown type {:o}", m_what, name, type);
-      return {};
-    }
-    LS_TRY_ASSIGN(int parent_fd, parent_dir(parent, entry, true));
+    LS_TRY_ASSIGN(int parent_fd, parent_dir(m.parent, entry, true));
     if (parent_fd < 0) {
       return internal_error("{}: member '{}': parent directory missing", m_what, m_raw);
     }
-    if (hardlink != nullptr) {
-      return apply_hardlink(parent_fd, name, base, hardlink);
-    }
-    switch (type) {
-    case AE_IFREG:
+    const std::string& name = m.path;
+    const std::string& base = m.base;
+    switch (m.kind) {
+    case Kind::hardlink:
+      return apply_hardlink(parent_fd, name, base, m.link);
+    case Kind::file:
       return apply_file(a, entry, parent_fd, name, base);
-    case AE_IFDIR:
+    case Kind::directory:
       return apply_dir(entry, parent_fd, name, base);
-    case AE_IFLNK:
-      return apply_symlink(entry, parent_fd, name, base);
+    case Kind::symlink:
+      return apply_symlink(entry, parent_fd, name, base, m.link);
     default:
       return apply_fifo(entry, parent_fd, name, base);
     }
@@ -447,8 +362,14 @@ private:
   // directories are created 0755 when `create`; otherwise a missing parent gives -1. The last result
   // is cached: a path's resolution can only change through an entry whose parent is a proper
   // ancestor of it, and such an entry replaces the cache.
+  // A parent found for a whiteout (create false) is not marked as written by this layer: a
+  // whiteout hides lower content and writes nothing.
   Result<int> parent_dir(const std::string& parent, struct archive_entry* entry, bool create) {
     if (m_parent_fd.valid() && m_parent_path == parent) {
+      if (create && !m_parent_marked) {
+        LS_TRY(mark_upper_dir(m_parent_fd.get(), parent));
+        m_parent_marked = true;
+      }
       return m_parent_fd.get();
     }
     m_parent_fd.reset();
@@ -465,6 +386,10 @@ private:
     }
     UniqueFd dir(fd);
     LS_TRY_ASSIGN(m_parent_ino, touch_dir(dir.get(), parent));
+    if (create) {
+      LS_TRY(mark_upper_dir(dir.get(), parent));
+    }
+    m_parent_marked = create;
     m_parent_path = parent;
     m_parent_fd = std::move(dir);
     return m_parent_fd.get();
@@ -529,17 +454,25 @@ private:
     return cur.release();
   }
 
-  // Records that this layer touched the directory open as `fd` (and so all its ancestors), and its
-  // times before the layer changed them, to be put back at the end. Returns its inode.
+  // Records the times of the directory open as `fd` before this layer changes them, to be put back
+  // at the end. Returns its inode.
   Result<ino_t> touch_dir(int fd, const std::string& path) {
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       return sys_error("stat directory", path, errno);
     }
-    const ino_t ino = st.st_ino;
-    m_dir_times.try_emplace(ino, DirTimes{path, {st.st_atim, st.st_mtim}});
-    if (m_upper_dirs.contains(ino)) {
-      return ino;
+    m_dir_times.try_emplace(st.st_ino, DirTimes{path, {st.st_atim, st.st_mtim}});
+    return st.st_ino;
+  }
+
+  // Records that this layer wrote into the directory open as `fd`, and so into all its ancestors.
+  Result<void> mark_upper_dir(int fd, const std::string& path) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      return sys_error("stat directory", path, errno);
+    }
+    if (m_upper_dirs.contains(st.st_ino)) {
+      return {};
     }
     // Up through "..": it ends at the root or at a directory already recorded (whose ancestors are).
     UniqueFd cur;
@@ -550,7 +483,7 @@ private:
                               path);
       }
       if (!m_upper_dirs.insert(st.st_ino).second || st.st_ino == m_root_ino) {
-        return ino;
+        return {};
       }
       int up = ::openat(at, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (up < 0) {
@@ -703,11 +636,7 @@ private:
 
   // ---- entry types ------------------------------------------------------------------------------
 
-  Result<void> apply_root(struct archive_entry* entry, std::string_view type) {
-    if (type != "directory") {
-      // CVE-2021-29136: a root replaced by a symlink sends later members (and layers) elsewhere.
-      return refuse("names the root directory but is a {}; the root must stay a directory", type);
-    }
+  Result<void> apply_root(struct archive_entry* entry) {
     ++m_stats.dirs;
     LS_TRY(set_owner_and_mode(m_root.get(), -1, "", "", entry, true, true));
     struct timespec t = entry_time(entry);
@@ -716,63 +645,58 @@ private:
     return {};
   }
 
-  Result<void> apply_whiteout(const std::string& parent, const std::string& base) {
-    bool opaque = base == k_whiteout_opaque;
-    if (!opaque && std::string_view(base).starts_with(k_whiteout_meta_prefix)) {
-      // aufs metadata (.wh..wh.plnk, .wh..wh.aufs): not a deletion.
-      ++m_stats.skipped;
-      log::debug("{}: ignored whiteout metadata '{}'", m_what, m_raw);
-      return {};
+  // Removes what lower layers left below the directory `dir_fd` (named `where`): what this layer
+  // wrote stays, and the directories it wrote into are emptied by the same rule.
+  Result<void> remove_lower(int dir_fd, const std::string& where) {
+    int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      return sys_error("open directory", where, errno);
     }
-    ++m_stats.whiteouts;
-    std::string target;
-    if (!opaque) {
-      target = base.substr(k_whiteout_prefix.size());
-      if (target.empty()) {
-        return refuse("is a whiteout with an empty name");
-      }
-      if (target == ".") {
-        return parent.empty() ? refuse("is a whiteout of the root directory")
-                              : refuse("is a whiteout of its own directory");
-      }
-      if (target == "..") {
-        return refuse("is a whiteout of '..'");
-      }
+    UniqueFd dir(fd);
+    KeepFn keep = [this](ino_t d, const std::string& n, const struct stat& st) { return is_upper(d, n, st); };
+    auto removed = remove_children(dir, &keep, where);
+    if (!removed) {
+      return Error{removed.error().code,
+                   fmt::format("{}: member '{}': {}", m_what, m_raw, removed.error().message)};
     }
+    return {};
+  }
+
+  // A whiteout hides what lower layers left and never what this layer wrote (layer::LayerApplier
+  // states the rule): a lower entry is removed; a directory this layer wrote into keeps only what
+  // this layer put there.
+  Result<void> apply_whiteout(const layer::Member& m) {
+    const bool opaque = m.kind == layer::Member::Kind::opaque;
+    const std::string& parent = opaque ? m.path : m.parent;
     LS_TRY_ASSIGN(int parent_fd, parent_dir(parent, nullptr, false));
     if (parent_fd < 0) {
       log::debug("{}: whiteout '{}': nothing below to remove", m_what, m_raw);
       return {};
     }
-    std::string where = parent.empty() ? "" : parent + "/";
     if (opaque) {
-      int fd = ::openat(parent_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (fd < 0) {
-        return sys_error("open directory", parent, errno);
-      }
-      UniqueFd dir(fd);
-      KeepFn keep = [this](ino_t d, const std::string& n, const struct stat& st) {
-        return is_upper(d, n, st);
-      };
-      auto removed = remove_children(dir, &keep, parent);
-      if (!removed) {
-        return Error{removed.error().code,
-                     fmt::format("{}: member '{}': {}", m_what, m_raw, removed.error().message)};
-      }
-      return {};
+      return remove_lower(parent_fd, parent);
     }
+    const std::string where = layer::join(parent, m.base);
     struct stat st {};
-    if (::fstatat(parent_fd, target.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(parent_fd, m.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) {
         return {};
       }
-      return sys_error("stat", where + target, errno);
+      return sys_error("stat", where, errno);
     }
-    if (is_upper(m_parent_ino, target, st)) {
-      // Whiteouts hide lower layers only, never what this layer wrote.
-      return {};
+    if (is_upper(m_parent_ino, m.base, st)) {
+      if (!S_ISDIR(st.st_mode)) {
+        return {};
+      }
+      int fd = ::openat(parent_fd, m.base.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) {
+        return sys_error("open directory", where, errno);
+      }
+      UniqueFd victim(fd);
+      LS_TRY(touch_dir(victim.get(), where));
+      return remove_lower(victim.get(), where);
     }
-    auto removed = remove_at(parent_fd, target, st, where + target);
+    auto removed = remove_at(parent_fd, m.base, st, where);
     if (!removed) {
       return Error{removed.error().code,
                    fmt::format("{}: member '{}': {}", m_what, m_raw, removed.error().message)};
@@ -882,14 +806,8 @@ private:
   }
 
   Result<void> apply_symlink(struct archive_entry* entry, int parent_fd, const std::string& name,
-                             const std::string& base) {
-    const char* target = archive_entry_symlink(entry);
-    if (target == nullptr) {
-      target = archive_entry_symlink_utf8(entry);
-    }
-    if (target == nullptr || *target == '\0') {
-      return refuse("is a symbolic link without a target");
-    }
+                             const std::string& base, const std::string& link) {
+    const char* target = link.c_str();
     // The target is stored verbatim and never followed here.
     if (::symlinkat(target, parent_fd, base.c_str()) != 0) {
       if (errno != EEXIST) {
@@ -925,25 +843,10 @@ private:
     return {};
   }
 
+  // `target` is normalised and neither empty nor `name` (layer::classify_member checked).
   Result<void> apply_hardlink(int parent_fd, const std::string& name, const std::string& base,
-                              std::string_view raw_target) {
-    if (raw_target.empty()) {
-      return refuse("is a hard link with an empty target");
-    }
-    if (raw_target.front() == '/') {
-      return refuse("is a hard link to '{}', an absolute name", raw_target);
-    }
-    auto cleaned = clean_name(raw_target);
-    if (!cleaned) {
-      return refuse("is a hard link to '{}', which escapes the root", raw_target);
-    }
-    const std::string& target = *cleaned;
-    if (target.empty()) {
-      return refuse("is a hard link to the root directory");
-    }
-    if (target == name) {
-      return refuse("is a hard link to itself");
-    }
+                              const std::string& target) {
+    const std::string_view raw_target = target;
     std::size_t slash = target.rfind('/');
     std::string target_parent = slash == std::string::npos ? std::string() : target.substr(0, slash);
     std::string target_base = slash == std::string::npos ? target : target.substr(slash + 1);
@@ -1025,6 +928,7 @@ private:
   std::string m_parent_path;              ///< the cached parent directory (relative to the root) ...
   UniqueFd m_parent_fd;                   ///< ... open as O_PATH
   ino_t m_parent_ino = 0;                 ///< ... and its inode
+  bool m_parent_marked = false;           ///< ... marked as written into by this layer
   std::unordered_set<ino_t> m_upper_dirs; ///< directories this layer wrote or wrote into
   std::unordered_set<Place, PlaceHash> m_upper_places; ///< non-directories this layer wrote
   std::unordered_map<ino_t, DirTimes> m_dir_times;
@@ -1387,123 +1291,6 @@ Result<void> remove_tree(const fs::path& path) {
     return errno_error("can't stat " + p.string(), errno);
   }
   return remove_at(dir.get(), name, st, p.string());
-}
-
-namespace {
-
-constexpr int k_max_view_links = 40; // the kernel's MAXSYMLINKS
-
-// The components of a path, without empty ones and ".".
-std::deque<std::string> view_components(std::string_view path) {
-  std::deque<std::string> out;
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
-    j = j == std::string_view::npos ? path.size() : j;
-    std::string_view comp = path.substr(i, j - i);
-    if (!comp.empty() && comp != ".") {
-      out.emplace_back(comp);
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
-std::string view_join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
-// How `input` resolves in a view when opened as a directory (openat2 with RESOLVE_IN_ROOT and
-// O_DIRECTORY): every symbolic link followed, the last one too.
-struct ViewWalk {
-  enum class Status { directory, not_directory, missing, loop };
-  Status status = Status::directory;
-  std::string path; ///< directory: the resolved path
-};
-
-ViewWalk walk_view(std::string_view input, const ViewLookup& lookup) {
-  std::deque<std::string> todo = view_components(input);
-  std::string current;            // the resolved components so far, joined
-  std::vector<std::size_t> sizes; // current's size before each component, to climb with ".."
-  int links = 0;
-  while (!todo.empty()) {
-    std::string comp = std::move(todo.front());
-    todo.pop_front();
-    if (comp == "..") {
-      if (!sizes.empty()) { // ".." at the root stays there
-        current.resize(sizes.back());
-        sizes.pop_back();
-      }
-      continue;
-    }
-    std::string candidate = view_join(current, comp);
-    ViewEntry e = lookup(candidate);
-    switch (e.type) {
-    case ViewEntry::Type::directory:
-      sizes.push_back(current.size());
-      current = std::move(candidate);
-      break;
-    case ViewEntry::Type::symlink: {
-      if (++links > k_max_view_links) {
-        return {ViewWalk::Status::loop, candidate};
-      }
-      if (e.link_target.empty()) {
-        return {ViewWalk::Status::missing, candidate};
-      }
-      if (e.link_target.front() == '/') { // absolute: from the root
-        current.clear();
-        sizes.clear();
-      }
-      std::deque<std::string> target = view_components(e.link_target);
-      todo.insert(todo.begin(), target.begin(), target.end());
-      break;
-    }
-    case ViewEntry::Type::missing:
-      return {ViewWalk::Status::missing, candidate};
-    case ViewEntry::Type::other:
-      return {ViewWalk::Status::not_directory, candidate};
-    }
-  }
-  return {ViewWalk::Status::directory, current};
-}
-
-} // namespace
-
-// The same steps as LayerApplier::parent_dir and create_parents, over the view: each prefix of the
-// parent is opened inside the root; a missing one is created in the directory its own parent
-// resolved to, unless a symbolic link is there (a link to a missing directory); below a created
-// directory everything is created.
-ParentInView resolve_parent_in_view(std::string_view parent, const ViewLookup& lookup) {
-  ParentInView r;
-  std::string prefix;
-  std::string current; // where `prefix` resolved to
-  bool fresh = false;
-  for (const std::string& comp : view_components(parent)) {
-    prefix = view_join(prefix, comp);
-    if (!fresh) {
-      ViewWalk w = walk_view(prefix, lookup);
-      if (w.status == ViewWalk::Status::directory) {
-        current = std::move(w.path);
-        continue;
-      }
-      if (w.status != ViewWalk::Status::missing) {
-        r.status = w.status == ViewWalk::Status::loop ? ParentInView::Status::loop
-                                                      : ParentInView::Status::not_directory;
-        r.path = prefix;
-        return r;
-      }
-      if (lookup(view_join(current, comp)).type == ViewEntry::Type::symlink) {
-        r.status = ParentInView::Status::link_to_missing;
-        r.path = prefix;
-        return r;
-      }
-      fresh = true;
-    }
-    current = view_join(current, comp);
-    r.created.push_back(current);
-  }
-  r.path = std::move(current);
-  return r;
 }
 
 } // namespace lockstep::runner

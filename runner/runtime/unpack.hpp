@@ -62,35 +62,4 @@ Result<UnpackStats> apply_layer(int root_fd, const std::filesystem::path& blob, 
 /// that lack it (unpacked roots may hold read-only directories). A missing path is not an error.
 Result<void> remove_tree(const std::filesystem::path& path);
 
-/// What a path names in a view of a root: the members a layer writer has written so far.
-struct ViewEntry {
-  enum class Type { missing, directory, symlink, other };
-  Type type = Type::missing;
-  std::string link_target; ///< symlinks: the target as stored
-};
-/// Looks a normalised path up in a view ("usr/lib": relative to the root, never empty).
-using ViewLookup = std::function<ViewEntry(const std::string& path)>;
-
-/// Where the unpacker puts the children of a member's parent directory, found in a view.
-struct ParentInView {
-  enum class Status {
-    ok,              ///< `path` is the directory, `created` what the unpacker makes on the way
-    link_to_missing, ///< `path` (a prefix of the parent) is a symbolic link to nothing in the view
-    not_directory,   ///< `path` (a prefix of the parent) is, or leads to, something not a directory
-    loop,            ///< `path` (a prefix of the parent) meets more than 40 symbolic links
-  };
-  Status status = Status::ok;
-  std::string path;                 ///< ok: the parent resolved inside the root ("" is the root)
-  std::vector<std::string> created; ///< ok: missing directories the unpacker creates, outermost first
-};
-
-/// The unpacker's rule for a member's parent directory (apply_layer; docs/unpack.md, "Parent
-/// directory") over a view instead of a directory on disk, so that a layer writer can make sure
-/// every layer it writes applies: each prefix of `parent` is resolved inside the root as
-/// openat2(RESOLVE_IN_ROOT) does (symbolic links followed, absolute targets restart at the root,
-/// ".." stops there, at most 40 links); a missing component of `parent` itself is created, but a
-/// symbolic link to a missing directory, a non-directory on the way and a loop are refused. The
-/// unpacker applies this same rule on disk; tests/unit/runner/runtime/test_unpack.cpp checks they agree.
-ParentInView resolve_parent_in_view(std::string_view parent, const ViewLookup& lookup);
-
 } // namespace lockstep::runner

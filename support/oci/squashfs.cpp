@@ -4,6 +4,7 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/oci/layer_model.hpp"
 #include "support/oci/tar_reader.hpp"
 
 #include <archive.h>
@@ -425,13 +426,12 @@ std::string libsquashfs_version() {
 // The in-memory tree.
 
 struct Node {
-  enum class Kind : std::uint8_t { directory, file, symlink, char_device, block_device, fifo };
+  enum class Kind : std::uint8_t { directory, file, symlink, fifo };
   Kind kind = Kind::directory;
   std::uint16_t perm = 0755; // permission bits incl. setuid/setgid/sticky
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::uint32_t mtime = 0;
-  std::uint32_t rdev = 0;       // devices: Linux new_encode_dev form
   std::string target;           // symlinks
   std::string capability;       // the security.capability xattr value, if any
   std::uint64_t size = 0;       // files
@@ -457,70 +457,10 @@ std::uint16_t type_bits(Node::Kind kind) {
     return S_IFREG;
   case Node::Kind::symlink:
     return S_IFLNK;
-  case Node::Kind::char_device:
-    return S_IFCHR;
-  case Node::Kind::block_device:
-    return S_IFBLK;
   case Node::Kind::fifo:
     return S_IFIFO;
   }
   return 0;
-}
-
-std::string_view kind_name(Node::Kind kind) {
-  switch (kind) {
-  case Node::Kind::directory:
-    return "directory";
-  case Node::Kind::file:
-    return "regular file";
-  case Node::Kind::symlink:
-    return "symbolic link";
-  case Node::Kind::char_device:
-  case Node::Kind::block_device:
-    return "device node";
-  case Node::Kind::fifo:
-    return "FIFO";
-  }
-  return "file";
-}
-
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) {
-      j = path.size();
-    }
-    if (j > i) {
-      out.emplace_back(path.substr(i, j - i));
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
-// One member of a layer, as read in the first pass over it.
-struct Member {
-  enum class Kind : std::uint8_t { node, hardlink, whiteout, opaque };
-  Kind kind = Kind::node;
-  Node::Kind node_kind = Node::Kind::file;
-  std::string name; // normalised; for whiteouts the path that is deleted / made opaque
-  std::string link; // symlink target or hard link target (normalised)
-  std::uint16_t perm = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::uint32_t mtime = 0;
-  std::uint32_t rdev = 0;
-  std::uint64_t size = 0;
-  std::uint64_t ordinal = 0;
-  std::string capability;
-  std::size_t slot = k_no_slot;
-};
-
-// Linux new_encode_dev: what squashfs stores for a device number.
-std::uint32_t encode_dev(std::uint64_t major, std::uint64_t minor) {
-  return static_cast<std::uint32_t>((minor & 0xFFU) | ((major & 0xFFFU) << 8U) | ((minor & ~0xFFULL) << 12U));
 }
 
 // Decompresses a gzip layer with libdeflate, one member at a time, for libarchive to read as a
@@ -697,13 +637,14 @@ private:
     m_inodes.clear();
   }
 
-  Result<void> read_layer(std::size_t index, std::vector<Member>* members,
-                          const std::unordered_map<std::uint64_t, Node*>* winners);
+  class NodeTree;
+
+  Result<void> read_layer(std::size_t index, const std::unordered_map<std::uint64_t, Node*>* winners);
   Result<std::size_t> stream_file(struct archive* a, const std::string& what, const std::string& name);
   Result<std::size_t> stream_bytes(std::string_view data);
-  Result<void> apply(const Member& m, std::size_t layer, const std::string& what);
-  Result<NodePtr> resolve_dir(const std::vector<std::string>& comps, std::size_t count, bool create,
-                              const std::string& what, const std::string& name) const;
+  /// The node at the resolved `path` (no symbolic link followed), or null.
+  [[nodiscard]] NodePtr node_at(std::string_view path) const;
+  /// The node at `path`, its parents resolved inside the root, a final link not followed; or null.
   [[nodiscard]] NodePtr lookup(std::string_view path) const;
   Result<void> stream_inline_files();
   Result<void> redo_data();
@@ -835,10 +776,141 @@ Result<std::size_t> SquashfsWriter::Impl::stream_file(struct archive* a, const s
   return slot;
 }
 
-// Reads one layer. First pass (`members` set): every header is recorded and every regular file's
-// data is streamed. Redo pass (`winners` set): only the data of the members in `winners` is
-// streamed, into their nodes.
-Result<void> SquashfsWriter::Impl::read_layer(std::size_t index, std::vector<Member>* members,
+// The in-memory tree as the layer model sees it (support/oci/layer_model.hpp): paths are resolved,
+// a file's data is streamed into the block processor when the model writes the file.
+class SquashfsWriter::Impl::NodeTree final : public layer::Tree {
+public:
+  NodeTree(Impl& impl, std::size_t layer) : m_impl(impl), m_layer(layer) {}
+
+  // The member being applied: its archive (for a file's data) and its ordinal in the layer.
+  void set_member(struct archive* a, std::uint64_t ordinal, const std::string* what) {
+    m_archive = a;
+    m_ordinal = ordinal;
+    m_what = what;
+  }
+
+  [[nodiscard]] layer::Entry lookup(const std::string& path) const override {
+    layer::Entry e;
+    NodePtr n = m_impl.node_at(path);
+    if (!n) {
+      return e;
+    }
+    switch (n->kind) {
+    case Node::Kind::directory:
+      e.type = layer::Entry::Type::directory;
+      break;
+    case Node::Kind::symlink:
+      e.type = layer::Entry::Type::symlink;
+      e.link_target = n->target;
+      break;
+    default:
+      e.type = layer::Entry::Type::other;
+      break;
+    }
+    return e;
+  }
+
+  [[nodiscard]] std::vector<std::string> children(const std::string& path) const override {
+    std::vector<std::string> out;
+    if (NodePtr n = m_impl.node_at(path)) {
+      for (const auto& [name, child] : n->children) {
+        out.push_back(name);
+      }
+    }
+    return out;
+  }
+
+  void remove(const std::string& path) override {
+    auto [dir, base] = split(path);
+    if (NodePtr parent = m_impl.node_at(dir)) {
+      parent->children.erase(std::string(base));
+    }
+  }
+
+  Result<void> make_implied_directory(const std::string& path, const layer::Member& m) override {
+    auto dir = std::make_shared<Node>();
+    dir->mtime = m_impl.clamp_time(m.mtime);
+    return attach(path, std::move(dir));
+  }
+
+  Result<void> put(const std::string& path, const layer::Member& m) override {
+    if (m.kind == layer::Member::Kind::root || m.kind == layer::Member::Kind::directory) {
+      if (NodePtr d = path.empty() ? m_impl.m_root : m_impl.node_at(path);
+          d && d->kind == Node::Kind::directory) {
+        set_attributes(*d, m); // a directory over a directory keeps its children
+        return {};
+      }
+    }
+    auto n = std::make_shared<Node>();
+    set_attributes(*n, m);
+    switch (m.kind) {
+    case layer::Member::Kind::directory:
+      n->kind = Node::Kind::directory;
+      break;
+    case layer::Member::Kind::symlink:
+      n->kind = Node::Kind::symlink;
+      n->target = m.link;
+      break;
+    case layer::Member::Kind::fifo:
+      n->kind = Node::Kind::fifo;
+      break;
+    default:
+      n->kind = Node::Kind::file;
+      n->size = m.size;
+      n->layer = static_cast<std::int32_t>(m_layer);
+      n->member = m_ordinal;
+      n->capability = m.capability;
+      if (m.size > 0 && m_archive != nullptr) {
+        LS_TRY_ASSIGN(n->slot, m_impl.stream_file(m_archive, *m_what, path));
+      }
+      break;
+    }
+    return attach(path, std::move(n));
+  }
+
+  Result<void> link(const std::string& path, const std::string& target, const layer::Member& /*m*/) override {
+    NodePtr n = m_impl.node_at(target);
+    if (!n) {
+      return internal_error("{}: hard link target '{}' vanished", m_impl.m_what, target);
+    }
+    return attach(path, std::move(n));
+  }
+
+private:
+  static std::pair<std::string_view, std::string_view> split(std::string_view path) {
+    const std::size_t slash = path.rfind('/');
+    if (slash == std::string_view::npos) {
+      return {std::string_view(), path};
+    }
+    return {path.substr(0, slash), path.substr(slash + 1)};
+  }
+  void set_attributes(Node& n, const layer::Member& m) const {
+    n.perm = static_cast<std::uint16_t>(m.perm & 07777U);
+    n.uid = m.uid;
+    n.gid = m.gid;
+    n.mtime = m_impl.clamp_time(m.mtime);
+  }
+  Result<void> attach(const std::string& path, NodePtr node) {
+    auto [dir, base] = split(path);
+    NodePtr parent = m_impl.node_at(dir);
+    if (!parent || parent->kind != Node::Kind::directory) {
+      return internal_error("{}: the parent of '{}' is not a directory", m_impl.m_what, path);
+    }
+    parent->children[std::string(base)] = std::move(node);
+    return {};
+  }
+
+  Impl& m_impl;
+  std::size_t m_layer;
+  struct archive* m_archive = nullptr;
+  std::uint64_t m_ordinal = 0;
+  const std::string* m_what = nullptr;
+};
+
+// Reads one layer. First pass (no `winners`): every member is applied to the tree by the layer
+// model, in order, and every regular file's data is streamed. Redo pass: only the data of the
+// members in `winners` is streamed, into their nodes.
+Result<void> SquashfsWriter::Impl::read_layer(std::size_t index,
                                               const std::unordered_map<std::uint64_t, Node*>* winners) {
   const Layer& layer = m_layers[index];
   const std::string& what = layer.what;
@@ -882,6 +954,8 @@ Result<void> SquashfsWriter::Impl::read_layer(std::size_t index, std::vector<Mem
   std::int64_t consumed = 0;
   std::uint64_t ordinal = 0;
   std::string previous;
+  NodeTree tree(*this, index);
+  layer::LayerApplier applier(tree, what);
   for (;; ++ordinal) {
     LS_TRY(check_interrupted());
     struct archive_entry* entry = nullptr;
@@ -901,121 +975,19 @@ Result<void> SquashfsWriter::Impl::read_layer(std::size_t index, std::vector<Mem
         consumed = now;
       }
     }
-    const char* raw = archive_entry_pathname(entry);
-    if (raw == nullptr) {
-      return invalid_input("{}: a member after '{}' has an unreadable name", what, previous);
-    }
-    auto name = normalize_member_name(raw);
-    if (!name) {
-      return invalid_input("{}: {}; refusing the layer", what, name.error().message);
-    }
-    previous = *name;
-    bool is_file = archive_entry_hardlink(entry) == nullptr && archive_entry_filetype(entry) == AE_IFREG;
     if (winners != nullptr) {
+      bool is_file = archive_entry_hardlink(entry) == nullptr && archive_entry_filetype(entry) == AE_IFREG;
       auto it = winners->find(ordinal);
       if (it != winners->end() && is_file) {
-        LS_TRY_ASSIGN(it->second->slot, stream_file(a.get(), what, *name));
+        const char* raw = archive_entry_pathname(entry);
+        LS_TRY_ASSIGN(it->second->slot, stream_file(a.get(), what, raw != nullptr ? raw : "?"));
       }
       continue;
     }
-
-    Member m;
-    m.ordinal = ordinal;
-    auto slash = name->rfind('/');
-    std::string base = slash == std::string::npos ? *name : name->substr(slash + 1);
-    std::string dir = slash == std::string::npos ? std::string() : name->substr(0, slash);
-    if (base.rfind(".wh.", 0) == 0) {
-      if (base == ".wh..wh..opq") {
-        m.kind = Member::Kind::opaque;
-        m.name = dir;
-      } else if (base.rfind(".wh..wh.", 0) == 0) {
-        continue; // aufs metadata (.wh..wh.plnk, ...), not a deletion
-      } else {
-        std::string victim = base.substr(4);
-        if (victim.empty() || victim == "." || victim == "..") {
-          return invalid_input("{}: whiteout '{}' names no file; refusing the layer", what, *name);
-        }
-        m.kind = Member::Kind::whiteout;
-        m.name = dir.empty() ? victim : dir + "/" + victim;
-      }
-      members->push_back(std::move(m));
-      continue;
-    }
-    m.name = std::move(*name);
-    for (const auto& comp : split_path(m.name)) {
-      if (comp.size() > k_max_name) {
-        return invalid_input("{}: member '{}' has a name component longer than {} bytes", what, m.name,
-                             k_max_name);
-      }
-    }
-    la_int64_t uid = archive_entry_uid(entry);
-    la_int64_t gid = archive_entry_gid(entry);
-    if (uid < 0 || gid < 0 || uid > 0xFFFFFFFE || gid > 0xFFFFFFFE) {
-      return invalid_input("{}: member '{}' has owner {}:{}, outside the 32-bit range", what, m.name, uid,
-                           gid);
-    }
-    m.uid = static_cast<std::uint32_t>(uid);
-    m.gid = static_cast<std::uint32_t>(gid);
-    m.perm = static_cast<std::uint16_t>(archive_entry_perm(entry) & 07777);
-    m.mtime = clamp_time(archive_entry_mtime(entry));
-    if (const char* target = archive_entry_hardlink(entry); target != nullptr) {
-      auto t = normalize_member_name(target);
-      if (!t || t->empty()) {
-        return invalid_input("{}: hard link '{}' -> '{}': {}; refusing the layer", what, m.name, target,
-                             t ? std::string("the target is the root") : t.error().message);
-      }
-      m.kind = Member::Kind::hardlink;
-      m.link = std::move(*t);
-      members->push_back(std::move(m));
-      continue;
-    }
-    // Only file capabilities survive (docs/ARCHITECTURE.md, "Xattr policy").
-    archive_entry_xattr_reset(entry);
-    const char* xname = nullptr;
-    const void* xvalue = nullptr;
-    std::size_t xsize = 0;
-    while (archive_entry_xattr_next(entry, &xname, &xvalue, &xsize) == ARCHIVE_OK) {
-      if (xname != nullptr && std::string_view(xname) == "security.capability" && xvalue != nullptr) {
-        m.capability.assign(static_cast<const char*>(xvalue), xsize);
-      }
-    }
-    switch (archive_entry_filetype(entry)) {
-    case AE_IFREG:
-      m.node_kind = Node::Kind::file;
-      if (archive_entry_size(entry) < 0) {
-        return invalid_input("{}: member '{}' has a negative size", what, m.name);
-      }
-      m.size = static_cast<std::uint64_t>(archive_entry_size(entry));
-      if (m.size > 0) {
-        LS_TRY_ASSIGN(m.slot, stream_file(a.get(), what, m.name));
-      }
-      break;
-    case AE_IFDIR:
-      m.node_kind = Node::Kind::directory;
-      break;
-    case AE_IFLNK: {
-      m.node_kind = Node::Kind::symlink;
-      const char* target = archive_entry_symlink(entry);
-      m.link = target != nullptr ? target : "";
-      if (m.link.empty() || m.link.size() > k_max_link_target) {
-        return invalid_input("{}: symbolic link '{}' has {} target", what, m.name,
-                             m.link.empty() ? "an empty" : "a too long");
-      }
-      break;
-    }
-    case AE_IFCHR:
-    case AE_IFBLK:
-      m.node_kind =
-          archive_entry_filetype(entry) == AE_IFCHR ? Node::Kind::char_device : Node::Kind::block_device;
-      m.rdev = encode_dev(archive_entry_rdevmajor(entry), archive_entry_rdevminor(entry));
-      break;
-    case AE_IFIFO:
-      m.node_kind = Node::Kind::fifo;
-      break;
-    default:
-      continue; // sockets (and anything else) are not image content
-    }
-    members->push_back(std::move(m));
+    LS_TRY_ASSIGN(layer::Member m, layer::classify_member(entry, what));
+    previous = m.raw;
+    tree.set_member(a.get(), ordinal, &what);
+    LS_TRY(applier.apply(m));
   }
   if (m_options.progress != nullptr) {
     std::int64_t now = bytes_read();
@@ -1026,155 +998,27 @@ Result<void> SquashfsWriter::Impl::read_layer(std::size_t index, std::vector<Mem
   return {};
 }
 
-// Resolves the first `count` components as a directory, following symlinks inside the root (as
-// umoci's SecureJoin and containerd's RootPath do: ".." never climbs above the root, an absolute
-// target restarts at the root). With `create`, missing directories are made; a non-directory on
-// the way is an error. Without it, such a path resolves to nullptr.
-Result<NodePtr> SquashfsWriter::Impl::resolve_dir(const std::vector<std::string>& comps, std::size_t count,
-                                                  bool create, const std::string& what,
-                                                  const std::string& name) const {
-  std::vector<NodePtr> stack{m_root};
-  std::deque<std::string> todo(comps.begin(), comps.begin() + static_cast<std::ptrdiff_t>(count));
-  int hops = 0;
-  while (!todo.empty()) {
-    std::string comp = std::move(todo.front());
-    todo.pop_front();
-    if (comp.empty() || comp == ".") {
-      continue;
-    }
-    if (comp == "..") {
-      if (stack.size() > 1) {
-        stack.pop_back();
-      }
-      continue;
-    }
-    Node& cur = *stack.back();
-    auto it = cur.children.find(comp);
-    if (it == cur.children.end()) {
-      if (!create) {
-        return NodePtr();
-      }
-      auto dir = std::make_shared<Node>();
-      dir->mtime = clamp_time(m_options.epoch);
-      it = cur.children.emplace(comp, std::move(dir)).first;
-    }
-    const NodePtr& child = it->second;
-    if (child->kind == Node::Kind::directory) {
-      stack.push_back(child);
-      continue;
-    }
-    if (child->kind == Node::Kind::symlink) {
-      if (++hops > k_max_symlink_hops) {
-        if (!create) {
-          return NodePtr();
-        }
-        return invalid_input("{}: member '{}': too many levels of symbolic links", what, name);
-      }
-      auto target = split_path(child->target);
-      if (!child->target.empty() && child->target.front() == '/') {
-        stack.resize(1);
-      }
-      todo.insert(todo.begin(), target.begin(), target.end());
-      continue;
-    }
-    if (!create) {
+NodePtr SquashfsWriter::Impl::node_at(std::string_view path) const {
+  NodePtr n = m_root;
+  std::size_t i = 0;
+  while (n && i < path.size()) {
+    std::size_t j = path.find('/', i);
+    j = j == std::string_view::npos ? path.size() : j;
+    if (n->kind != Node::Kind::directory) {
       return NodePtr();
     }
-    return invalid_input("{}: member '{}' is inside '{}', which is a {}, not a directory", what, name, comp,
-                         kind_name(child->kind));
+    auto it = n->children.find(path.substr(i, j - i));
+    n = it == n->children.end() ? NodePtr() : it->second;
+    i = j + 1;
   }
-  return stack.back();
+  return n;
 }
 
 NodePtr SquashfsWriter::Impl::lookup(std::string_view path) const {
-  auto comps = split_path(path);
-  if (comps.empty()) {
-    return m_root;
-  }
-  auto dir = resolve_dir(comps, comps.size() - 1, false, m_what, std::string(path));
-  if (!dir || !*dir) {
-    return NodePtr();
-  }
-  const auto& children = (*dir)->children;
-  auto it = children.find(comps.back());
-  return it == children.end() ? NodePtr() : it->second;
-}
-
-Result<void> SquashfsWriter::Impl::apply(const Member& m, std::size_t layer, const std::string& what) {
-  auto comps = split_path(m.name);
-  if (m.kind == Member::Kind::opaque || m.kind == Member::Kind::whiteout) {
-    // Whiteouts only hide what lower layers put there; they never create anything.
-    if (m.kind == Member::Kind::opaque) {
-      auto dir = resolve_dir(comps, comps.size(), false, what, m.name);
-      if (dir && *dir) {
-        (*dir)->children.clear();
-      }
-      return {};
-    }
-    auto dir = resolve_dir(comps, comps.size() - 1, false, what, m.name);
-    if (dir && *dir) {
-      (*dir)->children.erase(comps.back());
-    }
-    return {};
-  }
-  if (comps.empty()) {
-    // The root itself ("./"): only its attributes can change (umoci rejects anything else:
-    // CVE-2021-29136).
-    if (m.kind != Member::Kind::node || m.node_kind != Node::Kind::directory) {
-      return invalid_input("{}: member '.' is not a directory; refusing the layer", what);
-    }
-    m_root->perm = m.perm;
-    m_root->uid = m.uid;
-    m_root->gid = m.gid;
-    m_root->mtime = m.mtime;
-    return {};
-  }
-  LS_TRY_ASSIGN(NodePtr parent, resolve_dir(comps, comps.size() - 1, true, what, m.name));
-  auto& children = parent->children;
-  const std::string& base = comps.back();
-  if (m.kind == Member::Kind::hardlink) {
-    NodePtr target = lookup(m.link);
-    if (!target) {
-      return invalid_input("{}: hard link '{}' -> '{}': the target does not exist; refusing the layer", what,
-                           m.name, m.link);
-    }
-    if (target->kind == Node::Kind::directory) {
-      return invalid_input("{}: hard link '{}' -> '{}': the target is a directory; refusing the layer", what,
-                           m.name, m.link);
-    }
-    children[base] = std::move(target);
-    return {};
-  }
-  auto it = children.find(base);
-  if (m.node_kind == Node::Kind::directory && it != children.end() &&
-      it->second->kind == Node::Kind::directory) {
-    Node& d = *it->second; // directory over directory: keep the children, take the attributes
-    d.perm = m.perm;
-    d.uid = m.uid;
-    d.gid = m.gid;
-    d.mtime = m.mtime;
-    d.capability = m.capability;
-    return {};
-  }
-  auto n = std::make_shared<Node>();
-  n->kind = m.node_kind;
-  n->perm = m.perm;
-  n->uid = m.uid;
-  n->gid = m.gid;
-  n->mtime = m.mtime;
-  n->rdev = m.rdev;
-  n->capability = m.capability;
-  if (m.node_kind == Node::Kind::symlink) {
-    n->target = m.link;
-  }
-  if (m.node_kind == Node::Kind::file) {
-    n->size = m.size;
-    n->layer = static_cast<std::int32_t>(layer);
-    n->member = m.ordinal;
-    n->slot = m.slot;
-  }
-  children[base] = std::move(n);
-  return {};
+  NodeTree tree(const_cast<Impl&>(*this), 0);
+  layer::Walk w = layer::walk_in_root(
+      path, [&tree](const std::string& p) { return tree.lookup(p); }, false);
+  return w.status == layer::Walk::Status::ok ? node_at(w.path) : NodePtr();
 }
 
 Result<void> SquashfsWriter::Impl::add_layer(const fs::path& tar, const std::string& what) {
@@ -1182,54 +1026,44 @@ Result<void> SquashfsWriter::Impl::add_layer(const fs::path& tar, const std::str
     LS_TRY(start_data());
   }
   m_layers.push_back(Layer{tar, what});
-  std::size_t index = m_layers.size() - 1;
-  std::vector<Member> members;
-  LS_TRY(read_layer(index, &members, nullptr));
-  // Whiteouts first (opaque, then explicit): they hide lower content only, whatever their position.
-  for (auto kind : {Member::Kind::opaque, Member::Kind::whiteout}) {
-    for (const auto& m : members) {
-      if (m.kind == kind) {
-        LS_TRY(apply(m, index, what));
-      }
-    }
-  }
-  for (const auto& m : members) {
-    if (m.kind != Member::Kind::opaque && m.kind != Member::Kind::whiteout) {
-      LS_TRY(apply(m, index, what));
-    }
-  }
-  return {};
+  return read_layer(m_layers.size() - 1, nullptr);
 }
 
 Result<void> SquashfsWriter::Impl::add(const SquashfsEntry& entry) {
   if (!m_processor) {
     LS_TRY(start_data());
   }
-  Member m;
-  m.name = std::string(entry.path);
-  while (!m.name.empty() && m.name.front() == '/') {
-    m.name.erase(0, 1);
+  layer::Member m;
+  m.raw = entry.path;
+  std::string path = entry.path;
+  while (!path.empty() && path.front() == '/') {
+    path.erase(0, 1);
   }
-  LS_TRY_ASSIGN(m.name, normalize_member_name(m.name.empty() ? "." : m.name));
-  m.perm = static_cast<std::uint16_t>(entry.mode & 07777);
+  LS_TRY_ASSIGN(m.path, normalize_member_name(path.empty() ? "." : path));
+  const std::size_t slash = m.path.rfind('/');
+  m.parent = slash == std::string::npos ? std::string() : m.path.substr(0, slash);
+  m.base = slash == std::string::npos ? m.path : m.path.substr(slash + 1);
+  m.perm = entry.mode & 07777U;
   m.uid = entry.uid;
   m.gid = entry.gid;
-  m.mtime = clamp_time(m_options.epoch);
+  m.mtime = m_options.epoch;
   switch (entry.type) {
   case SquashfsEntry::Type::file:
-    m.node_kind = Node::Kind::file;
+    m.kind = layer::Member::Kind::file;
     break;
   case SquashfsEntry::Type::directory:
-    m.node_kind = Node::Kind::directory;
+    m.kind = m.path.empty() ? layer::Member::Kind::root : layer::Member::Kind::directory;
     break;
   case SquashfsEntry::Type::symlink:
-    m.node_kind = Node::Kind::symlink;
+    m.kind = layer::Member::Kind::symlink;
     m.link = entry.data;
     break;
   }
-  LS_TRY(apply(m, 0, m_what));
+  NodeTree tree(*this, 0);
+  layer::LayerApplier applier(tree, m_what);
+  LS_TRY(applier.apply(m));
   if (entry.type == SquashfsEntry::Type::file) {
-    NodePtr n = lookup(m.name);
+    NodePtr n = lookup(m.path);
     n->layer = -1;
     n->size = entry.data.size();
     n->inline_data = entry.data; // streamed by finish(), once nothing can replace it any more
@@ -1289,7 +1123,7 @@ Result<void> SquashfsWriter::Impl::redo_data() {
   LS_TRY(start_data());
   for (std::size_t i = 0; i < m_layers.size(); ++i) {
     if (!winners[i].empty()) {
-      LS_TRY(read_layer(i, nullptr, &winners[i]));
+      LS_TRY(read_layer(i, &winners[i]));
     }
   }
   return stream_inline_files();
@@ -1493,17 +1327,6 @@ Result<void> SquashfsWriter::Impl::write_tables(sqfs_super_t& super, std::int64_
       owned->data.slink.nlink = n->nlink;
       owned->data.slink.target_size = static_cast<sqfs_u32>(n->target.size());
       std::memcpy(static_cast<void*>(owned->extra), n->target.data(), n->target.size());
-      inode = owned.get();
-      break;
-    case Node::Kind::char_device:
-    case Node::Kind::block_device:
-      owned = new_inode(0);
-      if (!owned) {
-        return internal_error("{}: out of memory", m_what);
-      }
-      owned->base.type = n->kind == Node::Kind::char_device ? SQFS_INODE_CDEV : SQFS_INODE_BDEV;
-      owned->data.dev.nlink = n->nlink;
-      owned->data.dev.devno = n->rdev;
       inode = owned.get();
       break;
     case Node::Kind::fifo:

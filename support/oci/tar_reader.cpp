@@ -150,6 +150,22 @@ Result<std::optional<TarMember>> TarReader::next() {
   return std::optional<TarMember>(std::move(m));
 }
 
+Result<std::optional<layer::Member>> TarReader::next_layer_member() {
+  struct archive_entry* entry = nullptr;
+  int rc = archive_read_next_header(m_archive, &entry);
+  if (rc == ARCHIVE_EOF) {
+    m_current.clear();
+    return std::optional<layer::Member>();
+  }
+  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+    return archive_failure(m_current.empty() ? std::string("not a valid tar archive")
+                                             : "can't read the member after '" + m_current + "'");
+  }
+  LS_TRY_ASSIGN(layer::Member m, layer::classify_member(entry, m_what));
+  m_current = m.raw;
+  return std::optional<layer::Member>(std::move(m));
+}
+
 Result<std::size_t> TarReader::read(void* data, std::size_t size) {
   la_ssize_t n = archive_read_data(m_archive, data, size);
   if (n < 0) {

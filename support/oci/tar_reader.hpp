@@ -6,6 +6,7 @@
 // Member names are normalised ("./a//b" -> "a/b"); an absolute name or a ".." component makes the
 // whole archive invalid. Nothing is ever extracted: callers get headers and a byte stream.
 #include "support/fs.hpp"
+#include "support/oci/layer_model.hpp"
 #include "support/result.hpp"
 
 #include <cstdint>
@@ -41,6 +42,9 @@ public:
   /// The next member's header, or nullopt at the end of the archive. Unread data of the previous
   /// member is skipped. A hostile name (absolute, "..") is an invalid_input error.
   Result<std::optional<TarMember>> next();
+  /// The next member of an OCI layer, classified by the layer model (layer::classify_member), or
+  /// nullopt at the end. A refusal names the member as every layer consumer does.
+  Result<std::optional<layer::Member>> next_layer_member();
   /// Reads up to `size` bytes of the current member's data; 0 at its end.
   Result<std::size_t> read(void* data, std::size_t size);
 
