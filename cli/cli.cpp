@@ -4,6 +4,8 @@
 #include "support/log.hpp"
 #include "support/version.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <exception>
 
@@ -11,15 +13,16 @@ namespace lockstep::cli {
 
 namespace {
 
-constexpr const char* k_footer = R"(Exit codes:
-  0   success
-  1   the checked thing is not as required (drift, stale lock, mismatch)
-  2   bad usage, invalid spec, or malformed input (image, archive, lock)
-  3   a needed external facility is missing or failed
-  4   a local file operation failed (permission denied, disk full)
-  130 interrupted
-
-Run 'lockstep COMMAND --help' for a command's options and examples.)";
+// The --help footer: the exit-code table (support/result.hpp), then where to look next.
+std::string footer() {
+  std::string out = "Exit codes:\n";
+  for (const ExitCodeMeaning& e : k_exit_codes) {
+    out += fmt::format("  {:<3} {}\n", static_cast<int>(e.code), e.meaning);
+  }
+  out += "  exec and run end with the command's or the failed rank's own exit status.\n\n";
+  out += "Run 'lockstep COMMAND --help' for a command's options and examples.";
+  return out;
+}
 
 void apply_context(const Context& ctx) {
   if (ctx.debug) {
@@ -52,7 +55,7 @@ int run(int argc, char** argv) {
                "lockstep"};
   app.set_version_flag("--version", std::string("lockstep ") + k_version);
   app.require_subcommand(1);
-  app.footer(k_footer);
+  app.footer(footer());
   app.get_formatter()->column_width(34);
 
   Context ctx;
@@ -101,12 +104,12 @@ int run(int argc, char** argv) {
       }
       // Whatever failed after SIGINT/SIGTERM (a blocking call ended with EINTR, reported in a spec
       // diagnostic or with another code) failed because of it.
-      return static_cast<int>(interrupted() ? ExitCode::interrupted : err.code);
+      return interrupted() ? static_cast<int>(ExitCode::interrupted) : err.process_exit();
     }
-    return static_cast<int>(*r);
+    return ctx.exit_status >= 0 ? ctx.exit_status : static_cast<int>(*r);
   } catch (const Failure& f) {
     std::fprintf(stderr, "lockstep: error: %s\n", f.error().message.c_str());
-    return static_cast<int>(interrupted() ? ExitCode::interrupted : f.error().code);
+    return interrupted() ? static_cast<int>(ExitCode::interrupted) : f.error().process_exit();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lockstep: internal error: %s\nPlease report this as a bug.\n", e.what());
     return static_cast<int>(ExitCode::internal);

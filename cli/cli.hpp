@@ -20,6 +20,9 @@ struct Context {
   bool timings = false;
   /// Set by the chosen subcommand's parse callback; run() calls it after parsing.
   std::function<Result<ExitCode>()> action;
+  /// Set by a command that ran another program (exec): its exit status, passed through as
+  /// lockstep's own instead of the ExitCode the action returns. -1 when unset.
+  int exit_status = -1;
 };
 
 /// Adds the common flags (--json, --debug, --quiet) to a subcommand.

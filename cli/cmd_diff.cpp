@@ -57,12 +57,8 @@ struct DiffArgs {
   std::string b;
 };
 
-bool starts_with(std::string_view s, std::string_view p) {
-  return s.substr(0, p.size()) == p;
-}
-
 Result<envspec::ComponentSet> image_side(const std::string& arg) {
-  LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_location(arg));
+  LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_arg(arg));
   runner::ContentsOptions options;
   options.digests = false; // diff compares package records, not file digests
   LS_TRY_ASSIGN(const runner::ImageContents contents, runner::read_image_contents(image, options));
@@ -78,7 +74,7 @@ Result<envspec::ComponentSet> spec_side(const fs::path& path, const std::string&
 // One side of the diff, recognised by its content.
 Result<envspec::ComponentSet> load_side(const std::string& arg) {
   for (std::string_view prefix : {"oci:", "oci-archive:", "docker-archive:", "sif:", "dir:"}) {
-    if (starts_with(arg, prefix)) {
+    if (arg.starts_with(prefix)) {
       return image_side(arg);
     }
   }
@@ -116,7 +112,7 @@ Result<envspec::ComponentSet> load_side(const std::string& arg) {
       return image_side(arg);
     }
     if (h.size() >= 262 && h.substr(257, 5) == "ustar") {
-      LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_location(arg));
+      LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_arg(arg));
       if (image.kind != runner::ImageArg::Kind::oci) {
         return invalid_input("'{}' is a tar archive but neither an OCI archive nor a docker-archive; {}", arg,
                              k_accepted);

@@ -43,7 +43,7 @@ and SIGUSR2 are forwarded to it. Before the command starts, lockstep's own failu
   70 internal, 126 the command is not executable, 127 the command was not found,
 and print "lockstep: error: ..." on stderr. See docs/exec.md.)";
 
-Result<ExitCode> run_exec_command(ExecArgs& args) {
+Result<ExitCode> run_exec_command(ExecArgs& args, Context& ctx) {
   runner::ExecOptions& o = args.options;
   o.tmp = args.tmp_host ? runner::TmpPolicy::host : runner::TmpPolicy::tmpfs;
   if (args.net == "host") {
@@ -65,7 +65,8 @@ Result<ExitCode> run_exec_command(ExecArgs& args) {
   auto run = [&o] { return runner::run_exec(o); };
   LS_TRY_ASSIGN(int code,
                 args.rank_report.empty() ? run() : runner::run_reporting_rank(args.rank_report, run));
-  return static_cast<ExitCode>(code);
+  ctx.exit_status = code & 0xff; // the command's own status, passed through
+  return ExitCode::ok;
 }
 
 } // namespace
@@ -110,7 +111,7 @@ void register_exec(CLI::App& app, Context& ctx) {
       ->type_name("DIR");
   add_common_flags(*cmd, ctx, false);
   cmd->footer(k_examples);
-  cmd->callback([args, &ctx] { ctx.action = [args] { return run_exec_command(*args); }; });
+  cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_exec_command(*args, ctx); }; });
 }
 
 } // namespace lockstep::cli

@@ -50,8 +50,10 @@ Result<ExitCode> run_inspect(const InspectArgs& args, const Context& ctx) {
 void register_inspect(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<InspectArgs>();
   auto* cmd = app.add_subcommand("inspect", "Show an image's manifest, config and layers");
-  cmd->add_option("IMAGE", args->image,
-                  "The image: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE")
+  cmd->add_option(
+         "IMAGE", args->image,
+         "The image: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, or the path of an OCI "
+         "layout directory or archive")
       ->required();
   cmd->add_option("--platform", args->platform, "For a multi-platform image: which one (default linux/amd64)")
       ->type_name("OS/ARCH");

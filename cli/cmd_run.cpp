@@ -1,8 +1,10 @@
 // `lockstep run`: launch a job in an image across nodes with mpirun or Slurm, checking every node
 // first (preflight), and leave a run record. Planning is runner/launch/launch.cpp, node checks
-// runner/launch/preflight.cpp, records runner/launch/run_record.cpp. docs/launch.md.
+// runner/launch/preflight.cpp, the preflight fan-out and the verdict runner/launch/job.cpp, records
+// runner/launch/run_record.cpp; this file parses the arguments and prints. docs/launch.md.
 #include "cli/cli.hpp"
 #include "envspec/image_facts.hpp"
+#include "runner/launch/job.hpp"
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
 #include "runner/launch/run_record.hpp"
@@ -20,7 +22,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <future>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -79,120 +80,10 @@ names its rank and node); 1 preflight failed; 2 bad usage or image; 3 a launcher
 See docs/launch.md.)";
 
 // IMAGE in a form every node understands: transports kept, paths absolute.
-Result<std::string> absolute_image(const runner::ImageArg& arg) {
-  std::error_code ec;
-  switch (arg.kind) {
-  case runner::ImageArg::Kind::oci: {
-    oci::ImageRef ref = arg.ref;
-    ref.path = fs::absolute(ref.path, ec).lexically_normal();
-    return ref.str();
-  }
-  case runner::ImageArg::Kind::sif:
-    return "sif:" + fs::absolute(arg.path, ec).lexically_normal().string();
-  case runner::ImageArg::Kind::directory:
-    return "dir:" + fs::absolute(arg.path, ec).lexically_normal().string();
-  }
-  return internal_error("unknown image kind");
-}
-
 std::string this_lockstep() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   return ec ? "lockstep" : self.string();
-}
-
-// The rsh agent mpirun uses, as argv words: --mca plm_rsh_agent in the launcher args, else
-// OMPI_MCA_plm_rsh_agent, else ssh. Open MPI allows "ssh : rsh" alternatives: the first is used.
-std::vector<std::string> rsh_agent(const std::vector<std::string>& launcher_args) {
-  std::string agent;
-  for (std::size_t i = 0; i + 2 < launcher_args.size(); ++i) {
-    const std::string& a = launcher_args[i];
-    if ((a == "--mca" || a == "-mca") && launcher_args[i + 1] == "plm_rsh_agent") {
-      agent = launcher_args[i + 2];
-    }
-  }
-  if (agent.empty()) {
-    const char* env = std::getenv("OMPI_MCA_plm_rsh_agent");
-    agent = env != nullptr && *env != '\0' ? env : "ssh";
-  }
-  if (std::size_t colon = agent.find(':'); colon != std::string::npos) {
-    agent = agent.substr(0, colon);
-  }
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : agent + " ") {
-    if (c == ' ' || c == '\t') {
-      if (!word.empty()) {
-        words.push_back(word);
-      }
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  if (words.empty()) {
-    words = {"ssh"};
-  }
-  if (words.size() == 1 && fs::path(words[0]).filename() == "ssh") {
-    words.insert(words.end(), {"-o", "BatchMode=yes"});
-  }
-  return words;
-}
-
-// `lockstep preflight --json ...` for a node, with the image's facts passed in (the node may lack
-// the image).
-std::vector<std::string> preflight_argv(const std::string& lockstep, const runner::PreflightRequest& req) {
-  std::vector<std::string> argv = {lockstep,     "preflight",   "--json", "--launcher",
-                                   req.launcher, "--mpi-model", req.model};
-  if (!req.image_digest.empty()) {
-    argv.insert(argv.end(), {"--digest", req.image_digest});
-  }
-  if (req.gpus_per_node > 0) {
-    argv.insert(argv.end(), {"--gpus-per-node", std::to_string(req.gpus_per_node)});
-  }
-  if (!req.facts.mpi_impl.empty()) {
-    argv.insert(argv.end(), {"--expect-mpi", req.facts.mpi_impl + "@" + req.facts.mpi.version});
-  }
-  if (!req.facts.pmix.version.empty()) {
-    argv.insert(argv.end(), {"--expect-pmix", req.facts.pmix.version});
-  }
-  if (!req.facts.cuda_driver_floor.empty()) {
-    argv.insert(argv.end(), {"--cuda-floor", req.facts.cuda_driver_floor});
-  }
-  argv.insert(argv.end(), {"--unpack-bytes", std::to_string(req.unpack_bytes)});
-  argv.push_back(req.image);
-  return argv;
-}
-
-runner::NodeReport unreachable(const std::string& node, const std::string& why) {
-  runner::NodeReport r;
-  r.node = node;
-  r.checks.push_back({"reach", runner::Check::Status::fail, why});
-  return r;
-}
-
-// Parses the JSON lines a node (or srun's nodes) printed.
-std::vector<runner::NodeReport> reports_from_output(const std::string& out, std::vector<std::string>& bad) {
-  std::vector<runner::NodeReport> reports;
-  std::size_t pos = 0;
-  while (pos < out.size()) {
-    std::size_t end = out.find('\n', pos);
-    if (end == std::string::npos) {
-      end = out.size();
-    }
-    std::string_view line(out.data() + pos, end - pos);
-    pos = end + 1;
-    if (line.empty() || line.front() != '{') {
-      continue;
-    }
-    Result<runner::NodeReport> r = runner::node_report_from_json(line);
-    if (r) {
-      reports.push_back(std::move(*r));
-    } else {
-      bad.push_back(r.error().message);
-    }
-  }
-  return reports;
 }
 
 // JSON text of a record or a plan: bytes that are not UTF-8 (a command's file name in Latin-1)
@@ -201,84 +92,16 @@ std::string dump_json(const nlohmann::ordered_json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string last_line(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
-    text.pop_back();
-  }
-  std::size_t nl = text.find_last_of('\n');
-  text = nl == std::string::npos ? text : text.substr(nl + 1);
-  return text.size() > 300 ? text.substr(0, 300) : text;
-}
-
-// Preflight on every node, in parallel.
-Result<std::vector<runner::NodeReport>> run_preflight(const runner::LaunchPlan& plan, const RunArgs& args,
-                                                      const runner::PreflightRequest& req,
-                                                      const std::string& lockstep, bool dry_run,
-                                                      std::vector<std::vector<std::string>>& commands) {
-  std::vector<runner::NodeReport> reports;
-  const std::vector<std::string> node_cmd = preflight_argv(lockstep, req);
-  const CaptureOptions capture{std::nullopt, std::chrono::seconds(args.preflight_timeout), 1U << 20};
-  if (plan.launcher == runner::Launcher::slurm) {
-    std::vector<std::string> argv = {"srun", "--ntasks-per-node=1", "--mpi=none", "--kill-on-bad-exit=0"};
-    if (plan.nodes > 0) {
-      argv.insert(argv.end(),
-                  {fmt::format("--nodes={}", plan.nodes), fmt::format("--ntasks={}", plan.nodes)});
-    }
-    argv.insert(argv.end(), node_cmd.begin(), node_cmd.end());
-    commands.push_back(argv);
-    if (dry_run) {
-      return reports;
-    }
-    LS_TRY_ASSIGN(CaptureResult out, run_capture(argv, capture));
-    std::vector<std::string> bad;
-    reports = reports_from_output(out.out, bad);
-    if (reports.empty()) {
-      return external_error("preflight through srun gave no results (exit {}): {}{}", out.status,
-                            last_line(out.err), bad.empty() ? "" : "; " + bad.front());
-    }
-    return reports;
-  }
-  if (plan.hosts.empty()) { // this node only
-    commands.push_back(node_cmd);
-    if (dry_run) {
-      return reports;
-    }
-    LS_TRY_ASSIGN(runner::NodeReport r, runner::preflight_node(req));
-    reports.push_back(std::move(r));
-    return reports;
-  }
-  const std::vector<std::string> agent = rsh_agent(args.request.launcher_args);
-  const std::string remote = shell_join(node_cmd);
-  std::vector<std::future<runner::NodeReport>> pending;
-  for (const runner::HostSlots& h : plan.hosts) {
-    std::vector<std::string> argv = agent;
-    argv.insert(argv.end(), {h.host, remote});
-    commands.push_back(argv);
-    if (dry_run) {
-      continue;
-    }
-    pending.push_back(std::async(std::launch::async, [argv, capture, host = h.host]() {
-      Result<CaptureResult> out = run_capture(argv, capture);
-      if (!out) {
-        return unreachable(host, out.error().message);
-      }
-      if (out->timed_out) {
-        return unreachable(host, "no answer within the preflight timeout");
-      }
-      std::vector<std::string> bad;
-      std::vector<runner::NodeReport> rs = reports_from_output(out->out, bad);
-      if (rs.size() != 1) {
-        return unreachable(host, fmt::format("`lockstep preflight` didn't report (exit {}): {}", out->status,
-                                             bad.empty() ? last_line(out->err) : bad.front()));
-      }
-      rs[0].node = rs[0].node.empty() ? host : rs[0].node;
-      return rs[0];
-    }));
-  }
-  for (auto& f : pending) {
-    reports.push_back(f.get());
-  }
-  return reports;
+// How the preflight reaches the nodes, from the command line and the environment.
+runner::PreflightFanout fanout(const RunArgs& args, const std::string& lockstep, bool dry_run) {
+  runner::PreflightFanout how;
+  how.lockstep = lockstep;
+  how.launcher_args = args.request.launcher_args;
+  const char* agent = std::getenv("OMPI_MCA_plm_rsh_agent");
+  how.env_agent = agent != nullptr ? agent : "";
+  how.timeout = std::chrono::seconds(args.preflight_timeout);
+  how.dry_run = dry_run;
+  return how;
 }
 
 Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
@@ -318,7 +141,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   // The image: its identity and facts.
   const std::string image_text = req.image;
   LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(image_text));
-  LS_TRY_ASSIGN(req.image, absolute_image(arg));
+  req.image = runner::absolute_image(arg);
   LS_TRY_ASSIGN(runner::ImageDescription info, runner::describe_image(arg));
   const envspec::ImageFacts& facts = info.facts;
   const std::string image_digest = info.digest ? info.digest->str() : "";
@@ -377,7 +200,7 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   std::vector<std::vector<std::string>> preflight_commands;
   if (args.dry_run) {
     if (!args.skip_preflight) {
-      LS_TRY(run_preflight(plan, args, pre, site.lockstep, true, preflight_commands));
+      LS_TRY(runner::preflight_nodes(plan, pre, fanout(args, site.lockstep, true), preflight_commands));
     }
     if (ctx.json) {
       nlohmann::ordered_json j;
@@ -470,7 +293,8 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
     record["preflight"] = {{"skipped", true}};
   } else {
     log::Timer timer("preflight");
-    LS_TRY_ASSIGN(reports, run_preflight(plan, args, pre, site.lockstep, false, preflight_commands));
+    LS_TRY_ASSIGN(reports,
+                  runner::preflight_nodes(plan, pre, fanout(args, site.lockstep, false), preflight_commands));
     nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
     for (const runner::NodeReport& r : reports) {
       nodes.push_back(runner::to_json(r));
@@ -521,19 +345,8 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
 
   std::vector<runner::RankReport> ranks = runner::read_rank_reports(fs::path(site.run_dir) / "ranks");
   std::set<std::string> node_names;
-  nlohmann::ordered_json rank_json = nlohmann::ordered_json::array();
   for (const runner::RankReport& r : ranks) {
     node_names.insert(r.node);
-    nlohmann::ordered_json j;
-    j["rank"] = r.rank;
-    j["node"] = r.node;
-    j["exit_code"] = r.exit_code;
-    if (!r.error.empty()) {
-      j["error"] = r.error;
-    }
-    j["start"] = runner::iso8601_utc(r.start_ns);
-    j["end"] = runner::iso8601_utc(r.end_ns);
-    rank_json.push_back(j);
   }
   if (node_names.empty()) {
     for (const runner::NodeReport& r : reports) {
@@ -544,33 +357,17 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
     }
   }
   record["nodes"] = std::vector<std::string>(node_names.begin(), node_names.end());
-  record["rank_exits"] = rank_json;
+  record["rank_exits"] = runner::rank_exits_json(ranks);
   record["start"] = runner::iso8601_utc(start);
   record["end"] = runner::iso8601_utc(end);
 
-  int code = status ? *status : static_cast<int>(status.error().code);
-  std::optional<runner::RankReport> failure = runner::first_failure(ranks);
-  std::string message;
-  if (!status) {
-    message = status.error().message;
-  } else if (code != 0 || failure) {
-    if (failure) {
-      std::string how =
-          failure->error.empty()
-              ? (failure->exit_code > 128 ? fmt::format("was killed by signal {}", failure->exit_code - 128)
-                                          : fmt::format("exited with status {}", failure->exit_code))
-              : "could not start: " + failure->error;
-      message = fmt::format("rank {} on {} {}", failure->rank, failure->node, how);
-      code = failure->exit_code != 0 ? failure->exit_code : code;
-      record["failure"] = {
-          {"rank", failure->rank}, {"node", failure->node}, {"exit_code", failure->exit_code}};
-    } else {
-      message =
-          fmt::format("{} exited with status {} before any rank reported a failure", plan.argv[0], code);
-    }
-    if (static_cast<int>(ranks.size()) < plan.ranks) {
-      message += fmt::format(" ({} of {} ranks reported)", ranks.size(), plan.ranks);
-    }
+  const runner::RunVerdict verdict = runner::judge_run(status, ranks, plan.argv[0], plan.ranks);
+  const int code = verdict.exit_status;
+  const std::string& message = verdict.message;
+  if (verdict.failure) {
+    record["failure"] = {{"rank", verdict.failure->rank},
+                         {"node", verdict.failure->node},
+                         {"exit_code", verdict.failure->exit_code}};
   }
   record["exit_code"] = code;
   record["outcome"] = code == 0 ? "ok" : message;
@@ -581,8 +378,8 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
     log::info("run record: {}/record.json", site.run_dir);
   }
   if (code != 0) {
-    return Error{static_cast<ExitCode>(code),
-                 fmt::format("{} (record: {}/record.json)", message, site.run_dir)};
+    return Error{ExitCode::check_failed, fmt::format("{} (record: {}/record.json)", message, site.run_dir),
+                 false, (code & 0xff) != 0 ? code & 0xff : 1};
   }
   return ExitCode::ok;
 }

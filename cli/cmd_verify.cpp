@@ -36,7 +36,7 @@ struct VerifyArgs {
 };
 
 Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
-  LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_location(args.image));
+  LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_arg(args.image));
   std::optional<envspec::Lock> lock;
   if (!args.lock.empty()) {
     LS_TRY_ASSIGN(lock, envspec::read_lock(args.lock));

@@ -111,10 +111,6 @@ void Diagnostics::sort_by_location(const std::vector<std::filesystem::path>& fil
   });
 }
 
-std::string render_diagnostic(const Diagnostic& d) {
-  return render_one(d, nullptr);
-}
-
 std::string Diagnostics::render() const {
   std::string out;
   for (const auto& d : m_items) {

@@ -57,7 +57,4 @@ private:
   std::map<std::filesystem::path, std::string> m_sources;
 };
 
-/// Renders one diagnostic (see Diagnostics::render).
-std::string render_diagnostic(const Diagnostic& d);
-
 } // namespace lockstep::envspec

@@ -6,6 +6,7 @@
 #include "envspec/node.hpp"
 #include "envspec/recipe_reader.hpp"
 #include "support/fs.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 
@@ -129,16 +130,6 @@ int compare_parsed(const DottedVersion& a, const DottedVersion& b) {
     return a.pre_number < b.pre_number ? -1 : 1;
   }
   return 0;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 constexpr std::array<std::string_view, 6> k_operators = {">=", "<=", ">", "<", "==", "!="};

@@ -6,8 +6,10 @@
 // "lockstep: error: MESSAGE" (spec diagnostics are printed verbatim) and exits with the code.
 #include <fmt/format.h>
 
+#include <array>
 #include <cassert>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -24,6 +26,21 @@ enum class ExitCode : int {
   interrupted = 130, ///< stopped by SIGINT/SIGTERM; nothing half-written is left behind
 };
 
+/// The exit-code table: every ExitCode and what it means, in order. `lockstep --help` prints it.
+struct ExitCodeMeaning {
+  ExitCode code;
+  std::string_view meaning;
+};
+inline constexpr std::array<ExitCodeMeaning, 7> k_exit_codes = {{
+    {ExitCode::ok, "success"},
+    {ExitCode::check_failed, "the checked thing is not as required (drift, stale lock, mismatch)"},
+    {ExitCode::invalid_input, "bad usage, invalid spec, or malformed input (image, archive, lock)"},
+    {ExitCode::external, "a needed external facility is missing or failed"},
+    {ExitCode::io, "a local file operation failed (permission denied, disk full)"},
+    {ExitCode::internal, "a bug in lockstep (please report it)"},
+    {ExitCode::interrupted, "interrupted"},
+}};
+
 /// A failure with its exit code and a message for the user.
 struct Error {
   ExitCode code = ExitCode::internal;
@@ -31,13 +48,20 @@ struct Error {
   /// True when `message` is a complete rendered diagnostic block (spec errors) that the CLI must
   /// print verbatim instead of prefixing it with "lockstep: error: ".
   bool rendered = false;
+  /// The exit status (0-255) of the program or rank this error reports (a command not found in the
+  /// container is 127, a failed rank's own status...), passed through as lockstep's own exit status
+  /// and never cast into an ExitCode; -1 when `code` decides.
+  int exit_status = -1;
+
+  /// The process exit status this error ends lockstep with.
+  [[nodiscard]] int process_exit() const { return exit_status >= 0 ? exit_status : static_cast<int>(code); }
 
   /// Returns a copy whose message is prefixed with "CONTEXT: ".
   [[nodiscard]] Error with_context(const std::string& context) const {
     if (rendered) {
       return *this;
     }
-    return Error{code, context + ": " + message, rendered};
+    return Error{code, context + ": " + message, rendered, exit_status};
   }
 };
 

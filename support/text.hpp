@@ -5,6 +5,7 @@
 #include <cctype>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockstep {
 
@@ -40,6 +41,14 @@ inline std::string_view trim_chars(std::string_view s, std::string_view chars) {
   return s.substr(first, s.find_last_not_of(chars) - first + 1);
 }
 
+/// ASCII whitespace, as Python's str.strip() and C's isspace() in the "C" locale know it.
+inline constexpr std::string_view k_ascii_space = " \t\n\r\f\v";
+
+/// `s` without leading and trailing ASCII whitespace: the one trim of every parser.
+inline std::string_view trim(std::string_view s) {
+  return trim_chars(s, k_ascii_space);
+}
+
 /// `s` on one line: C0 control characters and DEL as "\xNN", C1 controls (UTF-8 U+0080..U+009F) as
 /// "\u00NN"; every other byte unchanged. The one rule for a value in a comment line of a generated
 /// file (batch script, Dockerfile, definition file) or on a terminal: nothing in it ends the line.
@@ -60,6 +69,48 @@ inline std::string escape_controls(std::string_view s) {
     }
   }
   return out;
+}
+
+/// Whether `s` holds a C0 control character, DEL or a C1 control (UTF-8 U+0080..U+009F).
+inline bool has_controls(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return true;
+    }
+    if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// `s` cut to `limit` bytes, every byte outside printable ASCII replaced by '?': the one rule for
+/// text other programs print that lockstep shows on a terminal or puts into a JSON line.
+inline std::string printable_ascii(std::string_view s, std::size_t limit) {
+  std::string out(s.substr(0, limit));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) {
+      c = '?';
+    }
+  }
+  return out;
+}
+
+/// The components of a path: no empty ones ("/a//b/" -> {"a", "b"}); "." and ".." are kept.
+inline std::vector<std::string> path_components(std::string_view path) {
+  std::vector<std::string> parts;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    std::size_t j = path.find('/', i);
+    j = j == std::string_view::npos ? path.size() : j;
+    if (j > i) {
+      parts.emplace_back(path.substr(i, j - i));
+    }
+    i = j + 1;
+  }
+  return parts;
 }
 
 } // namespace lockstep

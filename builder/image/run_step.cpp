@@ -389,8 +389,8 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   log::Timer timer(label);
   Result<int> status = runner::run_in_sandbox(config);
   timer.stop();
-  const bool not_found = status ? *status == runner::k_exit_not_found
-                                : static_cast<int>(status.error().code) == runner::k_exit_not_found;
+  const bool not_found =
+      status ? *status == runner::k_exit_not_found : status.error().exit_status == runner::k_exit_not_found;
   if (not_found) {
     auto shell = runner::probe_in_root(root.rootfs, "/bin/sh");
     if (!shell || *shell == runner::PathKind::missing) {

@@ -75,10 +75,6 @@ std::string to_lower(std::string s) {
   return s;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // The URL as messages show it: without credentials.
 std::string shown(const std::string& url) {
   return strip_url_credentials(url);
@@ -116,11 +112,11 @@ Result<void> validate_url(const std::string& url) {
     return {};
   }
   for (const char* scheme : {"file://", "http://", "https://", "git://"}) {
-    if (starts_with(url, scheme) && url.size() > std::strlen(scheme)) {
+    if (url.starts_with(scheme) && url.size() > std::strlen(scheme)) {
       return {};
     }
   }
-  if (starts_with(url, "ssh://") || url.find("@") != std::string::npos) {
+  if (url.starts_with("ssh://") || url.find("@") != std::string::npos) {
     return invalid_input("git URL '{}': ssh is not supported (lockstep passes no credentials to git); use an "
                          "https:// or git:// URL",
                          shown(url));
@@ -151,9 +147,9 @@ Result<std::string> validate_rev(const LibGit& git, const std::string& rev, cons
   if (is_full_commit_id(rev)) {
     return to_lower(rev);
   }
-  const std::string name = starts_with(rev, "refs/") ? rev : "refs/heads/" + rev;
+  const std::string name = rev.starts_with("refs/") ? rev : "refs/heads/" + rev;
   int valid = 0;
-  if (git.git_reference_name_is_valid(&valid, name.c_str()) != 0 || valid == 0 || starts_with(rev, "-")) {
+  if (git.git_reference_name_is_valid(&valid, name.c_str()) != 0 || valid == 0 || rev.starts_with("-")) {
     return invalid_input(
         "'{}' is not a valid git revision of {}: give a tag, a branch or a full 40-hex commit id", rev,
         shown(url));
@@ -369,7 +365,7 @@ std::string list_names(const std::vector<std::string>& names) {
 // The advertised ref `rev` names: itself when it starts with "refs/", else refs/tags/REV before
 // refs/heads/REV (git's order). Unknown names are explained with the tags and branches there are.
 Result<std::string> match_rev(const RemoteSession& remote, const std::string& rev, const std::string& url) {
-  if (starts_with(rev, "refs/")) {
+  if (rev.starts_with("refs/")) {
     if (remote.has_ref(rev)) {
       return rev;
     }
@@ -397,9 +393,9 @@ Result<std::string> match_rev(const RemoteSession& remote, const std::string& re
   std::vector<std::string> tags;
   std::vector<std::string> branches;
   for (const auto& r : remote.refs()) {
-    if (starts_with(r.name, "refs/tags/") && r.name.find("^{}") == std::string::npos) {
+    if (r.name.starts_with("refs/tags/") && r.name.find("^{}") == std::string::npos) {
       tags.push_back(r.name.substr(10));
-    } else if (starts_with(r.name, "refs/heads/")) {
+    } else if (r.name.starts_with("refs/heads/")) {
       branches.push_back(r.name.substr(11));
     }
   }

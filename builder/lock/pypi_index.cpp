@@ -3,6 +3,7 @@
 #include "support/confine.hpp"
 #include "support/digest.hpp"
 #include "support/oci/oci.hpp"
+#include "support/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -39,17 +40,6 @@ int hex_value(char c) {
     return c - '0';
   }
   return lower(c) - 'a' + 10;
-}
-
-std::string_view trim(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; };
-  while (!s.empty() && space(s.front())) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && space(s.back())) {
-    s.remove_suffix(1);
-  }
-  return s;
 }
 
 // ---- RFC 3986 ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 //   interpreter, a slow import or a different python3 on PATH must not change what is reported.
 #include "runner/audit/doctor.hpp"
 
+#include "envspec/recipes.hpp"
 #include "runner/runtime/gpu.hpp"
 #include "support/blob_store.hpp"
 #include "support/debian/deb822.hpp"
@@ -88,38 +89,6 @@ constexpr std::string_view k_nvidia_smi_query =
 
 // ---------------------------------------------------------------------------------------------
 // Text
-
-// Whether `s` holds only printable ASCII and UTF-8 text: no C0/C1 control characters, no DEL.
-bool is_printable(std::string_view s) {
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      return false;
-    }
-    if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-        static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// `s` as one line of bounded printable text: control characters become '?' (a C1 control, UTF-8
-// 0xc2 0x80-0x9f, becomes "??"), so that is_printable() holds for the result.
-std::string printable(std::string_view s, std::size_t limit) {
-  std::string out(s.substr(0, limit));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const auto c = static_cast<unsigned char>(out[i]);
-    if (c < 0x20 || c == 0x7f) {
-      out[i] = '?';
-    } else if (c == 0xc2 && i + 1 < out.size() && static_cast<unsigned char>(out[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(out[i + 1]) <= 0x9f) {
-      out[i] = '?';
-      out[i + 1] = '?';
-    }
-  }
-  return out;
-}
 
 // The first line of `s`, without surrounding blanks.
 std::string_view first_line(std::string_view s) {
@@ -255,7 +224,7 @@ public:
   // A small file's first line, "" when it can't be read.
   [[nodiscard]] std::string first_line_of(std::string_view path) const {
     Result<std::string> text = read(path, 4096, false);
-    return text ? printable(first_line(*text), k_max_text) : std::string();
+    return text ? printable_ascii(first_line(*text), k_max_text) : std::string();
   }
 
   // The names in directory `path`, sorted bytewise; nullopt when it isn't a readable directory.
@@ -325,7 +294,7 @@ std::optional<std::string> run_tool(const std::vector<std::string>& argv, std::c
   options.timeout = timeout;
   options.max_output = k_tool_output_limit;
   Result<CaptureResult> run = run_capture(argv, options);
-  const std::string command = printable(shell_join(argv), k_max_text);
+  const std::string command = printable_ascii(shell_join(argv), k_max_text);
   if (!run) {
     why = run.error().message;
     return std::nullopt;
@@ -337,7 +306,7 @@ std::optional<std::string> run_tool(const std::vector<std::string>& argv, std::c
   if (run->status != 0) {
     const std::string_view said = first_line(run->err.empty() ? run->out : run->err);
     why = fmt::format("`{}` failed (exit status {}){}", command, run->status,
-                      said.empty() ? "" : ": " + printable(said, 200));
+                      said.empty() ? "" : ": " + printable_ascii(said, 200));
     return std::nullopt;
   }
   return std::move(run->out);
@@ -365,8 +334,11 @@ GpuFacts probe_gpus(const RootFs& root, const DoctorOptions& options, std::vecto
     out.driver = SnapshotDriver{inventory->driver_version, std::string(k_proc_driver_version)};
     int index = 0;
     for (const InventoryGpu& g : inventory->gpus) {
-      proc_gpus.push_back(SnapshotGpu{
-          index++, printable(g.model, k_max_name), printable(g.uuid, k_max_name), {}, std::nullopt});
+      proc_gpus.push_back(SnapshotGpu{index++,
+                                      printable_ascii(g.model, k_max_name),
+                                      printable_ascii(g.uuid, k_max_name),
+                                      {},
+                                      std::nullopt});
     }
   }
   // nvidia-smi knows compute capabilities and memory.
@@ -475,7 +447,7 @@ bool userns_available(const RootFs& root, const HostUserns& userns) {
 std::string probe_os(const RootFs& root) {
   for (std::string_view path : {"/etc/os-release", "/usr/lib/os-release"}) {
     if (Result<std::string> text = root.read(path, k_small_file); text) {
-      return printable(os_pretty_name(*text), k_max_text);
+      return printable_ascii(os_pretty_name(*text), k_max_text);
     }
   }
   return {};
@@ -484,8 +456,8 @@ std::string probe_os(const RootFs& root) {
 // PMIx, UCX and libfabric: see the comment at the top of this file.
 void probe_libraries(const RootFs& root, SnapshotHost& host) {
   if (root.live()) {
-    host.pmix = printable(probe_pmix(), k_max_version);
-    host.ucx = printable(probe_ucx(), k_max_version);
+    host.pmix = printable_ascii(probe_pmix(), k_max_version);
+    host.ucx = printable_ascii(probe_ucx(), k_max_version);
   }
   Result<std::string> status = root.read("/var/lib/dpkg/status", k_dpkg_status_limit);
   if (!status) {
@@ -511,14 +483,14 @@ SnapshotHost probe_host_facts(const RootFs& root, const DoctorOptions& options, 
   const bool have_uname = ::uname(&uts) == 0;
   host.arch = root.first_line_of("/proc/sys/kernel/arch");
   if (host.arch.empty() && have_uname) {
-    host.arch = printable(uts.machine, k_max_name);
+    host.arch = printable_ascii(uts.machine, k_max_name);
   }
   host.os = probe_os(root);
   host.kernel = root.first_line_of("/proc/sys/kernel/osrelease");
   if (host.kernel.empty() && root.live() && have_uname) {
-    host.kernel = printable(uts.release, k_max_name);
+    host.kernel = printable_ascii(uts.release, k_max_name);
   }
-  host.glibc = root.live() ? printable(gnu_get_libc_version(), k_max_version) : root_glibc(root);
+  host.glibc = root.live() ? printable_ascii(gnu_get_libc_version(), k_max_version) : root_glibc(root);
 
   HostProbe& probe = capture.probe;
   probe.userns = probe_userns(root);
@@ -669,8 +641,8 @@ public:
         warn("{}: no valid \"name\" and \"version\"; skipped", m_root.shown(path));
         continue;
       }
-      if (pkg.build.size() > k_max_name || !is_printable(pkg.build) || pkg.channel.size() > k_max_path ||
-          !is_printable(pkg.channel)) {
+      if (pkg.build.size() > k_max_name || has_controls(pkg.build) || pkg.channel.size() > k_max_path ||
+          has_controls(pkg.channel)) {
         warn("{}: \"build\" or \"channel\" is not printable text of bounded length; skipped",
              m_root.shown(path));
         continue;
@@ -849,9 +821,9 @@ std::string without_trailing_slash(std::string path) {
 Result<std::pair<std::string, std::string>>
 choose_environment(const RootFs& root, const DoctorOptions& options, std::vector<std::string>& warnings) {
   auto usable = [&](std::string_view var, const std::string& value) {
-    if (!value.starts_with('/') || value.size() > k_max_path || !is_printable(value)) {
+    if (!value.starts_with('/') || value.size() > k_max_path || has_controls(value)) {
       warnings.push_back(fmt::format("{}={} is not an absolute path; no Python environment read", var,
-                                     printable(value, 200)));
+                                     printable_ascii(value, 200)));
       return false;
     }
     if (!root.is_dir(value)) {
@@ -869,7 +841,7 @@ choose_environment(const RootFs& root, const DoctorOptions& options, std::vector
       }
       prefix = fs::absolute(prefix).lexically_normal().string();
     }
-    if (prefix.size() > k_max_path || !is_printable(prefix)) {
+    if (prefix.size() > k_max_path || has_controls(prefix)) {
       return invalid_input("--python: not a usable path");
     }
     prefix = without_trailing_slash(prefix);
@@ -918,7 +890,7 @@ Result<std::optional<PythonEnv>> read_python(const RootFs& root, const DoctorOpt
         version = cfg_values["version_info"];
       }
       env.version = three_numbers(version);
-      capture.python_home = printable(cfg_values["home"], k_max_path);
+      capture.python_home = printable_ascii(cfg_values["home"], k_max_path);
       capture.system_site_packages = ascii_lower(cfg_values["include-system-site-packages"]) == "true";
     } else {
       capture.warnings.push_back(
@@ -980,7 +952,7 @@ public:
     for (const auto& [key, value] : j.items()) {
       if (std::find(required.begin(), required.end(), key) == required.end() &&
           std::find(optional.begin(), optional.end(), key) == optional.end()) {
-        return fail(path, fmt::format("unknown key '{}'", printable(key, 64)));
+        return fail(path, fmt::format("unknown key '{}'", printable_ascii(key, 64)));
       }
     }
     for (std::string_view key : required) {
@@ -1012,7 +984,7 @@ public:
     if (s.size() > max) {
       return fail(where, fmt::format("longer than {} bytes", max));
     }
-    if (!is_printable(s)) {
+    if (has_controls(s)) {
       return fail(where, "contains control characters");
     }
     return s;
@@ -1285,7 +1257,7 @@ Result<NvidiaSmiReport> parse_nvidia_smi(std::string_view output) {
     }
     if (fields.size() < 6) {
       return invalid_input("nvidia-smi output line {}: expected 6 comma-separated fields, got \"{}\"",
-                           line_number, printable(line, 200));
+                           line_number, printable_ascii(line, 200));
     }
     // A name with commas in it: the fields after it are the last four.
     std::string name(fields[1]);
@@ -1304,11 +1276,11 @@ Result<NvidiaSmiReport> parse_nvidia_smi(std::string_view output) {
         std::from_chars(index.data(), index.data() + index.size(), value).ptr !=
             index.data() + index.size()) {
       return invalid_input("nvidia-smi output line {}: the index \"{}\" is not a number", line_number,
-                           printable(index, 32));
+                           printable_ascii(index, 32));
     }
     gpu.index = value;
-    gpu.name = unknown(name) ? std::string() : printable(name, k_max_name);
-    gpu.uuid = unknown(uuid) ? std::string() : printable(uuid, k_max_name);
+    gpu.name = unknown(name) ? std::string() : printable_ascii(name, k_max_name);
+    gpu.uuid = unknown(uuid) ? std::string() : printable_ascii(uuid, k_max_name);
     gpu.compute_capability = unknown(cc) ? std::string() : version_token(cc);
     std::uint64_t mib = 0;
     if (!unknown(memory) && memory.size() <= 12 &&
@@ -1550,7 +1522,7 @@ Result<Capture> capture(const DoctorOptions& options) {
   c.snapshot.host = probe_host_facts(root, options, c);
   LS_TRY_ASSIGN(c.snapshot.python, read_python(root, options, c));
   for (std::string& w : c.warnings) {
-    w = printable(w, 2 * k_max_text);
+    w = printable_ascii(w, 2 * k_max_text);
   }
   return c;
 }
@@ -1575,7 +1547,7 @@ TargetReport evaluate_target(std::string kind, std::string ref, const envspec::I
   const NodeReport node = evaluate_preflight(request, host.probe, image != nullptr ? *image : no_image);
   TargetReport t;
   t.kind = std::move(kind);
-  t.ref = printable(ref, k_max_path);
+  t.ref = printable_ascii(ref, k_max_path);
   t.facts = facts;
   for (envspec::FactSource* f :
        {&t.facts.mpi, &t.facts.pmix, &t.facts.ucx, &t.facts.libfabric, &t.facts.cuda}) {
@@ -1588,7 +1560,7 @@ TargetReport evaluate_target(std::string kind, std::string ref, const envspec::I
       continue;
     }
     Check kept = c;
-    kept.detail = printable(kept.detail, k_max_text);
+    kept.detail = printable_ascii(kept.detail, k_max_text);
     t.checks.push_back(std::move(kept));
   }
   // The GPUs' architecture against the oldest one the target's binaries support.
@@ -1600,7 +1572,7 @@ TargetReport evaluate_target(std::string kind, std::string ref, const envspec::I
         continue;
       }
       ++known;
-      if (compare_versions(g.compute_capability, gpu_min_cc) < 0) {
+      if (envspec::compare_dotted(g.compute_capability, gpu_min_cc) < 0) {
         old.push_back(fmt::format("GPU {} ({}, compute capability {})", g.index, or_none(g.name, "unnamed"),
                                   g.compute_capability));
       }
@@ -1608,11 +1580,11 @@ TargetReport evaluate_target(std::string kind, std::string ref, const envspec::I
     if (!old.empty()) {
       t.checks.push_back(
           Check{"gpu-arch", Status::fail,
-                printable(fmt::format("{} {} older than {}, the lowest compute capability the "
-                                      "target's CUDA stack supports (use newer GPUs, or a stack "
-                                      "built for older ones)",
-                                      fmt::join(old, ", "), old.size() == 1 ? "is" : "are", gpu_min_cc),
-                          k_max_text)});
+                printable_ascii(fmt::format("{} {} older than {}, the lowest compute capability the "
+                                            "target's CUDA stack supports (use newer GPUs, or a stack "
+                                            "built for older ones)",
+                                            fmt::join(old, ", "), old.size() == 1 ? "is" : "are", gpu_min_cc),
+                                k_max_text)});
     } else if (known > 0) {
       t.checks.push_back(Check{"gpu-arch", Status::ok,
                                fmt::format("{} GPU{} at compute capability {} or newer", known,

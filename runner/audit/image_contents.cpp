@@ -715,51 +715,6 @@ Result<void> add_directory_to_contents(ImageContents& contents, const fs::path& 
   return walk_directory(contents, root, root.string(), options, false);
 }
 
-Result<ImageArg> parse_image_location(std::string_view text) {
-  constexpr std::array<std::string_view, 5> prefixes = {
-      "oci:", "oci-archive:", "docker-archive:", "sif:", "dir:"};
-  for (std::string_view p : prefixes) {
-    if (text.substr(0, p.size()) == p) {
-      return parse_image_arg(text);
-    }
-  }
-  const fs::path path{std::string(text)};
-  struct stat st {};
-  if (!text.empty() && ::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      struct stat marker {};
-      if (::stat((path / "oci-layout").c_str(), &marker) == 0) {
-        return parse_image_arg("oci:" + std::string(text));
-      }
-    } else if (S_ISREG(st.st_mode)) {
-      // A tar archive: an OCI archive holds oci-layout, a docker-archive manifest.json.
-      char head[512] = {};
-      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-      if (fd.valid() && ::pread(fd.get(), head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
-          std::string_view(head + 257, 5) == "ustar") {
-        auto reader = TarReader::open(path, std::string(text));
-        bool layout = false;
-        bool docker = false;
-        for (int i = 0; reader && i < 100000; ++i) {
-          auto m = reader->next();
-          if (!m || !*m) {
-            break;
-          }
-          layout = layout || (*m)->name == "oci-layout";
-          docker = docker || (*m)->name == "manifest.json";
-        }
-        if (layout) {
-          return parse_image_arg("oci-archive:" + std::string(text));
-        }
-        if (docker) {
-          return parse_image_arg("docker-archive:" + std::string(text));
-        }
-      }
-    }
-  }
-  return parse_image_arg(text);
-}
-
 namespace {
 
 constexpr std::int64_t k_max_sif_labels = 1 << 20;

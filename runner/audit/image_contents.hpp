@@ -91,12 +91,6 @@ private:
   std::map<std::string, ImageEntry> m_entries;
 };
 
-/// Parses IMAGE for verify and diff: everything parse_image_arg() takes (oci:, oci-archive:,
-/// docker-archive:, sif:, dir:, a SIF file, a root directory), and also a bare OCI layout directory
-/// (one with an `oci-layout` file) and a bare tar file that is an OCI archive (has `oci-layout`) or
-/// a docker-archive (has `manifest.json`).
-Result<ImageArg> parse_image_location(std::string_view text);
-
 /// Reads the image's final filesystem view and config (see the file comment). For OCI images every
 /// layer blob is copied into a private temporary store under the lockstep cache, verified against its
 /// digest and size there, read, and removed; the cached blobs of other commands are not trusted

@@ -1,6 +1,8 @@
 #include "runner/audit/inspect.hpp"
 
 #include "support/log.hpp"
+#include "support/oci/image_arg.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 
@@ -16,25 +18,6 @@ using json = nlohmann::json;
 
 constexpr int k_label_width = 17;
 
-// Escapes C0/C1 control characters so that text from the image cannot drive the terminal.
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(s[i + 1]));
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -47,7 +30,8 @@ void add_field(std::string& out, std::string_view label, const std::vector<std::
     return;
   }
   for (std::size_t i = 0; i < values.size(); ++i) {
-    out += fmt::format("{:<{}} {}\n", i == 0 ? head : std::string(), k_label_width, printable(values[i]));
+    out +=
+        fmt::format("{:<{}} {}\n", i == 0 ? head : std::string(), k_label_width, escape_controls(values[i]));
   }
 }
 
@@ -125,7 +109,14 @@ Result<ImageSummary> inspect_image(const std::string& ref) {
 }
 
 Result<ImageSummary> inspect_image(const std::string& ref, const oci::SelectOptions& options) {
-  LS_TRY_ASSIGN(oci::ImageRef parsed, oci::ImageRef::parse(ref));
+  LS_TRY_ASSIGN(ImageArg arg, parse_image_arg(ref));
+  if (arg.kind != ImageArg::Kind::oci) {
+    return invalid_input(
+        "'{}' is a {}: inspect shows an OCI image's manifest, config and layers (for what any "
+        "image holds, use 'lockstep verify' or 'lockstep diff')",
+        ref, arg.kind == ImageArg::Kind::sif ? "SIF file" : "root directory");
+  }
+  const oci::ImageRef& parsed = arg.ref;
   LS_TRY_ASSIGN(auto source, oci::ImageSource::open(parsed));
   LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(options));
   return ImageSummary{parsed, std::move(image)};
@@ -210,14 +201,14 @@ std::string summary_to_text(const ImageSummary& s) {
   if (!layers.empty()) {
     std::size_t type_width = 4;
     for (const auto& l : layers) {
-      type_width = std::max(type_width, printable(short_media_type(l.media_type)).size());
+      type_width = std::max(type_width, escape_controls(short_media_type(l.media_type)).size());
     }
     out += fmt::format("  {:>3}  {:<{}}  {:>10}  {:<71}  {}\n", "#", "TYPE", type_width, "SIZE", "DIGEST",
                        "DIFF ID");
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const auto& l = layers[i];
       out += fmt::format("  {:>3}  {:<{}}  {:>10}  {:<71}  {}\n", i + 1,
-                         printable(short_media_type(l.media_type)), type_width,
+                         escape_controls(short_media_type(l.media_type)), type_width,
                          log::human_size(static_cast<std::uint64_t>(l.size)), l.digest.str(),
                          i < img.diff_ids.size() ? img.diff_ids[i].str() : std::string("-"));
     }

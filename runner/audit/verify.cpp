@@ -7,6 +7,7 @@
 #include "support/python/pep440.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 
@@ -38,11 +39,6 @@ bool valid_package_name(std::string_view s) {
                               c == '.';
                      }) &&
          s.front() != '-' && s.front() != '+' && s.front() != '.';
-}
-
-bool printable(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
 }
 
 // `e` with control characters in its message replaced by '?': messages quote hostile bytes.
@@ -138,13 +134,13 @@ Result<std::vector<DebFile>> parse_md5sums(std::string_view text, const std::str
     if (line.size() < 35 || !is_lower_hex(line.substr(0, 32)) || line[32] != ' ' ||
         (line[33] != ' ' && line[33] != '*')) {
       return invalid_input("{}:{}: expected 'MD5  PATH', found '{}'", what, line_no,
-                           printable(line) ? line.substr(0, 200) : "(binary)");
+                           !has_controls(line) ? line.substr(0, 200) : "(binary)");
     }
     std::string_view path = line.substr(34);
     auto normal = image_path("", path);
     if (!normal || normal->empty() || has_dotdot(path)) {
       return invalid_input("{}:{}: '{}' is not a path inside the image", what, line_no,
-                           printable(path) ? path.substr(0, 200) : "(binary)");
+                           !has_controls(path) ? path.substr(0, 200) : "(binary)");
     }
     out.push_back({std::move(*normal), std::string(line.substr(0, 32)), line_no});
   }
@@ -173,14 +169,14 @@ Result<std::vector<Conffile>> parse_conffiles(std::string_view value, const std:
     }
     if (words.size() < 2 || words[0].front() != '/' || !image_path("", words[0])) {
       return invalid_input("{}: Conffiles: expected '/PATH MD5', found '{}'", where,
-                           printable(line) ? line.substr(0, 200) : "(binary)");
+                           !has_controls(line) ? line.substr(0, 200) : "(binary)");
     }
     Conffile c;
     c.path = std::string(words[0]);
     if (words[1] != "newconffile") {
       if (words[1].size() != 32 || !is_lower_hex(words[1])) {
         return invalid_input("{}: Conffiles: '{}' has no MD5 ('{}')", where, words[0],
-                             printable(words[1]) ? words[1].substr(0, 64) : "(binary)");
+                             !has_controls(words[1]) ? words[1].substr(0, 64) : "(binary)");
       }
       c.md5 = std::string(words[1]);
     }
@@ -213,7 +209,7 @@ Result<InstalledDeb> parse_status_paragraph(const Deb822Paragraph& p, const std:
   }
   if (!valid_package_name(package->value)) {
     return invalid_input("{}:{}: '{}' is not a valid package name", what, package->line,
-                         printable(package->value) ? package->value.substr(0, 64) : "(binary)");
+                         !has_controls(package->value) ? package->value.substr(0, 64) : "(binary)");
   }
   d.name = package->value;
   const Deb822Field* status = field("Status");
@@ -239,7 +235,7 @@ Result<InstalledDeb> parse_status_paragraph(const Deb822Paragraph& p, const std:
                                                  "triggers-pending", "installed"};
     if (words.size() != 3 || wants.count(words[0]) == 0 || states.count(words[2]) == 0) {
       return invalid_input("{}:{}: package {}: Status '{}' is not 'WANT FLAG STATE'", what, status->line,
-                           d.name, printable(status->value) ? status->value.substr(0, 64) : "(binary)");
+                           d.name, !has_controls(status->value) ? status->value.substr(0, 64) : "(binary)");
     }
     d.want = words[0];
     d.state = words[2];
@@ -247,7 +243,7 @@ Result<InstalledDeb> parse_status_paragraph(const Deb822Paragraph& p, const std:
   if (const Deb822Field* v = field("Version"); v != nullptr) {
     if (v->value.size() > k_max_version || !DebianVersion::parse(v->value)) {
       return invalid_input("{}:{}: package {}: '{}' is not a valid version", what, v->line, d.name,
-                           printable(v->value) ? v->value.substr(0, 64) : "(binary)");
+                           !has_controls(v->value) ? v->value.substr(0, 64) : "(binary)");
     }
     d.version = v->value;
   } else if (d.state != "not-installed") {
@@ -256,7 +252,7 @@ Result<InstalledDeb> parse_status_paragraph(const Deb822Paragraph& p, const std:
   if (const Deb822Field* a = field("Architecture"); a != nullptr) {
     if (a->value.empty() || a->value.size() > 64 || !valid_package_name(a->value + "x")) {
       return invalid_input("{}:{}: package {}: '{}' is not a valid architecture", what, a->line, d.name,
-                           printable(a->value) ? a->value.substr(0, 64) : "(binary)");
+                           !has_controls(a->value) ? a->value.substr(0, 64) : "(binary)");
     }
     d.arch = a->value;
   }
@@ -297,9 +293,9 @@ void read_dist(const ImageContents& contents, InstalledDist& dist) {
   if (const std::string* text = contents.text(dist.dir + "/METADATA")) {
     if (auto headers = parse_email_headers(*text, dist.dir + "/METADATA")) {
       for (const auto& [k, v] : *headers) {
-        if (k == "Name" && !v.empty() && v.size() <= k_max_name && printable(v)) {
+        if (k == "Name" && !v.empty() && v.size() <= k_max_name && !has_controls(v)) {
           dist.name = v;
-        } else if (k == "Version" && !v.empty() && v.size() <= k_max_version && printable(v)) {
+        } else if (k == "Version" && !v.empty() && v.size() <= k_max_version && !has_controls(v)) {
           dist.version = v;
         }
       }
@@ -307,7 +303,7 @@ void read_dist(const ImageContents& contents, InstalledDist& dist) {
   }
   if (const std::string* text = contents.text(dist.dir + "/INSTALLER")) {
     std::string first = text->substr(0, std::min(text->find('\n'), std::size_t{64}));
-    dist.installer = printable(first) ? std::string(deb822_trim(first)) : std::string();
+    dist.installer = !has_controls(first) ? std::string(deb822_trim(first)) : std::string();
   }
   dist.project = normalize_project_name(dist.name);
 }
@@ -467,7 +463,7 @@ Result<void> check_record(const ImageContents& contents, const InstalledDist& di
     std::optional<std::string> path = image_path(site, row.path);
     if (!path || path->empty()) {
       return invalid_input("{}: entry {} ('{}') points outside the image", where, i + 1,
-                           printable(row.path) ? row.path.substr(0, 200) : "(binary)");
+                           !has_controls(row.path) ? row.path.substr(0, 200) : "(binary)");
     }
     const std::string shown = "/" + *path;
     ++report.files;
@@ -502,7 +498,7 @@ Result<ImagePackages> image_packages(const ImageContents& contents) {
   out.native_arch = contents.architecture;
   if (const std::string* arch = contents.text("var/lib/dpkg/arch")) {
     std::string first(deb822_trim(arch->substr(0, arch->find('\n'))));
-    if (!first.empty() && first.size() <= 64 && printable(first)) {
+    if (!first.empty() && first.size() <= 64 && !has_controls(first)) {
       out.native_arch = first;
     }
   }
@@ -645,7 +641,7 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
       report.problems.push_back(
           {Kind::lock_digest, "", "",
            fmt::format("image was built from a different lock (the image records {}, {} is {})",
-                       printable(contents.lock_digest) ? contents.lock_digest.substr(0, 80) : "(binary)",
+                       !has_controls(contents.lock_digest) ? contents.lock_digest.substr(0, 80) : "(binary)",
                        options.lock_name, want)});
     }
     compare_with_lock(*options.lock, packages, report.problems);

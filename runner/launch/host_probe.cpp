@@ -34,18 +34,6 @@ constexpr std::size_t k_library_text_limit = 256;
 constexpr std::chrono::milliseconds k_mpirun_timeout{2000};
 constexpr std::size_t k_mpirun_output_limit = 4096;
 
-// `s` with every byte outside printable ASCII replaced by '?', cut to `limit` bytes: text from
-// other programs ends up in terminals and in JSON lines other nodes parse.
-std::string printable(std::string_view s, std::size_t limit) {
-  std::string out(s.substr(0, limit));
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) {
-      c = '?';
-    }
-  }
-  return out;
-}
-
 // The leading run of [0-9A-Za-z.] of `word` when it starts with a digit ("4.1.4", "5.0.0rc12").
 std::string version_word(std::string_view word) {
   if (word.empty() || word.front() < '0' || word.front() > '9') {
@@ -136,7 +124,7 @@ HostMpi parse_mpirun_version(std::string_view output) {
       continue;
     }
     if (mpi.banner.empty()) {
-      mpi.banner = printable(line, k_banner_limit);
+      mpi.banner = printable_ascii(line, k_banner_limit);
     }
     if (const std::size_t at = line.find("(Open MPI)"); at != std::string_view::npos && !open_mpi) {
       open_mpi = true;
@@ -167,7 +155,7 @@ HostMpi probe_mpirun(std::string_view path_list) {
   if (!found) {
     return {};
   }
-  const std::string path = printable(found->string(), PATH_MAX);
+  const std::string path = printable_ascii(found->string(), PATH_MAX);
   CaptureOptions options;
   options.timeout = k_mpirun_timeout;
   options.max_output = k_mpirun_output_limit;
@@ -279,7 +267,7 @@ HostProbe probe_host() {
   HostProbe probe;
   std::array<char, HOST_NAME_MAX + 1> name{};
   if (::gethostname(name.data(), name.size() - 1) == 0) {
-    probe.hostname = printable(name.data(), HOST_NAME_MAX);
+    probe.hostname = printable_ascii(name.data(), HOST_NAME_MAX);
   }
   const char* path = std::getenv("PATH");
   probe.mpi =

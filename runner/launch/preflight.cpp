@@ -11,6 +11,7 @@
 // major, e.g. pmix_v4) and a different minor warns.
 #include "runner/launch/preflight.hpp"
 
+#include "envspec/recipes.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "support/blob_store.hpp"
 #include "support/fs.hpp"
@@ -206,7 +207,8 @@ Check check_driver(const PreflightRequest& req, const HostProbe& host) {
         "driver", Status::fail,
         fmt::format("no NVIDIA driver (the image's {} needs {} or newer)", cuda, facts.cuda_driver_floor)};
   }
-  if (compare_versions(host.driver_version, facts.cuda_driver_floor) < 0) {
+  if (!is_version(host.driver_version) ||
+      envspec::compare_dotted(host.driver_version, facts.cuda_driver_floor) < 0) {
     return {"driver", Status::fail,
             fmt::format("driver {} is older than {}, the floor of the image's {} (update the driver or use "
                         "an image built for an older CUDA)",
@@ -281,7 +283,7 @@ Check check_mpi(const PreflightRequest& req, const HostProbe& host) {
             both + ": the hybrid model needs the same major.minor (rebuild the image with the host's MPI or "
                    "use --mpi-model container)"};
   }
-  if (compare_versions(mpi.version, facts.mpi.version) != 0) {
+  if (envspec::compare_dotted(mpi.version, facts.mpi.version) != 0) {
     return {"mpi", Status::warn,
             both + ": the patch releases differ (the same major.minor should work; the same version is "
                    "safest)"};
@@ -519,19 +521,6 @@ bool NodeReport::ok() const {
 const Check* NodeReport::find(std::string_view name) const {
   auto it = std::find_if(checks.begin(), checks.end(), [&](const Check& c) { return c.name == name; });
   return it == checks.end() ? nullptr : &*it;
-}
-
-int compare_versions(std::string_view a, std::string_view b) {
-  const std::vector<std::uint64_t> na = version_numbers(a);
-  const std::vector<std::uint64_t> nb = version_numbers(b);
-  for (std::size_t i = 0; i < std::max(na.size(), nb.size()); ++i) {
-    const std::uint64_t x = i < na.size() ? na[i] : 0;
-    const std::uint64_t y = i < nb.size() ? nb[i] : 0;
-    if (x != y) {
-      return x < y ? -1 : 1;
-    }
-  }
-  return 0;
 }
 
 Result<std::optional<Digest>> image_digest(const ImageArg& image) {

@@ -114,10 +114,6 @@ struct ImageDescription {
 /// Reads the image's digest, lock digest, facts and unpack estimate (the manifest and config once).
 Result<ImageDescription> describe_image(const ImageArg& image);
 
-/// Compares dotted versions numerically per component ("535.104.05" > "530.30.02"; "4.2.2rc2"
-/// counts as 4.2.2; missing components are 0): negative, zero or positive.
-int compare_versions(std::string_view a, std::string_view b);
-
 /// The checks for `request` on a host and image probed as given (pure).
 NodeReport evaluate_preflight(const PreflightRequest& request, const HostProbe& host,
                               const ImageProbe& image);

@@ -33,14 +33,6 @@ namespace {
 
 constexpr const char* k_default_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr std::string_view k_env_prefix = "LOCKSTEP_ENV_";
-constexpr const char* k_image_forms =
-    "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE, dir:PATH, a .sif file or a "
-    "root directory";
-constexpr std::string_view k_sif_magic = "SIF_MAGIC";
-
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
 
 bool valid_env_name(std::string_view name) {
   if (name.empty() || (std::isdigit(static_cast<unsigned char>(name[0])) != 0)) {
@@ -48,14 +40,6 @@ bool valid_env_name(std::string_view name) {
   }
   return std::all_of(name.begin(), name.end(),
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
-}
-
-// True when the file starts with SIF's header (the magic sits after the 32-byte launch script).
-bool has_sif_magic(const fs::path& file) {
-  Result<UniqueFd> fd = open_input_file(file);
-  std::array<char, 48> head{};
-  return fd && ::pread(fd->get(), head.data(), head.size(), 0) == static_cast<ssize_t>(head.size()) &&
-         std::string_view(head.data() + 32, k_sif_magic.size()) == k_sif_magic;
 }
 
 // An ordered NAME -> VALUE map: values replaced in place, new names appended.
@@ -202,53 +186,6 @@ Result<void> apply_gpus(const std::string& flag, SandboxConfig& config, std::vec
 
 } // namespace
 
-Result<ImageArg> parse_image_arg(std::string_view text) {
-  ImageArg arg;
-  if (text.empty()) {
-    return invalid_input("no IMAGE given: use {}", k_image_forms);
-  }
-  if (starts_with(text, "oci:") || starts_with(text, "oci-archive:") ||
-      starts_with(text, "docker-archive:")) {
-    arg.kind = ImageArg::Kind::oci;
-    LS_TRY_ASSIGN(arg.ref, oci::ImageRef::parse(text));
-    return arg;
-  }
-  if (starts_with(text, "sif:") || starts_with(text, "dir:")) {
-    arg.kind = starts_with(text, "sif:") ? ImageArg::Kind::sif : ImageArg::Kind::directory;
-    arg.path = std::string(text.substr(4));
-    if (arg.path.empty()) {
-      return invalid_input("'{}' names no path", text);
-    }
-    struct stat st {};
-    if (::stat(arg.path.c_str(), &st) != 0) {
-      return invalid_input("no image at '{}' ({})", text, std::strerror(errno));
-    }
-    if (arg.kind == ImageArg::Kind::directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-      return invalid_input("'{}' is not a {}", text,
-                           arg.kind == ImageArg::Kind::directory ? "directory" : "regular file");
-    }
-    return arg;
-  }
-  arg.path = std::string(text);
-  struct stat st {};
-  if (::stat(arg.path.c_str(), &st) != 0) {
-    return invalid_input("no image at '{}' ({}); IMAGE is {}", text, std::strerror(errno), k_image_forms);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    struct stat marker {};
-    if (::stat((arg.path / "oci-layout").c_str(), &marker) == 0) {
-      return invalid_input("'{}' is an OCI layout, not a root directory: write oci:{}", text, text);
-    }
-    arg.kind = ImageArg::Kind::directory;
-    return arg;
-  }
-  if (S_ISREG(st.st_mode) && (arg.path.extension() == ".sif" || has_sif_magic(arg.path))) {
-    arg.kind = ImageArg::Kind::sif;
-    return arg;
-  }
-  return invalid_input("'{}' is neither a SIF file nor a directory; IMAGE is {}", text, k_image_forms);
-}
-
 Result<BindSpec> parse_bind(std::string_view text) {
   auto bad = [&](std::string_view why) {
     return invalid_input("invalid --bind '{}': {} (expected SRC[:DST][:ro|rw])", text, why);
@@ -348,7 +285,7 @@ Result<std::vector<std::string>> compose_environment(const EnvSources& s) {
     if (!a) {
       continue;
     }
-    if (starts_with(a->first, k_env_prefix)) {
+    if (a->first.starts_with(k_env_prefix)) {
       if (a->first.size() > k_env_prefix.size()) {
         prefixed.emplace_back(a->first.substr(k_env_prefix.size()), a->second);
       }

@@ -5,6 +5,7 @@
 // Apptainer's order and hands a SandboxConfig to run_in_sandbox(). docs/exec.md.
 #include "runner/runtime/sandbox.hpp"
 #include "runner/runtime/sif_mount.hpp"
+#include "support/oci/image_arg.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/result.hpp"
 
@@ -20,18 +21,9 @@
 
 namespace lockstep::runner {
 
-/// What an IMAGE argument names.
-struct ImageArg {
-  enum class Kind { oci, sif, directory };
-  Kind kind = Kind::oci;
-  oci::ImageRef ref;          ///< Kind::oci
-  std::filesystem::path path; ///< Kind::sif (the file) and Kind::directory (the root)
-};
-
-/// Parses IMAGE: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE,
-/// dir:PATH, or a bare path: a directory is a sandbox root, a file ending in .sif (or starting with
-/// SIF's magic) a SIF. A bare OCI layout directory is refused with a hint to write oci:PATH.
-Result<ImageArg> parse_image_arg(std::string_view text);
+// IMAGE arguments: one type and grammar for every command (support/oci/image_arg.hpp).
+using lockstep::ImageArg;
+using lockstep::parse_image_arg;
 
 /// Parses --bind SRC[:DST][:ro|:rw] (DST defaults to SRC; a relative SRC is taken from the
 /// current directory). DST must be absolute and may not contain "..".

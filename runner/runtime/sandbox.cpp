@@ -10,6 +10,7 @@
 #include "support/fs.hpp"
 #include "support/log.hpp"
 #include "support/process.hpp"
+#include "support/text.hpp"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -68,22 +69,6 @@ int open_in_root(int root_fd, std::string_view target, int extra_flags = 0) {
   return fd >= 0 ? fd : -errno;
 }
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> parts;
-  std::size_t i = 0;
-  while (i < path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) {
-      j = path.size();
-    }
-    if (j > i) {
-      parts.emplace_back(path.substr(i, j - i));
-    }
-    i = j + 1;
-  }
-  return parts;
-}
-
 // "a::b" -> {"a", "", "b"} (PATH lists, where an empty entry means the working directory).
 std::vector<std::string> split_path_list(std::string_view list) {
   std::vector<std::string> parts;
@@ -119,7 +104,7 @@ Result<ImagePath> walk_image(int root_fd, const std::string& target) {
   std::vector<struct stat> stats; // of `existing`, for ".."
   std::vector<UniqueFd> dirs;     // fds of `existing`, for ".."
   auto current = [&] { return dirs.empty() ? root_fd : dirs.back().get(); };
-  std::vector<std::string> pending = split_path(target);
+  std::vector<std::string> pending = path_components(target);
   std::reverse(pending.begin(), pending.end()); // a stack: next component at the back
   int links = 0;
   while (!pending.empty()) {
@@ -180,7 +165,7 @@ Result<ImagePath> walk_image(int root_fd, const std::string& target) {
         out.existing.clear();
         ::fstat(root_fd, &out.last);
       }
-      std::vector<std::string> parts = split_path(link);
+      std::vector<std::string> parts = path_components(link);
       pending.insert(pending.end(), parts.rbegin(), parts.rend());
       continue;
     }
@@ -451,17 +436,34 @@ bool covered_by_earlier(const std::vector<Mount>& mounts, std::size_t index) {
 // close-on-exec pipe; EOF without a record means the command was executed.
 
 struct ReportHeader {
-  std::int32_t code;
+  std::int32_t code;   ///< the error's ExitCode
+  std::int32_t status; ///< its pass-through exit status, -1 when none
   std::uint32_t length;
 };
 
 [[noreturn]] void child_fail(int report_fd, const Error& error) {
   std::string msg = error.message.substr(0, 3800);
-  ReportHeader h{static_cast<std::int32_t>(error.code), static_cast<std::uint32_t>(msg.size())};
+  ReportHeader h{static_cast<std::int32_t>(error.code), error.exit_status,
+                 static_cast<std::uint32_t>(msg.size())};
   std::string record(reinterpret_cast<const char*>(&h), sizeof h);
   record += msg;
   (void)!::write(report_fd, record.data(), record.size()); // one write below PIPE_BUF: atomic
-  _exit(static_cast<int>(error.code) & 0xff);
+  _exit(error.process_exit() & 0xff);
+}
+
+// The ExitCode a child reported, checked against the table.
+ExitCode reported_code(std::int32_t code) {
+  switch (code) {
+  case static_cast<std::int32_t>(ExitCode::ok):
+  case static_cast<std::int32_t>(ExitCode::check_failed):
+  case static_cast<std::int32_t>(ExitCode::invalid_input):
+  case static_cast<std::int32_t>(ExitCode::external):
+  case static_cast<std::int32_t>(ExitCode::io):
+  case static_cast<std::int32_t>(ExitCode::interrupted):
+    return static_cast<ExitCode>(code);
+  default:
+    return ExitCode::internal;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -842,13 +844,14 @@ Error exec_command(const std::vector<std::string>& argv, const std::vector<std::
     }
   }
   if (err == ENOENT) {
-    return Error{static_cast<ExitCode>(k_exit_not_found),
+    return Error{ExitCode::external,
                  cmd.find('/') != std::string::npos
                      ? fmt::format("can't run {} in the container: no such file", cmd)
-                     : fmt::format("can't run {} in the container: not found in PATH ({})", cmd, path)};
+                     : fmt::format("can't run {} in the container: not found in PATH ({})", cmd, path),
+                 false, k_exit_not_found};
   }
-  return Error{static_cast<ExitCode>(k_exit_not_executable),
-               fmt::format("can't run {} in the container: {}", cmd, std::strerror(err))};
+  return Error{ExitCode::external, fmt::format("can't run {} in the container: {}", cmd, std::strerror(err)),
+               false, k_exit_not_executable};
 }
 
 } // namespace
@@ -1367,7 +1370,8 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   if (record.size() >= sizeof(ReportHeader)) {
     ReportHeader h{};
     std::memcpy(&h, record.data(), sizeof h);
-    return Error{static_cast<ExitCode>(h.code), record.substr(sizeof h, h.length)};
+    return Error{reported_code(h.code), record.substr(sizeof h, h.length), false,
+                 h.status >= 0 && h.status <= 255 ? h.status : -1};
   }
   return code;
 }

@@ -4,6 +4,7 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 
 #include <openssl/evp.h>
 
@@ -54,16 +55,6 @@ std::vector<std::string_view> split_lines(std::string_view text) {
     text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
   }
   return lines;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  return s;
 }
 
 bool is_blank(std::string_view s) {

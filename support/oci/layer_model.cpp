@@ -1,5 +1,7 @@
 #include "support/oci/layer_model.hpp"
 
+#include "support/text.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <fmt/format.h>
@@ -77,17 +79,13 @@ bool normalise(std::string_view raw, std::string& out, std::string& why) {
   return true;
 }
 
+// The components of a path without empty and "." ones, as the walks consume them.
 std::deque<std::string> components(std::string_view path) {
   std::deque<std::string> out;
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
-    j = j == std::string_view::npos ? path.size() : j;
-    std::string_view comp = path.substr(i, j - i);
-    if (!comp.empty() && comp != ".") {
-      out.emplace_back(comp);
+  for (std::string& comp : path_components(path)) {
+    if (comp != ".") {
+      out.push_back(std::move(comp));
     }
-    i = j + 1;
   }
   return out;
 }

@@ -13,10 +13,6 @@ namespace {
 
 constexpr std::size_t k_max_version_length = 256;
 
-std::string_view trim(std::string_view s) {
-  return trim_chars(s, " \t\n\r\f\v");
-}
-
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }

@@ -16,10 +16,6 @@ bool is_space(char c) {
   return c == ' ' || c == '\t';
 }
 
-std::string_view trim(std::string_view s) {
-  return trim_chars(s, " \t\n\r");
-}
-
 } // namespace
 
 std::string normalize_project_name(std::string_view name) {

@@ -13,10 +13,6 @@ namespace {
 constexpr std::size_t k_max_metadata_size = 16U << 20;
 constexpr std::size_t k_max_record_size = 64U << 20;
 
-std::string_view trim(std::string_view s) {
-  return trim_chars(s, " \t\r\n");
-}
-
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> out;
   std::size_t i = 0;

@@ -111,9 +111,15 @@ TEST_CASE("inspect passes selection options and reports errors from the image", 
   REQUIRE_FALSE(r);
   CHECK(r.error().message == fmt::format("{}:v1: manifest digest is {}, but the spec pins {}", ref,
                                          f.manifest.digest.str(), pin.digest->str()));
-  auto bad = runner::inspect_image(f.layout.dir().string());
+  // A bare layout directory is the same image as oci:DIR (one IMAGE grammar for every command).
+  auto bare = runner::inspect_image(f.layout.dir().string() + "/", SelectOptions{});
+  REQUIRE(bare);
+  CHECK(bare->image.manifest_digest == f.manifest.digest);
+  // Something that is no image is refused.
+  auto bad = runner::inspect_image((f.layout.dir() / "oci-layout").string());
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == ExitCode::invalid_input);
+  CHECK_THAT(bad.error().message, Catch::Contains("is not an image"));
 }
 
 TEST_CASE("layer media types have short forms for the table", "[inspect]") {

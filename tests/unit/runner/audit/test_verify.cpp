@@ -389,7 +389,7 @@ TEST_CASE_METHOD(ContentsFixture, "An OCI layout is read through a private store
   const oci::Descriptor m =
       layout.image({test::slurp(dir() / "l1.tar"), test::slurp(dir() / "l2.tar")}, opts);
   layout.write_index({m});
-  Result<ImageArg> arg = parse_image_location((dir() / "layout").string());
+  Result<ImageArg> arg = parse_image_arg((dir() / "layout").string());
   REQUIRE_OK(arg);
   Result<ImageContents> c = read_image_contents(*arg);
   REQUIRE_OK(c);

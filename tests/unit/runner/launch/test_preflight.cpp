@@ -1,3 +1,4 @@
+#include "envspec/recipes.hpp"
 #include "runner/launch/preflight.hpp"
 #include "support/fs.hpp"
 #include "tests/unit/support/test_image_fixture.hpp"
@@ -95,7 +96,9 @@ std::vector<std::string> lines_of_report(const NodeReport& r) {
 
 } // namespace
 
-TEST_CASE("preflight: versions compare numerically per component", "[preflight]") {
+TEST_CASE("preflight: versions compare as the recipes do (numerically per component, a pre-release first, a "
+          "malformed one last)",
+          "[preflight]") {
   struct Case {
     std::string a, b;
     int sign;
@@ -106,18 +109,18 @@ TEST_CASE("preflight: versions compare numerically per component", "[preflight]"
       {"530.30.02", "530.30.2", 0},
       {"525.60.13", "525.60.13", 0},
       {"10.0", "9.9", 1},
-      {"4.2.2rc2", "4.2.2", 0},
+      {"4.2.2rc2", "4.2.2", -1},
       {"4.2", "4.2.0", 0},
       {"4.2.1", "4.2", 1},
       {"1.10", "1.9", 1},
-      {"", "0", 0},
-      {"x", "1", -1},
+      {"", "0", 1},
+      {"x", "1", 1},
   };
   for (const Case& c : cases) {
     INFO(c.a << " vs " << c.b);
-    const int got = compare_versions(c.a, c.b);
+    const int got = envspec::compare_dotted(c.a, c.b);
     CHECK((got > 0 ? 1 : got < 0 ? -1 : 0) == c.sign);
-    const int back = compare_versions(c.b, c.a);
+    const int back = envspec::compare_dotted(c.b, c.a);
     CHECK((back > 0 ? 1 : back < 0 ? -1 : 0) == -c.sign);
   }
 }
@@ -534,7 +537,7 @@ TEST_CASE("preflight: the image probe tells a missing image from a broken one", 
   tmp.write("odd-file", "neither a SIF nor a directory");
   ImageProbe odd = probe_image((tmp.dir() / "odd-file").string());
   CHECK(odd.state == ImageProbe::State::unreadable);
-  CHECK(odd.error.find("is neither a SIF file nor a directory") != std::string::npos);
+  CHECK(odd.error.find("is not an image") != std::string::npos);
 }
 
 TEST_CASE("preflight: a SIF's digest is the file's sha256, remembered by its identity", "[preflight]") {

@@ -198,13 +198,13 @@ TEST_CASE("a command that can't be found or executed is an error with 127 or 126
   c.argv = {"no-such-command"};
   Result<int> r = run_in_sandbox(c);
   REQUIRE_FALSE(r.ok());
-  CHECK(static_cast<int>(r.error().code) == k_exit_not_found);
+  CHECK(r.error().exit_status == k_exit_not_found);
   CHECK_THAT(r.error().message,
              Catch::Contains("no-such-command") && Catch::Contains("not found in PATH (/bin)"));
   c.argv = {"/bin/notexec"};
   r = run_in_sandbox(c);
   REQUIRE_FALSE(r.ok());
-  CHECK(static_cast<int>(r.error().code) == k_exit_not_executable);
+  CHECK(r.error().exit_status == k_exit_not_executable);
   CHECK_THAT(r.error().message, Catch::Contains("Permission denied"));
 }
 

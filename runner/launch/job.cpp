@@ -1,0 +1,256 @@
+#include "runner/launch/job.hpp"
+
+#include "support/process.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <future>
+#include <utility>
+
+namespace lockstep::runner {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+NodeReport unreachable(const std::string& node, const std::string& why) {
+  NodeReport r;
+  r.node = node;
+  r.checks.push_back({"reach", Check::Status::fail, why});
+  return r;
+}
+
+// The last line of a program's output, bounded, for a message.
+std::string last_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+    text.pop_back();
+  }
+  std::size_t nl = text.find_last_of('\n');
+  text = nl == std::string::npos ? text : text.substr(nl + 1);
+  return text.size() > 300 ? text.substr(0, 300) : text;
+}
+
+Result<std::vector<NodeReport>> preflight_through_srun(const LaunchPlan& plan,
+                                                       const std::vector<std::string>& node_cmd,
+                                                       const CaptureOptions& capture, bool dry_run,
+                                                       std::vector<std::vector<std::string>>& commands) {
+  std::vector<std::string> argv = {"srun", "--ntasks-per-node=1", "--mpi=none", "--kill-on-bad-exit=0"};
+  if (plan.nodes > 0) {
+    argv.insert(argv.end(), {fmt::format("--nodes={}", plan.nodes), fmt::format("--ntasks={}", plan.nodes)});
+  }
+  argv.insert(argv.end(), node_cmd.begin(), node_cmd.end());
+  commands.push_back(argv);
+  if (dry_run) {
+    return std::vector<NodeReport>{};
+  }
+  LS_TRY_ASSIGN(CaptureResult out, run_capture(argv, capture));
+  std::vector<std::string> bad;
+  std::vector<NodeReport> reports = reports_from_output(out.out, bad);
+  if (reports.empty()) {
+    return external_error("preflight through srun gave no results (exit {}): {}{}", out.status,
+                          last_line(out.err), bad.empty() ? "" : "; " + bad.front());
+  }
+  return reports;
+}
+
+// One host through the rsh agent: its one report, or a failed "reach" check saying why not.
+NodeReport preflight_host(const std::vector<std::string>& argv, const CaptureOptions& capture,
+                          const std::string& host) {
+  Result<CaptureResult> out = run_capture(argv, capture);
+  if (!out) {
+    return unreachable(host, out.error().message);
+  }
+  if (out->timed_out) {
+    return unreachable(host, "no answer within the preflight timeout");
+  }
+  std::vector<std::string> bad;
+  std::vector<NodeReport> rs = reports_from_output(out->out, bad);
+  if (rs.size() != 1) {
+    return unreachable(host, fmt::format("`lockstep preflight` didn't report (exit {}): {}", out->status,
+                                         bad.empty() ? last_line(out->err) : bad.front()));
+  }
+  rs[0].node = rs[0].node.empty() ? host : rs[0].node;
+  return rs[0];
+}
+
+} // namespace
+
+std::string absolute_image(const ImageArg& image) {
+  std::error_code ec;
+  switch (image.kind) {
+  case ImageArg::Kind::oci: {
+    oci::ImageRef ref = image.ref;
+    ref.path = fs::absolute(ref.path, ec).lexically_normal();
+    return ref.str();
+  }
+  case ImageArg::Kind::sif:
+    return "sif:" + fs::absolute(image.path, ec).lexically_normal().string();
+  case ImageArg::Kind::directory:
+    break;
+  }
+  return "dir:" + fs::absolute(image.path, ec).lexically_normal().string();
+}
+
+std::vector<std::string> rsh_agent(const std::vector<std::string>& launcher_args,
+                                   std::string_view env_agent) {
+  std::string agent;
+  for (std::size_t i = 0; i + 2 < launcher_args.size(); ++i) {
+    const std::string& a = launcher_args[i];
+    if ((a == "--mca" || a == "-mca") && launcher_args[i + 1] == "plm_rsh_agent") {
+      agent = launcher_args[i + 2];
+    }
+  }
+  if (agent.empty()) {
+    agent = env_agent.empty() ? "ssh" : std::string(env_agent);
+  }
+  if (std::size_t colon = agent.find(':'); colon != std::string::npos) {
+    agent = agent.substr(0, colon);
+  }
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : agent + " ") {
+    if (c == ' ' || c == '\t') {
+      if (!word.empty()) {
+        words.push_back(word);
+      }
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (words.empty()) {
+    words = {"ssh"};
+  }
+  if (words.size() == 1 && fs::path(words[0]).filename() == "ssh") {
+    words.insert(words.end(), {"-o", "BatchMode=yes"});
+  }
+  return words;
+}
+
+std::vector<std::string> preflight_argv(const std::string& lockstep, const PreflightRequest& request) {
+  std::vector<std::string> argv = {lockstep,         "preflight",   "--json",     "--launcher",
+                                   request.launcher, "--mpi-model", request.model};
+  if (!request.image_digest.empty()) {
+    argv.insert(argv.end(), {"--digest", request.image_digest});
+  }
+  if (request.gpus_per_node > 0) {
+    argv.insert(argv.end(), {"--gpus-per-node", std::to_string(request.gpus_per_node)});
+  }
+  if (!request.facts.mpi_impl.empty()) {
+    argv.insert(argv.end(), {"--expect-mpi", request.facts.mpi_impl + "@" + request.facts.mpi.version});
+  }
+  if (!request.facts.pmix.version.empty()) {
+    argv.insert(argv.end(), {"--expect-pmix", request.facts.pmix.version});
+  }
+  if (!request.facts.cuda_driver_floor.empty()) {
+    argv.insert(argv.end(), {"--cuda-floor", request.facts.cuda_driver_floor});
+  }
+  argv.insert(argv.end(), {"--unpack-bytes", std::to_string(request.unpack_bytes)});
+  argv.push_back(request.image);
+  return argv;
+}
+
+std::vector<NodeReport> reports_from_output(const std::string& out, std::vector<std::string>& bad) {
+  std::vector<NodeReport> reports;
+  std::size_t pos = 0;
+  while (pos < out.size()) {
+    std::size_t end = out.find('\n', pos);
+    end = end == std::string::npos ? out.size() : end;
+    std::string_view line(out.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line.front() != '{') {
+      continue;
+    }
+    Result<NodeReport> r = node_report_from_json(line);
+    if (r) {
+      reports.push_back(std::move(*r));
+    } else {
+      bad.push_back(r.error().message);
+    }
+  }
+  return reports;
+}
+
+Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const PreflightRequest& request,
+                                                const PreflightFanout& how,
+                                                std::vector<std::vector<std::string>>& commands) {
+  const std::vector<std::string> node_cmd = preflight_argv(how.lockstep, request);
+  const CaptureOptions capture{std::nullopt, how.timeout, 1U << 20};
+  if (plan.launcher == Launcher::slurm) {
+    return preflight_through_srun(plan, node_cmd, capture, how.dry_run, commands);
+  }
+  std::vector<NodeReport> reports;
+  if (plan.hosts.empty()) { // this node only
+    commands.push_back(node_cmd);
+    if (!how.dry_run) {
+      LS_TRY_ASSIGN(NodeReport r, preflight_node(request));
+      reports.push_back(std::move(r));
+    }
+    return reports;
+  }
+  const std::vector<std::string> agent = rsh_agent(how.launcher_args, how.env_agent);
+  const std::string remote = shell_join(node_cmd);
+  std::vector<std::future<NodeReport>> pending;
+  for (const HostSlots& h : plan.hosts) {
+    std::vector<std::string> argv = agent;
+    argv.insert(argv.end(), {h.host, remote});
+    commands.push_back(argv);
+    if (!how.dry_run) {
+      pending.push_back(std::async(std::launch::async, preflight_host, argv, capture, h.host));
+    }
+  }
+  for (auto& f : pending) {
+    reports.push_back(f.get()); // in the plan's host order
+  }
+  return reports;
+}
+
+RunVerdict judge_run(const Result<int>& launcher_status, const std::vector<RankReport>& ranks,
+                     const std::string& launcher, int expected_ranks) {
+  RunVerdict v;
+  if (!launcher_status) {
+    v.exit_status = launcher_status.error().process_exit();
+    v.message = launcher_status.error().message;
+    return v;
+  }
+  v.exit_status = *launcher_status;
+  v.failure = first_failure(ranks);
+  if (v.exit_status == 0 && !v.failure) {
+    return v;
+  }
+  if (v.failure) {
+    const RankReport& f = *v.failure;
+    const std::string how = !f.error.empty()    ? "could not start: " + f.error
+                            : f.exit_code > 128 ? fmt::format("was killed by signal {}", f.exit_code - 128)
+                                                : fmt::format("exited with status {}", f.exit_code);
+    v.message = fmt::format("rank {} on {} {}", f.rank, f.node, how);
+    v.exit_status = f.exit_code != 0 ? f.exit_code : v.exit_status;
+  } else {
+    v.message =
+        fmt::format("{} exited with status {} before any rank reported a failure", launcher, v.exit_status);
+  }
+  if (static_cast<int>(ranks.size()) < expected_ranks) {
+    v.message += fmt::format(" ({} of {} ranks reported)", ranks.size(), expected_ranks);
+  }
+  return v;
+}
+
+nlohmann::ordered_json rank_exits_json(const std::vector<RankReport>& ranks) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const RankReport& r : ranks) {
+    nlohmann::ordered_json j;
+    j["rank"] = r.rank;
+    j["node"] = r.node;
+    j["exit_code"] = r.exit_code;
+    if (!r.error.empty()) {
+      j["error"] = r.error;
+    }
+    j["start"] = iso8601_utc(r.start_ns);
+    j["end"] = iso8601_utc(r.end_ns);
+    out.push_back(j);
+  }
+  return out;
+}
+
+} // namespace lockstep::runner

@@ -1,0 +1,70 @@
+#pragma once
+// Running a job, the parts `lockstep run` needs between the plan and the record: the preflight
+// fan-out to every node (through srun, mpirun's rsh agent, or this node), and the verdict of a
+// finished launch from the launcher's status and the ranks' reports. docs/launch.md.
+#include "runner/launch/launch.hpp"
+#include "runner/launch/preflight.hpp"
+#include "runner/launch/run_record.hpp"
+#include "support/oci/image_arg.hpp"
+#include "support/result.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::runner {
+
+/// IMAGE as every node reads it: the same form with an absolute, normalised path.
+std::string absolute_image(const ImageArg& image);
+
+/// The rsh agent mpirun uses, as argv words: `--mca plm_rsh_agent X` in the launcher arguments,
+/// else `env_agent` (OMPI_MCA_plm_rsh_agent), else ssh. Of Open MPI's "ssh : rsh" alternatives the
+/// first is used; a bare ssh gets `-o BatchMode=yes` (a password prompt would hang the preflight).
+std::vector<std::string> rsh_agent(const std::vector<std::string>& launcher_args, std::string_view env_agent);
+
+/// `LOCKSTEP preflight --json ...` for one node, the image's facts passed in (the node may lack it).
+std::vector<std::string> preflight_argv(const std::string& lockstep, const PreflightRequest& request);
+
+/// The node reports in the JSON lines a node (or srun's nodes) printed; lines that are JSON but not
+/// a report go to `bad` with the reason.
+std::vector<NodeReport> reports_from_output(const std::string& out, std::vector<std::string>& bad);
+
+/// How the preflight reaches the nodes.
+struct PreflightFanout {
+  std::string lockstep;                   ///< lockstep's path on the nodes
+  std::vector<std::string> launcher_args; ///< --launcher-arg words (the rsh agent may be there)
+  std::string env_agent;                  ///< OMPI_MCA_plm_rsh_agent, "" when unset
+  std::chrono::seconds timeout{60};       ///< per node
+  bool dry_run = false;                   ///< only fill `commands`
+};
+
+/// Runs the preflight on every node of `plan`, in parallel: one `srun` step across a Slurm
+/// allocation, one rsh-agent command per mpirun host, or this node in-process. Every command (also
+/// in a dry run) is appended to `commands`. A host that can't be reached or doesn't report gets a
+/// failed "reach" check; srun reporting nothing is an external error.
+Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const PreflightRequest& request,
+                                                const PreflightFanout& how,
+                                                std::vector<std::vector<std::string>>& commands);
+
+/// The verdict of a finished launch.
+struct RunVerdict {
+  int exit_status = 0;               ///< lockstep run's exit status: 0, or the failure's own
+  std::string message;               ///< "" when ok: why it failed
+  std::optional<RankReport> failure; ///< the first failed rank, when one reported
+};
+
+/// Judges a launch from the launcher's status and the ranks' reports: the first failed rank's own
+/// status decides (128+N for a signal), else the launcher's; a launcher that could not run is its
+/// error's exit status. `launcher` names the launcher in messages; `expected_ranks` how many
+/// should have reported.
+RunVerdict judge_run(const Result<int>& launcher_status, const std::vector<RankReport>& ranks,
+                     const std::string& launcher, int expected_ranks);
+
+/// The record's "rank_exits": one object per rank report.
+nlohmann::ordered_json rank_exits_json(const std::vector<RankReport>& ranks);
+
+} // namespace lockstep::runner
