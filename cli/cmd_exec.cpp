@@ -28,8 +28,9 @@ constexpr const char* k_examples = R"(Examples:
   lockstep exec --gpus=0 oci:build/cuda -- nvidia-smi
   lockstep exec --user 1000:1000 ./rootfs -- id  a root directory (a "sandbox")
 
-IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE or a .sif file,
-dir:PATH or a root directory. OCI images are unpacked once into the cache ($LOCKSTEP_CACHE, default
+IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE, dir:PATH, or a
+path recognised by what it holds: an OCI layout directory, an OCI or docker archive, a .sif file, a
+root directory (the same IMAGE every command takes). OCI images are unpacked once into the cache ($LOCKSTEP_CACHE, default
 ~/.cache/lockstep) and shared; a SIF's squashfs is loop-mounted (root), mounted with squashfuse, or
 extracted into the cache, in that order of preference (--sif-mount, --debug says which).
 

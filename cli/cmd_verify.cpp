@@ -68,8 +68,10 @@ Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
 void register_verify(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<VerifyArgs>();
   auto* cmd = app.add_subcommand("verify", "Check an image's files against its package records and a lock");
-  cmd->add_option("IMAGE", args->image,
-                  "The image: oci:DIR, oci-archive:FILE, docker-archive:FILE, a SIF, dir:ROOT")
+  cmd->add_option(
+         "IMAGE", args->image,
+         "The image, as every command takes it: oci:DIR, oci-archive:FILE, docker-archive:FILE, a SIF, "
+         "dir:ROOT, or a path")
       ->required();
   cmd->add_option("--lock", args->lock, "Also check that the image holds exactly this lock's packages")
       ->type_name("LOCK");
