@@ -76,9 +76,7 @@ namespace {
 
 constexpr std::uint32_t k_no_xattr = 0xFFFFFFFFU;
 constexpr std::size_t k_no_slot = static_cast<std::size_t>(-1);
-constexpr std::size_t k_max_name = 256;         // SQUASHFS_NAME_LEN
-constexpr std::size_t k_max_link_target = 4095; // what the kernel will follow
-constexpr int k_max_symlink_hops = 40;          // as Linux (ELOOP)
+constexpr std::size_t k_max_name = 256; // SQUASHFS_NAME_LEN
 constexpr std::size_t k_io_buffer = 1U << 20;
 
 struct SqfsDeleter {
