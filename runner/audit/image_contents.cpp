@@ -219,29 +219,14 @@ layer::Walk walk(const std::map<std::string, ImageEntry>& entries, std::string_v
       input, [&entries](const std::string& path) { return view_entry(entries, path); }, follow_last);
 }
 
-// Removes `path`'s subtree (not `path` itself) from `entries`; with `below_layer`, only what
-// lower layers wrote.
-void remove_children(std::map<std::string, ImageEntry>& entries, const std::string& path,
-                     std::optional<std::size_t> below_layer) {
-  const std::string prefix = path.empty() ? std::string() : path + "/";
-  auto it = prefix.empty() ? entries.begin() : entries.lower_bound(prefix);
-  while (it != entries.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
-    if (!below_layer || it->second.layer < *below_layer) {
-      it = entries.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Building the view
 
 // What one reader (a layer or a directory walk) shares: the view, the limits and the hash pool.
 class ViewBuilder {
 public:
-  ViewBuilder(ImageContents& contents, const ContentsOptions& options, std::size_t layer, std::string what)
-      : m_contents(contents), m_entries(contents.mutable_entries()), m_options(options), m_layer(layer),
+  ViewBuilder(ImageContents& contents, const ContentsOptions& options, std::string what)
+      : m_contents(contents), m_entries(contents.mutable_entries()), m_options(options),
         m_what(std::move(what)) {
     if (options.digests) {
       m_pool.emplace(options.threads == 0 ? default_thread_count() : options.threads);
@@ -262,29 +247,36 @@ public:
     auto it = m_entries.find(path);
     if (it != m_entries.end()) {
       if (it->second.type == ImageEntry::Type::directory && entry.type == ImageEntry::Type::directory) {
-        it->second.layer = m_layer; // this layer wrote it: its whiteouts and opaque markers keep it
         return {};
       }
-      forget_text(it->second);
-      if (it->second.type == ImageEntry::Type::directory) {
-        remove_children(m_entries, path, std::nullopt);
-      }
-      it = m_entries.find(path); // remove_children never removes `path` itself
-      it->second = std::move(entry);
-    } else {
-      if (m_entries.size() >= m_options.max_entries) {
-        return invalid_input("{}: the image has more than {} paths; refusing it", m_what,
-                             m_options.max_entries);
-      }
-      m_entries.emplace(path, std::move(entry));
+      remove(path);
+    } else if (m_entries.size() >= m_options.max_entries) {
+      return invalid_input("{}: the image has more than {} paths; refusing it", m_what,
+                           m_options.max_entries);
     }
+    m_entries.emplace(path, std::move(entry));
     return {};
+  }
+
+  // Removes `path` and everything below it, with the metadata text they kept.
+  void remove(const std::string& path) {
+    auto it = m_entries.find(path);
+    if (it == m_entries.end()) {
+      return;
+    }
+    forget_text(it->second);
+    m_entries.erase(it);
+    const std::string prefix = path + "/";
+    for (auto c = m_entries.lower_bound(prefix);
+         c != m_entries.end() && c->first.compare(0, prefix.size(), prefix) == 0;) {
+      forget_text(c->second);
+      c = m_entries.erase(c);
+    }
   }
 
   [[nodiscard]] ImageEntry directory() const {
     ImageEntry e;
     e.type = ImageEntry::Type::directory;
-    e.layer = m_layer;
     return e;
   }
 
@@ -294,7 +286,6 @@ public:
   Result<ImageEntry> read_file(const std::string& path, std::uint64_t declared, ReadFn&& read) {
     ImageEntry e;
     e.type = ImageEntry::Type::file;
-    e.layer = m_layer;
     const bool keep = is_metadata_path(path);
     std::string text;
     if (keep && declared > m_options.max_metadata_file) {
@@ -388,13 +379,11 @@ public:
 
   [[nodiscard]] std::map<std::string, ImageEntry>& entries() { return m_entries; }
   [[nodiscard]] const std::string& what() const { return m_what; }
-  [[nodiscard]] std::size_t layer() const { return m_layer; }
 
 private:
   ImageContents& m_contents;
   std::map<std::string, ImageEntry>& m_entries;
   const ContentsOptions& m_options;
-  std::size_t m_layer;
   std::string m_what;
   std::optional<HashPool> m_pool;
   std::vector<std::string> m_pending;
@@ -425,23 +414,7 @@ public:
     return out;
   }
 
-  void remove(const std::string& path) override {
-    auto& entries = m_b.entries();
-    auto it = entries.find(path);
-    if (it == entries.end()) {
-      return;
-    }
-    m_b.forget_text(it->second);
-    if (it->second.type == ImageEntry::Type::directory) {
-      const std::string prefix = path + "/";
-      for (auto c = entries.lower_bound(prefix);
-           c != entries.end() && c->first.compare(0, prefix.size(), prefix) == 0;) {
-        m_b.forget_text(c->second);
-        c = entries.erase(c);
-      }
-    }
-    entries.erase(path);
-  }
+  void remove(const std::string& path) override { m_b.remove(path); }
 
   Result<void> make_implied_directory(const std::string& path, const layer::Member& /*m*/) override {
     return m_b.add(path, m_b.directory());
@@ -452,7 +425,6 @@ public:
       return {};
     }
     ImageEntry e;
-    e.layer = m_b.layer();
     switch (m.kind) {
     case layer::Member::Kind::directory:
       e.type = ImageEntry::Type::directory;
@@ -484,7 +456,6 @@ public:
       return internal_error("{}: hard link target '{}' vanished", m_b.what(), target);
     }
     ImageEntry e = it->second;
-    e.layer = m_b.layer();
     m_b.note_pending(path, e);
     return m_b.add(path, std::move(e));
   }
@@ -528,7 +499,7 @@ Result<void> walk_directory(ImageContents& contents, const fs::path& root, const
     return errno_error("can't open the image root " + what, errno);
   }
   UniqueFd root_fd(fd);
-  ViewBuilder builder(contents, options, 1, what);
+  ViewBuilder builder(contents, options, what);
   std::map<std::pair<dev_t, ino_t>, std::string> links; // hard links: the first path of an inode
   auto walked = [&]() -> Result<void> {
     std::vector<std::pair<std::string, std::size_t>> todo{{"", 0}}; // directories still to list
@@ -560,7 +531,6 @@ Result<void> walk_directory(ImageContents& contents, const fs::path& root, const
           return errno_error(fmt::format("can't stat /{} in {}", path, what), errno);
         }
         ImageEntry e;
-        e.layer = builder.layer();
         if (S_ISDIR(st.st_mode)) {
           e.type = ImageEntry::Type::directory;
           subdirs.emplace_back(path, depth + 1);
@@ -686,10 +656,10 @@ const std::string* ImageContents::text(std::string_view path) const {
   return e != nullptr && e->type == ImageEntry::Type::file && e->text ? e->text.get() : nullptr;
 }
 
-Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& tar, std::size_t layer,
-                                     const std::string& what, const ContentsOptions& options) {
+Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& tar, const std::string& what,
+                                     const ContentsOptions& options) {
   LS_TRY_ASSIGN(TarReader reader, TarReader::open(tar, what));
-  ViewBuilder builder(contents, options, layer, what);
+  ViewBuilder builder(contents, options, what);
   ContentsTree tree(builder, reader);
   layer::LayerApplier applier(tree, what);
   std::uint64_t members = 0;
@@ -777,7 +747,7 @@ Result<void> read_oci(ImageContents& contents, const ImageArg& image, const Cont
     LS_TRY(source->fetch_blob(layer, store));
     const fs::path blob = store.blob_path(layer.digest);
     log::debug("verify: reading {}", what);
-    Result<void> applied = apply_layer_to_contents(contents, blob, i + 1, what, options);
+    Result<void> applied = apply_layer_to_contents(contents, blob, what, options);
     std::error_code ec;
     fs::remove(blob, ec);
     LS_TRY(std::move(applied));

@@ -36,7 +36,6 @@ struct ImageEntry {
   std::array<std::uint8_t, 32> sha256{}; ///< regular files, when digests were computed
   /// The file's bytes, kept only for the metadata files (see is_metadata_path), else null.
   std::shared_ptr<const std::string> text;
-  std::size_t layer = 0; ///< the layer that wrote it (whiteouts only remove what lower layers wrote)
   std::size_t hash_slot = SIZE_MAX; ///< internal: where the digests arrive while hashing runs
 };
 
@@ -97,11 +96,10 @@ private:
 /// for this. Malformed or hostile content is invalid_input naming the image, layer and member.
 Result<ImageContents> read_image_contents(const ImageArg& image, const ContentsOptions& options = {});
 
-/// Applies one uncompressed (or gzip/zstd) layer tar file to `contents` as layer number `layer` (for
-/// tests and the OCI reader). `what` names the layer in errors.
+/// Applies one uncompressed (or gzip/zstd) layer tar file over `contents` (for tests and the OCI
+/// reader), with the layer model's semantics. `what` names the layer in errors.
 Result<void> apply_layer_to_contents(ImageContents& contents, const std::filesystem::path& tar,
-                                     std::size_t layer, const std::string& what,
-                                     const ContentsOptions& options = {});
+                                     const std::string& what, const ContentsOptions& options = {});
 
 /// Adds the tree under the directory `root` to `contents` (for tests and the SIF and directory
 /// readers): symbolic links are never followed, files are hashed when options.digests is set.

@@ -411,10 +411,6 @@ Error parent_error(std::string_view what, std::string_view raw, const Parent& pa
 // ---------------------------------------------------------------------------------------------
 // The apply model
 
-Lookup LayerApplier::lookup() const {
-  return [this](const std::string& path) { return m_tree.lookup(path); };
-}
-
 void LayerApplier::mark_upper(const std::string& path) {
   std::string p = path;
   while (m_upper.insert(p).second) {
@@ -447,7 +443,7 @@ Result<std::string> LayerApplier::place_parent(const Member& m) {
     return m_cached_resolved;
   }
   m_cache_valid = false;
-  Parent p = resolve_parent(m.parent, lookup());
+  Parent p = resolve_parent(m.parent, m_lookup);
   if (p.status != Parent::Status::ok) {
     return parent_error(m_what, m.raw, p);
   }
@@ -463,7 +459,7 @@ Result<std::string> LayerApplier::place_parent(const Member& m) {
 
 Result<void> LayerApplier::apply_whiteout(const Member& m) {
   m_cache_valid = m_cache_valid && m_cached_parent == m.parent;
-  Walk dir = walk_to_directory(m.parent, lookup());
+  Walk dir = walk_to_directory(m.parent, m_lookup);
   if (dir.status == Walk::Status::loop) {
     return parent_error(m_what, m.raw, Parent{Parent::Status::loop, m.parent, {}});
   }
@@ -485,7 +481,7 @@ Result<void> LayerApplier::apply_whiteout(const Member& m) {
 
 Result<void> LayerApplier::apply_opaque(const Member& m) {
   m_cache_valid = m_cache_valid && m_cached_parent == m.path;
-  Walk dir = walk_to_directory(m.path, lookup());
+  Walk dir = walk_to_directory(m.path, m_lookup);
   if (dir.status == Walk::Status::loop) {
     return parent_error(m_what, m.raw, Parent{Parent::Status::loop, m.path, {}});
   }
@@ -499,7 +495,7 @@ Result<void> LayerApplier::apply_hardlink(const Member& m, const std::string& pa
   const std::size_t slash = m.link.rfind('/');
   const std::string target_parent = slash == std::string::npos ? std::string() : m.link.substr(0, slash);
   const std::string target_base = slash == std::string::npos ? m.link : m.link.substr(slash + 1);
-  Walk dir = walk_to_directory(target_parent, lookup());
+  Walk dir = walk_to_directory(target_parent, m_lookup);
   if (dir.status == Walk::Status::loop) {
     return invalid_input("{}: member '{}': can't open the directory of hard link target '{}': {}", m_what,
                          m.raw, target_parent, std::strerror(ELOOP));

@@ -158,7 +158,9 @@ public:
 /// Applies the members of one layer, in their order, to a Tree.
 class LayerApplier {
 public:
-  LayerApplier(Tree& tree, std::string what) : m_tree(tree), m_what(std::move(what)) {}
+  LayerApplier(Tree& tree, std::string what)
+      : m_tree(tree), m_what(std::move(what)),
+        m_lookup([&tree](const std::string& path) { return tree.lookup(path); }) {}
 
   /// Applies one member. `m.kind == skipped` does nothing.
   Result<void> apply(const Member& m);
@@ -167,7 +169,6 @@ public:
   [[nodiscard]] bool is_upper(const std::string& path) const { return m_upper.contains(path); }
 
 private:
-  Lookup lookup() const;
   Result<std::string> place_parent(const Member& m);
   Result<void> apply_whiteout(const Member& m);
   Result<void> apply_opaque(const Member& m);
@@ -177,6 +178,7 @@ private:
 
   Tree& m_tree;
   std::string m_what;
+  Lookup m_lookup;                         ///< m_tree.lookup, as the walks take it
   std::unordered_set<std::string> m_upper; ///< paths this layer wrote, with their parents
   std::string m_cached_parent;             ///< the last member's parent as named ...
   std::string m_cached_resolved;           ///< ... and where it resolved

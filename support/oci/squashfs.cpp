@@ -447,6 +447,27 @@ struct Node {
 
 using NodePtr = std::shared_ptr<Node>;
 
+// What a node is, as the layer model sees it (a null node: nothing there).
+layer::Entry entry_of(const Node* n) {
+  layer::Entry e;
+  if (n == nullptr) {
+    return e;
+  }
+  switch (n->kind) {
+  case Node::Kind::directory:
+    e.type = layer::Entry::Type::directory;
+    break;
+  case Node::Kind::symlink:
+    e.type = layer::Entry::Type::symlink;
+    e.link_target = n->target;
+    break;
+  default:
+    e.type = layer::Entry::Type::other;
+    break;
+  }
+  return e;
+}
+
 std::uint16_t type_bits(Node::Kind kind) {
   switch (kind) {
   case Node::Kind::directory:
@@ -788,24 +809,7 @@ public:
   }
 
   [[nodiscard]] layer::Entry lookup(const std::string& path) const override {
-    layer::Entry e;
-    NodePtr n = m_impl.node_at(path);
-    if (!n) {
-      return e;
-    }
-    switch (n->kind) {
-    case Node::Kind::directory:
-      e.type = layer::Entry::Type::directory;
-      break;
-    case Node::Kind::symlink:
-      e.type = layer::Entry::Type::symlink;
-      e.link_target = n->target;
-      break;
-    default:
-      e.type = layer::Entry::Type::other;
-      break;
-    }
-    return e;
+    return entry_of(m_impl.node_at(path).get());
   }
 
   [[nodiscard]] std::vector<std::string> children(const std::string& path) const override {
@@ -1013,9 +1017,8 @@ NodePtr SquashfsWriter::Impl::node_at(std::string_view path) const {
 }
 
 NodePtr SquashfsWriter::Impl::lookup(std::string_view path) const {
-  NodeTree tree(const_cast<Impl&>(*this), 0);
   layer::Walk w = layer::walk_in_root(
-      path, [&tree](const std::string& p) { return tree.lookup(p); }, false);
+      path, [this](const std::string& p) { return entry_of(node_at(p).get()); }, false);
   return w.status == layer::Walk::Status::ok ? node_at(w.path) : NodePtr();
 }
 

@@ -124,7 +124,7 @@ Outcome in_sif(const fs::path& work, const std::vector<std::string>& layers) {
 Outcome listed(const fs::path& work, const std::vector<std::string>& layers) {
   runner::ImageContents contents;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    auto r = runner::apply_layer_to_contents(contents, write_layer(work, i, layers[i]), i, "layer");
+    auto r = runner::apply_layer_to_contents(contents, write_layer(work, i, layers[i]), "layer");
     if (!r) {
       return {false, r.error().message, {}};
     }

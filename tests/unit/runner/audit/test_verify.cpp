@@ -53,7 +53,7 @@ public:
                     const ContentsOptions& options = {}) {
     const fs::path tar = dir() / ("layer" + std::to_string(n) + ".tar");
     test::write_tar(tar, entries);
-    Result<void> r = apply_layer_to_contents(contents, tar, n, "layer " + std::to_string(n), options);
+    Result<void> r = apply_layer_to_contents(contents, tar, "layer " + std::to_string(n), options);
     return r ? std::string() : r.error().message;
   }
 
