@@ -18,6 +18,7 @@
 #include "support/json.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 
@@ -207,8 +208,12 @@ Check check_driver(const PreflightRequest& req, const HostProbe& host) {
         "driver", Status::fail,
         fmt::format("no NVIDIA driver (the image's {} needs {} or newer)", cuda, facts.cuda_driver_floor)};
   }
-  if (!is_version(host.driver_version) ||
-      envspec::compare_dotted(host.driver_version, facts.cuda_driver_floor) < 0) {
+  if (!is_version(host.driver_version)) {
+    return {"driver", Status::fail,
+            fmt::format("the driver version '{}' is not a version; the image's {} needs {} or newer",
+                        printable_ascii(host.driver_version, 64), cuda, facts.cuda_driver_floor)};
+  }
+  if (envspec::compare_dotted(host.driver_version, facts.cuda_driver_floor) < 0) {
     return {"driver", Status::fail,
             fmt::format("driver {} is older than {}, the floor of the image's {} (update the driver or use "
                         "an image built for an older CUDA)",

@@ -120,6 +120,14 @@ TEST_CASE("inspect passes selection options and reports errors from the image", 
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == ExitCode::invalid_input);
   CHECK_THAT(bad.error().message, Catch::Contains("is not an image"));
+  // A root directory is an image, but not one inspect shows.
+  auto root = runner::inspect_image("dir:" + f.layout.dir().string());
+  REQUIRE_FALSE(root);
+  CHECK(root.error().code == ExitCode::invalid_input);
+  CHECK(root.error().message ==
+        "'dir:" + f.layout.dir().string() +
+            "' is a root directory: inspect shows an OCI image's manifest, config and "
+            "layers (for what any image holds, use 'lockstep verify' or 'lockstep diff')");
 }
 
 TEST_CASE("layer media types have short forms for the table", "[inspect]") {

@@ -181,6 +181,9 @@ TEST_CASE("preflight: each problem is one check's result with a detail that says
        "driver 470.57.02 is older than 530.30.02, the floor of the image's CUDA 12.1 (update the driver or "
        "use an "
        "image built for an older CUDA)"},
+      {"a driver version that is none", [](auto&, HostProbe& h, auto&) { h.driver_version = "N/A"; },
+       "driver", Status::fail,
+       "the driver version 'N/A' is not a version; the image's CUDA 12.1 needs 530.30.02 or newer"},
       {"driver at the floor", [](auto&, HostProbe& h, auto&) { h.driver_version = "530.30.02"; }, "driver",
        Status::ok, "driver 530.30.02 (the image's CUDA 12.1 needs 530.30.02)"},
       {"no driver", [](auto&, HostProbe& h, auto&) { h.driver_version.clear(); }, "driver", Status::fail,
