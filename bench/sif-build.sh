@@ -7,16 +7,80 @@
 # is the whole `lockstep build --sif` (spec, layer cache check, squashfs from the layer blob,
 # Apptainer layout, SIF, hashing, fsync). The squashfs stage alone is in --timings ("sif build").
 #
+# With --memory (issue 14: memory that does not grow with the image), instead: an image of this
+# machine's /usr/lib, /usr/share and /usr/include (at least 5 GB; the bench refuses less), built
+# for every codec combination: the OCI layer (gzip, zstd) with the default SIF (gzip) in one build,
+# then the SIF alone from that cached layer for each other SIF codec (zstd, lz4, xz). Each row
+# gives the seconds, the peak resident memory (GNU time's maximum RSS) and the squashfs bytes;
+# `mksquashfs -comp gzip` on the same directories is the peer.
+#
 # Usage: bench/sif-build.sh [RUNS]          (default 3; the median of RUNS is reported)
+#        bench/sif-build.sh --memory        (one run of each combination; takes a quarter hour)
 # Needs: a built lockstep (build/release or $LOCKSTEP), mksquashfs, tar2sqfs, siftool, mmdebstrap;
 # root for mmdebstrap. Run it on a quiet machine (load average below 1).
 # Targets (issue 3): lockstep at least 5 x faster than mksquashfs, at most 1.05 x its size.
+# Target (issue 14): peak memory at most 512 MB for every codec combination.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${1:-3}
 BENCH_DIR=${BENCH_DIR:-/tmp/lockstep-bench}
 source bench/lib.sh
 bench_lockstep
+if [ "${1:-}" = "--memory" ]; then
+  bench_need mksquashfs siftool /usr/bin/time
+  work="$BENCH_DIR/sif-memory"
+  rm -rf "$work" && mkdir -p "$work"
+  dirs=(/usr/lib /usr/share /usr/include)
+  bytes=$(du -scb "${dirs[@]}" | tail -n 1 | cut -f1)
+  files=$(find "${dirs[@]}" | wc -l)
+  [ "$bytes" -ge 5000000000 ] || { echo "bench: ${dirs[*]} hold $((bytes / 1000000)) MB; need 5 GB" >&2; exit 3; }
+  export LOCKSTEP_CACHE="$work/cache" GIT_CEILING_DIRECTORIES=/
+  # peak CMD...: runs CMD under GNU time; prints "SECONDS PEAK_MB".
+  peak() {
+    /usr/bin/time -f '%e %M' -o "$work/time" "$@" >"$work/out.log" 2>&1 ||
+      { echo "bench: $* failed: $(tail -n 5 "$work/out.log")" >&2; exit 1; }
+    awk '{ printf "%s %.0f", $1, $2 / 1024 }' "$work/time"
+  }
+  spec() { # LAYER_CODEC SIF_CODEC
+    cat >"$work/lockstep.yaml" <<YAML
+lockstep: 1
+name: bench-memory
+copy:
+$(for d in "${dirs[@]}"; do echo "  - {from: $d, to: $d, mode: preserve, owner: preserve}"; done)
+outputs: {compression: $1, sif_compression: $2}
+YAML
+  }
+  echo "bench: $((bytes / 1000000)) MB in $files entries (${dirs[*]}); $(nproc) cores" >&2
+  printf '\n%-44s %9s %9s %12s\n' "case" "seconds" "peak MB" "squashfs MB"
+  row() { printf '%-44s %9s %9s %12.1f\n' "$1" "$2" "$3" "$(awk -v s="$4" 'BEGIN { print s / 1e6 }')"; }
+  read -r t m < <(peak env SOURCE_DATE_EPOCH=0 mksquashfs "${dirs[@]}" "$work/peer.sqfs" -comp gzip -noappend \
+    -quiet -no-progress)
+  row "mksquashfs -comp gzip (peer)" "$t" "$m" "$(stat -c %s "$work/peer.sqfs")"
+  rm -f "$work/peer.sqfs"
+  worst=0
+  for layer in gzip zstd; do
+    rm -rf "$work/cache"
+    for sif in gzip zstd lz4 xz; do
+      spec "$layer" "$sif"
+      rm -f "$work/out.sif"
+      if [ "$sif" = gzip ]; then
+        what="OCI ($layer) + SIF ($sif), one build"
+        read -r t m < <(peak "$LOCKSTEP" build --quiet --allow-outside --no-vcs --oci "$work/oci" \
+          --sif "$work/out.sif" "$work/lockstep.yaml")
+      else
+        what="  SIF ($sif) from the cached $layer layer"
+        read -r t m < <(peak "$LOCKSTEP" build --quiet --allow-outside --no-vcs --sif "$work/out.sif" \
+          "$work/lockstep.yaml")
+      fi
+      row "$what" "$t" "$m" "$(siftool info 5 "$work/out.sif" | awk '/Size:/ { print $2 }')"
+      [ "$m" -gt "$worst" ] && worst=$m
+      rm -rf "$work/oci" "$work/out.sif"
+    done
+  done
+  printf '\n%-44s %s MB (target <= 512)\n' "peak memory, worst combination" "$worst"
+  rm -rf "$work"
+  exit 0
+fi
+runs=${1:-3}
 bench_need mksquashfs tar2sqfs siftool mmdebstrap tar
 load=$(cut -d' ' -f1 /proc/loadavg)
 awk -v l="$load" 'BEGIN { exit !(l >= 1) }' && echo "bench: warning: load average $load; figures will be noisy" >&2

@@ -42,7 +42,7 @@ Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
     LS_TRY_ASSIGN(lock, envspec::read_lock(args.lock));
   }
   log::Timer read_timer("verify: read the image");
-  LS_TRY_ASSIGN(const runner::ImageContents contents, runner::read_image_contents(image));
+  LS_TRY_ASSIGN(const runner::ImageContents contents, runner::read_for_verify(image));
   read_timer.stop();
   runner::VerifyOptions options;
   options.lock = lock ? &*lock : nullptr;

@@ -65,7 +65,4 @@ unsigned default_thread_count();
 /// "libdeflate 1.14, zstd 1.5.4, libarchive 3.6.2": the libraries whose output bytes lockstep pins.
 std::string codec_library_versions();
 
-/// Decompresses gzip (single or multi-member) or zstd data held in memory (tests and small blobs).
-Result<std::string> decompress(Codec codec, const std::string& data, std::uint64_t max_size);
-
 } // namespace lockstep

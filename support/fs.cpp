@@ -40,6 +40,9 @@ Result<UniqueFd> open_file(const fs::path& path, int flags, mode_t mode) {
   return UniqueFd(fd);
 }
 
+namespace {
+
+// "a FIFO", "a directory", ... for the file type bits of `mode`, for messages.
 std::string_view file_type_name(mode_t mode) {
   switch (mode & S_IFMT) {
   case S_IFREG:
@@ -60,6 +63,8 @@ std::string_view file_type_name(mode_t mode) {
     return "an unknown kind of file";
   }
 }
+
+} // namespace
 
 Result<UniqueFd> open_input_file(const fs::path& path) {
   // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer (and a device never
@@ -191,12 +196,14 @@ std::string random_suffix() {
   return s;
 }
 
-} // namespace
-
-fs::path temp_path_for(const fs::path& final_path, const fs::path& dir) {
+// A name for a temporary file beside `final_path` (or in `dir` when given): ".lockstep-tmp-NAME-RANDOM".
+// Callers create it with O_EXCL (or link(2), which fails on an existing name) and retry on EEXIST.
+fs::path temp_path_for(const fs::path& final_path, const fs::path& dir = {}) {
   return (dir.empty() ? final_path.parent_path() : dir) /
          (".lockstep-tmp-" + final_path.filename().string() + "-" + random_suffix());
 }
+
+} // namespace
 
 Result<void> rename_into_place(const fs::path& temp, const fs::path& final_path) {
   struct stat before {};

@@ -50,9 +50,6 @@ Result<UniqueFd> open_file(const std::filesystem::path& path, int flags, mode_t 
 Result<UniqueFd> lock_file_exclusive(const std::filesystem::path& path, mode_t mode,
                                      const std::string& waiting);
 
-/// "a FIFO", "a directory", ... for the file type bits of `mode`, for messages.
-std::string_view file_type_name(mode_t mode);
-
 /// Opens an input file for reading (a spec, a lock, a record, an image file) without ever blocking:
 /// O_NONBLOCK, then fstat, so a FIFO or a device is refused (invalid input, exit 2, naming `path`)
 /// instead of hanging in open(2). The returned descriptor is a regular file in blocking mode.
@@ -76,11 +73,6 @@ Result<void> fsync_dir(const std::filesystem::path& dir);
 
 /// Creates `dir` and its parents (mode 0755 before umask).
 Result<void> make_dirs(const std::filesystem::path& dir);
-
-/// A name for a temporary file beside `final_path` (or in `dir` when given): ".lockstep-tmp-NAME-RANDOM".
-/// Callers create it with O_EXCL (or link(2), which fails on an existing name) and retry on EEXIST.
-std::filesystem::path temp_path_for(const std::filesystem::path& final_path,
-                                    const std::filesystem::path& dir = {});
 
 /// Publishes the file at `temp` under `final_path` (same file system) with rename(2), then syncs the
 /// directory. When both names already are hard links of one file (a cached output re-exported over

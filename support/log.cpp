@@ -28,10 +28,15 @@ Level level() {
   return g_level;
 }
 
+namespace {
+
+// True when progress lines may be drawn: stderr is a terminal, not --json, not quiet, not CI.
 bool progress_enabled() {
   static const bool tty = ::isatty(STDERR_FILENO) == 1 && !in_ci();
   return tty && !g_progress_disabled && g_level != Level::quiet;
 }
+
+} // namespace
 
 void disable_progress() {
   g_progress_disabled = true;

@@ -15,8 +15,6 @@ enum class Level { quiet = 0, normal = 1, debug = 2 };
 /// Sets the global level (CLI: --quiet, --debug).
 void set_level(Level level);
 Level level();
-/// True when progress lines may be drawn: stderr is a terminal, not --json, not quiet, not CI.
-bool progress_enabled();
 /// Disables progress lines (--json, --no-progress).
 void disable_progress();
 

@@ -59,8 +59,8 @@ constexpr std::string_view k_dist_info_suffix = ".dist-info";
 // bytes, never on the scheduling.
 
 struct HashSlot {
-  std::unique_ptr<MD5_CTX> md5 = std::make_unique<MD5_CTX>();       ///< freed once final
-  std::unique_ptr<SHA256_CTX> sha = std::make_unique<SHA256_CTX>(); ///< freed once final
+  std::unique_ptr<MD5_CTX> md5 = std::make_unique<MD5_CTX>(); ///< freed once final
+  std::unique_ptr<SHA256_CTX> sha; ///< null when the file needs no SHA-256; freed once final
   std::array<std::uint8_t, 16> md5_out{};
   std::array<std::uint8_t, 32> sha_out{};
 };
@@ -88,10 +88,13 @@ public:
   HashPool& operator=(const HashPool&) = delete;
 
   // A new file; its index is what ImageEntry::hash_slot holds.
-  std::size_t open() {
+  std::size_t open(bool sha256) {
     auto slot = std::make_unique<HashSlot>();
     MD5_Init(slot->md5.get());
-    SHA256_Init(slot->sha.get());
+    if (sha256) {
+      slot->sha = std::make_unique<SHA256_CTX>();
+      SHA256_Init(slot->sha.get());
+    }
     m_slots.push_back(std::move(slot));
     return m_slots.size() - 1;
   }
@@ -123,10 +126,13 @@ private:
     std::unique_lock lock(m_mutex);
     m_done_cv.wait(lock, [this] { return m_inflight < k_max_inflight; });
     const std::size_t w = m_queues.size();
+    const bool sha = slot->sha != nullptr;
     m_queues[index % w].push_back(Task{slot, false, chunk, final});
-    m_queues[(index + 1) % w].push_back(Task{slot, true, std::move(chunk), final});
-    m_inflight += 2 * bytes;
-    m_pending += 2;
+    if (sha) {
+      m_queues[(index + 1) % w].push_back(Task{slot, true, std::move(chunk), final});
+    }
+    m_inflight += (sha ? 2 : 1) * bytes;
+    m_pending += sha ? 2 : 1;
     lock.unlock();
     m_cv.notify_all();
   }
@@ -298,7 +304,9 @@ public:
     }
     std::size_t slot = SIZE_MAX;
     if (m_pool) {
-      slot = m_pool->open();
+      e.has_sha256 = m_options.sha256_all || wants_sha256(path) ||
+                     (m_options.sha256_paths != nullptr && m_options.sha256_paths->count(path) != 0);
+      slot = m_pool->open(e.has_sha256);
     }
     std::uint64_t total = 0;
     for (;;) {
@@ -358,7 +366,9 @@ public:
       }
       const HashSlot& s = m_pool->slot(it->second.hash_slot);
       it->second.md5 = s.md5_out;
-      it->second.sha256 = s.sha_out;
+      if (it->second.has_sha256) {
+        it->second.sha256 = s.sha_out;
+      }
       it->second.hash_slot = SIZE_MAX;
     }
     m_contents.has_digests = true;
@@ -610,6 +620,23 @@ std::string hex_of(const std::uint8_t* bytes, std::size_t size) {
   return out;
 }
 
+bool wants_sha256(std::string_view path) {
+  const std::size_t last = path.rfind('/');
+  if (last == std::string_view::npos) {
+    return false;
+  }
+  std::size_t i = 0;
+  while (i < last) {
+    const std::size_t j = std::min(path.find('/', i), last);
+    const std::string_view c = path.substr(i, j - i);
+    if (c.ends_with("-packages") || c == "bin" || c == "sbin" || c == "include") {
+      return true;
+    }
+    i = j + 1;
+  }
+  return false;
+}
+
 bool is_metadata_path(std::string_view path) {
   if (path == "var/lib/dpkg/status" || path == "var/lib/dpkg/diversions" || path == "var/lib/dpkg/arch") {
     return true;
@@ -656,9 +683,11 @@ const std::string* ImageContents::text(std::string_view path) const {
   return e != nullptr && e->type == ImageEntry::Type::file && e->text ? e->text.get() : nullptr;
 }
 
-Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& tar, const std::string& what,
-                                     const ContentsOptions& options) {
-  LS_TRY_ASSIGN(TarReader reader, TarReader::open(tar, what));
+namespace {
+
+// Applies the layer `reader` reads (a plain tar or a LayerStream) to the view.
+Result<void> apply_tar(ImageContents& contents, TarReader reader, const std::string& what,
+                       const ContentsOptions& options) {
   ViewBuilder builder(contents, options, what);
   ContentsTree tree(builder, reader);
   layer::LayerApplier applier(tree, what);
@@ -678,6 +707,21 @@ Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& ta
   }();
   builder.finish(); // always: the pool's workers still hold chunks
   return applied;
+}
+
+} // namespace
+
+Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& tar, const std::string& what,
+                                     const ContentsOptions& options) {
+  LS_TRY_ASSIGN(TarReader reader, TarReader::open(tar, what));
+  return apply_tar(contents, std::move(reader), what, options);
+}
+
+Result<void> apply_layer_to_contents(ImageContents& contents, oci::LayerStream layer,
+                                     const ContentsOptions& options) {
+  const std::string what = layer.what();
+  LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(layer)));
+  return apply_tar(contents, std::move(reader), what, options);
 }
 
 Result<void> add_directory_to_contents(ImageContents& contents, const fs::path& root,
@@ -729,8 +773,8 @@ Result<void> read_oci(ImageContents& contents, const ImageArg& image, const Cont
     contents.lock_digest = it->second;
   }
   contents.architecture = opened.platform.architecture;
-  LS_TRY_ASSIGN(TempDir tmp, private_dir("verify-"));
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(tmp.path()));
+  // Each layer is read once, where it lies: decompressed, its digest and size checked while it
+  // streams, its files hashed on the pool as they pass.
   const std::size_t n = opened.manifest.layers.size();
   for (std::size_t i = 0; i < n; ++i) {
     const oci::Descriptor& layer = opened.manifest.layers[i];
@@ -744,13 +788,12 @@ Result<void> read_oci(ImageContents& contents, const ImageArg& image, const Cont
       return invalid_input("{}: an uncompressed layer's digest must be its diff_id ({})", what,
                            opened.diff_ids[i].str());
     }
-    LS_TRY(source->fetch_blob(layer, store));
-    const fs::path blob = store.blob_path(layer.digest);
+    LS_TRY_ASSIGN(std::unique_ptr<oci::BlobReader> blob, source->open_blob(layer));
+    oci::LayerCheck check{layer.digest, static_cast<std::uint64_t>(layer.size), std::nullopt};
+    LS_TRY_ASSIGN(oci::LayerStream stream,
+                  oci::LayerStream::open(std::move(blob), oci::layer_codec(*compression), what, check));
     log::debug("verify: reading {}", what);
-    Result<void> applied = apply_layer_to_contents(contents, blob, what, options);
-    std::error_code ec;
-    fs::remove(blob, ec);
-    LS_TRY(std::move(applied));
+    LS_TRY(apply_layer_to_contents(contents, std::move(stream), options));
   }
   contents.layers = n;
   return {};

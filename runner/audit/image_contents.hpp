@@ -13,6 +13,7 @@
 // docs/verify-diff.md.
 #include "runner/runtime/exec.hpp"
 #include "support/digest.hpp"
+#include "support/oci/layer_stream.hpp"
 #include "support/result.hpp"
 
 #include <array>
@@ -20,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +35,8 @@ struct ImageEntry {
   std::uint64_t size = 0;                ///< regular files: the data's byte count
   std::string link_target;               ///< symbolic links: the target as stored
   std::array<std::uint8_t, 16> md5{};    ///< regular files, when digests were computed
-  std::array<std::uint8_t, 32> sha256{}; ///< regular files, when digests were computed
+  std::array<std::uint8_t, 32> sha256{}; ///< regular files, when has_sha256
+  bool has_sha256 = false;               ///< see wants_sha256 and ContentsOptions::sha256_paths
   /// The file's bytes, kept only for the metadata files (see is_metadata_path), else null.
   std::shared_ptr<const std::string> text;
   std::size_t hash_slot = SIZE_MAX; ///< internal: where the digests arrive while hashing runs
@@ -47,9 +50,18 @@ std::string hex_of(const std::uint8_t* bytes, std::size_t size);
 /// `*.dist-info` directory. `path` is relative to the image root, normalised ("var/lib/dpkg/status").
 bool is_metadata_path(std::string_view path);
 
+/// True for the paths a wheel installs in practice, whose SHA-256 a RECORD row may give: a path
+/// under a `*-packages` directory, or a `bin`, `sbin` or `include` directory. Every regular file
+/// gets an MD5 (dpkg's records); only these also get a SHA-256 (SHA-256 for all doubles the cost).
+bool wants_sha256(std::string_view path);
+
 /// Limits for reading hostile images.
 struct ContentsOptions {
-  bool digests = true;                  ///< hash every regular file (verify); diff only needs the metadata
+  bool digests = true; ///< hash every regular file (verify); diff only needs the metadata
+  /// Files that get a SHA-256 besides those wants_sha256 names (verify's second read, for a RECORD
+  /// naming a file elsewhere, e.g. a wheel's data files).
+  const std::set<std::string>* sha256_paths = nullptr;
+  bool sha256_all = false;              ///< a SHA-256 of every regular file (tests compare whole trees by it)
   std::uint64_t max_entries = 4U << 20; ///< paths in the final view (and members per layer)
   std::uint64_t max_layer_bytes = 1ULL << 40;    ///< uncompressed bytes of one layer
   std::uint64_t max_metadata_file = 64U << 20;   ///< one kept metadata file
@@ -91,15 +103,18 @@ private:
 };
 
 /// Reads the image's final filesystem view and config (see the file comment). For OCI images every
-/// layer blob is copied into a private temporary store under the lockstep cache, verified against its
-/// digest and size there, read, and removed; the cached blobs of other commands are not trusted
-/// for this. Malformed or hostile content is invalid_input naming the image, layer and member.
+/// layer blob is read once where it lies (the layout, or the archive's member), its digest and size
+/// checked while it streams; the cached blobs of other commands are not trusted for this. Malformed or
+/// hostile content is invalid_input naming the image, layer and member.
 Result<ImageContents> read_image_contents(const ImageArg& image, const ContentsOptions& options = {});
 
 /// Applies one uncompressed (or gzip/zstd) layer tar file over `contents` (for tests and the OCI
 /// reader), with the layer model's semantics. `what` names the layer in errors.
 Result<void> apply_layer_to_contents(ImageContents& contents, const std::filesystem::path& tar,
                                      const std::string& what, const ContentsOptions& options = {});
+/// The same for a layer read once from where it lies (its digest and size checked as it streams).
+Result<void> apply_layer_to_contents(ImageContents& contents, oci::LayerStream layer,
+                                     const ContentsOptions& options = {});
 
 /// Adds the tree under the directory `root` to `contents` (for tests and the SIF and directory
 /// readers): symbolic links are never followed, files are hashed when options.digests is set.

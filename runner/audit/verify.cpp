@@ -4,6 +4,7 @@
 
 #include "support/debian/deb822.hpp"
 #include "support/debian/debian_version.hpp"
+#include "support/log.hpp"
 #include "support/python/pep440.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
@@ -435,25 +436,31 @@ void check_deb_file(const ImageContents& contents, const ImagePackages& packages
   }
 }
 
-// Checks every RECORD row with a hash of one .dist-info directory.
-Result<void> check_record(const ImageContents& contents, const InstalledDist& dist, VerifyReport& report) {
+// One RECORD row with a hash, and the image path it names.
+struct RecordRow {
+  const RecordEntry* row = nullptr;
+  std::string path;
+};
+
+// The hashed rows of one .dist-info directory's RECORD (none when it has no RECORD).
+Result<std::vector<RecordRow>> record_rows(const ImageContents& contents, const InstalledDist& dist,
+                                           std::vector<RecordEntry>& storage) {
   const std::string record_path = dist.dir + "/RECORD";
   const std::string* text = contents.text(record_path);
   if (text == nullptr) {
-    return {};
+    return std::vector<RecordRow>();
   }
-  ++report.wheels;
   const std::string where = located(contents, record_path);
   Result<std::vector<RecordEntry>> parsed = parse_record(*text, where);
   if (!parsed) {
     return sanitized(std::move(parsed).error());
   }
-  const std::vector<RecordEntry>& rows = *parsed;
+  storage = std::move(*parsed);
   const std::string site =
       dist.dir.substr(0, dist.dir.rfind('/') == std::string::npos ? 0 : dist.dir.rfind('/'));
-  const std::string package = fmt::format("{} {}", dist.name, dist.version);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const RecordEntry& row = rows[i];
+  std::vector<RecordRow> out;
+  for (std::size_t i = 0; i < storage.size(); ++i) {
+    const RecordEntry& row = storage[i];
     if (!row.hash) {
       continue; // RECORD itself, signatures: pip skips them too
     }
@@ -465,9 +472,25 @@ Result<void> check_record(const ImageContents& contents, const InstalledDist& di
       return invalid_input("{}: entry {} ('{}') points outside the image", where, i + 1,
                            !has_controls(row.path) ? row.path.substr(0, 200) : "(binary)");
     }
-    const std::string shown = "/" + *path;
+    out.push_back({&row, std::move(*path)});
+  }
+  return out;
+}
+
+// Checks every RECORD row with a hash of one .dist-info directory.
+Result<void> check_record(const ImageContents& contents, const InstalledDist& dist, VerifyReport& report) {
+  std::vector<RecordEntry> storage;
+  LS_TRY_ASSIGN(const std::vector<RecordRow> rows, record_rows(contents, dist, storage));
+  if (contents.text(dist.dir + "/RECORD") == nullptr) {
+    return {};
+  }
+  ++report.wheels;
+  const std::string package = fmt::format("{} {}", dist.name, dist.version);
+  for (const RecordRow& r : rows) {
+    const RecordEntry& row = *r.row;
+    const std::string shown = "/" + r.path;
     ++report.files;
-    const ImageEntry* e = contents.resolve(*path, FollowLast::yes);
+    const ImageEntry* e = contents.resolve(r.path, FollowLast::yes);
     if (e == nullptr) {
       report.problems.push_back(
           {Kind::file_missing, package, shown, fmt::format("{}: missing (in {}'s RECORD)", shown, package)});
@@ -475,6 +498,9 @@ Result<void> check_record(const ImageContents& contents, const InstalledDist& di
       report.problems.push_back(
           {Kind::file_type, package, shown,
            fmt::format("{}: not a regular file ({}'s RECORD lists a file)", shown, package)});
+    } else if (!e->has_sha256) {
+      return internal_error("{}: no SHA-256 was computed for {} (read the image with read_for_verify)",
+                            contents.what, shown);
     } else if (hex_of(e->sha256.data(), e->sha256.size()) != row.hash->hex()) {
       const std::string sizes = row.size && *row.size != e->size
                                     ? fmt::format(" ({} bytes, RECORD says {})", e->size, *row.size)
@@ -592,6 +618,9 @@ envspec::ComponentSet image_components(const ImageContents& contents, const Imag
   return set;
 }
 
+namespace {
+
+// "lock-digest", "deb-missing", ... (the JSON form).
 std::string_view problem_kind_name(VerifyProblem::Kind kind) {
   switch (kind) {
   case Kind::lock_digest:
@@ -623,6 +652,8 @@ std::string_view problem_kind_name(VerifyProblem::Kind kind) {
   }
   return "unknown";
 }
+
+} // namespace
 
 Result<VerifyReport> verify_contents(const ImageContents& contents, const VerifyOptions& options) {
   if (!contents.has_digests) {
@@ -684,6 +715,49 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
     }
   }
   return report;
+}
+
+Result<ImageContents> read_for_verify(const ImageArg& image) {
+  LS_TRY_ASSIGN(ImageContents contents, read_image_contents(image));
+  // The files a RECORD names outside the paths hashed with SHA-256 (a wheel's data files): one
+  // more read of the image for them. Malformed records are left for verify_contents to report.
+  std::set<std::string> missing;
+  auto packages = image_packages(contents);
+  if (packages) {
+    for (const InstalledDist& dist : packages->dists) {
+      std::vector<RecordEntry> storage;
+      auto rows = dist.from_deb ? Result<std::vector<RecordRow>>(std::vector<RecordRow>())
+                                : record_rows(contents, dist, storage);
+      if (!rows) {
+        continue;
+      }
+      for (const RecordRow& r : *rows) {
+        std::string real;
+        const ImageEntry* e = contents.resolve(r.path, FollowLast::yes, &real);
+        if (e != nullptr && e->type == ImageEntry::Type::file && !e->has_sha256) {
+          missing.insert(real); // the path the file is stored at (a RECORD may name it through a link)
+        }
+      }
+    }
+  }
+  if (missing.empty()) {
+    return contents;
+  }
+  log::debug("verify: {} file(s) named by a RECORD need a SHA-256; reading the image again", missing.size());
+  ContentsOptions again;
+  again.sha256_paths = &missing;
+  LS_TRY_ASSIGN(const ImageContents second, read_image_contents(image, again));
+  for (auto& [path, e] : contents.mutable_entries()) {
+    if (e.type != ImageEntry::Type::file || e.has_sha256) {
+      continue;
+    }
+    const auto& entries = second.entries();
+    if (auto it = entries.find(path); it != entries.end() && it->second.has_sha256) {
+      e.sha256 = it->second.sha256;
+      e.has_sha256 = true;
+    }
+  }
+  return contents;
 }
 
 std::string render_verify_text(const VerifyReport& report) {

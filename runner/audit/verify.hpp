@@ -112,9 +112,6 @@ struct VerifyProblem {
   std::string message; ///< the line printed ("/usr/lib/libfoo.so.1: md5 differs from libfoo1's record")
 };
 
-/// "lock-digest", "deb-missing", ... (the JSON form).
-std::string_view problem_kind_name(VerifyProblem::Kind kind);
-
 /// What verify checked and found.
 struct VerifyReport {
   std::string image;            ///< as named
@@ -133,6 +130,10 @@ struct VerifyOptions {
   const envspec::Lock* lock = nullptr; ///< compare the package sets with it, when given
   std::string lock_name;               ///< the lock's file, for messages
 };
+
+/// Reads an image for verify_contents: read_image_contents, then, when a RECORD names files that
+/// got no SHA-256 (outside wants_sha256's paths), a second read that hashes just those.
+Result<ImageContents> read_for_verify(const ImageArg& image);
 
 /// Checks `contents` (read with digests). Problems come in a fixed order: the lock digest, the
 /// lock's debs and wheels (by name), then file problems package by package in name order, files in

@@ -53,15 +53,17 @@ std::string utc_stamp(std::int64_t ns, bool compact) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-} // namespace
-
+// The rank this process is, from the launcher's environment (nullopt outside a launcher).
 std::optional<int> rank_from_environment() {
   return int_env({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"});
 }
 
+// The node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or MPI_LOCALRANKID).
 std::optional<int> local_rank_from_environment() {
   return int_env({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"});
 }
+
+} // namespace
 
 std::int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

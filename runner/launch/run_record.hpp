@@ -31,14 +31,9 @@ struct RankReport {
   bool operator==(const RankReport&) const = default;
 };
 
-/// The rank this process is, from the launcher's environment (nullopt outside a launcher).
-std::optional<int> rank_from_environment();
-
 /// Runs one rank's command (`lockstep exec --rank-report DIR`) and, when it ends or fails to
 /// start, writes DIR/rank-N.json with the rank, node, exit code and times. Returns `run`'s result.
 Result<int> run_reporting_rank(const std::filesystem::path& dir, const std::function<Result<int>()>& run);
-/// The node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or MPI_LOCALRANKID).
-std::optional<int> local_rank_from_environment();
 
 /// Now, in ns since the epoch (wall clock).
 std::int64_t wall_clock_ns();

@@ -36,8 +36,7 @@ bool allowed_in_version(char c) {
   return is_digit(c) || is_alpha(c) || c == '.' || c == '+' || c == '~' || c == '-' || c == ':';
 }
 
-} // namespace
-
+// dpkg's comparison of two version fragments (upstream or revision parts): <0, 0 or >0.
 int compare_version_fragment(std::string_view a, std::string_view b) {
   std::size_t i = 0;
   std::size_t j = 0;
@@ -78,6 +77,8 @@ int compare_version_fragment(std::string_view a, std::string_view b) {
   }
   return 0;
 }
+
+} // namespace
 
 Result<DebianVersion> DebianVersion::parse(std::string_view text) {
   if (text.empty()) {

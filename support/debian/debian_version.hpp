@@ -30,9 +30,6 @@ struct DebianVersion {
   friend bool operator==(const DebianVersion& a, const DebianVersion& b) { return (a <=> b) == 0; }
 };
 
-/// dpkg's comparison of two version fragments (upstream or revision parts): <0, 0 or >0.
-int compare_version_fragment(std::string_view a, std::string_view b);
-
 /// A version relation in a dependency field.
 enum class VersionRelation { earlier, earlier_equal, equal, later_equal, later };
 

@@ -17,6 +17,7 @@
 #include "support/oci/image_internal.hpp"
 #include "support/oci/tar_reader.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -171,7 +172,38 @@ public:
     return {};
   }
 
+  Result<std::unique_ptr<BlobReader>> open_blob(const Descriptor& desc) override {
+    LS_TRY(check_readable_blob(desc, UINT64_MAX, m_names.location));
+    LS_TRY_ASSIGN(std::string name, blob_member(desc));
+    const Member& m = m_members.at(name);
+    if (m.data) {
+      return memory_blob_reader(*m.data); // m_members outlives the source's readers
+    }
+    LS_TRY_ASSIGN(TarReader reader, TarReader::open(m_ref.path, m_names.location));
+    for (;;) {
+      LS_TRY(check_interrupted());
+      LS_TRY_ASSIGN(auto tm, reader.next());
+      if (!tm) {
+        return invalid_input("{}: archive member '{}' is gone (did the file change while lockstep read it?)",
+                             m_names.location, name);
+      }
+      if (tm->type == TarMember::Type::file && tm->name == name) {
+        return std::unique_ptr<BlobReader>(std::make_unique<MemberBlob>(std::move(reader)));
+      }
+    }
+  }
+
 private:
+  // The archive positioned at the member.
+  class MemberBlob final : public BlobReader {
+  public:
+    explicit MemberBlob(TarReader reader) : m_reader(std::move(reader)) {}
+    Result<std::size_t> read(void* data, std::size_t size) override { return m_reader.read(data, size); }
+
+  private:
+    TarReader m_reader;
+  };
+
   Result<void> read_members() {
     LS_TRY_ASSIGN(TarReader reader, TarReader::open(m_ref.path, m_names.location));
     std::uint64_t in_memory = 0;

@@ -33,7 +33,7 @@ public:
 
   Result<std::string> read_blob(const Descriptor& desc, std::uint64_t max_size) override {
     LS_TRY(check_readable_blob(desc, max_size, m_names.location));
-    LS_TRY_ASSIGN(UniqueFd fd, open_blob(desc));
+    LS_TRY_ASSIGN(UniqueFd fd, open_blob_file(desc));
     std::string data(static_cast<std::size_t>(desc.size), '\0');
     LS_TRY_ASSIGN(std::size_t got, read_full(fd.get(), data.data(), data.size(), blob_what(desc)));
     if (got != data.size()) {
@@ -51,7 +51,7 @@ public:
       return {};
     }
     LS_TRY(check_readable_blob(desc, UINT64_MAX, m_names.location));
-    LS_TRY_ASSIGN(UniqueFd fd, open_blob(desc));
+    LS_TRY_ASSIGN(UniqueFd fd, open_blob_file(desc));
     LS_TRY_ASSIGN(BlobStore::Writer writer, store.begin_write());
     std::vector<char> buf(k_chunk);
     while (true) {
@@ -73,6 +73,12 @@ public:
     return {};
   }
 
+  Result<std::unique_ptr<BlobReader>> open_blob(const Descriptor& desc) override {
+    LS_TRY(check_readable_blob(desc, UINT64_MAX, m_names.location));
+    LS_TRY_ASSIGN(UniqueFd fd, open_blob_file(desc));
+    return file_blob_reader(std::move(fd), blob_what(desc));
+  }
+
 private:
   // "blob sha256:... in oci:DIR", for read errors.
   [[nodiscard]] std::string blob_what(const Descriptor& desc) const {
@@ -80,7 +86,7 @@ private:
   }
 
   // Opens blobs/<alg>/<hex> without following a symlink; checks type and size.
-  Result<UniqueFd> open_blob(const Descriptor& desc) {
+  Result<UniqueFd> open_blob_file(const Descriptor& desc) {
     fs::path p = m_ref.path / "blobs" / desc.digest.algorithm() / desc.digest.hex();
     int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {

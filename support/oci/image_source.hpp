@@ -6,6 +6,7 @@
 // never resolve outside the archive.
 #include "support/blob_store.hpp"
 #include "support/digest.hpp"
+#include "support/oci/layer_stream.hpp"
 #include "support/oci/oci.hpp"
 #include "support/result.hpp"
 
@@ -78,6 +79,9 @@ public:
   /// Copies a blob into the store, verifying digest and size while streaming; a no-op if the
   /// store already has it. Blobs of a synthesised manifest are known once resolve() returned it.
   virtual Result<void> fetch_blob(const Descriptor& desc, const BlobStore& store) = 0;
+  /// The blob's bytes where they lie, for one front-to-back read (no copy); the caller checks
+  /// digest and size while reading (LayerStream does). Refuses digests lockstep cannot verify.
+  virtual Result<std::unique_ptr<BlobReader>> open_blob(const Descriptor& desc) = 0;
 };
 
 } // namespace lockstep::oci

@@ -332,6 +332,11 @@ Walk walk_in_root(std::string_view input, const Lookup& lookup, bool follow_last
   return {Walk::Status::ok, current};
 }
 
+namespace {
+
+// Resolves `input` as a directory (every link followed): ok with the directory, or why not
+// (missing includes a final component that is missing or a link to nothing; not_directory a final
+// component that is not a directory).
 Walk walk_to_directory(std::string_view input, const Lookup& lookup) {
   Walk w = walk_in_root(input, lookup, true);
   if (w.status != Walk::Status::ok || w.path.empty()) {
@@ -346,6 +351,8 @@ Walk walk_to_directory(std::string_view input, const Lookup& lookup) {
   }
   return w;
 }
+
+} // namespace
 
 Parent resolve_parent(std::string_view parent, const Lookup& lookup) {
   Parent r;

@@ -100,11 +100,6 @@ struct Walk {
 };
 Walk walk_in_root(std::string_view input, const Lookup& lookup, bool follow_last);
 
-/// Resolves `input` as a directory (every link followed): ok with the directory, or why not
-/// (missing includes a final component that is missing or a link to nothing; not_directory a final
-/// component that is not a directory).
-Walk walk_to_directory(std::string_view input, const Lookup& lookup);
-
 /// Where a member's parent directory is, and what is created to get there.
 struct Parent {
   enum class Status {

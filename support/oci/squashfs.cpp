@@ -7,14 +7,11 @@
 #include "support/oci/layer_model.hpp"
 #include "support/oci/tar_reader.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <climits>
 #include <libdeflate.h>
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -482,122 +479,6 @@ std::uint16_t type_bits(Node::Kind kind) {
   return 0;
 }
 
-// Decompresses a gzip layer with libdeflate, one member at a time, for libarchive to read as a
-// plain tar: about three times zlib's speed. Layers lockstep writes are members of 1 MiB; a
-// layer whose first member doesn't fit in k_probe_size (one big member, as `gzip`, pigz and Go
-// write) is left to libarchive's streaming zlib reader, see open_gzip_feed().
-class GzipFeed {
-public:
-  static constexpr std::size_t k_probe_size = 4U << 20;
-  static constexpr std::size_t k_max_member = 256U << 20;
-
-  GzipFeed(const std::uint8_t* data, std::size_t size)
-      : m_data(data), m_size(size), m_inflate(libdeflate_alloc_decompressor()) {}
-  ~GzipFeed() { libdeflate_free_decompressor(m_inflate); }
-  GzipFeed(const GzipFeed&) = delete;
-  GzipFeed& operator=(const GzipFeed&) = delete;
-  GzipFeed(GzipFeed&&) = delete;
-  GzipFeed& operator=(GzipFeed&&) = delete;
-
-  /// Decodes the first member into a buffer of at most `limit` bytes; false if it doesn't fit.
-  bool probe() {
-    m_pending = m_inflate != nullptr && next_member(k_probe_size) >= 0;
-    return m_pending;
-  }
-  [[nodiscard]] std::size_t consumed() const { return m_pos; }
-
-  static la_ssize_t read(struct archive* a, void* self_ptr, const void** buf) {
-    auto* self = static_cast<GzipFeed*>(self_ptr);
-    if (self->m_pending) {
-      self->m_pending = false;
-      *buf = self->m_out.data();
-      return static_cast<la_ssize_t>(self->m_out_size);
-    }
-    for (;;) {
-      la_ssize_t n = self->next_member(k_max_member);
-      if (n < 0) {
-        archive_set_error(a, EINVAL, "%s", self->m_error.c_str());
-        return ARCHIVE_FATAL;
-      }
-      if (n > 0 || self->m_pos >= self->m_size) {
-        *buf = self->m_out.data();
-        return n;
-      }
-    }
-  }
-
-private:
-  // Decodes the next member; returns its size (0 at the end), or -1 with m_error set.
-  la_ssize_t next_member(std::size_t limit) {
-    // After the last member: the end, or padding that is not another member (ignored as gzip -d does).
-    if (m_pos >= m_size ||
-        (m_pos > 0 && (m_size - m_pos < 2 || m_data[m_pos] != 0x1F || m_data[m_pos + 1] != 0x8B))) {
-      m_pos = m_size;
-      m_out_size = 0;
-      return 0;
-    }
-    if (m_out.empty()) {
-      m_out.resize(std::min<std::size_t>(2U << 20, limit));
-    }
-    for (;;) {
-      std::size_t in_used = 0;
-      std::size_t out_used = 0;
-      auto r = libdeflate_gzip_decompress_ex(m_inflate, m_data + m_pos, m_size - m_pos, m_out.data(),
-                                             m_out.size(), &in_used, &out_used);
-      if (r == LIBDEFLATE_SUCCESS) {
-        m_pos += in_used;
-        m_out_size = out_used;
-        return static_cast<la_ssize_t>(out_used);
-      }
-      if (r == LIBDEFLATE_INSUFFICIENT_SPACE && m_out.size() < limit) {
-        m_out.resize(std::min(m_out.size() * 2, limit));
-        continue;
-      }
-      m_error =
-          r == LIBDEFLATE_INSUFFICIENT_SPACE
-              ? fmt::format("a gzip member at byte {} decompresses to more than {} MiB", m_pos, limit >> 20)
-              : fmt::format("invalid gzip data at byte {}", m_pos);
-      return -1;
-    }
-  }
-
-  const std::uint8_t* m_data;
-  std::size_t m_size;
-  std::size_t m_pos = 0;
-  libdeflate_decompressor* m_inflate;
-  std::vector<std::uint8_t> m_out;
-  std::size_t m_out_size = 0;
-  bool m_pending = false;
-  std::string m_error;
-};
-
-// A read-only mapping of a whole file.
-class Mapping {
-public:
-  Mapping() = default;
-  Mapping(const std::uint8_t* data, std::size_t size) : m_data(data), m_size(size) {}
-  ~Mapping() {
-    if (m_data != nullptr) {
-      ::munmap(const_cast<std::uint8_t*>(m_data), m_size); // NOLINT(cppcoreguidelines-pro-type-const-cast)
-    }
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  Mapping(Mapping&&) = delete;
-  Mapping& operator=(Mapping&&) = delete;
-  [[nodiscard]] const std::uint8_t* data() const { return m_data; }
-  [[nodiscard]] std::size_t size() const { return m_size; }
-
-private:
-  const std::uint8_t* m_data = nullptr;
-  std::size_t m_size = 0;
-};
-
-struct ArchiveDeleter {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-using ArchivePtr = std::unique_ptr<struct archive, ArchiveDeleter>;
-
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -659,7 +540,7 @@ private:
   class NodeTree;
 
   Result<void> read_layer(std::size_t index, const std::unordered_map<std::uint64_t, Node*>* winners);
-  Result<std::size_t> stream_file(struct archive* a, const std::string& what, const std::string& name);
+  Result<std::size_t> stream_file(TarReader& reader, const std::string& name);
   Result<std::size_t> stream_bytes(std::string_view data);
   /// The node at the resolved `path` (no symbolic link followed), or null.
   [[nodiscard]] NodePtr node_at(std::string_view path) const;
@@ -668,6 +549,14 @@ private:
   Result<void> stream_inline_files();
   Result<void> redo_data();
   Result<void> write_tables(sqfs_super_t& super, std::int64_t& size);
+  struct Tables;
+  std::vector<Node*> number_nodes();
+  Result<Tables> create_tables();
+  Result<void> record_xattrs(const std::vector<Node*>& order, Tables& t);
+  Result<sqfs_inode_generic_t*> inode_of(Node& n, std::uint32_t xattr, Tables& t, InodePtr& owned);
+  Result<void> write_inodes(const std::vector<Node*>& order, Tables& t);
+  Result<void> write_directory_and_id_tables(sqfs_super_t& super, Tables& t);
+  Result<std::int64_t> write_superblock(sqfs_super_t& super);
 
   int m_fd;
   std::int64_t m_offset;
@@ -766,8 +655,7 @@ Result<std::size_t> SquashfsWriter::Impl::stream_bytes(std::string_view data) {
   return slot;
 }
 
-Result<std::size_t> SquashfsWriter::Impl::stream_file(struct archive* a, const std::string& what,
-                                                      const std::string& name) {
+Result<std::size_t> SquashfsWriter::Impl::stream_file(TarReader& reader, const std::string& name) {
   m_inodes.push_back(nullptr);
   std::size_t slot = m_inodes.size() - 1;
   if (int r = sqfs_block_processor_begin_file(m_processor.get(), &m_inodes.back(), nullptr, 0); r != 0) {
@@ -775,11 +663,7 @@ Result<std::size_t> SquashfsWriter::Impl::stream_file(struct archive* a, const s
   }
   for (;;) {
     LS_TRY(check_interrupted());
-    la_ssize_t n = archive_read_data(a, m_buffer.data(), m_buffer.size());
-    if (n < 0) {
-      return invalid_input("{}: can't read member '{}': {}", what, name,
-                           archive_error_string(a) != nullptr ? archive_error_string(a) : "read error");
-    }
+    LS_TRY_ASSIGN(std::size_t n, reader.read(m_buffer.data(), m_buffer.size()));
     if (n == 0) {
       break;
     }
@@ -801,11 +685,10 @@ class SquashfsWriter::Impl::NodeTree final : public layer::Tree {
 public:
   NodeTree(Impl& impl, std::size_t layer) : m_impl(impl), m_layer(layer) {}
 
-  // The member being applied: its archive (for a file's data) and its ordinal in the layer.
-  void set_member(struct archive* a, std::uint64_t ordinal, const std::string* what) {
-    m_archive = a;
+  // The member being applied: its reader (for a file's data) and its ordinal in the layer.
+  void set_member(TarReader* reader, std::uint64_t ordinal) {
+    m_reader = reader;
     m_ordinal = ordinal;
-    m_what = what;
   }
 
   [[nodiscard]] layer::Entry lookup(const std::string& path) const override {
@@ -862,8 +745,8 @@ public:
       n->layer = static_cast<std::int32_t>(m_layer);
       n->member = m_ordinal;
       n->capability = m.capability;
-      if (m.size > 0 && m_archive != nullptr) {
-        LS_TRY_ASSIGN(n->slot, m_impl.stream_file(m_archive, *m_what, path));
+      if (m.size > 0 && m_reader != nullptr) {
+        LS_TRY_ASSIGN(n->slot, m_impl.stream_file(*m_reader, path));
       }
       break;
     }
@@ -904,9 +787,8 @@ private:
 
   Impl& m_impl;
   std::size_t m_layer;
-  struct archive* m_archive = nullptr;
+  TarReader* m_reader = nullptr;
   std::uint64_t m_ordinal = 0;
-  const std::string* m_what = nullptr;
 };
 
 // Reads one layer. First pass (no `winners`): every member is applied to the tree by the layer
@@ -916,87 +798,43 @@ Result<void> SquashfsWriter::Impl::read_layer(std::size_t index,
                                               const std::unordered_map<std::uint64_t, Node*>* winners) {
   const Layer& layer = m_layers[index];
   const std::string& what = layer.what;
-  LS_TRY_ASSIGN(UniqueFd fd, open_file(layer.path, O_RDONLY));
-  ArchivePtr a(archive_read_new());
-  if (!a) {
-    return internal_error("libarchive: out of memory");
-  }
-  archive_read_support_format_tar(a.get());
-  archive_read_support_filter_none(a.get());
-  archive_read_support_filter_gzip(a.get());
-  archive_read_support_filter_zstd(a.get());
-  archive_read_support_filter_xz(a.get());
-  // gzip layers of small members go through libdeflate; everything else through libarchive.
-  std::optional<Mapping> mapping;
-  std::unique_ptr<GzipFeed> feed;
-  struct stat st {};
-  if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 2) {
-    void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (p != MAP_FAILED) {
-      mapping.emplace(static_cast<const std::uint8_t*>(p), static_cast<std::size_t>(st.st_size));
-      ::madvise(p, mapping->size(), MADV_SEQUENTIAL);
-      if (mapping->data()[0] == 0x1F && mapping->data()[1] == 0x8B) {
-        feed = std::make_unique<GzipFeed>(mapping->data(), mapping->size());
-        if (!feed->probe()) {
-          feed.reset();
-        }
-      }
-    }
-  }
-  int opened = feed ? archive_read_open(a.get(), feed.get(), nullptr, &GzipFeed::read, nullptr)
-                    : archive_read_open_fd(a.get(), fd.get(), 256U * 1024U);
-  if (opened != ARCHIVE_OK) {
-    return invalid_input("{}: not a tar archive: {}", what,
-                         archive_error_string(a.get()) != nullptr ? archive_error_string(a.get())
-                                                                  : "unreadable");
-  }
-  auto bytes_read = [&] {
-    return feed ? static_cast<std::int64_t>(feed->consumed()) : archive_filter_bytes(a.get(), -1);
-  };
-  std::int64_t consumed = 0;
-  std::uint64_t ordinal = 0;
-  std::string previous;
-  NodeTree tree(*this, index);
-  layer::LayerApplier applier(tree, what);
-  for (;; ++ordinal) {
-    LS_TRY(check_interrupted());
-    struct archive_entry* entry = nullptr;
-    int rc = archive_read_next_header(a.get(), &entry);
-    if (rc == ARCHIVE_EOF) {
-      break;
-    }
-    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
-      const char* msg = archive_error_string(a.get());
-      return invalid_input("{}: can't read the member after '{}': {}", what, previous,
-                           msg != nullptr ? msg : "not a valid tar archive");
-    }
-    if (m_options.progress != nullptr) {
-      std::int64_t now = bytes_read();
+  // Read once, front to back, through the one layer decoder (support/oci/layer_stream.hpp):
+  // memory stays bounded whatever the layer's size or compression.
+  LS_TRY_ASSIGN(std::unique_ptr<oci::BlobReader> blob, oci::open_file_blob(layer.path, what));
+  LS_TRY_ASSIGN(oci::LayerStream stream,
+                oci::LayerStream::open(std::move(blob), oci::LayerCodec::detect, what));
+  LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(stream)));
+  const oci::LayerStream* progress_of = reader.layer_stream();
+  std::uint64_t consumed = 0;
+  auto report_progress = [&] {
+    if (m_options.progress != nullptr && progress_of != nullptr) {
+      const std::uint64_t now = progress_of->blob_bytes();
       if (now > consumed) {
-        m_options.progress->advance(static_cast<std::uint64_t>(now - consumed));
+        m_options.progress->advance(now - consumed);
         consumed = now;
       }
     }
+  };
+  NodeTree tree(*this, index);
+  layer::LayerApplier applier(tree, what);
+  for (std::uint64_t ordinal = 0;; ++ordinal) {
+    LS_TRY(check_interrupted());
+    LS_TRY_ASSIGN(std::optional<layer::Member> m, reader.next_layer_member());
+    if (!m) {
+      break;
+    }
+    report_progress();
     if (winners != nullptr) {
-      bool is_file = archive_entry_hardlink(entry) == nullptr && archive_entry_filetype(entry) == AE_IFREG;
       auto it = winners->find(ordinal);
-      if (it != winners->end() && is_file) {
-        const char* raw = archive_entry_pathname(entry);
-        LS_TRY_ASSIGN(it->second->slot, stream_file(a.get(), what, raw != nullptr ? raw : "?"));
+      if (it != winners->end() && m->kind == layer::Member::Kind::file) {
+        LS_TRY_ASSIGN(it->second->slot, stream_file(reader, m->raw));
       }
       continue;
     }
-    LS_TRY_ASSIGN(layer::Member m, layer::classify_member(entry, what));
-    previous = m.raw;
-    tree.set_member(a.get(), ordinal, &what);
-    LS_TRY(applier.apply(m));
+    tree.set_member(&reader, ordinal);
+    LS_TRY(applier.apply(*m));
   }
-  if (m_options.progress != nullptr) {
-    std::int64_t now = bytes_read();
-    if (now > consumed) {
-      m_options.progress->advance(static_cast<std::uint64_t>(now - consumed));
-    }
-  }
+  report_progress();
   return {};
 }
 
@@ -1208,11 +1046,33 @@ InodePtr new_inode(std::size_t extra) {
 
 } // namespace
 
-Result<void> SquashfsWriter::Impl::write_tables(sqfs_super_t& super, std::int64_t& size) {
-  sqfs_file_t* file = m_file.get();
-  sqfs_compressor_t* cmp = m_cmp.get();
+// The writers of the tables after the data: ids, extended attributes, inodes, directories.
+struct SquashfsWriter::Impl::Tables {
+  SqfsPtr<sqfs_id_table_t> ids;
+  SqfsPtr<sqfs_xattr_writer_t> xattrs;
+  SqfsPtr<sqfs_meta_writer_t> inodes;
+  SqfsPtr<sqfs_meta_writer_t> dir_meta;
+  SqfsPtr<sqfs_dir_writer_t> dirs;
+  std::vector<std::uint32_t> xattr_index; ///< per node of the inode order
+  bool any_xattr = false;
+};
 
-  // Numbering and link counts.
+// Writes the tables and the superblock after the data; `size` is the padded image size.
+Result<void> SquashfsWriter::Impl::write_tables(sqfs_super_t& super, std::int64_t& size) {
+  const std::vector<Node*> order = number_nodes();
+  LS_TRY_ASSIGN(Tables t, create_tables());
+  LS_TRY(record_xattrs(order, t));
+  super.inode_table_start = m_file->get_size(m_file.get());
+  LS_TRY(write_inodes(order, t));
+  LS_TRY(write_directory_and_id_tables(super, t));
+  super.inode_count = static_cast<sqfs_u32>(order.size());
+  LS_TRY_ASSIGN(size, write_superblock(super));
+  return {};
+}
+
+// Inode numbers as mksquashfs gives them (hard-linked files first, then depth-first, the root
+// last), link counts and parent numbers; returns the nodes in inode order.
+std::vector<Node*> SquashfsWriter::Impl::number_nodes() {
   std::vector<Node*> all;
   std::set<Node*> seen;
   collect_nodes(m_root, all, seen);
@@ -1233,117 +1093,133 @@ Result<void> SquashfsWriter::Impl::write_tables(sqfs_super_t& super, std::int64_
   m_root->inode_num = static_cast<std::uint32_t>(order.size());
   m_root->parent_num = m_root->inode_num + 1; // as mksquashfs
   set_parents(m_root.get());
+  return order;
+}
 
-  SqfsPtr<sqfs_id_table_t> ids(sqfs_id_table_create(0));
-  SqfsPtr<sqfs_xattr_writer_t> xattrs(sqfs_xattr_writer_create(0));
-  SqfsPtr<sqfs_meta_writer_t> inode_writer(sqfs_meta_writer_create(file, cmp, 0));
-  SqfsPtr<sqfs_meta_writer_t> dir_meta(sqfs_meta_writer_create(file, cmp, SQFS_META_WRITER_KEEP_IN_MEMORY));
-  if (!ids || !xattrs || !inode_writer || !dir_meta) {
+Result<SquashfsWriter::Impl::Tables> SquashfsWriter::Impl::create_tables() {
+  Tables t;
+  t.ids.reset(sqfs_id_table_create(0));
+  t.xattrs.reset(sqfs_xattr_writer_create(0));
+  t.inodes.reset(sqfs_meta_writer_create(m_file.get(), m_cmp.get(), 0));
+  t.dir_meta.reset(sqfs_meta_writer_create(m_file.get(), m_cmp.get(), SQFS_META_WRITER_KEEP_IN_MEMORY));
+  if (t.dir_meta) {
+    t.dirs.reset(sqfs_dir_writer_create(t.dir_meta.get(), 0));
+  }
+  if (!t.ids || !t.xattrs || !t.inodes || !t.dir_meta || !t.dirs) {
     return internal_error("{}: out of memory", m_what);
   }
-  SqfsPtr<sqfs_dir_writer_t> dirs(sqfs_dir_writer_create(dir_meta.get(), 0));
-  if (!dirs) {
-    return internal_error("{}: out of memory", m_what);
-  }
+  return t;
+}
 
-  // Extended attributes, in inode order.
-  bool any_xattr = false;
-  std::vector<std::uint32_t> xattr_index(order.size(), k_no_xattr);
+// Extended attributes (file capabilities), in inode order.
+Result<void> SquashfsWriter::Impl::record_xattrs(const std::vector<Node*>& order, Tables& t) {
+  t.xattr_index.assign(order.size(), k_no_xattr);
   for (std::size_t i = 0; i < order.size(); ++i) {
     const Node* n = order[i];
     if (n->capability.empty()) {
       continue;
     }
-    any_xattr = true;
-    int r = sqfs_xattr_writer_begin(xattrs.get(), 0);
+    t.any_xattr = true;
+    int r = sqfs_xattr_writer_begin(t.xattrs.get(), 0);
     if (r == 0) {
-      r = sqfs_xattr_writer_add(xattrs.get(), "security.capability", n->capability.data(),
+      r = sqfs_xattr_writer_add(t.xattrs.get(), "security.capability", n->capability.data(),
                                 n->capability.size());
     }
     if (r == 0) {
-      r = sqfs_xattr_writer_end(xattrs.get(), &xattr_index[i]);
+      r = sqfs_xattr_writer_end(t.xattrs.get(), &t.xattr_index[i]);
     }
     if (r != 0) {
       return sqfs_failure("can't record extended attributes", r);
     }
   }
+  return {};
+}
 
-  super.inode_table_start = file->get_size(file);
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    LS_TRY(check_interrupted());
-    Node* n = order[i];
-    InodePtr owned;
-    sqfs_inode_generic_t* inode = nullptr;
-    int r = 0;
-    switch (n->kind) {
-    case Node::Kind::directory: {
-      r = sqfs_dir_writer_begin(dirs.get(), 0);
-      for (const auto& [name, child] : n->children) {
-        if (r == 0) {
-          r = sqfs_dir_writer_add_entry(dirs.get(), name.c_str(), child->inode_num, child->ref,
-                                        static_cast<sqfs_u16>(type_bits(child->kind) | child->perm));
-        }
-      }
+// The inode of one node, by kind (a directory's listing is written here too); `owned` holds it
+// unless it is a file's inode from the block processor.
+Result<sqfs_inode_generic_t*> SquashfsWriter::Impl::inode_of(Node& n, std::uint32_t xattr, Tables& t,
+                                                             InodePtr& owned) {
+  switch (n.kind) {
+  case Node::Kind::directory: {
+    int r = sqfs_dir_writer_begin(t.dirs.get(), 0);
+    for (const auto& [name, child] : n.children) {
       if (r == 0) {
-        r = sqfs_dir_writer_end(dirs.get());
+        r = sqfs_dir_writer_add_entry(t.dirs.get(), name.c_str(), child->inode_num, child->ref,
+                                      static_cast<sqfs_u16>(type_bits(child->kind) | child->perm));
       }
-      if (r != 0) {
-        return sqfs_failure("can't write a directory listing", r);
-      }
-      owned.reset(sqfs_dir_writer_create_inode(dirs.get(), 0, xattr_index[i], n->parent_num));
-      if (!owned) {
-        return internal_error("{}: out of memory", m_what);
-      }
-      if (owned->base.type == SQFS_INODE_DIR) {
-        owned->data.dir.nlink = n->nlink;
-      } else {
-        owned->data.dir_ext.nlink = n->nlink;
-      }
-      inode = owned.get();
-      break;
     }
-    case Node::Kind::file:
-      if (n->slot != k_no_slot) {
-        inode = m_inodes[n->slot];
-      } else {
-        owned = new_inode(0);
-        if (!owned) {
-          return internal_error("{}: out of memory", m_what);
-        }
-        owned->base.type = SQFS_INODE_FILE;
-        owned->data.file.fragment_index = 0xFFFFFFFFU;
-        inode = owned.get();
-      }
-      if (n->nlink > 1) {
-        r = sqfs_inode_make_extended(inode);
-        inode->data.file_ext.nlink = n->nlink;
-      }
-      break;
-    case Node::Kind::symlink:
-      owned = new_inode(n->target.size());
-      if (!owned) {
-        return internal_error("{}: out of memory", m_what);
-      }
-      owned->base.type = SQFS_INODE_SLINK;
-      owned->data.slink.nlink = n->nlink;
-      owned->data.slink.target_size = static_cast<sqfs_u32>(n->target.size());
-      std::memcpy(static_cast<void*>(owned->extra), n->target.data(), n->target.size());
-      inode = owned.get();
-      break;
-    case Node::Kind::fifo:
+    if (r == 0) {
+      r = sqfs_dir_writer_end(t.dirs.get());
+    }
+    if (r != 0) {
+      return sqfs_failure("can't write a directory listing", r);
+    }
+    owned.reset(sqfs_dir_writer_create_inode(t.dirs.get(), 0, xattr, n.parent_num));
+    if (!owned) {
+      return internal_error("{}: out of memory", m_what);
+    }
+    if (owned->base.type == SQFS_INODE_DIR) {
+      owned->data.dir.nlink = n.nlink;
+    } else {
+      owned->data.dir_ext.nlink = n.nlink;
+    }
+    return owned.get();
+  }
+  case Node::Kind::file: {
+    sqfs_inode_generic_t* inode = nullptr;
+    if (n.slot != k_no_slot) {
+      inode = m_inodes[n.slot];
+    } else {
       owned = new_inode(0);
       if (!owned) {
         return internal_error("{}: out of memory", m_what);
       }
-      owned->base.type = SQFS_INODE_FIFO;
-      owned->data.ipc.nlink = n->nlink;
+      owned->base.type = SQFS_INODE_FILE;
+      owned->data.file.fragment_index = 0xFFFFFFFFU;
       inode = owned.get();
-      break;
     }
-    if (r == 0 && xattr_index[i] != k_no_xattr && n->kind != Node::Kind::directory) {
+    if (n.nlink > 1) {
+      if (int r = sqfs_inode_make_extended(inode); r != 0) {
+        return sqfs_failure("can't build an inode", r);
+      }
+      inode->data.file_ext.nlink = n.nlink;
+    }
+    return inode;
+  }
+  case Node::Kind::symlink:
+    owned = new_inode(n.target.size());
+    if (!owned) {
+      return internal_error("{}: out of memory", m_what);
+    }
+    owned->base.type = SQFS_INODE_SLINK;
+    owned->data.slink.nlink = n.nlink;
+    owned->data.slink.target_size = static_cast<sqfs_u32>(n.target.size());
+    std::memcpy(static_cast<void*>(owned->extra), n.target.data(), n.target.size());
+    return owned.get();
+  case Node::Kind::fifo:
+    break;
+  }
+  owned = new_inode(0);
+  if (!owned) {
+    return internal_error("{}: out of memory", m_what);
+  }
+  owned->base.type = SQFS_INODE_FIFO;
+  owned->data.ipc.nlink = n.nlink;
+  return owned.get();
+}
+
+// The inode table, in inode order; each node's reference is recorded for its directory entry.
+Result<void> SquashfsWriter::Impl::write_inodes(const std::vector<Node*>& order, Tables& t) {
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    LS_TRY(check_interrupted());
+    Node* n = order[i];
+    InodePtr owned;
+    LS_TRY_ASSIGN(sqfs_inode_generic_t * inode, inode_of(*n, t.xattr_index[i], t, owned));
+    int r = 0;
+    if (t.xattr_index[i] != k_no_xattr && n->kind != Node::Kind::directory) {
       r = sqfs_inode_make_extended(inode);
       if (r == 0) {
-        r = sqfs_inode_set_xattr_index(inode, xattr_index[i]);
+        r = sqfs_inode_set_xattr_index(inode, t.xattr_index[i]);
       }
     }
     if (r != 0) {
@@ -1352,61 +1228,73 @@ Result<void> SquashfsWriter::Impl::write_tables(sqfs_super_t& super, std::int64_
     inode->base.mode = static_cast<sqfs_u16>(type_bits(n->kind) | n->perm);
     inode->base.mod_time = n->mtime;
     inode->base.inode_number = n->inode_num;
-    r = sqfs_id_table_id_to_index(ids.get(), n->uid, &inode->base.uid_idx);
+    r = sqfs_id_table_id_to_index(t.ids.get(), n->uid, &inode->base.uid_idx);
     if (r == 0) {
-      r = sqfs_id_table_id_to_index(ids.get(), n->gid, &inode->base.gid_idx);
+      r = sqfs_id_table_id_to_index(t.ids.get(), n->gid, &inode->base.gid_idx);
     }
     if (r != 0) {
       return sqfs_failure("can't record owner " + std::to_string(n->uid) + ":" + std::to_string(n->gid), r);
     }
     sqfs_u64 block = 0;
     sqfs_u32 offset = 0;
-    sqfs_meta_writer_get_position(inode_writer.get(), &block, &offset);
+    sqfs_meta_writer_get_position(t.inodes.get(), &block, &offset);
     n->ref = (block << 16U) | offset;
-    if (r = sqfs_meta_writer_write_inode(inode_writer.get(), inode); r != 0) {
+    if (r = sqfs_meta_writer_write_inode(t.inodes.get(), inode); r != 0) {
       return sqfs_failure("can't write the inode table", r);
     }
   }
-  int r = sqfs_meta_writer_flush(inode_writer.get());
+  int r = sqfs_meta_writer_flush(t.inodes.get());
   if (r == 0) {
-    r = sqfs_meta_writer_flush(dir_meta.get());
+    r = sqfs_meta_writer_flush(t.dir_meta.get());
   }
   if (r != 0) {
     return sqfs_failure("can't write the inode table", r);
   }
+  return {};
+}
+
+// The directory, fragment, ID and extended-attribute tables, in mksquashfs's order.
+Result<void> SquashfsWriter::Impl::write_directory_and_id_tables(sqfs_super_t& super, Tables& t) {
+  sqfs_file_t* file = m_file.get();
+  sqfs_compressor_t* cmp = m_cmp.get();
   super.root_inode_ref = m_root->ref;
   super.directory_table_start = file->get_size(file);
-  if (r = sqfs_meta_write_write_to_file(dir_meta.get()); r != 0) {
+  int r = 0;
+  if (r = sqfs_meta_write_write_to_file(t.dir_meta.get()); r != 0) {
     return sqfs_failure("can't write the directory table", r);
   }
   if (r = sqfs_frag_table_write(m_frag_table.get(), file, &super, cmp); r != 0) {
     return sqfs_failure("can't write the fragment table", r);
   }
-  if (r = sqfs_id_table_write(ids.get(), file, &super, cmp); r != 0) {
+  if (r = sqfs_id_table_write(t.ids.get(), file, &super, cmp); r != 0) {
     return sqfs_failure("can't write the ID table", r);
   }
-  if (any_xattr) {
-    if (r = sqfs_xattr_writer_flush(xattrs.get(), file, &super, cmp); r != 0) {
+  if (t.any_xattr) {
+    if (r = sqfs_xattr_writer_flush(t.xattrs.get(), file, &super, cmp); r != 0) {
       return sqfs_failure("can't write the extended attributes", r);
     }
   } else {
     super.flags |= SQFS_FLAG_NO_XATTRS;
   }
-  super.inode_count = static_cast<sqfs_u32>(order.size());
+  return {};
+}
+
+// The superblock, then zeros to the device block size, as mksquashfs pads (and loop devices
+// want); returns the padded size.
+Result<std::int64_t> SquashfsWriter::Impl::write_superblock(sqfs_super_t& super) {
+  sqfs_file_t* file = m_file.get();
   super.bytes_used = file->get_size(file);
-  if (r = sqfs_super_write(&super, file); r != 0) {
+  if (int r = sqfs_super_write(&super, file); r != 0) {
     return sqfs_failure("can't write the superblock", r);
   }
-  // Pad to the device block size, as mksquashfs does (and loop devices want).
   std::uint64_t padded = (super.bytes_used + SQFS_DEVBLK_SIZE - 1) / SQFS_DEVBLK_SIZE * SQFS_DEVBLK_SIZE;
   if (padded > super.bytes_used) {
     std::string zeros(static_cast<std::size_t>(padded - super.bytes_used), '\0');
-    if (r = file->write_at(file, super.bytes_used, zeros.data(), zeros.size()); r != 0) {
+    if (int r = file->write_at(file, super.bytes_used, zeros.data(), zeros.size()); r != 0) {
       return sqfs_failure("can't pad the image", r);
     }
   }
-  size = static_cast<std::int64_t>(padded);
-  return {};
+  return static_cast<std::int64_t>(padded);
 }
 
 SquashfsWriter::SquashfsWriter(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {

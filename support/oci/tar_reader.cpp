@@ -13,6 +13,32 @@
 
 namespace lockstep {
 
+namespace detail {
+
+struct TarLayerFeed {
+  explicit TarLayerFeed(oci::LayerStream s) : stream(std::move(s)) {}
+  oci::LayerStream stream;
+  std::optional<Error> error;
+};
+
+namespace {
+
+la_ssize_t read_layer_feed(struct archive* a, void* client, const void** buf) {
+  auto* feed = static_cast<TarLayerFeed*>(client);
+  auto piece = feed->stream.next();
+  if (!piece) {
+    feed->error = std::move(piece).error();
+    archive_set_error(a, EINVAL, "%s", feed->error->message.c_str());
+    return ARCHIVE_FATAL;
+  }
+  *buf = piece->data();
+  return static_cast<la_ssize_t>(piece->size());
+}
+
+} // namespace
+
+} // namespace detail
+
 Result<std::string> normalize_member_name(std::string_view name) {
   if (name.empty()) {
     return invalid_input("archive member with an empty name");
@@ -73,6 +99,25 @@ Result<TarReader> TarReader::open(const std::filesystem::path& file, std::string
   return reader;
 }
 
+Result<TarReader> TarReader::open_layer(oci::LayerStream stream) {
+  struct archive* a = archive_read_new();
+  if (a == nullptr) {
+    return internal_error("libarchive: out of memory");
+  }
+  // The stream decompresses: libarchive sees a plain tar and runs no filter of its own.
+  archive_read_support_format_tar(a);
+  archive_read_support_filter_none(a);
+  TarReader reader(a, stream.what());
+  reader.m_feed = std::make_unique<detail::TarLayerFeed>(std::move(stream));
+  if (archive_read_open(a, reader.m_feed.get(), nullptr, detail::read_layer_feed, nullptr) != ARCHIVE_OK) {
+    return reader.archive_failure("not a valid tar archive");
+  }
+  return reader;
+}
+
+TarReader::TarReader(struct archive* a, std::string what) : m_archive(a), m_what(std::move(what)) {
+}
+
 TarReader::~TarReader() {
   if (m_archive != nullptr) {
     archive_read_free(m_archive);
@@ -80,22 +125,35 @@ TarReader::~TarReader() {
 }
 
 TarReader::TarReader(TarReader&& o) noexcept
-    : m_archive(std::exchange(o.m_archive, nullptr)), m_fd(std::move(o.m_fd)), m_what(std::move(o.m_what)),
-      m_current(std::move(o.m_current)) {
+    : m_archive(std::exchange(o.m_archive, nullptr)), m_fd(std::move(o.m_fd)), m_feed(std::move(o.m_feed)),
+      m_what(std::move(o.m_what)), m_current(std::move(o.m_current)) {
 }
 
 Error TarReader::archive_failure(const std::string& doing) const {
+  if (m_feed && m_feed->error) {
+    return *m_feed->error; // the layer stream's own failure: the most precise cause
+  }
   const char* msg = archive_error_string(m_archive);
   int err = archive_errno(m_archive);
   ExitCode code = (err == EIO || err == EACCES || err == ENOMEM) ? ExitCode::io : ExitCode::invalid_input;
-  return Error{code, m_what + ": " + doing + ": " + (msg != nullptr ? msg : "not a valid tar archive")};
+  Error e{code, m_what + ": " + doing + ": " + (msg != nullptr ? msg : "not a valid tar archive")};
+  return m_feed ? m_feed->stream.blame(std::move(e)) : e;
+}
+
+// The archive ended: a layer's blob is read to its end and checked.
+Result<void> TarReader::at_end() {
+  m_current.clear();
+  if (m_feed) {
+    LS_TRY(m_feed->stream.finish());
+  }
+  return {};
 }
 
 Result<std::optional<TarMember>> TarReader::next() {
   struct archive_entry* entry = nullptr;
   int rc = archive_read_next_header(m_archive, &entry);
   if (rc == ARCHIVE_EOF) {
-    m_current.clear();
+    LS_TRY(at_end());
     return std::optional<TarMember>();
   }
   if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
@@ -154,7 +212,7 @@ Result<std::optional<layer::Member>> TarReader::next_layer_member() {
   struct archive_entry* entry = nullptr;
   int rc = archive_read_next_header(m_archive, &entry);
   if (rc == ARCHIVE_EOF) {
-    m_current.clear();
+    LS_TRY(at_end());
     return std::optional<layer::Member>();
   }
   if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
@@ -164,6 +222,10 @@ Result<std::optional<layer::Member>> TarReader::next_layer_member() {
   LS_TRY_ASSIGN(layer::Member m, layer::classify_member(entry, m_what));
   m_current = m.raw;
   return std::optional<layer::Member>(std::move(m));
+}
+
+const oci::LayerStream* TarReader::layer_stream() const {
+  return m_feed ? &m_feed->stream : nullptr;
 }
 
 Result<std::size_t> TarReader::read(void* data, std::size_t size) {

@@ -7,6 +7,7 @@
 // whole archive invalid. Nothing is ever extracted: callers get headers and a byte stream.
 #include "support/fs.hpp"
 #include "support/oci/layer_model.hpp"
+#include "support/oci/layer_stream.hpp"
 #include "support/result.hpp"
 
 #include <cstdint>
@@ -18,6 +19,10 @@
 struct archive; // libarchive
 
 namespace lockstep {
+
+namespace detail {
+struct TarLayerFeed; // a LayerStream and its first error, where libarchive's callback finds them
+} // namespace detail
 
 /// One member header.
 struct TarMember {
@@ -33,6 +38,10 @@ class TarReader {
 public:
   /// Opens `file`; `what` names it in every error (e.g. "oci-archive:/tmp/x.tar").
   static Result<TarReader> open(const std::filesystem::path& file, std::string what);
+  /// Reads the tar inside a layer blob through `stream`, which decompresses it and checks the
+  /// blob's size, digest and diff_id when the archive ends (next() returns nullopt only then).
+  /// A damaged blob is named as such rather than as a bad tar.
+  static Result<TarReader> open_layer(oci::LayerStream stream);
   ~TarReader();
   TarReader(TarReader&& o) noexcept;
   TarReader& operator=(TarReader&&) = delete;
@@ -45,14 +54,18 @@ public:
   /// The next member of an OCI layer, classified by the layer model (layer::classify_member), or
   /// nullopt at the end. A refusal names the member as every layer consumer does.
   Result<std::optional<layer::Member>> next_layer_member();
+  /// open_layer()'s stream (for progress: its blob_bytes()), else null.
+  [[nodiscard]] const oci::LayerStream* layer_stream() const;
   /// Reads up to `size` bytes of the current member's data; 0 at its end.
   Result<std::size_t> read(void* data, std::size_t size);
 
 private:
-  TarReader(struct archive* a, std::string what) : m_archive(a), m_what(std::move(what)) {}
+  TarReader(struct archive* a, std::string what);
   Error archive_failure(const std::string& doing) const;
+  Result<void> at_end();
   struct archive* m_archive = nullptr;
   UniqueFd m_fd;
+  std::unique_ptr<detail::TarLayerFeed> m_feed; ///< open_layer() only
   std::string m_what;
   std::string m_current; ///< name of the member being read, for messages
 };

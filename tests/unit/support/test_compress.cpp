@@ -14,6 +14,7 @@ namespace {
 
 using test::StringSink;
 
+// (Round trips through the layer decoder: tests/unit/support/oci/test_layer_stream.cpp.)
 // Mixed input: compressible text and incompressible noise, a bit over 5 chunks.
 std::string sample_input() {
   std::string s;
@@ -44,9 +45,6 @@ TEST_CASE("gzip output is the same bytes for any thread count and write pattern"
   std::string one = compress_with(Codec::gzip, input, 1, 1 << 20);
   REQUIRE(compress_with(Codec::gzip, input, 2, 4096) == one);
   REQUIRE(compress_with(Codec::gzip, input, 7, 333333) == one);
-  auto back = decompress(Codec::gzip, one, 64 << 20);
-  REQUIRE(back);
-  REQUIRE(*back == input);
 }
 
 TEST_CASE("gzip members have a fixed header: no name, mtime 0, OS unix", "[compress]") {
@@ -83,23 +81,4 @@ TEST_CASE("zstd output is the same bytes for any worker count and write pattern"
   std::string one = compress_with(Codec::zstd, input, 1, 1 << 20);
   REQUIRE(compress_with(Codec::zstd, input, 2, 4096) == one);
   REQUIRE(compress_with(Codec::zstd, input, 5, 777777) == one);
-  auto back = decompress(Codec::zstd, one, 64 << 20);
-  REQUIRE(back);
-  REQUIRE(*back == input);
-}
-
-TEST_CASE("empty input compresses to a valid empty stream", "[compress]") {
-  for (Codec codec : {Codec::gzip, Codec::zstd}) {
-    std::string out = compress_with(codec, "", 2, 1);
-    auto back = decompress(codec, out, 1024);
-    REQUIRE(back);
-    CHECK(back->empty());
-  }
-}
-
-TEST_CASE("decompress refuses output beyond the limit", "[compress]") {
-  std::string input(1 << 20, 'a');
-  auto r = decompress(Codec::gzip, compress_with(Codec::gzip, input, 1, input.size()), 1000);
-  REQUIRE_FALSE(r);
-  CHECK(r.error().message == "decompressed data exceeds 1000 bytes");
 }

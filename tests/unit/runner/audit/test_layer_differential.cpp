@@ -123,8 +123,10 @@ Outcome in_sif(const fs::path& work, const std::vector<std::string>& layers) {
 
 Outcome listed(const fs::path& work, const std::vector<std::string>& layers) {
   runner::ImageContents contents;
+  runner::ContentsOptions options;
+  options.sha256_all = true; // the trees are compared by every file's SHA-256
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    auto r = runner::apply_layer_to_contents(contents, write_layer(work, i, layers[i]), "layer");
+    auto r = runner::apply_layer_to_contents(contents, write_layer(work, i, layers[i]), "layer", options);
     if (!r) {
       return {false, r.error().message, {}};
     }

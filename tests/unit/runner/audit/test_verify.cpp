@@ -229,8 +229,10 @@ TEST_CASE_METHOD(ContentsFixture, "Digests do not depend on the number of hashin
   entries.emplace_back("big", std::string(3U << 20, 'z') + "end");
   ContentsOptions one;
   one.threads = 1;
+  one.sha256_all = true;
   ContentsOptions four;
   four.threads = 4;
+  four.sha256_all = true;
   ImageContents a;
   ImageContents b;
   REQUIRE(apply(a, entries, 1, one) == "");
@@ -415,4 +417,46 @@ TEST_CASE_METHOD(ContentsFixture, "The image's packages become diff components",
   }
   CHECK(rows == std::vector<std::string>{"deb ls-app 1.0-1", "deb ls-lib 2.0-1", "wheel demo 1.0",
                                          "stack mpi.impl openmpi"});
+}
+
+TEST_CASE("Only the paths a wheel installs in practice get a SHA-256", "[verify][contents]") {
+  CHECK(wants_sha256("usr/local/lib/python3.11/dist-packages/demo/__init__.py"));
+  CHECK(wants_sha256("opt/venv/lib/python3.11/site-packages/torch/lib/libtorch.so"));
+  CHECK(wants_sha256("usr/local/bin/demo-cli"));
+  CHECK(wants_sha256("opt/venv/include/python3.11/demo/demo.h"));
+  CHECK_FALSE(wants_sha256("usr/lib/x86_64-linux-gnu/libc.so.6"));
+  CHECK_FALSE(wants_sha256("usr/share/doc/bin/readme")); // "bin" only as a directory of the path
+  CHECK_FALSE(wants_sha256("bin"));
+  CHECK_FALSE(wants_sha256("usr/share/site-packages")); // the last component is the file itself
+}
+
+TEST_CASE_METHOD(ContentsFixture, "A RECORD naming a file elsewhere gets it hashed by a second read",
+                 "[verify][contents]") {
+  // A wheel's data file (usr/local/share/...) is outside wants_sha256's paths.
+  const fs::path root = make_root();
+  const std::string site = "root/usr/local/lib/python3.11/dist-packages/";
+  const std::string a = "sha256=VZrq0IJk1XldOQlxjN0Fq9SVcuhP5VWQ7vMaiKCP3_0"; // urlsafe b64 sha256("A")
+  write("root/usr/local/share/demo/data.txt", "A");
+  write(site + "demo-1.0.dist-info/RECORD",
+        "../../../bin/demo-cli," + a + ",1\n../../../share/demo/data.txt," + a +
+            ",1\ndemo-1.0.dist-info/RECORD,,\ndemo/__init__.py," + a + ",1\n");
+  ImageArg image;
+  image.kind = ImageArg::Kind::directory;
+  image.path = root;
+  ImageContents first = read_root(root);
+  CHECK_FALSE(first.entries().at("usr/local/share/demo/data.txt").has_sha256);
+  Result<VerifyReport> refused = verify_contents(first, {});
+  REQUIRE_FALSE(refused.ok()); // never compared against a digest that was not computed
+  CHECK(refused.error().code == ExitCode::internal);
+
+  Result<ImageContents> c = read_for_verify(image);
+  REQUIRE_OK(c);
+  CHECK(c->entries().at("usr/local/share/demo/data.txt").has_sha256);
+  CHECK(messages(*c).empty());
+
+  write("root/usr/local/share/demo/data.txt", "B");
+  Result<ImageContents> changed = read_for_verify(image);
+  REQUIRE_OK(changed);
+  CHECK(messages(*changed) ==
+        std::vector<std::string>{"/usr/local/share/demo/data.txt: sha256 differs from Demo 1.0's RECORD"});
 }
