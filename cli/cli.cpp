@@ -70,6 +70,7 @@ int run(int argc, char** argv) {
   register_verify(app, ctx);
   register_diff(app, ctx);
   register_export(app, ctx);
+  register_schema(app, ctx);
 
   try {
     app.parse(argc, argv);

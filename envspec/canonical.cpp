@@ -1,6 +1,13 @@
 #include "envspec/canonical.hpp"
 
+#include "envspec/spec_shape.hpp"
+
 #include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
 
 namespace lockstep::envspec {
 
@@ -15,97 +22,108 @@ std::string canonical_path(const fs::path& resolved, const std::string& written,
   return rel.empty() ? resolved.generic_string() : rel.generic_string();
 }
 
-json canonical_form(const Spec& spec) {
-  json j = json::object();
-  j["lockstep"] = spec.schema;
-  j["name"] = spec.name;
-  j["platform"] = spec.platform.str();
+namespace {
 
+using Rule = std::optional<json> (*)(const Spec&);
+
+json base_form(const Spec& spec) {
   if (spec.base.kind == BaseImage::Kind::scratch) {
-    j["base"] = "scratch";
-  } else if (spec.base.kind == BaseImage::Kind::debian) {
+    return "scratch";
+  }
+  if (spec.base.kind == BaseImage::Kind::debian) {
     static constexpr const char* variants[] = {"essential", "apt", "required"};
-    j["base"] = json{{"debian", spec.base.suite}, {"variant", variants[static_cast<int>(spec.base.variant)]}};
-  } else {
-    json base = json::object();
-    base["oci"] = canonical_path(spec.base.path, spec.base.path_text, spec.dir);
-    if (spec.base.pin) {
-      base["pin"] = spec.base.pin->str();
-    }
-    if (!spec.base.tag.empty()) {
-      base["tag"] = spec.base.tag;
-    }
-    j["base"] = std::move(base);
+    return json{{"debian", spec.base.suite}, {"variant", variants[static_cast<int>(spec.base.variant)]}};
   }
+  json base = json::object();
+  base["oci"] = canonical_path(spec.base.path, spec.base.path_text, spec.dir);
+  if (spec.base.pin) {
+    base["pin"] = spec.base.pin->str();
+  }
+  if (!spec.base.tag.empty()) {
+    base["tag"] = spec.base.tag;
+  }
+  return base;
+}
 
-  // Repositories and packages are absent when there are none, so older specs keep their digests.
-  // A keyring is where trust comes from, not what the image holds: it stays out, like output paths.
-  if (!spec.repos.empty()) {
-    json repos = json::array();
-    for (const Repo& r : spec.repos) {
-      switch (r.kind) {
-      case Repo::Kind::apt:
-        repos.push_back(r.flat ? json{{"apt", r.url}, {"flat", true}}
-                               : json{{"apt", r.url}, {"suite", r.suite}, {"components", r.components}});
-        break;
-      case Repo::Kind::pypi:
-        repos.push_back(json{{"pypi", r.url}});
-        break;
-      case Repo::Kind::wheels:
-        repos.push_back(json{{"wheels", canonical_path(r.dir, r.dir_text, spec.dir)}});
-        break;
-      }
-    }
-    j["repos"] = std::move(repos);
+// Repositories and packages are absent when there are none, so older specs keep their digests.
+// A keyring is where trust comes from, not what the image holds: it stays out, like output paths.
+std::optional<json> repos_form(const Spec& spec) {
+  if (spec.repos.empty()) {
+    return std::nullopt;
   }
-  if (!spec.packages.apt.empty() || !spec.packages.pip.empty()) {
-    json packages = json::object();
-    for (const auto* list : {&spec.packages.apt, &spec.packages.pip}) {
-      json names = json::array();
-      for (const PackageRequest& p : *list) {
-        std::string text = p.text;
-        for (const std::string& h : p.hashes) { // requirements-file hashes: part of what is asked for
-          text += " --hash=sha256:" + h;
-        }
-        names.push_back(std::move(text));
-      }
-      packages[list == &spec.packages.apt ? "apt" : "pip"] = std::move(names);
+  json repos = json::array();
+  for (const Repo& r : spec.repos) {
+    switch (r.kind) {
+    case Repo::Kind::apt:
+      repos.push_back(r.flat ? json{{"apt", r.url}, {"flat", true}}
+                             : json{{"apt", r.url}, {"suite", r.suite}, {"components", r.components}});
+      break;
+    case Repo::Kind::pypi:
+      repos.push_back(json{{"pypi", r.url}});
+      break;
+    case Repo::Kind::wheels:
+      repos.push_back(json{{"wheels", canonical_path(r.dir, r.dir_text, spec.dir)}});
+      break;
     }
-    j["packages"] = std::move(packages);
   }
+  return repos;
+}
 
-  if (spec.stack) {
-    const StackRequest& st = *spec.stack;
-    json stack = json::object();
-    const auto item = [&stack](const char* key, const StackRequest::Item& i) {
-      if (i.given()) {
-        stack[key] = i.text;
-      }
-    };
-    item("cuda", st.cuda);
-    item("cudnn", st.cudnn);
-    item("nccl", st.nccl);
-    item("python", st.python);
-    if (!st.mpi.empty()) {
-      stack["mpi"] = st.mpi_version.given() ? st.mpi + "@" + st.mpi_version.text : st.mpi;
-    }
-    if (!st.framework.empty()) {
-      stack["framework"] =
-          st.framework_version.given() ? st.framework + "@" + st.framework_version.text : st.framework;
-    }
-    if (st.cuda_flavor != "base") {
-      stack["cuda_flavor"] = st.cuda_flavor;
-    }
-    if (!st.recipes_git.empty()) {
-      stack["recipes"] =
-          json{{"git", st.recipes_git_text.find("://") != std::string::npos
-                           ? st.recipes_git
-                           : canonical_path(fs::path(st.recipes_git), st.recipes_git_text, spec.dir)},
-               {"rev", st.recipes_rev}};
-    }
-    j["stack"] = std::move(stack);
+std::optional<json> packages_form(const Spec& spec) {
+  if (spec.packages.apt.empty() && spec.packages.pip.empty()) {
+    return std::nullopt;
   }
+  json packages = json::object();
+  for (const auto* list : {&spec.packages.apt, &spec.packages.pip}) {
+    json names = json::array();
+    for (const PackageRequest& p : *list) {
+      std::string text = p.text;
+      for (const std::string& h : p.hashes) { // requirements-file hashes: part of what is asked for
+        text += " --hash=sha256:" + h;
+      }
+      names.push_back(std::move(text));
+    }
+    packages[list == &spec.packages.apt ? "apt" : "pip"] = std::move(names);
+  }
+  return packages;
+}
 
+std::optional<json> stack_form(const Spec& spec) {
+  if (!spec.stack) {
+    return std::nullopt;
+  }
+  const StackRequest& st = *spec.stack;
+  json stack = json::object();
+  const auto item = [&stack](const char* key, const StackRequest::Item& i) {
+    if (i.given()) {
+      stack[key] = i.text;
+    }
+  };
+  item("cuda", st.cuda);
+  item("cudnn", st.cudnn);
+  item("nccl", st.nccl);
+  item("python", st.python);
+  if (!st.mpi.empty()) {
+    stack["mpi"] = st.mpi_version.given() ? st.mpi + "@" + st.mpi_version.text : st.mpi;
+  }
+  if (!st.framework.empty()) {
+    stack["framework"] =
+        st.framework_version.given() ? st.framework + "@" + st.framework_version.text : st.framework;
+  }
+  if (st.cuda_flavor != "base") {
+    stack["cuda_flavor"] = st.cuda_flavor;
+  }
+  if (!st.recipes_git.empty()) {
+    stack["recipes"] =
+        json{{"git", st.recipes_git_text.find("://") != std::string::npos
+                         ? st.recipes_git
+                         : canonical_path(fs::path(st.recipes_git), st.recipes_git_text, spec.dir)},
+             {"rev", st.recipes_rev}};
+  }
+  return stack;
+}
+
+json copy_form(const Spec& spec) {
   json copy = json::array();
   for (const CopyItem& item : spec.copy) {
     json c = json::object();
@@ -133,47 +151,92 @@ json canonical_form(const Spec& spec) {
                                                             : fmt::format("{}:{}", item.uid, item.gid);
     copy.push_back(std::move(c));
   }
-  j["copy"] = std::move(copy);
-  if (!spec.run.empty()) { // absent when empty, so specs without steps keep their digests
-    json run = json::array();
-    for (const RunStep& step : spec.run) {
-      run.push_back(json{{"sh", step.sh}, {"network", step.network}});
-    }
-    j["run"] = std::move(run);
-  }
+  return copy;
+}
 
+// Absent when empty, so specs without steps keep their digests.
+std::optional<json> run_form(const Spec& spec) {
+  if (spec.run.empty()) {
+    return std::nullopt;
+  }
+  json run = json::array();
+  for (const RunStep& step : spec.run) {
+    run.push_back(json{{"sh", step.sh}, {"network", step.network}});
+  }
+  return run;
+}
+
+json env_form(const Spec& spec) {
   json env = json::object();
   for (const auto& [name, value] : spec.env) {
     env[name] = value;
   }
-  j["env"] = std::move(env);
+  return env;
+}
+
+json labels_form(const Spec& spec) {
   json labels = json::object();
   for (const auto& [key, value] : spec.labels) {
     labels[key] = value;
   }
-  j["labels"] = std::move(labels);
+  return labels;
+}
 
-  if (spec.entrypoint) {
-    j["entrypoint"] = *spec.entrypoint;
-  }
-  if (spec.cmd) {
-    j["cmd"] = *spec.cmd;
-  }
-  if (spec.workdir) {
-    j["workdir"] = *spec.workdir;
-  }
-  if (spec.user) {
-    j["user"] = *spec.user;
-  }
-
-  // Output paths say where to write the image, not what it is: they stay out of the digest, so
-  // moving an output never makes the image (or a lock) differ. Compression changes the bytes.
+// Output paths say where to write the image, not what it is: they stay out of the digest, so
+// moving an output never makes the image (or a lock) differ. Compression changes the bytes.
+json outputs_form(const Spec& spec) {
   json out = json::object();
   out["compression"] = spec.outputs.compression == Codec::zstd ? "zstd" : "gzip";
   if (spec.outputs.sif_compression != SquashfsCompressor::gzip) { // the default is left out
     out["sif_compression"] = std::string(squashfs_compressor_name(spec.outputs.sif_compression));
   }
-  j["outputs"] = std::move(out);
+  return out;
+}
+
+template <typename T> std::optional<json> if_set(const std::optional<T>& value) {
+  return value ? std::optional<json>(*value) : std::nullopt;
+}
+
+// The canonical value of each top-level key of the spec's shape that enters the digest; a rule
+// that gives nothing leaves its key out.
+const std::map<std::string_view, Rule>& rules() {
+  static const std::map<std::string_view, Rule> table = {
+      {"lockstep", [](const Spec& s) -> std::optional<json> { return s.schema; }},
+      {"name", [](const Spec& s) -> std::optional<json> { return s.name; }},
+      {"platform", [](const Spec& s) -> std::optional<json> { return s.platform.str(); }},
+      {"base", [](const Spec& s) -> std::optional<json> { return base_form(s); }},
+      {"repos", repos_form},
+      {"packages", packages_form},
+      {"stack", stack_form},
+      {"copy", [](const Spec& s) -> std::optional<json> { return copy_form(s); }},
+      {"run", run_form},
+      {"env", [](const Spec& s) -> std::optional<json> { return env_form(s); }},
+      {"labels", [](const Spec& s) -> std::optional<json> { return labels_form(s); }},
+      {"entrypoint", [](const Spec& s) { return if_set(s.entrypoint); }},
+      {"cmd", [](const Spec& s) { return if_set(s.cmd); }},
+      {"workdir", [](const Spec& s) { return if_set(s.workdir); }},
+      {"user", [](const Spec& s) { return if_set(s.user); }},
+      {"outputs", [](const Spec& s) -> std::optional<json> { return outputs_form(s); }},
+  };
+  return table;
+}
+
+} // namespace
+
+json canonical_form(const Spec& spec) {
+  json j = json::object();
+  for (const shape::Key& key : shape::spec().keys) {
+    if (!key.in_digest || key.presence == shape::Presence::later) {
+      continue;
+    }
+    const auto rule = rules().find(key.name);
+    if (rule == rules().end()) {
+      throw std::logic_error(fmt::format("the canonical form has no rule for the spec key '{}'", key.name));
+    }
+    if (std::optional<json> value = rule->second(spec)) {
+      j[std::string(key.name)] = std::move(*value);
+    }
+  }
   return j;
 }
 

@@ -166,8 +166,7 @@ Result<CudaDriverTable> parse_cuda_driver_table(std::string_view text, const std
   for (std::size_t i = 0; i < list->value.items.size(); ++i) {
     const Node& item = list->value.items[i];
     const std::string path = item_path("toolkit_drivers", i);
-    if (!item.is_map()) {
-      diags.error(item.location, path, fmt::format("expected a map, found {}", describe(item)));
+    if (!r.expect_map(item, path)) {
       continue;
     }
     r.check_keys(item, path, {"cuda", "release", "linux", "source"});

@@ -2,6 +2,7 @@
 
 #include "envspec/host_paths.hpp"
 #include "envspec/schema.hpp"
+#include "envspec/spec_shape.hpp"
 #include "support/fs.hpp"
 
 #include <fmt/format.h>
@@ -44,7 +45,8 @@ Node merge_nodes(Node base, Node overlay, const std::string& path, bool (*is_ato
 }
 
 bool is_atomic_list(std::string_view path) {
-  return path == "entrypoint" || path == "cmd";
+  const shape::Key* key = shape::find_key(shape::spec(), path);
+  return key != nullptr && key->merge == shape::Merge::replace;
 }
 
 namespace {

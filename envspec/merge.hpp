@@ -16,8 +16,8 @@ namespace lockstep::envspec {
 /// which `is_atomic(path)` is true are replaced as a whole even when both are lists.
 Node merge_nodes(Node base, Node overlay, const std::string& path, bool (*is_atomic)(std::string_view path));
 
-/// True for key paths whose lists replace instead of append when merged (`entrypoint`, `cmd`:
-/// appending one argv to another is never what anyone means).
+/// True for key paths whose lists replace instead of append when merged: the keys the spec's shape
+/// marks Merge::replace (`entrypoint`, `cmd`: appending one argv to another is never what anyone means).
 bool is_atomic_list(std::string_view path);
 
 /// The spec's node tree with every `extends` merged in.

@@ -373,8 +373,7 @@ std::vector<std::pair<const Node*, std::string>> RecipeLoader::rows(const Node& 
   for (std::size_t i = 0; i < items->size(); ++i) {
     const Node& item = (*items)[i];
     std::string item_key = item_path(child_path(path, key), i);
-    if (!item.is_map()) {
-      m_diags.error(item.location, item_key, fmt::format("expected a map, found {}", describe(item)));
+    if (!expect_map(item, item_key)) {
       continue;
     }
     out.emplace_back(&item, std::move(item_key));

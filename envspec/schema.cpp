@@ -2,7 +2,8 @@
 
 #include "envspec/host_paths.hpp"
 #include "envspec/recipes.hpp"
-#include "envspec/suggest.hpp"
+#include "envspec/spec_shape.hpp"
+#include "envspec/yaml_reader.hpp"
 #include "support/fs.hpp"
 #include "support/http.hpp"
 #include "support/python/pep508.hpp"
@@ -25,32 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Keys = std::vector<std::string_view>;
-
-// Keys of each map in the schema, and keys planned for later schema versions.
-const Keys k_top_keys = {"lockstep", "name",    "extends", "platform", "base",   "repos",
-                         "packages", "copy",    "run",     "env",      "labels", "entrypoint",
-                         "cmd",      "workdir", "user",    "outputs",  "stack"};
-const Keys k_top_later = {"launch"};
-const Keys k_stack_keys = {"cuda", "cudnn", "nccl", "mpi", "python", "framework", "cuda_flavor", "recipes"};
-const Keys k_stack_recipes_keys = {"git", "rev"};
-const Keys k_base_keys = {"oci", "tag", "debian", "variant"};
-const Keys k_base_later = {"image"};
-const Keys k_copy_keys = {"from", "to", "mode", "owner", "git", "rev"};
-const Keys k_copy_later = {"keep_git"};
-const Keys k_apt_repo_keys = {"apt", "suite", "components", "keyring", "flat"};
-const Keys k_pypi_repo_keys = {"pypi"};
-const Keys k_wheels_repo_keys = {"wheels"};
-const Keys k_packages_keys = {"apt", "pip"};
-const Keys k_outputs_keys = {"oci", "oci_archive", "docker_archive", "sif", "compression", "sif_compression"};
-const Keys k_outputs_later = {};
-const Keys k_run_keys = {"sh", "network"};
-
 constexpr const char* k_argv_hint = R"(write it as a list, e.g. ["/bin/sh", "-c", "..."])";
-
-bool contains(const Keys& keys, std::string_view key) {
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
-}
 
 // Parses a decimal number that fits in 32 bits (excluding 2^32-1, which means "no id").
 std::optional<std::uint32_t> parse_id(std::string_view text) {
@@ -63,10 +39,10 @@ std::optional<std::uint32_t> parse_id(std::string_view text) {
 }
 
 // Validates a merged spec tree into a Spec, reporting every problem.
-class SchemaWalker {
+class SchemaWalker : public YamlReader {
 public:
   SchemaWalker(const fs::path& spec_file, const LoadOptions& options, Diagnostics& diags)
-      : m_spec_file(spec_file), m_options(options), m_diags(diags) {}
+      : YamlReader(diags, Dialect::spec), m_spec_file(spec_file), m_options(options) {}
 
   void walk(const Node& root, Spec& spec) {
     spec.platform = oci::Platform{"linux", "amd64", ""};
@@ -110,7 +86,7 @@ public:
       } else if (key == "outputs") {
         this->outputs(v, spec.outputs);
       } else {
-        unknown_key(e, "", k_top_keys, k_top_later);
+        unknown_key(e, "", m_shapes.spec);
       }
     }
     cross_checks(root, spec);
@@ -166,56 +142,11 @@ private:
     }
   }
 
-  void error(const SourceLocation& location, const std::string& path, std::string message) {
-    m_diags.error(location, path, std::move(message));
-  }
+  using YamlReader::unknown_key;
 
-  // Reports a key that the map at `path` does not have.
-  void unknown_key(const MapEntry& e, const std::string& path, const Keys& known, const Keys& later) {
-    const std::string key_path = child_path(path, e.key);
-    if (contains(later, e.key)) {
-      error(e.key_location, key_path, "not supported by this lockstep version yet");
-      return;
-    }
-    if (e.key == "<<") {
-      error(e.key_location, key_path, "YAML merge keys are not supported; use 'extends' to share settings");
-      return;
-    }
-    if (auto suggestion = closest_match(e.key, known)) {
-      error(e.key_location, key_path, fmt::format("unknown key; did you mean '{}'?", *suggestion));
-      return;
-    }
-    Keys sorted = known;
-    std::sort(sorted.begin(), sorted.end());
-    error(e.key_location, key_path, fmt::format("unknown key; expected one of: {}", fmt::join(sorted, ", ")));
-  }
-
-  // The scalar text of `v`, or nullptr after reporting that a string was expected.
-  const std::string* string_value(const Node& v, const std::string& path) {
-    if (!v.is_scalar()) {
-      error(v.location, path, fmt::format("expected a string, found {}", describe(v)));
-      return nullptr;
-    }
-    return &v.scalar;
-  }
-
-  // Like string_value, but an empty string is reported too.
-  const std::string* nonempty_string(const Node& v, const std::string& path, std::string_view what) {
-    const std::string* s = string_value(v, path);
-    if (s != nullptr && s->empty()) {
-      error(v.location, path, fmt::format("expected {}, found an empty string", what));
-      return nullptr;
-    }
-    return s;
-  }
-
-  // True if `v` is a map; reports it otherwise.
-  bool expect_map(const Node& v, const std::string& path, std::string_view expected = "a map") {
-    if (!v.is_map()) {
-      error(v.location, path, fmt::format("expected {}, found {}", expected, describe(v)));
-      return false;
-    }
-    return true;
+  // Reports the key of `e` as unknown in the map at `path`, whose keys the spec's shape lists.
+  void unknown_key(const MapEntry& e, const std::string& path, const shape::Shape& map) {
+    unknown_key(e, path, shape::key_names(map), shape::later_key_names(map));
   }
 
   // The location of `len` characters at `offset` into the scalar `v`, when the scalar is written on
@@ -259,7 +190,7 @@ private:
 
   // An absolute path inside the image, normalised; nullopt after reporting.
   std::optional<std::string> image_path(const Node& v, const std::string& path) {
-    const std::string* s = string_value(v, path);
+    const std::string* s = string(v, path);
     if (s == nullptr) {
       return std::nullopt;
     }
@@ -293,7 +224,7 @@ private:
   }
 
   void platform(const Node& v, oci::Platform& out) {
-    const std::string* s = string_value(v, "platform");
+    const std::string* s = string(v, "platform");
     if (s == nullptr) {
       return;
     }
@@ -339,7 +270,7 @@ private:
         error(e.key_location, "base.variant",
               "'variant' goes with 'debian' (e.g. {debian: bookworm, variant: apt})");
       } else {
-        unknown_key(e, "base", k_base_keys, k_base_later);
+        unknown_key(e, "base", m_shapes.base);
       }
     }
   }
@@ -361,7 +292,7 @@ private:
           out.location = e.value.location;
         }
       } else if (e.key == "variant") {
-        const std::string* s = string_value(e.value, path);
+        const std::string* s = string(e.value, path);
         if (s != nullptr && *s == "essential") {
           out.variant = DebianVariant::essential;
         } else if (s != nullptr && *s == "apt") {
@@ -375,7 +306,7 @@ private:
       } else if (e.key == "oci" || e.key == "tag") {
         error(e.key_location, path, "a base is either {debian: SUITE} or {oci: PATH}, not both");
       } else {
-        unknown_key(e, "base", k_base_keys, k_base_later);
+        unknown_key(e, "base", m_shapes.base);
       }
     }
   }
@@ -383,8 +314,7 @@ private:
   // `repos: [{apt: URL, suite, components, keyring} | {apt: URL, flat: true, keyring} | {pypi: URL} |
   // {wheels: DIR}]`, in priority order.
   void repos(const Node& v, std::vector<Repo>& out) {
-    if (!v.is_sequence()) {
-      error(v.location, "repos", fmt::format("expected a list, found {}", describe(v)));
+    if (!expect_list(v, "repos")) {
       return;
     }
     for (std::size_t i = 0; i < v.items.size(); ++i) {
@@ -406,7 +336,7 @@ private:
         bool ok = repo_url(pypi->value, child_path(path, "pypi"), repo);
         for (const MapEntry& e : item.entries) {
           if (e.key != "pypi") {
-            unknown_key(e, path, k_pypi_repo_keys, {});
+            unknown_key(e, path, m_shapes.repo_pypi);
             ok = false;
           }
         }
@@ -431,7 +361,7 @@ private:
         }
         for (const MapEntry& e : item.entries) {
           if (e.key != "wheels") {
-            unknown_key(e, path, k_wheels_repo_keys, {});
+            unknown_key(e, path, m_shapes.repo_wheels);
             ok = false;
           }
         }
@@ -542,17 +472,11 @@ private:
           ok = false;
         }
       } else if (e.key == "flat") {
-        const std::string* s = string_value(e.value, key_path);
-        if (s != nullptr && (*s == "true" || *s == "false") && !e.value.quoted) {
-          repo.flat = *s == "true";
-        } else {
-          if (s != nullptr) {
-            error(e.value.location, key_path, fmt::format("expected true or false, found '{}'", *s));
-          }
-          ok = false;
-        }
+        const std::optional<bool> flat = boolean(e.value, key_path);
+        repo.flat = flat.value_or(false);
+        ok = flat.has_value() && ok;
       } else {
-        unknown_key(e, path, k_apt_repo_keys, {});
+        unknown_key(e, path, m_shapes.repo_apt);
         ok = false;
       }
     }
@@ -586,7 +510,7 @@ private:
     }
     for (const MapEntry& e : item.entries) {
       if (e.key != "requirements") {
-        unknown_key(e, path, {"requirements"}, {});
+        unknown_key(e, path, m_shapes.requirements);
         return;
       }
     }
@@ -705,7 +629,7 @@ private:
       } else if (e.key == "recipes") {
         stack_recipes(value, out);
       } else {
-        unknown_key(e, "stack", k_stack_keys, {});
+        unknown_key(e, "stack", m_shapes.stack);
       }
     }
     if ((out.cudnn.given() || out.nccl.given()) && !out.cuda.given() && out.framework.empty()) {
@@ -740,7 +664,7 @@ private:
           out.recipes_rev = *s;
         }
       } else {
-        unknown_key(e, "stack.recipes", k_stack_recipes_keys, {});
+        unknown_key(e, "stack.recipes", m_shapes.stack_recipes);
       }
     }
     if (v.find("git") == nullptr || v.find("rev") == nullptr) {
@@ -757,12 +681,10 @@ private:
     for (const MapEntry& e : v.entries) {
       const std::string path = child_path("packages", e.key);
       if (e.key != "apt" && e.key != "pip") {
-        unknown_key(e, "packages", k_packages_keys, {});
+        unknown_key(e, "packages", m_shapes.packages);
         continue;
       }
-      if (!e.value.is_sequence()) {
-        error(e.value.location, path,
-              fmt::format("expected a list of package names, found {}", describe(e.value)));
+      if (!expect_list(e.value, path, "a list of package names")) {
         continue;
       }
       for (std::size_t i = 0; i < e.value.items.size(); ++i) {
@@ -869,8 +791,7 @@ private:
   }
 
   void copy(const Node& v, std::vector<CopyItem>& out) {
-    if (!v.is_sequence()) {
-      error(v.location, "copy", fmt::format("expected a list, found {}", describe(v)));
+    if (!expect_list(v, "copy")) {
       return;
     }
     for (std::size_t i = 0; i < v.items.size(); ++i) {
@@ -939,7 +860,7 @@ private:
           item.rev = *s;
         }
       } else {
-        unknown_key(e, path, k_copy_keys, k_copy_later);
+        unknown_key(e, path, m_shapes.copy_item);
         ok = false;
       }
     }
@@ -1026,7 +947,7 @@ private:
   }
 
   bool copy_mode(const Node& v, const std::string& path, CopyItem& item) {
-    const std::string* s = string_value(v, path);
+    const std::string* s = string(v, path);
     if (s == nullptr) {
       return false;
     }
@@ -1050,7 +971,7 @@ private:
   }
 
   bool copy_owner(const Node& v, const std::string& path, CopyItem& item) {
-    const std::string* s = string_value(v, path);
+    const std::string* s = string(v, path);
     if (s == nullptr) {
       return false;
     }
@@ -1078,7 +999,7 @@ private:
       error(v.location, path, "expected a value, found nothing; write \"\" for an empty string");
       return nullptr;
     }
-    return string_value(v, path);
+    return string(v, path);
   }
 
   void env(const Node& v, std::vector<std::pair<std::string, std::string>>& out) {
@@ -1124,14 +1045,13 @@ private:
       error(v.location, path, fmt::format("expected a list, found {}; {}", describe(v), k_argv_hint));
       return;
     }
-    if (!v.is_sequence()) {
-      error(v.location, path, fmt::format("expected a list, found {}", describe(v)));
+    if (!expect_list(v, path)) {
       return;
     }
     std::vector<std::string> args;
     bool ok = true;
     for (std::size_t i = 0; i < v.items.size(); ++i) {
-      if (const std::string* s = string_value(v.items[i], item_path(path, i))) {
+      if (const std::string* s = string(v.items[i], item_path(path, i))) {
         args.push_back(*s);
       } else {
         ok = false;
@@ -1179,7 +1099,7 @@ private:
       } else if (e.key == "sif") {
         output_path(e.value, path, out.sif);
       } else if (e.key == "sif_compression") {
-        const std::string* s = string_value(e.value, path);
+        const std::string* s = string(e.value, path);
         if (s == nullptr) {
           continue;
         }
@@ -1190,7 +1110,7 @@ private:
                 fmt::format("expected 'gzip', 'zstd', 'xz' or 'lz4', found '{}'", *s));
         }
       } else if (e.key == "compression") {
-        const std::string* s = string_value(e.value, path);
+        const std::string* s = string(e.value, path);
         if (s != nullptr && *s == "gzip") {
           out.compression = Codec::gzip;
         } else if (s != nullptr && *s == "zstd") {
@@ -1199,15 +1119,14 @@ private:
           error(e.value.location, path, fmt::format("expected 'gzip' or 'zstd', found '{}'", *s));
         }
       } else {
-        unknown_key(e, "outputs", k_outputs_keys, k_outputs_later);
+        unknown_key(e, "outputs", m_shapes.outputs);
       }
     }
   }
 
   // `run: [STEP...]`, each step "COMMAND" or {sh: COMMAND, network: BOOL}.
   void run(const Node& v, std::vector<RunStep>& out) {
-    if (!v.is_sequence()) {
-      error(v.location, "run", fmt::format("expected a list of commands, found {}", describe(v)));
+    if (!expect_list(v, "run", "a list of commands")) {
       return;
     }
     for (std::size_t i = 0; i < v.items.size(); ++i) {
@@ -1238,14 +1157,9 @@ private:
             step.sh = *s;
           }
         } else if (e.key == "network") {
-          const std::string* s = string_value(e.value, key_path);
-          if (s != nullptr && (*s == "true" || *s == "false") && !e.value.quoted) {
-            step.network = *s == "true";
-          } else if (s != nullptr) {
-            error(e.value.location, key_path, fmt::format("expected true or false, found '{}'", *s));
-          }
+          step.network = boolean(e.value, key_path).value_or(step.network);
         } else {
-          unknown_key(e, path, k_run_keys, {});
+          unknown_key(e, path, m_shapes.run_step);
         }
       }
       if (ok && !step.sh.empty()) {
@@ -1262,7 +1176,7 @@ private:
 
   fs::path m_spec_file;
   const LoadOptions& m_options;
-  Diagnostics& m_diags;
+  const shape::Shapes& m_shapes = shape::shapes();
 };
 
 } // namespace
@@ -1273,7 +1187,7 @@ void validate_spec(const Node& root, const fs::path& spec_file, const LoadOption
 }
 
 bool is_top_level_key(std::string_view key) {
-  return contains(k_top_keys, key) || contains(k_top_later, key);
+  return shape::find_key(shape::spec(), key) != nullptr;
 }
 
 } // namespace lockstep::envspec

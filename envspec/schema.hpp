@@ -1,5 +1,7 @@
 #pragma once
 // The schema of spec version 1: walks the merged node tree, validates every key and fills a Spec.
+// The keys each map knows come from the spec's shape (envspec/spec_shape.hpp); what each value means,
+// and the located message when it is wrong, is written here.
 #include "envspec/canonical.hpp"
 #include "envspec/diagnostics.hpp"
 #include "envspec/node.hpp"

@@ -1,0 +1,79 @@
+// `lockstep schema`: print the JSON Schema of lockstep.yaml, made from the spec's shape
+// (envspec/spec_shape.hpp), for editors' YAML support.
+#include "cli/cli.hpp"
+#include "envspec/spec_shape.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace lockstep::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_examples = R"(Examples:
+  lockstep schema
+      print the JSON Schema (draft 2020-12) of lockstep.yaml on standard output
+  lockstep schema -o docs/lockstep.schema.json
+      regenerate the committed copy (a test fails while it differs from this output)
+  # yaml-language-server: $schema=../../docs/lockstep.schema.json
+      a comment in a lockstep.yaml that points VS Code's YAML extension (Red Hat) at the schema: a
+      path relative to the spec, or a URL; docs/spec.md, "Editor support", shows other editors
+
+The output depends only on the lockstep version: the same lockstep prints the same bytes.)";
+
+// The codes this command ends with, worded as in the shared table (support/result.hpp).
+constexpr std::array k_codes = {ExitCode::ok, ExitCode::invalid_input, ExitCode::io};
+
+std::string footer() {
+  std::string out = std::string(k_examples) + "\n\nExit codes:\n";
+  for (const ExitCodeMeaning& e : k_exit_codes) {
+    if (std::find(k_codes.begin(), k_codes.end(), e.code) != k_codes.end()) {
+      out += fmt::format("  {:<3} {}\n", static_cast<int>(e.code), e.meaning);
+    }
+  }
+  out.pop_back();
+  return out;
+}
+
+struct SchemaArgs {
+  std::string output;
+};
+
+Result<ExitCode> run_schema(const SchemaArgs& args) {
+  const std::string text = envspec::shape::json_schema().dump(2) + "\n";
+  if (args.output.empty()) {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      return Error{ExitCode::io, "schema: can't write to standard output"};
+    }
+    return ExitCode::ok;
+  }
+  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(args.output), 0644));
+  LS_TRY(out.write(text));
+  LS_TRY(out.commit());
+  log::info("wrote {}", args.output);
+  return ExitCode::ok;
+}
+
+} // namespace
+
+void register_schema(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<SchemaArgs>();
+  auto* cmd = app.add_subcommand("schema", "Print the JSON Schema of lockstep.yaml (for editors)");
+  cmd->add_option("-o,--output", args->output, "Write to FILE (atomically) instead of standard output")
+      ->type_name("FILE");
+  add_common_flags(*cmd, ctx, false);
+  cmd->footer(footer());
+  cmd->callback([args, &ctx] { ctx.action = [args] { return run_schema(*args); }; });
+}
+
+} // namespace lockstep::cli
