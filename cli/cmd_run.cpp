@@ -79,7 +79,7 @@ Exit status: 0 when every rank exited 0; the failing rank's status (the first to
 names its rank and node); 1 preflight failed; 2 bad usage or image; 3 a launcher or node unreachable.
 See docs/launch.md.)";
 
-// IMAGE in a form every node understands: transports kept, paths absolute.
+// The path of this lockstep binary (the nodes run the same one unless --lockstep says otherwise).
 std::string this_lockstep() {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -104,7 +104,8 @@ runner::PreflightFanout fanout(const RunArgs& args, const std::string& lockstep,
   return how;
 }
 
-Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
+// The options that complete the request, each refused here rather than in every rank.
+Result<void> complete_request(RunArgs& args) {
   runner::LaunchRequest& req = args.request;
   if (!args.launcher.empty()) {
     LS_TRY_ASSIGN(req.launcher, runner::parse_launcher(args.launcher));
@@ -137,16 +138,53 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
       return invalid_input("--emit sbatch needs the output file: --emit sbatch FILE");
     }
   }
+  return {};
+}
 
-  // The image: its identity and facts.
-  const std::string image_text = req.image;
-  LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(image_text));
-  req.image = runner::absolute_image(arg);
-  LS_TRY_ASSIGN(runner::ImageDescription info, runner::describe_image(arg));
-  const envspec::ImageFacts& facts = info.facts;
-  const std::string image_digest = info.digest ? info.digest->str() : "";
+// One `lockstep run`: what each pass of run_run_command learns, for the passes after it.
+struct RunJob {
+  RunJob(RunArgs& args_, Context& ctx_) : args(args_), ctx(ctx_), req(args_.request) {}
 
+  RunArgs& args;
+  Context& ctx;
+  runner::LaunchRequest& req;
+  // read_image
+  runner::ImageDescription info;
+  std::string image_digest; ///< "" when the image has none (a directory)
+  // locate_job
   runner::LaunchSite site;
+  std::string job;
+  // plan_job
+  runner::LaunchPlan plan;         ///< what runs
+  runner::LaunchRequest shown_req; ///< the request as the record, --dry-run and --debug show it
+  runner::LaunchPlan shown;        ///< the plan of shown_req
+  runner::PreflightRequest pre;
+  // the run
+  std::vector<std::vector<std::string>> preflight_commands;
+  std::vector<runner::NodeReport> reports;
+  nlohmann::ordered_json record;
+  std::int64_t start = 0; ///< wall clock ns, before the preflight
+
+  Result<void> write_record() const {
+    return write_file_atomic(fs::path(site.run_dir) / "record.json", dump_json(record, 2) + "\n",
+                             runner::k_record_file_mode);
+  }
+};
+
+// The image: its absolute name, identity and facts.
+Result<void> read_image(RunJob& j) {
+  LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(j.req.image));
+  j.req.image = runner::absolute_image(arg);
+  LS_TRY_ASSIGN(j.info, runner::describe_image(arg));
+  j.image_digest = j.info.digest ? j.info.digest->str() : "";
+  return {};
+}
+
+// Where the job runs: this lockstep, the allocation and hostfile, the job's name and record directory.
+Result<void> locate_job(RunJob& j) {
+  const RunArgs& args = j.args;
+  runner::LaunchRequest& req = j.req;
+  runner::LaunchSite& site = j.site;
   site.lockstep = args.remote_lockstep.empty() ? this_lockstep() : args.remote_lockstep;
   site.root = ::geteuid() == 0;
   if (const char* id = std::getenv("SLURM_JOB_ID"); id != nullptr && *id != '\0') {
@@ -161,7 +199,8 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   req.runs_dir = args.runs_dir.empty() ? "" : fs::absolute(args.runs_dir).string();
   req.job = args.job;
   req.record_env_values = args.record_env_values;
-  const std::string job = args.job.empty() ? runner::new_job_id(site.slurm_job_id) : args.job;
+  j.job = args.job.empty() ? runner::new_job_id(site.slurm_job_id) : args.job;
+  const std::string& job = j.job;
   if (job.empty() || job.size() > 200 || job.find('/') != std::string::npos || job == "." || job == ".." ||
       escape_controls(job) != job) {
     return invalid_input("--job '{}' must be a plain directory name (no '/', no control characters)",
@@ -169,107 +208,129 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   }
   const fs::path runs = args.runs_dir.empty() ? runner::default_runs_dir() : fs::path(args.runs_dir);
   site.run_dir = (fs::absolute(runs) / job).string();
+  return {};
+}
 
-  if (!args.emit.empty()) {
-    // The script carries the --env values the ranks need: then it is for its owner only.
-    const bool has_env_values = runner::without_env_values(req).exec_args != req.exec_args;
-    std::string script = runner::render_sbatch(req, site, image_digest);
-    LS_TRY(write_file_atomic(args.emit_args[0], script, has_env_values ? 0700 : 0755));
-    log::info("wrote {}: submit it with sbatch {}", args.emit_args[0], args.emit_args[0]);
-    return ExitCode::ok;
-  }
+// --emit sbatch FILE: a batch script instead of a run.
+Result<ExitCode> emit_sbatch(const RunJob& j) {
+  // The script carries the --env values the ranks need: then it is for its owner only.
+  const bool has_env_values = runner::without_env_values(j.req).exec_args != j.req.exec_args;
+  const std::string& file = j.args.emit_args[0];
+  std::string script = runner::render_sbatch(j.req, j.site, j.image_digest);
+  LS_TRY(write_file_atomic(file, script, has_env_values ? 0700 : 0755));
+  log::info("wrote {}: submit it with sbatch {}", file, file);
+  return ExitCode::ok;
+}
 
-  LS_TRY_ASSIGN(runner::LaunchPlan plan, runner::plan_launch(req, site, facts));
-  for (const std::string& note : plan.notes) {
+// The launch plan, the plan as shown (--env names only, unless --record-env-values), and what
+// preflight checks on every node.
+Result<void> plan_job(RunJob& j) {
+  const envspec::ImageFacts& facts = j.info.facts;
+  LS_TRY_ASSIGN(j.plan, runner::plan_launch(j.req, j.site, facts));
+  for (const std::string& note : j.plan.notes) {
     log::warn("{}", note);
   }
-  // What the record, --dry-run and --debug show: the plan with --env names only, unless
-  // --record-env-values.
-  const runner::LaunchRequest shown_req = req.record_env_values ? req : runner::without_env_values(req);
-  LS_TRY_ASSIGN(const runner::LaunchPlan shown, runner::plan_launch(shown_req, site, facts));
-
-  runner::PreflightRequest pre;
-  pre.image = req.image;
-  pre.image_digest = image_digest;
-  pre.model = std::string(runner::name_of(plan.model));
-  pre.launcher = std::string(runner::name_of(plan.launcher));
-  pre.gpus_per_node = req.gpus_per_node;
+  j.shown_req = j.req.record_env_values ? j.req : runner::without_env_values(j.req);
+  LS_TRY_ASSIGN(j.shown, runner::plan_launch(j.shown_req, j.site, facts));
+  runner::PreflightRequest& pre = j.pre;
+  pre.image = j.req.image;
+  pre.image_digest = j.image_digest;
+  pre.model = std::string(runner::name_of(j.plan.model));
+  pre.launcher = std::string(runner::name_of(j.plan.launcher));
+  pre.gpus_per_node = j.req.gpus_per_node;
   pre.facts = facts;
-  pre.unpack_bytes = info.unpack_bytes;
+  pre.unpack_bytes = j.info.unpack_bytes;
+  return {};
+}
 
-  std::vector<std::vector<std::string>> preflight_commands;
-  if (args.dry_run) {
-    if (!args.skip_preflight) {
-      LS_TRY(runner::preflight_nodes(plan, pre, fanout(args, site.lockstep, true), preflight_commands));
+// --dry-run --json: the plan as one JSON object.
+void print_dry_run_json(const RunJob& j) {
+  const runner::LaunchPlan& plan = j.plan;
+  nlohmann::ordered_json out;
+  out["launcher"] = runner::name_of(plan.launcher);
+  out["model"] = runner::name_of(plan.model);
+  out["runtime"] = runner::name_of(plan.runtime);
+  out["pmi"] = plan.pmi;
+  out["nodes"] = plan.nodes;
+  out["ranks"] = plan.ranks;
+  out["preflight"] = j.preflight_commands;
+  out["launch"] = j.shown.argv;
+  out["env"] = j.shown.env;
+  out["hostfile"] = plan.hostfile_text();
+  out["notes"] = plan.notes;
+  std::cout << dump_json(out, -1) << "\n";
+}
+
+// --dry-run: the preflight commands, the hostfile and the launch command, as shell.
+void print_dry_run_text(const RunJob& j) {
+  std::string out;
+  if (!j.preflight_commands.empty()) {
+    out += "# preflight, on every node in parallel\n";
+    for (const auto& c : j.preflight_commands) {
+      out += shell_join(c) + "\n";
     }
-    if (ctx.json) {
-      nlohmann::ordered_json j;
-      j["launcher"] = runner::name_of(plan.launcher);
-      j["model"] = runner::name_of(plan.model);
-      j["runtime"] = runner::name_of(plan.runtime);
-      j["pmi"] = plan.pmi;
-      j["nodes"] = plan.nodes;
-      j["ranks"] = plan.ranks;
-      j["preflight"] = preflight_commands;
-      j["launch"] = shown.argv;
-      j["env"] = shown.env;
-      j["hostfile"] = plan.hostfile_text();
-      j["notes"] = plan.notes;
-      std::cout << dump_json(j, -1) << "\n";
-      return ExitCode::ok;
-    }
-    std::string out;
-    if (!preflight_commands.empty()) {
-      out += "# preflight, on every node in parallel\n";
-      for (const auto& c : preflight_commands) {
-        out += shell_join(c) + "\n";
-      }
-    }
-    if (!plan.hosts.empty()) {
-      out += fmt::format("# hostfile {}/hostfile\n", escape_controls(site.run_dir));
-      std::string hf = plan.hostfile_text();
-      std::size_t p = 0;
-      while (p < hf.size()) {
-        std::size_t e = hf.find('\n', p);
-        out += "#   " + hf.substr(p, e - p) + "\n";
-        p = e + 1;
-      }
-    }
-    std::vector<std::string> hidden; // --env names whose values are not shown
-    for (std::size_t i = 0; i + 1 < shown_req.exec_args.size(); ++i) {
-      if (shown_req.exec_args[i] == "--env" && shown_req.exec_args[i + 1].find('=') == std::string::npos) {
-        hidden.push_back(shown_req.exec_args[i + 1]);
-      }
-    }
-    if (!hidden.empty()) {
-      out += fmt::format("# the values of --env {} are not shown (--record-env-values shows them)\n",
-                         fmt::join(hidden, ", "));
-    }
-    out += "# launch\n";
-    for (const std::string& e : shown.env) {
-      if (e.find('=') != std::string::npos) {
-        out += shell_quote(e) + " ";
-      }
-    }
-    out += shell_join(shown.argv) + "\n";
-    std::cout << out;
-    return ExitCode::ok;
   }
+  if (!j.plan.hosts.empty()) {
+    out += fmt::format("# hostfile {}/hostfile\n", escape_controls(j.site.run_dir));
+    std::string hf = j.plan.hostfile_text();
+    std::size_t p = 0;
+    while (p < hf.size()) {
+      std::size_t e = hf.find('\n', p);
+      out += "#   " + hf.substr(p, e - p) + "\n";
+      p = e + 1;
+    }
+  }
+  const std::vector<std::string>& exec_args = j.shown_req.exec_args;
+  std::vector<std::string> hidden; // --env names whose values are not shown
+  for (std::size_t i = 0; i + 1 < exec_args.size(); ++i) {
+    if (exec_args[i] == "--env" && exec_args[i + 1].find('=') == std::string::npos) {
+      hidden.push_back(exec_args[i + 1]);
+    }
+  }
+  if (!hidden.empty()) {
+    out += fmt::format("# the values of --env {} are not shown (--record-env-values shows them)\n",
+                       fmt::join(hidden, ", "));
+  }
+  out += "# launch\n";
+  for (const std::string& e : j.shown.env) {
+    if (e.find('=') != std::string::npos) {
+      out += shell_quote(e) + " ";
+    }
+  }
+  out += shell_join(j.shown.argv) + "\n";
+  std::cout << out;
+}
 
-  // The run directory (0700, its files 0600): the hostfile and the ranks' reports.
-  LS_TRY(runner::make_record_dirs(fs::path(site.run_dir) / "ranks"));
+// --dry-run: what a run would do, run nothing (the preflight commands are only built).
+Result<ExitCode> show_dry_run(RunJob& j) {
+  if (!j.args.skip_preflight) {
+    LS_TRY(
+        runner::preflight_nodes(j.plan, j.pre, fanout(j.args, j.site.lockstep, true), j.preflight_commands));
+  }
+  if (j.ctx.json) {
+    print_dry_run_json(j);
+  } else {
+    print_dry_run_text(j);
+  }
+  return ExitCode::ok;
+}
+
+// The run directory (0700, its files 0600) with the hostfile, and the record's first fields.
+Result<void> start_record(RunJob& j) {
+  const runner::LaunchPlan& plan = j.plan;
+  LS_TRY(runner::make_record_dirs(fs::path(j.site.run_dir) / "ranks"));
   if (!plan.hosts.empty()) {
-    LS_TRY(write_file_atomic(fs::path(site.run_dir) / "hostfile", plan.hostfile_text(),
+    LS_TRY(write_file_atomic(fs::path(j.site.run_dir) / "hostfile", plan.hostfile_text(),
                              runner::k_record_file_mode));
   }
-  nlohmann::ordered_json record;
+  nlohmann::ordered_json& record = j.record;
   record["schema"] = 1;
-  record["job"] = job;
+  record["job"] = j.job;
   record["tool"] = fmt::format("lockstep {}", k_version);
-  record["image"] = {{"ref", req.image},
-                     {"digest", image_digest},
-                     {"lock_digest", info.lock_digest},
-                     {"facts", envspec::facts_json(facts)}};
+  record["image"] = {{"ref", j.req.image},
+                     {"digest", j.image_digest},
+                     {"lock_digest", j.info.lock_digest},
+                     {"facts", envspec::facts_json(j.info.facts)}};
   record["launcher"] = runner::name_of(plan.launcher);
   record["model"] = runner::name_of(plan.model);
   record["runtime"] = runner::name_of(plan.runtime);
@@ -277,111 +338,149 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
     record["pmi"] = plan.pmi;
   }
   record["ranks"] = plan.ranks;
-  record["command"] = req.command;
-  record["run"] = runner::run_command_line(shown_req, site);
+  record["command"] = j.req.command;
+  record["run"] = runner::run_command_line(j.shown_req, j.site);
+  j.start = runner::wall_clock_ns();
+  return {};
+}
 
-  const std::int64_t start = runner::wall_clock_ns();
-  auto write_record = [&]() -> Result<void> {
-    return write_file_atomic(fs::path(site.run_dir) / "record.json", dump_json(record, 2) + "\n",
-                             runner::k_record_file_mode);
-  };
-
-  // Preflight.
-  std::vector<runner::NodeReport> reports;
-  if (args.skip_preflight) {
-    log::warn("preflight skipped (--skip-preflight): nodes were not checked");
-    record["preflight"] = {{"skipped", true}};
-  } else {
-    log::Timer timer("preflight");
-    LS_TRY_ASSIGN(reports,
-                  runner::preflight_nodes(plan, pre, fanout(args, site.lockstep, false), preflight_commands));
-    nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
-    for (const runner::NodeReport& r : reports) {
-      nodes.push_back(runner::to_json(r));
-    }
-    record["preflight"] = {{"skipped", false}, {"commands", preflight_commands}, {"nodes", nodes}};
-    const bool failed = std::any_of(reports.begin(), reports.end(), [](const auto& r) { return !r.ok(); });
-    if (failed || (log::level() >= log::Level::normal && !ctx.json)) {
-      std::cerr << runner::render_preflight_table(reports);
-    }
-    if (failed) {
-      std::vector<std::string> names;
-      for (const runner::NodeReport& r : reports) {
-        if (!r.ok()) {
-          std::vector<std::string> why;
-          for (const runner::Check& c : r.checks) {
-            if (c.status == runner::Check::Status::fail) {
-              why.push_back(c.name);
-            }
-          }
-          names.push_back(fmt::format("{} ({})", r.node, fmt::join(why, ", ")));
+// "node (check, check)" for each node whose preflight failed.
+std::vector<std::string> failed_nodes(const std::vector<runner::NodeReport>& reports) {
+  std::vector<std::string> names;
+  for (const runner::NodeReport& r : reports) {
+    if (!r.ok()) {
+      std::vector<std::string> why;
+      for (const runner::Check& c : r.checks) {
+        if (c.status == runner::Check::Status::fail) {
+          why.push_back(c.name);
         }
       }
-      record["start"] = runner::iso8601_utc(start);
-      record["end"] = runner::iso8601_utc(runner::wall_clock_ns());
-      record["exit_code"] = 1;
-      record["outcome"] = "preflight failed";
-      LS_TRY(write_record());
-      return Error{ExitCode::check_failed,
-                   fmt::format("preflight failed on {}: no rank was started (record: {}/record.json)",
-                               fmt::join(names, ", "), site.run_dir)};
+      names.push_back(fmt::format("{} ({})", r.node, fmt::join(why, ", ")));
     }
   }
+  return names;
+}
 
-  // Launch.
-  record["launch"] = shown.argv;
-  record["env"] = shown.env;
+// Every node checked in parallel before any rank starts; a failure is recorded and ends the run
+// (exit 1).
+Result<void> check_nodes(RunJob& j) {
+  if (j.args.skip_preflight) {
+    log::warn("preflight skipped (--skip-preflight): nodes were not checked");
+    j.record["preflight"] = {{"skipped", true}};
+    return {};
+  }
+  log::Timer timer("preflight");
+  LS_TRY_ASSIGN(j.reports, runner::preflight_nodes(j.plan, j.pre, fanout(j.args, j.site.lockstep, false),
+                                                   j.preflight_commands));
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
+  for (const runner::NodeReport& r : j.reports) {
+    nodes.push_back(runner::to_json(r));
+  }
+  j.record["preflight"] = {{"skipped", false}, {"commands", j.preflight_commands}, {"nodes", nodes}};
+  const bool failed = std::any_of(j.reports.begin(), j.reports.end(), [](const auto& r) { return !r.ok(); });
+  if (failed || (log::level() >= log::Level::normal && !j.ctx.json)) {
+    std::cerr << runner::render_preflight_table(j.reports);
+  }
+  if (!failed) {
+    return {};
+  }
+  const std::vector<std::string> names = failed_nodes(j.reports);
+  j.record["start"] = runner::iso8601_utc(j.start);
+  j.record["end"] = runner::iso8601_utc(runner::wall_clock_ns());
+  j.record["exit_code"] = 1;
+  j.record["outcome"] = "preflight failed";
+  LS_TRY(j.write_record());
+  return Error{ExitCode::check_failed,
+               fmt::format("preflight failed on {}: no rank was started (record: {}/record.json)",
+                           fmt::join(names, ", "), j.site.run_dir)};
+}
+
+// Runs the launch command in the foreground: this process's environment plus the plan's.
+Result<int> run_launcher(RunJob& j) {
+  j.record["launch"] = j.shown.argv;
+  j.record["env"] = j.shown.env;
   std::optional<std::vector<std::string>> env;
-  if (!plan.env.empty()) {
+  if (!j.plan.env.empty()) {
     env = std::vector<std::string>();
     for (char** e = environ; *e != nullptr; ++e) {
       env->emplace_back(*e);
     }
-    env->insert(env->end(), plan.env.begin(), plan.env.end());
+    env->insert(env->end(), j.plan.env.begin(), j.plan.env.end());
   }
-  log::debug("run: {}", shell_join(shown.argv));
-  Result<int> status = run_foreground(plan.argv, env);
-  const std::int64_t end = runner::wall_clock_ns();
+  log::debug("run: {}", shell_join(j.shown.argv));
+  return run_foreground(j.plan.argv, env);
+}
 
-  std::vector<runner::RankReport> ranks = runner::read_rank_reports(fs::path(site.run_dir) / "ranks");
+// The ranks' reports and the launcher's status judged into the run's verdict, and the record
+// completed with them.
+runner::RunVerdict judge_and_record(RunJob& j, const Result<int>& status, std::int64_t end) {
+  std::vector<runner::RankReport> ranks = runner::read_rank_reports(fs::path(j.site.run_dir) / "ranks");
   std::set<std::string> node_names;
   for (const runner::RankReport& r : ranks) {
     node_names.insert(r.node);
   }
   if (node_names.empty()) {
-    for (const runner::NodeReport& r : reports) {
+    for (const runner::NodeReport& r : j.reports) {
       node_names.insert(r.node);
     }
-    for (const runner::HostSlots& h : plan.hosts) {
+    for (const runner::HostSlots& h : j.plan.hosts) {
       node_names.insert(h.host);
     }
   }
+  nlohmann::ordered_json& record = j.record;
   record["nodes"] = std::vector<std::string>(node_names.begin(), node_names.end());
   record["rank_exits"] = runner::rank_exits_json(ranks);
-  record["start"] = runner::iso8601_utc(start);
+  record["start"] = runner::iso8601_utc(j.start);
   record["end"] = runner::iso8601_utc(end);
-
-  const runner::RunVerdict verdict = runner::judge_run(status, ranks, plan.argv[0], plan.ranks);
-  const int code = verdict.exit_status;
-  const std::string& message = verdict.message;
+  runner::RunVerdict verdict = runner::judge_run(status, ranks, j.plan.argv[0], j.plan.ranks);
   if (verdict.failure) {
     record["failure"] = {{"rank", verdict.failure->rank},
                          {"node", verdict.failure->node},
                          {"exit_code", verdict.failure->exit_code}};
   }
-  record["exit_code"] = code;
-  record["outcome"] = code == 0 ? "ok" : message;
-  LS_TRY(write_record());
-  if (ctx.json) {
-    std::cout << dump_json(record, -1) << "\n";
+  record["exit_code"] = verdict.exit_status;
+  record["outcome"] = verdict.exit_status == 0 ? "ok" : verdict.message;
+  return verdict;
+}
+
+// Writes the record, shows it (--json) or where it is, and ends with the run's own status.
+Result<ExitCode> finish(const RunJob& j, const runner::RunVerdict& verdict) {
+  LS_TRY(j.write_record());
+  if (j.ctx.json) {
+    std::cout << dump_json(j.record, -1) << "\n";
   } else {
-    log::info("run record: {}/record.json", site.run_dir);
+    log::info("run record: {}/record.json", j.site.run_dir);
   }
+  const int code = verdict.exit_status;
   if (code != 0) {
-    return Error{ExitCode::check_failed, fmt::format("{} (record: {}/record.json)", message, site.run_dir),
-                 false, (code & 0xff) != 0 ? code & 0xff : 1};
+    return Error{ExitCode::check_failed,
+                 fmt::format("{} (record: {}/record.json)", verdict.message, j.site.run_dir), false,
+                 (code & 0xff) != 0 ? code & 0xff : 1};
   }
   return ExitCode::ok;
+}
+
+Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
+  LS_TRY(complete_request(args));
+  RunJob j(args, ctx);
+  // The image, then where the job runs and records itself.
+  LS_TRY(read_image(j));
+  LS_TRY(locate_job(j));
+  if (!args.emit.empty()) {
+    return emit_sbatch(j);
+  }
+  // The plan, and what preflight checks.
+  LS_TRY(plan_job(j));
+  if (args.dry_run) {
+    return show_dry_run(j);
+  }
+  // The run: its record directory, the preflight, the launch, the verdict, the record.
+  LS_TRY(start_record(j));
+  LS_TRY(check_nodes(j));
+  const Result<int> status = run_launcher(j);
+  const std::int64_t end = runner::wall_clock_ns();
+  const runner::RunVerdict verdict = judge_and_record(j, status, end);
+  return finish(j, verdict);
 }
 
 } // namespace

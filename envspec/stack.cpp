@@ -617,20 +617,10 @@ Error explain_failure(const Solver& solver, const Request& rq, const StackReques
   return diags.to_error();
 }
 
-} // namespace
+// ---- solving -------------------------------------------------------------------------------------
 
-StackContext stack_context(const Spec& spec) {
-  StackContext ctx;
-  if (spec.base.kind == BaseImage::Kind::debian) {
-    ctx.debian_suite = spec.base.suite;
-  }
-  return ctx;
-}
-
-Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
-                                  const StackContext& context) {
-  Diagnostics diags;
-  Solver solver(recipes, context);
+// The spec's constraints as the solver's request.
+Request request_of(const StackRequest& request) {
   Request rq;
   rq.cuda = want(request.cuda);
   rq.cudnn = want(request.cudnn);
@@ -639,133 +629,134 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
   rq.fw_version = want(request.framework_version);
   rq.framework = request.framework;
   rq.python_needed = request.python.given();
+  return rq;
+}
 
-  // Unknown recipes first: nothing else can be said about them.
-  if (!request.framework.empty() && recipes.framework(request.framework) == nullptr) {
+// The framework must be in the recipes, with a usable release matching the requested version.
+Result<void> check_framework_known(const Solver& solver, const StackRequest& request, const Request& rq) {
+  if (request.framework.empty()) {
+    return {};
+  }
+  Diagnostics diags;
+  const FrameworkRecipe* fw = solver.recipes().framework(request.framework);
+  if (fw == nullptr) {
     diags.error(request.framework_location, "stack.framework",
                 fmt::format("the recipes have no framework '{}'", request.framework));
     return diags.to_error();
   }
-  if (!request.framework.empty()) {
-    Request only;
-    only.framework = rq.framework;
-    only.fw_version = rq.fw_version;
-    only.ignore_suite = true;
-    if (solver.search(only, 1).empty()) {
-      const FrameworkRecipe* fw = recipes.framework(request.framework);
-      std::vector<std::string> known;
-      bool any_series = false;
-      for (const FrameworkRelease& rel : fw->releases) {
-        if (rel.why.usable()) {
-          any_series = any_series || rel.series == "*";
-          if (rel.series != "*") {
-            known.push_back(rel.series);
-          }
-        }
+  Request only;
+  only.framework = rq.framework;
+  only.fw_version = rq.fw_version;
+  only.ignore_suite = true;
+  if (!solver.search(only, 1).empty()) {
+    return {};
+  }
+  std::vector<std::string> known;
+  bool any_series = false;
+  for (const FrameworkRelease& rel : fw->releases) {
+    if (rel.why.usable()) {
+      any_series = any_series || rel.series == "*";
+      if (rel.series != "*") {
+        known.push_back(rel.series);
       }
-      diags.error(
-          request.framework_version.given() ? request.framework_version.location : request.framework_location,
-          "stack.framework",
-          any_series ? fmt::format("{} needs an exact release, e.g. {}@0.4.30 (the recipes don't list "
-                                   "{} releases; they pin the version you give)",
-                                   request.framework, request.framework, request.framework)
-                     : fmt::format("the recipes know no {} release matching '{}'; known: {}",
-                                   request.framework, request.framework_version.text, quoted_list(known)));
-
-      return diags.to_error();
     }
   }
-  if (!request.mpi.empty()) {
-    const MpiRecipe* mpi = recipes.mpi(request.mpi);
-    const Want mw = want(request.mpi_version);
-    const bool found =
-        mpi != nullptr && std::any_of(mpi->series.begin(), mpi->series.end(), [&](const MpiSeries& s) {
-          return s.why.usable() && mw.matches_series(s.series);
-        });
-    if (!found) {
-      std::vector<std::string> known;
-      if (mpi != nullptr) {
-        for (const MpiSeries& s : mpi->series) {
-          if (s.why.usable()) {
-            known.push_back(s.series);
-          }
-        }
+  diags.error(
+      request.framework_version.given() ? request.framework_version.location : request.framework_location,
+      "stack.framework",
+      any_series ? fmt::format("{} needs an exact release, e.g. {}@0.4.30 (the recipes don't list "
+                               "{} releases; they pin the version you give)",
+                               request.framework, request.framework, request.framework)
+                 : fmt::format("the recipes know no {} release matching '{}'; known: {}", request.framework,
+                               request.framework_version.text, quoted_list(known)));
+  return diags.to_error();
+}
+
+// The MPI implementation must be in the recipes, with a usable series matching the requested version.
+Result<void> check_mpi_known(const RecipeSet& recipes, const StackRequest& request) {
+  if (request.mpi.empty()) {
+    return {};
+  }
+  const MpiRecipe* mpi = recipes.mpi(request.mpi);
+  const Want mw = want(request.mpi_version);
+  const bool found =
+      mpi != nullptr && std::any_of(mpi->series.begin(), mpi->series.end(), [&](const MpiSeries& s) {
+        return s.why.usable() && mw.matches_series(s.series);
+      });
+  if (found) {
+    return {};
+  }
+  std::vector<std::string> known;
+  if (mpi != nullptr) {
+    for (const MpiSeries& s : mpi->series) {
+      if (s.why.usable()) {
+        known.push_back(s.series);
       }
-      diags.error(request.mpi_version.given() ? request.mpi_version.location : request.mpi_location,
-                  "stack.mpi",
-                  fmt::format("the recipes know no {} series matching '{}'; known: {}", request.mpi,
-                              request.mpi_version.text, quoted_list(known)));
-      return diags.to_error();
     }
   }
+  Diagnostics diags;
+  diags.error(request.mpi_version.given() ? request.mpi_version.location : request.mpi_location, "stack.mpi",
+              fmt::format("the recipes know no {} series matching '{}'; known: {}", request.mpi,
+                          request.mpi_version.text, quoted_list(known)));
+  return diags.to_error();
+}
 
-  std::vector<Pick> picks = solver.search(rq, 1);
-  if (picks.empty()) {
-    return explain_failure(solver, rq, request, context);
+// The chosen combination turned into the lock's choices (with the facts behind them) and the
+// package requests that deliver them, one component at a time.
+class SolutionWriter {
+public:
+  SolutionWriter(const StackRequest& request, const RecipeSet& recipes, const StackContext& context,
+                 const Request& rq, const Pick& p)
+      : m_request(request), m_recipes(recipes), m_context(context), m_rq(rq), m_p(p), m_v(p.variant),
+        m_fw_at(request.framework_location) {
+    LockedStack& st = m_sol.locked;
+    st.recipes =
+        recipes.origin.kind == "builtin" ? "builtin" : recipes.origin.kind + " " + recipes.origin.url;
+    st.recipes_commit = recipes.origin.commit;
+    st.recipes_digest = recipes.origin.digest;
   }
 
-  // ---- the chosen combination -> choices, requests and facts ----------------------------------
-  const Pick& p = picks.front();
-  StackSolution sol;
-  LockedStack& st = sol.locked;
-  st.recipes = recipes.origin.kind == "builtin" ? "builtin" : recipes.origin.kind + " " + recipes.origin.url;
-  st.recipes_commit = recipes.origin.commit;
-  st.recipes_digest = recipes.origin.digest;
+  StackSolution take() { return std::move(m_sol); }
 
-  const auto add_apt = [&sol](LockedStackChoice& choice, const AptPattern& pattern,
-                              const std::string& version, const std::string& cuda, const SourceLocation& at) {
-    PackageRequest r;
-    r.name = fill_pattern(pattern.name, version, cuda);
-    r.version = fill_pattern(pattern.version, version, cuda);
-    r.text = r.version.empty() ? r.name : r.name + "=" + r.version;
-    r.origin = "stack." + choice.component;
-    r.location = at;
-    choice.packages.push_back(r.text);
-    sol.apt.push_back(std::move(r));
-  };
-  const auto add_pip = [&sol](LockedStackChoice& choice, const std::string& text, const SourceLocation& at) {
-    PackageRequest r;
-    r.text = text;
-    r.name = text;
-    r.origin = "stack." + choice.component;
-    r.location = at;
-    choice.packages.push_back(text);
-    sol.pip.push_back(std::move(r));
-  };
-
-  const FrameworkVariant* v = p.variant;
-  const SourceLocation fw_at = request.framework_location;
-
-  // Python.
-  if (p.python != nullptr) {
+  void add_python() {
+    const Pick& p = m_p;
+    if (p.python == nullptr) {
+      return;
+    }
     LockedStackChoice c{"python", "python", p.python->version, "", "apt", {}, {}};
-    for (const AptPattern& pat : recipes.python.apt) {
-      add_apt(c, pat, p.python->version, p.cuda, request.python.given() ? request.python.location : fw_at);
+    for (const AptPattern& pat : m_recipes.python.apt) {
+      add_apt(c, pat, p.python->version, p.cuda, at(m_request.python));
     }
-    if (!context.debian_suite.empty() && std::find(p.python->debian.begin(), p.python->debian.end(),
-                                                   context.debian_suite) != p.python->debian.end()) {
-      c.facts.push_back(fmt::format("Debian {}'s python3 is Python {} ({})", context.debian_suite,
-                                    p.python->version, describe_why(p.python->why)));
+    const std::string& suite = m_context.debian_suite;
+    if (!suite.empty() &&
+        std::find(p.python->debian.begin(), p.python->debian.end(), suite) != p.python->debian.end()) {
+      c.facts.push_back(fmt::format("Debian {}'s python3 is Python {} ({})", suite, p.python->version,
+                                    describe_why(p.python->why)));
     }
     if (p.release != nullptr) {
       c.facts.push_back(fmt::format("{} {} supports Python {} ({})", p.fw->name, p.release->series,
                                     p.release->python, describe_why(p.release->why)));
     }
-    st.choices.push_back(std::move(c));
+    m_sol.locked.choices.push_back(std::move(c));
   }
 
-  // CUDA.
-  if (!p.cuda.empty()) {
+  void add_cuda() {
+    const Pick& p = m_p;
+    const FrameworkVariant* v = m_v;
+    if (p.cuda.empty()) {
+      return;
+    }
+    LockedStack& st = m_sol.locked;
     st.cuda = p.cuda;
     LockedStackChoice c{"cuda", "cuda", p.cuda, "", p.cuda_wheels ? "wheels" : "apt", {}, {}};
     if (p.cuda_wheels) {
       c.facts.push_back(fmt::format("{} {} {} wheels carry CUDA {} ({})", p.fw->name, p.fw_version, v->tag,
                                     v->cuda, describe_why(v->why)));
     } else {
-      const auto flavor = recipes.cuda.apt.find(request.cuda_flavor);
-      if (flavor != recipes.cuda.apt.end()) {
+      const auto flavor = m_recipes.cuda.apt.find(m_request.cuda_flavor);
+      if (flavor != m_recipes.cuda.apt.end()) {
         for (const AptPattern& pat : flavor->second) {
-          add_apt(c, pat, p.cuda, p.cuda, request.cuda.given() ? request.cuda.location : fw_at);
+          add_apt(c, pat, p.cuda, p.cuda, at(m_request.cuda));
         }
       }
       if (p.cuda_line != nullptr) {
@@ -777,7 +768,7 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
                                       v->cuda, describe_why(v->why)));
       }
     }
-    st.driver_floor = recipes.cuda.driver_floor_for(p.cuda);
+    st.driver_floor = m_recipes.cuda.driver_floor_for(p.cuda);
     if (v != nullptr && !v->driver_min.empty() &&
         (st.driver_floor.empty() || compare_dotted(v->driver_min, st.driver_floor) > 0)) {
       st.driver_floor = v->driver_min;
@@ -791,52 +782,54 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
     st.choices.push_back(std::move(c));
   }
 
-  // cuDNN.
-  if (p.cudnn != nullptr || !p.cudnn_wheels.empty()) {
+  void add_cudnn() {
+    const Pick& p = m_p;
     if (p.cudnn != nullptr) {
-      const std::string version = pattern_version(rq.cudnn, p.cudnn->series);
+      const std::string version = pattern_version(m_rq.cudnn, p.cudnn->series);
       LockedStackChoice c{"cudnn", "cudnn", version, "", "apt", {}, {}};
-      const auto apt = recipes.cudnn.apt.find(major_of(p.cudnn->series));
-      if (apt != recipes.cudnn.apt.end()) {
+      const auto apt = m_recipes.cudnn.apt.find(major_of(p.cudnn->series));
+      if (apt != m_recipes.cudnn.apt.end()) {
         for (const AptPattern& pat : apt->second) {
-          add_apt(c, pat, version, p.cuda, request.cudnn.given() ? request.cudnn.location : fw_at);
+          add_apt(c, pat, version, p.cuda, at(m_request.cudnn));
         }
       }
       const auto range = p.cudnn->cuda.find(major_of(p.cuda));
       c.facts.push_back(fmt::format("cuDNN {} builds for CUDA {} support CUDA {} ({})", p.cudnn->series,
                                     major_of(p.cuda), range->second, describe_why(p.cudnn->why)));
-      st.choices.push_back(std::move(c));
-    } else {
+      m_sol.locked.choices.push_back(std::move(c));
+    } else if (!p.cudnn_wheels.empty()) {
       LockedStackChoice c{"cudnn", "cudnn", p.cudnn_wheels, "", "wheels", {}, {}};
-      c.facts.push_back(fmt::format("{} {} {} pins cuDNN {} ({})", p.fw->name, p.fw_version, v->tag,
-                                    p.cudnn_wheels, describe_why(v->why)));
-      st.choices.push_back(std::move(c));
+      c.facts.push_back(fmt::format("{} {} {} pins cuDNN {} ({})", p.fw->name, p.fw_version, m_v->tag,
+                                    p.cudnn_wheels, describe_why(m_v->why)));
+      m_sol.locked.choices.push_back(std::move(c));
     }
   }
 
-  // NCCL.
-  if (p.nccl != nullptr || !p.nccl_wheels.empty()) {
+  void add_nccl() {
+    const Pick& p = m_p;
     if (p.nccl != nullptr) {
-      const std::string version = pattern_version(rq.nccl, major_minor(p.nccl->version));
+      const std::string version = pattern_version(m_rq.nccl, major_minor(p.nccl->version));
       LockedStackChoice c{"nccl", "nccl", version, "", "apt", {}, {}};
-      for (const AptPattern& pat : recipes.nccl.apt) {
-        add_apt(c, pat, version, p.cuda, request.nccl.given() ? request.nccl.location : fw_at);
+      for (const AptPattern& pat : m_recipes.nccl.apt) {
+        add_apt(c, pat, version, p.cuda, at(m_request.nccl));
       }
       c.facts.push_back(fmt::format("NCCL {} is published for CUDA {} ({})", p.nccl->version,
                                     fmt::join(p.nccl->cuda_builds, ", "), describe_why(p.nccl->why)));
-      st.choices.push_back(std::move(c));
-    } else {
+      m_sol.locked.choices.push_back(std::move(c));
+    } else if (!p.nccl_wheels.empty()) {
       LockedStackChoice c{"nccl", "nccl", p.nccl_wheels, "", "wheels", {}, {}};
-      c.facts.push_back(fmt::format("{} {} {} pins NCCL {} ({})", p.fw->name, p.fw_version, v->tag,
-                                    p.nccl_wheels, describe_why(v->why)));
-      st.choices.push_back(std::move(c));
+      c.facts.push_back(fmt::format("{} {} {} pins NCCL {} ({})", p.fw->name, p.fw_version, m_v->tag,
+                                    p.nccl_wheels, describe_why(m_v->why)));
+      m_sol.locked.choices.push_back(std::move(c));
     }
   }
 
-  // MPI.
-  if (!request.mpi.empty()) {
-    const MpiRecipe* mpi = recipes.mpi(request.mpi);
-    const Want mw = want(request.mpi_version);
+  void add_mpi() {
+    if (m_request.mpi.empty()) {
+      return;
+    }
+    const MpiRecipe* mpi = m_recipes.mpi(m_request.mpi);
+    const Want mw = want(m_request.mpi_version);
     const MpiSeries* series = nullptr;
     for (const MpiSeries& s : mpi->series) {
       if (s.why.usable() && mw.matches_series(s.series)) {
@@ -851,8 +844,8 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
       if (version.empty()) {
         use.version.clear(); // no version asked: the repository's newest
       }
-      add_apt(c, use, version, p.cuda,
-              request.mpi_version.given() ? request.mpi_version.location : request.mpi_location);
+      add_apt(c, use, version, m_p.cuda,
+              m_request.mpi_version.given() ? m_request.mpi_version.location : m_request.mpi_location);
     }
     if (series != nullptr) {
       std::string fact = fmt::format("{} {}", mpi->impl == "openmpi" ? "Open MPI" : "MPICH", series->series);
@@ -864,56 +857,135 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
       }
       c.facts.push_back(fmt::format("{} ({})", fact, describe_why(series->why)));
     }
-    st.choices.push_back(std::move(c));
+    m_sol.locked.choices.push_back(std::move(c));
   }
 
-  // The framework.
-  if (p.fw != nullptr) {
+  void add_framework() {
+    const Pick& p = m_p;
+    const FrameworkVariant* v = m_v;
+    if (p.fw == nullptr) {
+      return;
+    }
     LockedStackChoice c{"framework", p.fw->name, p.fw_version, v->tag, "wheels", {}, {}};
     for (const std::string& w : v->wheels) {
-      add_pip(c, fill_pattern(w, p.fw_version, p.cuda), fw_at);
+      add_pip(c, fill_pattern(w, p.fw_version, p.cuda));
     }
     for (const WheelPin& pin : v->pins) {
-      add_pip(c, pin.name + "==" + pin.version, fw_at);
+      add_pip(c, pin.name + "==" + pin.version);
     }
     c.facts.push_back(fmt::format("{} {} {} ({}{}){} ({})", p.fw->name, p.fw_version, v->tag,
                                   v->status.empty() ? "" : v->status,
                                   v->pypi_default ? ", PyPI's default build" : "",
                                   v->index.empty() ? "" : " from " + v->index, describe_why(v->why)));
-    st.choices.push_back(std::move(c));
+    m_sol.locked.choices.push_back(std::move(c));
   }
 
-  // GPU architectures.
-  std::string min_cc = p.cuda.empty() ? std::string() : recipes.cuda.min_cc_for(p.cuda);
-  const auto raise = [&min_cc](const std::string& cc) {
-    if (!cc.empty() && (min_cc.empty() || compare_dotted(cc, min_cc) > 0)) {
-      min_cc = cc;
+  // The lowest compute capability every chosen part supports, the framework's GPU architectures,
+  // and NVIDIA_REQUIRE_CUDA from them.
+  void set_gpu_requirements() {
+    const Pick& p = m_p;
+    const FrameworkVariant* v = m_v;
+    LockedStack& st = m_sol.locked;
+    std::string min_cc = p.cuda.empty() ? std::string() : m_recipes.cuda.min_cc_for(p.cuda);
+    const auto raise = [&min_cc](const std::string& cc) {
+      if (!cc.empty() && (min_cc.empty() || compare_dotted(cc, min_cc) > 0)) {
+        min_cc = cc;
+      }
+    };
+    if (p.cudnn != nullptr) {
+      raise(p.cudnn->min_cc);
     }
-  };
-  if (p.cudnn != nullptr) {
-    raise(p.cudnn->min_cc);
+    if (v != nullptr) {
+      raise(v->min_cc);
+      st.archs = v->archs;
+      if (!v->archs.empty()) {
+        raise(*std::min_element(
+            v->archs.begin(), v->archs.end(),
+            [](const std::string& a, const std::string& b) { return compare_dotted(a, b) < 0; }));
+      }
+    }
+    st.min_cc = min_cc;
+    if (!st.cuda.empty()) {
+      st.nvidia_require_cuda = "cuda>=" + st.cuda;
+      if (!st.driver_floor.empty()) {
+        st.nvidia_require_cuda += ",driver>=" + st.driver_floor;
+      }
+      if (!st.min_cc.empty()) {
+        st.nvidia_require_cuda += ",arch>=" + st.min_cc;
+      }
+    }
   }
-  if (v != nullptr) {
-    raise(v->min_cc);
-    st.archs = v->archs;
-    if (!v->archs.empty()) {
-      raise(
-          *std::min_element(v->archs.begin(), v->archs.end(), [](const std::string& a, const std::string& b) {
-            return compare_dotted(a, b) < 0;
-          }));
-    }
+
+private:
+  // Where a component's requests point: its own constraint, else the framework that implied it.
+  const SourceLocation& at(const StackRequest::Item& item) const {
+    return item.given() ? item.location : m_fw_at;
   }
-  st.min_cc = min_cc;
-  if (!st.cuda.empty()) {
-    st.nvidia_require_cuda = "cuda>=" + st.cuda;
-    if (!st.driver_floor.empty()) {
-      st.nvidia_require_cuda += ",driver>=" + st.driver_floor;
-    }
-    if (!st.min_cc.empty()) {
-      st.nvidia_require_cuda += ",arch>=" + st.min_cc;
-    }
+
+  void add_apt(LockedStackChoice& choice, const AptPattern& pattern, const std::string& version,
+               const std::string& cuda, const SourceLocation& location) {
+    PackageRequest r;
+    r.name = fill_pattern(pattern.name, version, cuda);
+    r.version = fill_pattern(pattern.version, version, cuda);
+    r.text = r.version.empty() ? r.name : r.name + "=" + r.version;
+    r.origin = "stack." + choice.component;
+    r.location = location;
+    choice.packages.push_back(r.text);
+    m_sol.apt.push_back(std::move(r));
   }
-  return sol;
+
+  void add_pip(LockedStackChoice& choice, const std::string& text) {
+    PackageRequest r;
+    r.text = text;
+    r.name = text;
+    r.origin = "stack." + choice.component;
+    r.location = m_fw_at;
+    choice.packages.push_back(text);
+    m_sol.pip.push_back(std::move(r));
+  }
+
+  const StackRequest& m_request;
+  const RecipeSet& m_recipes;
+  const StackContext& m_context;
+  const Request& m_rq;
+  const Pick& m_p;
+  const FrameworkVariant* m_v; ///< the framework's build, or nullptr
+  const SourceLocation m_fw_at;
+  StackSolution m_sol;
+};
+
+} // namespace
+
+StackContext stack_context(const Spec& spec) {
+  StackContext ctx;
+  if (spec.base.kind == BaseImage::Kind::debian) {
+    ctx.debian_suite = spec.base.suite;
+  }
+  return ctx;
+}
+
+Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
+                                  const StackContext& context) {
+  const Solver solver(recipes, context);
+  const Request rq = request_of(request);
+  // Unknown recipes first: nothing else can be said about them.
+  LS_TRY(check_framework_known(solver, request, rq));
+  LS_TRY(check_mpi_known(recipes, request));
+  // The preferred combination; when there is none, an error at the constraint to change.
+  const std::vector<Pick> picks = solver.search(rq, 1);
+  if (picks.empty()) {
+    return explain_failure(solver, rq, request, context);
+  }
+  // The chosen combination -> choices, requests and facts, in the lock's order.
+  SolutionWriter out(request, recipes, context, rq, picks.front());
+  out.add_python();
+  out.add_cuda();
+  out.add_cudnn();
+  out.add_nccl();
+  out.add_mpi();
+  out.add_framework();
+  out.set_gpu_requirements();
+  return out.take();
 }
 
 std::vector<std::string> describe_stack(const LockedStack& stack) {

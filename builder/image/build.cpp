@@ -309,184 +309,226 @@ Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, cons
   return wanted;
 }
 
-} // namespace
+// ---- the passes of build_image ---------------------------------------------------------------------
 
-std::string WrittenOutput::reference() const {
-  return kind + ":" + path.string();
-}
+// One build: what each pass of build_image adds, for the passes after it.
+struct ImageBuild {
+  ImageBuild(const envspec::Spec& spec_, const BuildOptions& options_) : spec(spec_), options(options_) {}
 
-Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options) {
+  const envspec::Spec& spec;
+  const BuildOptions& options;
+  Codec codec = Codec::gzip;
   BuildResult result;
-  LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
-  result.repo_tag = names.first + ":" + names.second;
-  result.ref_name = names.second;
-  Codec codec = options.compression.value_or(spec.outputs.compression);
-
-  log::Timer timer("build");
-  LS_TRY(check_spec_labels(spec));
-  // 1. Time comes from the lock, else SOURCE_DATE_EPOCH or the default epoch, never the clock.
-  LS_TRY_ASSIGN(result.epoch, image_epoch());
-  if (spec.needs_lock() && !options.lock) {
-    return internal_error("a spec with packages, a Debian base or git sources is built from a lock");
-  }
-  if (options.lock) {
-    if (std::getenv("SOURCE_DATE_EPOCH") != nullptr && result.epoch != options.lock->epoch) {
-      log::warn("SOURCE_DATE_EPOCH={} is ignored: the lock sets the image epoch to {} (re-lock with "
-                "SOURCE_DATE_EPOCH set to change it)",
-                result.epoch, options.lock->epoch);
-    }
-    result.epoch = options.lock->epoch;
-    if (options.lock->platform != spec.platform.str()) {
-      return Error{ExitCode::check_failed, fmt::format("the lock is for platform {}, the spec builds {}; run "
-                                                       "`lockstep lock`",
-                                                       options.lock->platform, spec.platform.str())};
-    }
-    const bool has_debs = std::any_of(options.lock->artifacts.begin(), options.lock->artifacts.end(),
-                                      [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
-    if (has_debs && spec.base.kind == envspec::BaseImage::Kind::oci) {
-      return base_error(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
-                              "base image (its dpkg database would be replaced)");
-    }
-  }
-  // What the image records of its MPI and CUDA stack (labels and /.lockstep/facts.json).
-  envspec::ImageFacts facts;
-  if (options.lock) {
-    LS_TRY_ASSIGN(facts, image_facts_for(*options.lock));
-  }
-  std::map<std::string, std::string> fact_labels = envspec::facts_labels(facts);
-  // The stack's choices: labels, and NVIDIA_REQUIRE_CUDA for nvidia-container-cli (a value the
-  // spec's own `env` sets wins).
-  std::vector<std::pair<std::string, std::string>> stack_env;
-  if (options.lock && options.lock->stack) {
-    envspec::StackImageConfig sc = envspec::stack_image_config(*options.lock->stack);
-    fact_labels.insert(sc.labels.begin(), sc.labels.end());
-    stack_env = std::move(sc.env);
-  }
-  // 2. The content-addressed store shared by all builds.
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
-  // 3. The base image: resolved, verified, its layers imported byte for byte.
+  envspec::ImageFacts facts;                                  ///< the image's MPI and CUDA facts
+  std::map<std::string, std::string> fact_labels;             ///< the facts' and the stack's labels
+  std::vector<std::pair<std::string, std::string>> stack_env; ///< NVIDIA_REQUIRE_CUDA
   std::optional<Base> base;
-  {
-    log::Timer t("resolve base");
-    LS_TRY_ASSIGN(base, resolve_base(spec, store));
+  std::vector<std::string> history; ///< created_by of each layer lockstep built
+
+  // The image config for the layers so far.
+  [[nodiscard]] json config() const {
+    return compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
   }
-  if (base) {
-    for (std::size_t i = 0; i < base->image.manifest.layers.size(); ++i) {
-      oci::Descriptor d = base->image.manifest.layers[i];
-      d.media_type = oci_layer_type(d.media_type);
-      d.annotations.clear();
-      result.layers.push_back(d);
-      result.diff_ids.push_back(base->image.diff_ids[i]);
-    }
-    result.base_layer_count = result.layers.size();
-  }
-  std::vector<std::string> history;
-  // 3b. Locked packages and git sources, each group in its own layer.
-  if (options.lock) {
-    PackageBuildState state;
-    state.store = &store;
-    state.codec = codec;
-    state.epoch = result.epoch;
-    state.native_arch = envspec::debian_arch(spec.platform);
-    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
-    for (const auto& e : partial["config"]["Env"]) {
-      state.env.push_back(e.get<std::string>());
-    }
-    state.layers = result.layers;
-    state.diff_ids = result.diff_ids;
-    // Local files the lock names must lie in the project before anything is read (nothing outside
-    // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
-    // lock's own.
-    LS_TRY(check_lock_local_files(*options.lock, spec));
-    state.local_roots = envspec::local_roots(spec);
-    const envspec::Lock lock = resolve_lock_urls(*options.lock, spec.dir);
-    {
-      log::Timer t("packages");
-      LS_TRY(build_deb_layers(lock, state));
-    }
-    // Right after the packages it describes: rebuilt only when the recorded facts change.
-    LS_TRY(build_facts_layer(facts, state));
-    {
-      log::Timer t("python packages");
-      LS_TRY(build_wheel_layer(spec, lock, state));
-    }
-    {
-      log::Timer t("git sources");
-      LS_TRY(build_git_layers(spec, lock, state));
-    }
-    result.layers = state.layers;
-    result.diff_ids = state.diff_ids;
-    result.layer_cached.insert(result.layer_cached.end(), state.cached.begin(), state.cached.end());
-    history.insert(history.end(), state.history.begin(), state.history.end());
-  }
-  // 4. Plan and build the application layer (cached by input fingerprint).
-  std::vector<envspec::CopyItem> host_copies;
-  std::copy_if(spec.copy.begin(), spec.copy.end(), std::back_inserter(host_copies),
-               [](const envspec::CopyItem& c) { return c.git.empty(); });
-  if (!host_copies.empty()) {
-    log::Timer plan_timer("plan layer");
-    LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(host_copies, result.epoch, layer_settings(codec)));
-    plan_timer.stop();
-    log::Timer layer_timer("build layer");
-    LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, codec, "copy layer"));
-    layer_timer.stop();
-    log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
-              log::human_size(layer.descriptor.size), plan.created_by, layer.cached ? " (cached)" : "");
+
+  void add_layer(const BuiltLayer& layer, std::string created_by) {
     result.layers.push_back(layer.descriptor);
     result.diff_ids.push_back(layer.diff_id);
     result.layer_cached.push_back(layer.cached);
-    history.push_back(plan.created_by);
+    history.push_back(std::move(created_by));
   }
-  // 5. `run:` steps, each in the build sandbox over the image so far, each giving a layer.
-  if (!spec.run.empty()) {
-    json partial = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
-    StepContext ctx;
-    ctx.store = &store;
-    ctx.codec = codec;
-    ctx.epoch = result.epoch;
-    for (const auto& e : partial["config"]["Env"]) {
-      ctx.env.push_back(e.get<std::string>());
-    }
-    if (partial["config"].contains("WorkingDir") && partial["config"]["WorkingDir"].is_string()) {
-      ctx.workdir = partial["config"]["WorkingDir"].get<std::string>();
-    }
-    for (std::size_t i = 0; i < spec.run.size(); ++i) {
-      ctx.layers = result.layers;
-      ctx.diff_ids = result.diff_ids;
-      LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, ctx));
-      log::info("layer {} {} run[{}]{}", layer.descriptor.digest.str().substr(0, 19),
-                log::human_size(layer.descriptor.size), i, layer.cached ? " (cached)" : "");
-      result.layers.push_back(layer.descriptor);
-      result.diff_ids.push_back(layer.diff_id);
-      result.layer_cached.push_back(layer.cached);
-      history.push_back("run: " + spec.run[i].sh);
-      result.impure = result.impure || spec.run[i].network;
-    }
+};
+
+// Time comes from the lock, else SOURCE_DATE_EPOCH or the default epoch, never the clock; the lock
+// must be for this spec's platform, and its packages can't go over an OCI base.
+Result<void> set_epoch_and_check_lock(ImageBuild& b) {
+  const envspec::Spec& spec = b.spec;
+  const std::optional<envspec::Lock>& lock = b.options.lock;
+  LS_TRY_ASSIGN(b.result.epoch, image_epoch());
+  if (spec.needs_lock() && !lock) {
+    return internal_error("a spec with packages, a Debian base or git sources is built from a lock");
   }
-  // 6. Config and manifest, with provenance annotations.
-  if (options.vcs_annotations) {
+  if (!lock) {
+    return {};
+  }
+  if (std::getenv("SOURCE_DATE_EPOCH") != nullptr && b.result.epoch != lock->epoch) {
+    log::warn("SOURCE_DATE_EPOCH={} is ignored: the lock sets the image epoch to {} (re-lock with "
+              "SOURCE_DATE_EPOCH set to change it)",
+              b.result.epoch, lock->epoch);
+  }
+  b.result.epoch = lock->epoch;
+  if (lock->platform != spec.platform.str()) {
+    return Error{ExitCode::check_failed, fmt::format("the lock is for platform {}, the spec builds {}; run "
+                                                     "`lockstep lock`",
+                                                     lock->platform, spec.platform.str())};
+  }
+  const bool has_debs = std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
+                                    [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
+  if (has_debs && spec.base.kind == envspec::BaseImage::Kind::oci) {
+    return base_error(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
+                            "base image (its dpkg database would be replaced)");
+  }
+  return {};
+}
+
+// What the image records of its MPI and CUDA stack (labels and /.lockstep/facts.json), and the
+// stack's choices: labels, and NVIDIA_REQUIRE_CUDA for nvidia-container-cli (a value the spec's
+// own `env` sets wins).
+Result<void> read_stack_facts(ImageBuild& b) {
+  const std::optional<envspec::Lock>& lock = b.options.lock;
+  if (lock) {
+    LS_TRY_ASSIGN(b.facts, image_facts_for(*lock));
+  }
+  b.fact_labels = envspec::facts_labels(b.facts);
+  if (lock && lock->stack) {
+    envspec::StackImageConfig sc = envspec::stack_image_config(*lock->stack);
+    b.fact_labels.insert(sc.labels.begin(), sc.labels.end());
+    b.stack_env = std::move(sc.env);
+  }
+  return {};
+}
+
+// The base image: resolved, verified, its layers imported byte for byte.
+Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
+  {
+    log::Timer t("resolve base");
+    LS_TRY_ASSIGN(b.base, resolve_base(b.spec, store));
+  }
+  if (!b.base) {
+    return {};
+  }
+  const oci::OpenedImage& image = b.base->image;
+  for (std::size_t i = 0; i < image.manifest.layers.size(); ++i) {
+    oci::Descriptor d = image.manifest.layers[i];
+    d.media_type = oci_layer_type(d.media_type);
+    d.annotations.clear();
+    b.result.layers.push_back(d);
+    b.result.diff_ids.push_back(image.diff_ids[i]);
+  }
+  b.result.base_layer_count = b.result.layers.size();
+  return {};
+}
+
+// Locked packages and git sources, each group in its own layer.
+Result<void> add_package_layers(ImageBuild& b, const BlobStore& store) {
+  if (!b.options.lock) {
+    return {};
+  }
+  const envspec::Spec& spec = b.spec;
+  PackageBuildState state;
+  state.store = &store;
+  state.codec = b.codec;
+  state.epoch = b.result.epoch;
+  state.native_arch = envspec::debian_arch(spec.platform);
+  json partial = b.config();
+  for (const auto& e : partial["config"]["Env"]) {
+    state.env.push_back(e.get<std::string>());
+  }
+  state.layers = b.result.layers;
+  state.diff_ids = b.result.diff_ids;
+  // Local files the lock names must lie in the project before anything is read (nothing outside
+  // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
+  // lock's own.
+  LS_TRY(check_lock_local_files(*b.options.lock, spec));
+  state.local_roots = envspec::local_roots(spec);
+  const envspec::Lock lock = resolve_lock_urls(*b.options.lock, spec.dir);
+  {
+    log::Timer t("packages");
+    LS_TRY(build_deb_layers(lock, state));
+  }
+  // Right after the packages it describes: rebuilt only when the recorded facts change.
+  LS_TRY(build_facts_layer(b.facts, state));
+  {
+    log::Timer t("python packages");
+    LS_TRY(build_wheel_layer(spec, lock, state));
+  }
+  {
+    log::Timer t("git sources");
+    LS_TRY(build_git_layers(spec, lock, state));
+  }
+  b.result.layers = state.layers;
+  b.result.diff_ids = state.diff_ids;
+  b.result.layer_cached.insert(b.result.layer_cached.end(), state.cached.begin(), state.cached.end());
+  b.history.insert(b.history.end(), state.history.begin(), state.history.end());
+  return {};
+}
+
+// The application layer of the host `copy` items (cached by input fingerprint).
+Result<void> add_copy_layer(ImageBuild& b, const BlobStore& store) {
+  std::vector<envspec::CopyItem> host_copies;
+  std::copy_if(b.spec.copy.begin(), b.spec.copy.end(), std::back_inserter(host_copies),
+               [](const envspec::CopyItem& c) { return c.git.empty(); });
+  if (host_copies.empty()) {
+    return {};
+  }
+  log::Timer plan_timer("plan layer");
+  LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(host_copies, b.result.epoch, layer_settings(b.codec)));
+  plan_timer.stop();
+  log::Timer layer_timer("build layer");
+  LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, b.codec, "copy layer"));
+  layer_timer.stop();
+  log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
+            log::human_size(layer.descriptor.size), plan.created_by, layer.cached ? " (cached)" : "");
+  b.add_layer(layer, plan.created_by);
+  return {};
+}
+
+// `run:` steps, each in the build sandbox over the image so far, each giving a layer.
+Result<void> add_run_layers(ImageBuild& b, const BlobStore& store) {
+  const envspec::Spec& spec = b.spec;
+  if (spec.run.empty()) {
+    return {};
+  }
+  json partial = b.config();
+  StepContext ctx;
+  ctx.store = &store;
+  ctx.codec = b.codec;
+  ctx.epoch = b.result.epoch;
+  for (const auto& e : partial["config"]["Env"]) {
+    ctx.env.push_back(e.get<std::string>());
+  }
+  if (partial["config"].contains("WorkingDir") && partial["config"]["WorkingDir"].is_string()) {
+    ctx.workdir = partial["config"]["WorkingDir"].get<std::string>();
+  }
+  for (std::size_t i = 0; i < spec.run.size(); ++i) {
+    ctx.layers = b.result.layers;
+    ctx.diff_ids = b.result.diff_ids;
+    LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, ctx));
+    log::info("layer {} {} run[{}]{}", layer.descriptor.digest.str().substr(0, 19),
+              log::human_size(layer.descriptor.size), i, layer.cached ? " (cached)" : "");
+    b.add_layer(layer, "run: " + spec.run[i].sh);
+    b.result.impure = b.result.impure || spec.run[i].network;
+  }
+  return {};
+}
+
+// The config and the manifest, with provenance annotations, into the store.
+Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
+  BuildResult& result = b.result;
+  if (b.options.vcs_annotations) {
     log::Timer t("git provenance");
-    result.git = git_info_for(spec.dir);
+    result.git = git_info_for(b.spec.dir);
   }
-  json config = compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
-  LS_TRY_ASSIGN(BlobInfo cfg, store.put(config.dump()));
+  LS_TRY_ASSIGN(BlobInfo cfg, store.put(b.config().dump()));
   result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}};
   oci::Manifest manifest;
   manifest.media_type = std::string(oci::k_media_manifest);
   manifest.config = result.config;
   manifest.layers = result.layers;
-  manifest.annotations = compose_annotations(spec, base, result.git, result.epoch);
+  manifest.annotations = compose_annotations(b.spec, b.base, result.git, result.epoch);
   if (result.impure) {
     manifest.annotations[k_annotation_impure] = "true"; // a run: step had the network
   }
-  if (options.lock) {
-    manifest.annotations[k_annotation_lock_digest] = envspec::lock_digest(*options.lock).str();
+  if (b.options.lock) {
+    manifest.annotations[k_annotation_lock_digest] = envspec::lock_digest(*b.options.lock).str();
   }
   LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
   result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
-  result.manifest.platform = spec.platform;
-  // 7. Outputs, each published atomically.
-  log::Timer outputs_timer("write outputs");
+  result.manifest.platform = b.spec.platform;
+  return {};
+}
+
+// The image as the output writers take it: the manifest and every blob it names.
+oci::StoredImage stored_image(const BuildResult& result) {
   oci::StoredImage image;
   image.manifest = result.manifest;
   image.blobs.push_back(result.config);
@@ -494,8 +536,41 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   image.ref_name = result.ref_name;
   image.repo_tag = result.repo_tag;
   image.epoch = result.epoch;
-  LS_TRY_ASSIGN(result.outputs, write_outputs(spec, options, store, image, codec));
-  return result;
+  return image;
+}
+
+} // namespace
+
+std::string WrittenOutput::reference() const {
+  return kind + ":" + path.string();
+}
+
+Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options) {
+  ImageBuild b(spec, options);
+  LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
+  b.result.repo_tag = names.first + ":" + names.second;
+  b.result.ref_name = names.second;
+  b.codec = options.compression.value_or(spec.outputs.compression);
+
+  log::Timer timer("build");
+  LS_TRY(check_spec_labels(spec));
+  // 1. The epoch (from the lock when there is one), and the image's stack facts and labels.
+  LS_TRY(set_epoch_and_check_lock(b));
+  LS_TRY(read_stack_facts(b));
+  // 2. The content-addressed store shared by all builds.
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
+  // 3. The layers: the base image's, the locked packages' and git sources', the copied files', and
+  //    one per `run:` step.
+  LS_TRY(add_base_layers(b, store));
+  LS_TRY(add_package_layers(b, store));
+  LS_TRY(add_copy_layer(b, store));
+  LS_TRY(add_run_layers(b, store));
+  // 4. Config and manifest, with provenance annotations.
+  LS_TRY(write_config_and_manifest(b, store));
+  // 5. Outputs, each published atomically.
+  log::Timer outputs_timer("write outputs");
+  LS_TRY_ASSIGN(b.result.outputs, write_outputs(spec, options, store, stored_image(b.result), b.codec));
+  return std::move(b.result);
 }
 
 } // namespace lockstep::builder

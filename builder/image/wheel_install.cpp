@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <utility>
@@ -202,8 +203,8 @@ TarEntry tar_entry(const Output& out, std::int64_t epoch) {
   return e;
 }
 
-} // namespace
-
+/// The console_scripts/gui_scripts wrapper pip writes for `entry` (distlib's template), with
+/// `#!python`.
 std::string entry_point_script(const EntryPoint& entry, std::string_view python) {
   std::string import_name = entry.attr.substr(0, entry.attr.find('.'));
   return fmt::format("#!{}\n"
@@ -217,10 +218,50 @@ std::string entry_point_script(const EntryPoint& entry, std::string_view python)
                      python, entry.module, import_name, entry.attr);
 }
 
-Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, const fs::path& whl,
-                                       const WheelTarget& target, std::set<std::string>& seen,
-                                       std::string_view what_view) {
-  const std::string what(what_view);
+// ---- the passes ----------------------------------------------------------------------------------
+
+/// A zip member name split at its first '/': ("demo-1.0.dist-info", "RECORD").
+std::pair<std::string, std::string> split_first(const std::string& name) {
+  auto slash = name.find('/');
+  return {name.substr(0, slash), slash == std::string::npos ? std::string() : name.substr(slash + 1)};
+}
+
+bool is_dist_info_dir(const std::string& dir) {
+  return dir.size() > 10 && dir.substr(dir.size() - 10) == ".dist-info";
+}
+
+bool is_data_dir(const std::string& dir) {
+  return dir.size() > 5 && dir.substr(dir.size() - 5) == ".data";
+}
+
+/// One wheel being installed: what each pass of install_wheel learns, for the passes after it.
+struct WheelInstall {
+  WheelInstall(const fs::path& whl_, const WheelTarget& target_, const std::string& what_)
+      : whl(whl_), target(target_), what(what_) {}
+
+  const fs::path& whl;
+  const WheelTarget& target;
+  const std::string& what;
+  // list_members
+  std::vector<Member> members;
+  std::map<std::string, std::size_t> by_name; ///< member name -> index in members
+  std::set<std::string> top_level;            ///< first components of the member names
+  // name_distribution, read_dist_info
+  std::string dist_info;   ///< "NAME-VERSION.dist-info"
+  std::string data_prefix; ///< "NAME-VERSION.data"
+  std::vector<RecordEntry> record;
+  std::vector<EntryPoint> entry_points;
+  WheelInstallInfo info;
+  // check_record
+  std::set<std::string> unrecorded; ///< RECORD and its signatures, which RECORD does not list
+  std::map<std::string, const RecordEntry*> recorded;
+  // plan_*
+  std::vector<Output> outputs;
+  std::map<std::string, std::size_t> output_of;        ///< tar path -> index in outputs
+  std::map<std::size_t, std::size_t> output_of_member; ///< member index -> index in outputs
+};
+
+Result<void> check_target(const WheelTarget& target) {
   LS_TRY(check_target_dir(target.site_packages, "site_packages"));
   LS_TRY(check_target_dir(target.scripts_dir, "scripts_dir"));
   LS_TRY(check_target_dir(target.data_dir, "data_dir"));
@@ -233,167 +274,184 @@ Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, 
     return invalid_input(
         "wheel target python '{}' must be an absolute path without spaces, at most 127 bytes", target.python);
   }
+  return {};
+}
 
-  // 1. List the members; read the .dist-info text files and small scripts now.
-  std::vector<Member> members;
-  std::map<std::string, std::size_t> by_name;
-  std::set<std::string> top_level;
+/// The member `entry` named `name`, refused when unsafe; nullopt for a directory (implied by the
+/// files). `total_size` adds up the members so far.
+Result<std::optional<Member>> check_member(struct archive_entry* entry, const std::string& name,
+                                           const WheelInstall& w, std::uint64_t& total_size) {
+  const std::string& what = w.what;
+  if (archive_entry_is_encrypted(entry) != 0) {
+    return invalid_input("{}: zip member '{}' is encrypted; refusing the wheel", what, name);
+  }
+  auto type = archive_entry_filetype(entry);
+  if (type == AE_IFDIR) {
+    return std::optional<Member>();
+  }
+  if (type == AE_IFLNK) {
+    return invalid_input("{}: zip member '{}' is a symbolic link; refusing the wheel", what, name);
+  }
+  if (type != AE_IFREG) {
+    return invalid_input("{}: zip member '{}' is not a regular file; refusing the wheel", what, name);
+  }
+  if (w.by_name.count(name) != 0) {
+    return invalid_input("{}: zip member '{}' appears twice; refusing the wheel", what, name);
+  }
+  Member m;
+  m.name = name;
+  m.size = archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : -1;
+  if (m.size < 0 || m.size > k_max_member_size) {
+    return invalid_input("{}: zip member '{}' has no size or is larger than 16 GiB; refusing the wheel", what,
+                         name);
+  }
+  total_size += static_cast<std::uint64_t>(m.size);
+  if (total_size > k_max_total_size) {
+    return invalid_input("{}: the members add up to more than 64 GiB; refusing the wheel", what);
+  }
+  m.executable = (archive_entry_perm(entry) & 0111) != 0;
+  return std::optional<Member>(std::move(m));
+}
+
+/// Reads the current member into `m.data` now when it is a .dist-info file lockstep parses, or a
+/// script whose `#!python` line is rewritten (others stream like any member). `script_bytes` adds
+/// up the scripts held.
+Result<void> read_early(ZipReader& zip, Member& m, std::size_t& script_bytes, const std::string& what) {
+  auto [first, rest] = split_first(m.name);
+  if (is_dist_info_dir(first) && is_dist_info_text(rest)) {
+    LS_TRY_ASSIGN(m.data, read_whole(zip, m.name, m.size, k_max_dist_info_file, what));
+  } else if (is_data_dir(first) && rest.rfind("scripts/", 0) == 0) {
+    LS_TRY_ASSIGN(std::string head, read_up_to(zip, m.name, k_python_shebang.size()));
+    if (head == k_python_shebang) {
+      LS_TRY_ASSIGN(std::string tail, read_up_to(zip, m.name, k_max_script_in_memory));
+      script_bytes += head.size() + tail.size();
+      if (script_bytes > k_max_script_in_memory) {
+        return invalid_input("{}: the '#!python' scripts add up to more than {} bytes; refusing the wheel",
+                             what, k_max_script_in_memory);
+      }
+      m.data = head + tail;
+    }
+  }
+  return {};
+}
+
+// Pass 1: list the members; read the .dist-info text files and small scripts now.
+Result<void> list_members(WheelInstall& w) {
+  LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(w.whl, w.what));
+  MemberListing listing(zip, w.what);
   std::uint64_t total_size = 0;
-  {
-    LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(whl, what));
-    MemberListing listing(zip, what);
-    std::size_t script_bytes = 0;
-    for (;;) {
-      LS_TRY_ASSIGN(MemberListing::Listed listed, listing.next());
-      auto& [entry, name] = listed;
-      if (entry == nullptr) {
-        break;
-      }
-      top_level.insert(name.substr(0, name.find('/')));
-      if (archive_entry_is_encrypted(entry) != 0) {
-        return invalid_input("{}: zip member '{}' is encrypted; refusing the wheel", what, name);
-      }
-      auto type = archive_entry_filetype(entry);
-      if (type == AE_IFDIR) {
-        continue; // directories are implied by the files
-      }
-      if (type == AE_IFLNK) {
-        return invalid_input("{}: zip member '{}' is a symbolic link; refusing the wheel", what, name);
-      }
-      if (type != AE_IFREG) {
-        return invalid_input("{}: zip member '{}' is not a regular file; refusing the wheel", what, name);
-      }
-      if (by_name.count(name) != 0) {
-        return invalid_input("{}: zip member '{}' appears twice; refusing the wheel", what, name);
-      }
-      Member m;
-      m.name = name;
-      m.size = archive_entry_size_is_set(entry) != 0 ? archive_entry_size(entry) : -1;
-      if (m.size < 0 || m.size > k_max_member_size) {
-        return invalid_input("{}: zip member '{}' has no size or is larger than 16 GiB; refusing the wheel",
-                             what, name);
-      }
-      total_size += static_cast<std::uint64_t>(m.size);
-      if (total_size > k_max_total_size) {
-        return invalid_input("{}: the members add up to more than 64 GiB; refusing the wheel", what);
-      }
-      m.executable = (archive_entry_perm(entry) & 0111) != 0;
-      // Read now: the .dist-info files lockstep parses, and scripts (their `#!python` line is rewritten).
-      auto slash = name.find('/');
-      std::string first = name.substr(0, slash);
-      std::string rest = slash == std::string::npos ? std::string() : name.substr(slash + 1);
-      bool dist_info_text =
-          first.size() > 10 && first.substr(first.size() - 10) == ".dist-info" && is_dist_info_text(rest);
-      bool script =
-          first.size() > 5 && first.substr(first.size() - 5) == ".data" && rest.rfind("scripts/", 0) == 0;
-      if (dist_info_text) {
-        LS_TRY_ASSIGN(m.data, read_whole(zip, m.name, m.size, k_max_dist_info_file, what));
-      } else if (script) {
-        // Only a script whose first line is rewritten is needed whole; others stream like any member.
-        LS_TRY_ASSIGN(std::string head, read_up_to(zip, name, k_python_shebang.size()));
-        if (head == k_python_shebang) {
-          LS_TRY_ASSIGN(std::string tail, read_up_to(zip, name, k_max_script_in_memory));
-          script_bytes += head.size() + tail.size();
-          if (script_bytes > k_max_script_in_memory) {
-            return invalid_input(
-                "{}: the '#!python' scripts add up to more than {} bytes; refusing the wheel", what,
-                k_max_script_in_memory);
-          }
-          m.data = head + tail;
-        }
-      }
-      by_name.emplace(name, members.size());
-      members.push_back(std::move(m));
+  std::size_t script_bytes = 0;
+  for (;;) {
+    LS_TRY_ASSIGN(MemberListing::Listed listed, listing.next());
+    auto& [entry, name] = listed;
+    if (entry == nullptr) {
+      return {};
     }
+    w.top_level.insert(name.substr(0, name.find('/')));
+    LS_TRY_ASSIGN(std::optional<Member> m, check_member(entry, name, w, total_size));
+    if (!m) {
+      continue;
+    }
+    LS_TRY(read_early(zip, *m, script_bytes, w.what));
+    w.by_name.emplace(name, w.members.size());
+    w.members.push_back(std::move(*m));
   }
+}
 
-  // 2. The .dist-info directory names the distribution; it must agree with METADATA and the file name.
+// Pass 2a: the one .dist-info directory names the distribution (project and version); the wheel's
+// file name, when it is one, must agree, and the only .data directory allowed is its twin.
+Result<std::pair<std::string, PyVersion>> name_distribution(WheelInstall& w) {
+  const std::string& what = w.what;
   std::vector<std::string> dist_infos;
-  for (const auto& t : top_level) {
-    if (t.size() > 10 && t.substr(t.size() - 10) == ".dist-info") {
-      dist_infos.push_back(t);
-    }
-  }
+  std::copy_if(w.top_level.begin(), w.top_level.end(), std::back_inserter(dist_infos), is_dist_info_dir);
   if (dist_infos.size() != 1) {
     return invalid_input("{}: expected exactly one .dist-info directory, found {}; not a valid wheel", what,
                          dist_infos.size());
   }
-  const std::string dist_info = dist_infos.front();
-  const std::string stem = dist_info.substr(0, dist_info.size() - 10);
-  const std::string data_prefix = stem + ".data";
+  w.dist_info = dist_infos.front();
+  const std::string stem = w.dist_info.substr(0, w.dist_info.size() - 10);
+  w.data_prefix = stem + ".data";
   auto dash = stem.rfind('-'); // the version has no '-' in a dist-info name; old names may
   if (dash == std::string::npos) {
-    return invalid_input("{}: .dist-info directory '{}' is not NAME-VERSION.dist-info", what, dist_info);
+    return invalid_input("{}: .dist-info directory '{}' is not NAME-VERSION.dist-info", what, w.dist_info);
   }
-  auto dist_version = PyVersion::parse(stem.substr(dash + 1));
-  if (!dist_version) {
-    return invalid_input("{}: .dist-info directory '{}': {}", what, dist_info, dist_version.error().message);
+  auto version = PyVersion::parse(stem.substr(dash + 1));
+  if (!version) {
+    return invalid_input("{}: .dist-info directory '{}': {}", what, w.dist_info, version.error().message);
   }
-  const std::string dist_project = normalize_project_name(stem.substr(0, dash));
-  for (const auto& name : {std::string(what), whl.filename().string()}) {
+  std::string project = normalize_project_name(stem.substr(0, dash));
+  for (const auto& name : {what, w.whl.filename().string()}) {
     if (auto wn = WheelName::parse(name)) {
-      if (wn->project != dist_project || wn->version != *dist_version) {
-        return invalid_input("{}: the wheel contains {}, which is not {} {}", what, dist_info, wn->project,
+      if (wn->project != project || wn->version != *version) {
+        return invalid_input("{}: the wheel contains {}, which is not {} {}", what, w.dist_info, wn->project,
                              wn->version.str());
       }
       break;
     }
   }
-  for (const auto& t : top_level) {
-    if (t.size() > 5 && t.substr(t.size() - 5) == ".data" && t != data_prefix) {
-      return invalid_input("{}: unexpected data directory '{}' (expected {})", what, t, data_prefix);
+  for (const auto& t : w.top_level) {
+    if (is_data_dir(t) && t != w.data_prefix) {
+      return invalid_input("{}: unexpected data directory '{}' (expected {})", what, t, w.data_prefix);
     }
   }
+  return std::make_pair(std::move(project), *version);
+}
+
+// Pass 2b: WHEEL, METADATA (naming the same distribution), RECORD and entry_points.txt.
+Result<void> read_dist_info(WheelInstall& w, const std::string& project, const PyVersion& version) {
+  const std::string& what = w.what;
   auto text_of = [&](const std::string& file) -> const std::string* {
-    auto it = by_name.find(dist_info + "/" + file);
-    return it == by_name.end() || !members[it->second].data ? nullptr : &*members[it->second].data;
+    auto it = w.by_name.find(w.dist_info + "/" + file);
+    return it == w.by_name.end() || !w.members[it->second].data ? nullptr : &*w.members[it->second].data;
   };
   const std::string* wheel_text = text_of("WHEEL");
   const std::string* metadata_text = text_of("METADATA");
   const std::string* record_text = text_of("RECORD");
   if (wheel_text == nullptr || metadata_text == nullptr || record_text == nullptr) {
-    return invalid_input("{}: {} has no {}; not a valid wheel", what, dist_info,
+    return invalid_input("{}: {} has no {}; not a valid wheel", what, w.dist_info,
                          wheel_text == nullptr      ? "WHEEL"
                          : metadata_text == nullptr ? "METADATA"
                                                     : "RECORD");
   }
-  WheelInstallInfo info;
-  LS_TRY_ASSIGN(info.wheel, parse_wheel_info(*wheel_text, what + ": " + dist_info + "/WHEEL"));
+  const std::string where = what + ": " + w.dist_info + "/";
+  WheelInstallInfo& info = w.info;
+  LS_TRY_ASSIGN(info.wheel, parse_wheel_info(*wheel_text, where + "WHEEL"));
   if (info.wheel.version_minor > 0) {
     log::warn("{}: wheel format version 1.{} is newer than 1.0; installing it anyway", what,
               info.wheel.version_minor);
   }
-  LS_TRY_ASSIGN(info.metadata, parse_core_metadata(*metadata_text, what + ": " + dist_info + "/METADATA"));
-  if (info.metadata.project != dist_project || info.metadata.version != *dist_version) {
+  LS_TRY_ASSIGN(info.metadata, parse_core_metadata(*metadata_text, where + "METADATA"));
+  if (info.metadata.project != project || info.metadata.version != version) {
     return invalid_input("{}: METADATA says {} {}, but the .dist-info directory is {}", what,
-                         info.metadata.name, info.metadata.version.str(), dist_info);
+                         info.metadata.name, info.metadata.version.str(), w.dist_info);
   }
-  info.project = dist_project;
-  info.version = *dist_version;
-  LS_TRY_ASSIGN(auto record, parse_record(*record_text, what + ": " + dist_info + "/RECORD"));
-  std::vector<EntryPoint> entry_points;
+  info.project = project;
+  info.version = version;
+  LS_TRY_ASSIGN(w.record, parse_record(*record_text, where + "RECORD"));
   if (const std::string* eps = text_of("entry_points.txt")) {
-    LS_TRY_ASSIGN(entry_points, parse_entry_points(*eps, what + ": " + dist_info + "/entry_points.txt"));
+    LS_TRY_ASSIGN(w.entry_points, parse_entry_points(*eps, where + "entry_points.txt"));
   }
+  return {};
+}
 
-  // 3. Every member is in RECORD with its hash and size, and every RECORD row is a member.
-  const std::set<std::string> unrecorded = {dist_info + "/RECORD", dist_info + "/RECORD.jws",
-                                            dist_info + "/RECORD.p7s"};
-  std::map<std::string, const RecordEntry*> recorded;
-  for (const auto& row : record) {
-    if (!recorded.emplace(row.path, &row).second) {
+// Pass 3: every member is in RECORD with its hash and size, and every RECORD row is a member.
+Result<void> check_record(WheelInstall& w) {
+  const std::string& what = w.what;
+  w.unrecorded = {w.dist_info + "/RECORD", w.dist_info + "/RECORD.jws", w.dist_info + "/RECORD.p7s"};
+  for (const auto& row : w.record) {
+    if (!w.recorded.emplace(row.path, &row).second) {
       return invalid_input("{}: RECORD lists {} twice", what, row.path);
     }
-    if (by_name.count(row.path) == 0) {
+    if (w.by_name.count(row.path) == 0) {
       return invalid_input("{}: RECORD lists {}, which is not in the wheel", what, row.path);
     }
   }
-  for (const auto& m : members) {
-    if (unrecorded.count(m.name) != 0) {
+  for (const auto& m : w.members) {
+    if (w.unrecorded.count(m.name) != 0) {
       continue;
     }
-    auto it = recorded.find(m.name);
-    if (it == recorded.end()) {
+    auto it = w.recorded.find(m.name);
+    if (it == w.recorded.end()) {
       return invalid_input("{}: {} is not listed in the wheel's RECORD; refusing the wheel", what, m.name);
     }
     if (!it->second->hash || !it->second->size) {
@@ -404,125 +462,155 @@ Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, 
                              fmt::format("{} bytes, RECORD says {}", m.size, *it->second->size));
     }
   }
+  return {};
+}
 
-  // 4. Where each member goes.
-  const std::string headers_dir =
-      target.headers_dir.empty() ? default_headers_dir(target, info.metadata.name) : target.headers_dir;
-  std::vector<Output> outputs;
-  std::map<std::string, std::size_t> output_of;        // tar path -> index in outputs
-  std::map<std::size_t, std::size_t> output_of_member; // member index -> index in outputs
-  auto add_output = [&](Output out) -> Result<void> {
-    if (!output_of.emplace(out.path, outputs.size()).second) {
-      return invalid_input("{}: two members would be installed as /{}", what, out.path);
-    }
-    outputs.push_back(std::move(out));
-    return {};
-  };
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const Member& m = members[i];
-    auto slash = m.name.find('/');
-    std::string first = m.name.substr(0, slash);
-    std::string rest = slash == std::string::npos ? std::string() : m.name.substr(slash + 1);
-    Output out;
-    out.size = static_cast<std::uint64_t>(m.size);
-    out.mode = m.executable ? 0755 : 0644;
-    bool rewrite_shebang = false;
-    if (first == dist_info) {
-      if (unrecorded.count(m.name) != 0 || rest == "INSTALLER") {
-        continue; // RECORD is rewritten and signatures of it would be stale; INSTALLER is ours
-      }
-      out.path = target.site_packages + "/" + m.name;
-    } else if (first == data_prefix) {
-      auto scheme_end = rest.find('/');
-      std::string scheme = rest.substr(0, scheme_end);
-      if (scheme_end == std::string::npos) {
-        return invalid_input("{}: {} is not inside a .data scheme directory", what, m.name);
-      }
-      std::string sub = rest.substr(scheme_end + 1);
-      if (scheme == "purelib" || scheme == "platlib") {
-        out.path = target.site_packages + "/" + sub;
-      } else if (scheme == "scripts") {
-        out.path = target.scripts_dir + "/" + sub;
-        out.mode = 0755;
-        rewrite_shebang = m.data.has_value(); // read during the listing only when it starts with #!python
-      } else if (scheme == "data") {
-        out.path = target.data_dir + "/" + sub;
-      } else if (scheme == "headers") {
-        out.path = headers_dir + "/" + sub;
-      } else {
-        return invalid_input("{}: {}: unknown .data scheme '{}' (expected purelib, platlib, scripts, data or "
-                             "headers)",
-                             what, m.name, scheme);
-      }
-    } else {
-      out.path = target.site_packages + "/" + m.name;
-    }
-    out.expected = *recorded.at(m.name)->hash;
-    if (m.data) {
-      LS_TRY(verify_data(*m.data, out, m.name, what));
-      out.data = *m.data;
-      if (rewrite_shebang) {
-        // As pip's fix_script: the whole first line becomes "#!<python>".
-        auto nl = out.data.find('\n');
-        out.data =
-            "#!" + target.python + "\n" + (nl == std::string::npos ? std::string() : out.data.substr(nl + 1));
-        out.size = out.data.size();
-        out.expected = sha256_of(out.data);
-      }
-    } else {
-      out.member = i;
-      output_of_member.emplace(i, outputs.size());
-    }
-    LS_TRY(add_output(std::move(out)));
+Result<void> add_output(WheelInstall& w, Output out) {
+  if (!w.output_of.emplace(out.path, w.outputs.size()).second) {
+    return invalid_input("{}: two members would be installed as /{}", w.what, out.path);
   }
-  for (const auto& ep : entry_points) {
+  w.outputs.push_back(std::move(out));
+  return {};
+}
+
+/// An output made of `data` (written by lockstep, not taken from the zip).
+Output generated(std::string path, std::string data, std::uint32_t mode) {
+  Output out;
+  out.path = std::move(path);
+  out.mode = mode;
+  out.data = std::move(data);
+  out.size = out.data.size();
+  out.expected = sha256_of(out.data);
+  return out;
+}
+
+/// Where the member `m` of the .data directory (`rest` after it: "SCHEME/PATH") goes, per its
+/// scheme; a script is made executable and, when it starts with `#!python`, marked for rewriting.
+Result<void> place_data_member(const WheelInstall& w, const Member& m, const std::string& rest,
+                               const std::string& headers_dir, Output& out, bool& rewrite_shebang) {
+  const WheelTarget& target = w.target;
+  auto scheme_end = rest.find('/');
+  std::string scheme = rest.substr(0, scheme_end);
+  if (scheme_end == std::string::npos) {
+    return invalid_input("{}: {} is not inside a .data scheme directory", w.what, m.name);
+  }
+  std::string sub = rest.substr(scheme_end + 1);
+  if (scheme == "purelib" || scheme == "platlib") {
+    out.path = target.site_packages + "/" + sub;
+  } else if (scheme == "scripts") {
+    out.path = target.scripts_dir + "/" + sub;
+    out.mode = 0755;
+    rewrite_shebang = m.data.has_value(); // read during the listing only when it starts with #!python
+  } else if (scheme == "data") {
+    out.path = target.data_dir + "/" + sub;
+  } else if (scheme == "headers") {
+    out.path = headers_dir + "/" + sub;
+  } else {
+    return invalid_input("{}: {}: unknown .data scheme '{}' (expected purelib, platlib, scripts, data or "
+                         "headers)",
+                         w.what, m.name, scheme);
+  }
+  return {};
+}
+
+/// The output of member `i` (nullopt: not installed as it is). A member read during the listing is
+/// verified now and carried as content, its `#!python` line rewritten; others stream from the zip.
+Result<std::optional<Output>> output_for_member(const WheelInstall& w, std::size_t i,
+                                                const std::string& headers_dir) {
+  const Member& m = w.members[i];
+  auto [first, rest] = split_first(m.name);
+  Output out;
+  out.size = static_cast<std::uint64_t>(m.size);
+  out.mode = m.executable ? 0755 : 0644;
+  bool rewrite_shebang = false;
+  if (first == w.dist_info) {
+    // RECORD is rewritten and signatures of it would be stale; INSTALLER is ours.
+    if (w.unrecorded.count(m.name) != 0 || rest == "INSTALLER") {
+      return std::optional<Output>();
+    }
+    out.path = w.target.site_packages + "/" + m.name;
+  } else if (first == w.data_prefix) {
+    LS_TRY(place_data_member(w, m, rest, headers_dir, out, rewrite_shebang));
+  } else {
+    out.path = w.target.site_packages + "/" + m.name;
+  }
+  out.expected = *w.recorded.at(m.name)->hash;
+  if (!m.data) {
+    out.member = i;
+    return std::optional<Output>(std::move(out));
+  }
+  LS_TRY(verify_data(*m.data, out, m.name, w.what));
+  out.data = *m.data;
+  if (rewrite_shebang) {
+    // As pip's fix_script: the whole first line becomes "#!<python>".
+    auto nl = out.data.find('\n');
+    out.data =
+        "#!" + w.target.python + "\n" + (nl == std::string::npos ? std::string() : out.data.substr(nl + 1));
+    out.size = out.data.size();
+    out.expected = sha256_of(out.data);
+  }
+  return std::optional<Output>(std::move(out));
+}
+
+// Pass 4a: where each member goes.
+Result<void> plan_members(WheelInstall& w) {
+  const std::string headers_dir = w.target.headers_dir.empty()
+                                      ? default_headers_dir(w.target, w.info.metadata.name)
+                                      : w.target.headers_dir;
+  for (std::size_t i = 0; i < w.members.size(); ++i) {
+    LS_TRY_ASSIGN(std::optional<Output> out, output_for_member(w, i, headers_dir));
+    if (!out) {
+      continue;
+    }
+    if (out->member) {
+      w.output_of_member.emplace(i, w.outputs.size());
+    }
+    LS_TRY(add_output(w, std::move(*out)));
+  }
+  return {};
+}
+
+// Pass 4b: the console_scripts and gui_scripts wrappers.
+Result<void> plan_entry_point_scripts(WheelInstall& w) {
+  for (const auto& ep : w.entry_points) {
     if (ep.group != "console_scripts" && ep.group != "gui_scripts") {
       continue;
     }
     if (!valid_script_name(ep.name) || ep.attr.empty()) {
-      return invalid_input("{}: entry point '{} = {}:{}' cannot be installed as a script", what, ep.name,
+      return invalid_input("{}: entry point '{} = {}:{}' cannot be installed as a script", w.what, ep.name,
                            ep.module, ep.attr);
     }
-    Output out;
-    out.path = target.scripts_dir + "/" + ep.name;
-    out.mode = 0755;
-    out.data = entry_point_script(ep, target.python);
-    out.size = out.data.size();
-    out.expected = sha256_of(out.data);
-    info.scripts.push_back(out.path);
-    LS_TRY(add_output(std::move(out)));
+    Output out =
+        generated(w.target.scripts_dir + "/" + ep.name, entry_point_script(ep, w.target.python), 0755);
+    w.info.scripts.push_back(out.path);
+    LS_TRY(add_output(w, std::move(out)));
   }
-  const std::string dist_info_path = target.site_packages + "/" + dist_info;
-  info.dist_info = dist_info_path;
-  {
-    Output installer;
-    installer.path = dist_info_path + "/INSTALLER";
-    installer.data = std::string(k_installer);
-    installer.size = installer.data.size();
-    installer.expected = sha256_of(installer.data);
-    LS_TRY(add_output(std::move(installer)));
-  }
-  // RECORD of the installed files, relative to site-packages, sorted as pip sorts it.
-  {
-    std::vector<RecordEntry> rows;
-    for (const auto& out : outputs) {
-      rows.push_back(RecordEntry{relative_to(out.path, target.site_packages), out.expected, out.size});
-    }
-    const std::string record_path = dist_info_path + "/RECORD";
-    rows.push_back(RecordEntry{relative_to(record_path, target.site_packages), std::nullopt, std::nullopt});
-    std::sort(rows.begin(), rows.end(),
-              [](const RecordEntry& a, const RecordEntry& b) { return a.path < b.path; });
-    Output out;
-    out.path = record_path;
-    out.data = write_record(rows);
-    out.size = out.data.size();
-    out.expected = sha256_of(out.data);
-    LS_TRY(add_output(std::move(out)));
-  }
+  return {};
+}
 
-  // 5. Directories, and conflicts with what earlier wheels put in this layer.
+// Pass 4c: the .dist-info completed with INSTALLER and the RECORD of the installed files (relative
+// to site-packages, sorted as pip sorts it).
+Result<void> plan_installer_and_record(WheelInstall& w) {
+  const std::string& site_packages = w.target.site_packages;
+  const std::string dist_info_path = site_packages + "/" + w.dist_info;
+  w.info.dist_info = dist_info_path;
+  LS_TRY(add_output(w, generated(dist_info_path + "/INSTALLER", std::string(k_installer), 0644)));
+  std::vector<RecordEntry> rows;
+  for (const auto& out : w.outputs) {
+    rows.push_back(RecordEntry{relative_to(out.path, site_packages), out.expected, out.size});
+  }
+  const std::string record_path = dist_info_path + "/RECORD";
+  rows.push_back(RecordEntry{relative_to(record_path, site_packages), std::nullopt, std::nullopt});
+  std::sort(rows.begin(), rows.end(),
+            [](const RecordEntry& a, const RecordEntry& b) { return a.path < b.path; });
+  return add_output(w, generated(record_path, write_record(rows), 0644));
+}
+
+// Pass 5: the parent directories, and conflicts with what earlier wheels put in this layer.
+Result<void> plan_directories(WheelInstall& w, const std::set<std::string>& seen) {
+  const std::string& what = w.what;
   std::set<std::string> dirs;
-  for (const auto& out : outputs) {
+  for (const auto& out : w.outputs) {
     for (auto slash = out.path.rfind('/'); slash != std::string::npos;
          slash = out.path.rfind('/', slash - 1)) {
       dirs.insert(out.path.substr(0, slash));
@@ -531,7 +619,7 @@ Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, 
       }
     }
   }
-  for (const auto& out : outputs) {
+  for (const auto& out : w.outputs) {
     if (dirs.count(out.path) != 0) {
       return invalid_input("{}: /{} would be both a file and a directory", what, out.path);
     }
@@ -549,110 +637,169 @@ Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, 
       d.path = dir;
       d.is_dir = true;
       d.mode = 0755;
-      outputs.push_back(std::move(d));
+      w.outputs.push_back(std::move(d));
+    }
+  }
+  return {};
+}
+
+// Pass 6: the outputs into the tar in tree order. Zip members stream from the zip when their turn
+// comes while reading it; members the zip holds earlier are verified into memory (up to
+// target.buffer_bytes) or left for another pass over the zip.
+class TreeOrderWriter {
+public:
+  TreeOrderWriter(WheelInstall& w, TarWriter& tar, log::Progress& progress, std::set<std::string>& seen)
+      : m_w(w), m_tar(tar), m_progress(progress), m_seen(seen), m_order(w.outputs.size()),
+        m_rank(w.outputs.size()), m_buf(k_chunk) {
+    for (std::size_t i = 0; i < m_order.size(); ++i) {
+      m_order[i] = i;
+    }
+    std::sort(m_order.begin(), m_order.end(),
+              [&](std::size_t a, std::size_t b) { return tree_less(w.outputs[a].path, w.outputs[b].path); });
+    for (std::size_t pos = 0; pos < m_order.size(); ++pos) {
+      m_rank[m_order[pos]] = pos;
     }
   }
 
-  // 6. Write in tree order. Zip members stream from the zip when their turn comes while reading it;
-  // members the zip holds earlier are verified into memory (up to target.buffer_bytes) or left for
-  // another pass over the zip.
-  std::vector<std::size_t> order(outputs.size());
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    order[i] = i;
-  }
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return tree_less(outputs[a].path, outputs[b].path); });
-  std::vector<std::size_t> rank(outputs.size()); // outputs index -> position in order
-  for (std::size_t pos = 0; pos < order.size(); ++pos) {
-    rank[order[pos]] = pos;
-  }
-  std::size_t cursor = 0;
-  std::map<std::size_t, std::string> held; // position -> verified content
-  std::uint64_t held_bytes = 0;
-  auto write_content = [&](const Output& out, const std::string& data) {
-    tar.add(tar_entry(out, target.epoch));
-    if (!data.empty()) {
-      tar.write_data(data.data(), data.size());
+  Result<void> write() {
+    emit_ready();
+    while (m_cursor < m_order.size()) {
+      ++m_w.info.zip_passes;
+      const std::size_t waiting = m_cursor;
+      LS_TRY(zip_pass());
+      if (m_cursor == waiting) {
+        return invalid_input("{}: zip member {} was not found when reading the wheel again; did it change?",
+                             m_w.what, m_w.members[*m_w.outputs[m_order[m_cursor]].member].name);
+      }
     }
-    progress.advance(data.size());
-    info.files.push_back(out.path);
-    info.bytes += data.size();
-  };
-  auto emit_ready = [&] {
-    while (cursor < order.size()) {
-      const Output& out = outputs[order[cursor]];
+    return {};
+  }
+
+private:
+  void write_content(const Output& out, const std::string& data) {
+    m_tar.add(tar_entry(out, m_w.target.epoch));
+    if (!data.empty()) {
+      m_tar.write_data(data.data(), data.size());
+    }
+    m_progress.advance(data.size());
+    m_w.info.files.push_back(out.path);
+    m_w.info.bytes += data.size();
+  }
+
+  // Writes the outputs whose turn it is and whose content is at hand.
+  void emit_ready() {
+    while (m_cursor < m_order.size()) {
+      const Output& out = m_w.outputs[m_order[m_cursor]];
       if (out.is_dir) {
-        tar.add(tar_entry(out, target.epoch));
-        seen.insert(out.path + "/");
+        m_tar.add(tar_entry(out, m_w.target.epoch));
+        m_seen.insert(out.path + "/");
       } else if (!out.member) {
         write_content(out, out.data);
-        seen.insert(out.path);
-      } else if (auto it = held.find(cursor); it != held.end()) {
+        m_seen.insert(out.path);
+      } else if (auto it = m_held.find(m_cursor); it != m_held.end()) {
         write_content(out, it->second);
-        seen.insert(out.path);
-        held_bytes -= it->second.size();
-        held.erase(it);
+        m_seen.insert(out.path);
+        m_held_bytes -= it->second.size();
+        m_held.erase(it);
       } else {
         return;
       }
-      ++cursor;
+      ++m_cursor;
     }
-  };
-  emit_ready();
-  std::vector<char> buf(k_chunk);
-  while (cursor < order.size()) {
-    ++info.zip_passes;
-    const std::size_t waiting = cursor;
-    LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(whl, what));
+  }
+
+  // One read of the zip, taking every member still needed.
+  Result<void> zip_pass() {
+    LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(m_w.whl, m_w.what));
     std::string previous;
-    while (cursor < order.size()) {
+    while (m_cursor < m_order.size()) {
       LS_TRY_ASSIGN(struct archive_entry * entry, zip.next(previous));
       if (entry == nullptr) {
         break;
       }
-      LS_TRY_ASSIGN(std::string name, check_member_name(raw_name(entry), what));
+      LS_TRY_ASSIGN(std::string name, check_member_name(raw_name(entry), m_w.what));
       previous = name;
-      auto member = by_name.find(name);
-      if (member == by_name.end() || archive_entry_filetype(entry) != AE_IFREG) {
+      auto member = m_w.by_name.find(name);
+      if (member == m_w.by_name.end() || archive_entry_filetype(entry) != AE_IFREG) {
         continue;
       }
-      auto it = output_of_member.find(member->second);
-      if (it == output_of_member.end()) {
+      auto it = m_w.output_of_member.find(member->second);
+      if (it == m_w.output_of_member.end()) {
         continue; // read during the listing, or not installed
       }
-      const std::size_t pos = rank[it->second];
-      const Output& out = outputs[it->second];
-      if (pos < cursor || held.count(pos) != 0) {
-        continue;
-      }
-      if (pos == cursor) {
-        tar.add(tar_entry(out, target.epoch));
-        LS_TRY(read_verified(zip, out, name, what, buf, [&](const char* data, std::size_t n) {
-          tar.write_data(data, n);
-          progress.advance(n);
-        }));
-        info.files.push_back(out.path);
-        info.bytes += out.size;
-        seen.insert(out.path);
-        ++cursor;
-        emit_ready();
-      } else if (held_bytes + out.size <= target.buffer_bytes) {
-        std::string data;
-        data.reserve(out.size);
-        LS_TRY(read_verified(zip, out, name, what, buf,
-                             [&](const char* chunk, std::size_t n) { data.append(chunk, n); }));
-        held_bytes += data.size();
-        held.emplace(pos, std::move(data));
-      }
+      LS_TRY(take(zip, name, it->second));
     }
-    if (cursor == waiting) {
-      return invalid_input("{}: zip member {} was not found when reading the wheel again; did it change?",
-                           what, members[*outputs[order[cursor]].member].name);
-    }
+    return {};
   }
-  log::debug("{}: installed {} files ({}) in {} pass(es) over the zip", what, info.files.size(),
-             log::human_size(info.bytes), info.zip_passes);
-  return info;
+
+  // The current zip member `name`, output `index`: written now when its turn has come, held in
+  // memory when it fits, else left for the next pass.
+  Result<void> take(ZipReader& zip, const std::string& name, std::size_t index) {
+    const std::size_t pos = m_rank[index];
+    const Output& out = m_w.outputs[index];
+    if (pos < m_cursor || m_held.count(pos) != 0) {
+      return {};
+    }
+    if (pos == m_cursor) {
+      m_tar.add(tar_entry(out, m_w.target.epoch));
+      LS_TRY(read_verified(zip, out, name, m_w.what, m_buf, [&](const char* data, std::size_t n) {
+        m_tar.write_data(data, n);
+        m_progress.advance(n);
+      }));
+      m_w.info.files.push_back(out.path);
+      m_w.info.bytes += out.size;
+      m_seen.insert(out.path);
+      ++m_cursor;
+      emit_ready();
+    } else if (m_held_bytes + out.size <= m_w.target.buffer_bytes) {
+      std::string data;
+      data.reserve(out.size);
+      LS_TRY(read_verified(zip, out, name, m_w.what, m_buf,
+                           [&](const char* chunk, std::size_t n) { data.append(chunk, n); }));
+      m_held_bytes += data.size();
+      m_held.emplace(pos, std::move(data));
+    }
+    return {};
+  }
+
+  WheelInstall& m_w;
+  TarWriter& m_tar;
+  log::Progress& m_progress;
+  std::set<std::string>& m_seen;
+  std::vector<std::size_t> m_order;          ///< outputs indexes in tree order
+  std::vector<std::size_t> m_rank;           ///< outputs index -> position in m_order
+  std::size_t m_cursor = 0;                  ///< the next position to write
+  std::map<std::size_t, std::string> m_held; ///< position -> verified content
+  std::uint64_t m_held_bytes = 0;
+  std::vector<char> m_buf;
+};
+
+} // namespace
+
+Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress, const fs::path& whl,
+                                       const WheelTarget& target, std::set<std::string>& seen,
+                                       std::string_view what_view) {
+  const std::string what(what_view);
+  LS_TRY(check_target(target));
+  WheelInstall w(whl, target, what);
+  // 1. The members, checked; the .dist-info text files and `#!python` scripts read now.
+  LS_TRY(list_members(w));
+  // 2. The .dist-info directory names the distribution; its files must agree with it.
+  LS_TRY_ASSIGN(auto distribution, name_distribution(w));
+  LS_TRY(read_dist_info(w, distribution.first, distribution.second));
+  // 3. Every member is in RECORD with its hash and size, and every RECORD row is a member.
+  LS_TRY(check_record(w));
+  // 4. Where each member goes, the entry point wrappers, INSTALLER and the new RECORD.
+  LS_TRY(plan_members(w));
+  LS_TRY(plan_entry_point_scripts(w));
+  LS_TRY(plan_installer_and_record(w));
+  // 5. Parent directories, and conflicts with what earlier wheels put in this layer.
+  LS_TRY(plan_directories(w, seen));
+  // 6. The tar members in tree order, streamed from the zip (in as few passes as memory allows).
+  LS_TRY(TreeOrderWriter(w, tar, progress, seen).write());
+  log::debug("{}: installed {} files ({}) in {} pass(es) over the zip", what, w.info.files.size(),
+             log::human_size(w.info.bytes), w.info.zip_passes);
+  return std::move(w.info);
 }
 
 } // namespace lockstep::builder

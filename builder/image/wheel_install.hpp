@@ -70,8 +70,4 @@ Result<WheelInstallInfo> install_wheel(TarWriter& tar, log::Progress& progress,
                                        const std::filesystem::path& whl, const WheelTarget& target,
                                        std::set<std::string>& seen, std::string_view what);
 
-/// The console_scripts/gui_scripts wrapper pip writes for `entry` (distlib's template), with
-/// `#!python`.
-std::string entry_point_script(const EntryPoint& entry, std::string_view python);
-
 } // namespace lockstep::builder

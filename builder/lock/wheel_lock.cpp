@@ -432,167 +432,231 @@ Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platfor
   return t;
 }
 
-Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const BlobStore& store,
-                         const LockOptions& options) {
-  if (spec.packages.pip.empty()) {
-    return {};
+namespace {
+
+// ---- the passes of lock_wheels ---------------------------------------------------------------------
+
+/// Locking packages.pip: what each pass of lock_wheels learns, for the passes after it.
+struct PipLock {
+  PipLock(const envspec::Spec& spec_, envspec::Lock& lock_, const BlobStore& store_,
+          const LockOptions& options_)
+      : spec(spec_), lock(lock_), store(store_), options(options_), local_roots(envspec::local_roots(spec_)) {
   }
-  envspec::Diagnostics diagnostics;
-  // Local files (wheelhouses, file: indexes and the wheels they list) are read only inside these.
-  const std::vector<std::filesystem::path> local_roots = envspec::local_roots(spec);
-  const auto item_path = [&spec](std::size_t i) {
+
+  const envspec::Spec& spec;
+  envspec::Lock& lock;
+  const BlobStore& store;
+  const LockOptions& options;
+  /// Local files (wheelhouses, file: indexes and the wheels they list) are read only inside these.
+  const std::vector<std::filesystem::path> local_roots;
+  // find_target
+  PythonTarget target;
+  std::vector<WheelTag> tags; ///< the target's wheel tags, best first
+  MarkerEnv env;              ///< for markers
+  PyVersion python;           ///< the target's full version
+  // collect_pins and the passes after it
+  std::map<std::string, Wanted> wanted; ///< by project
+
+  /// "packages.pip[I]", or where a requirements file put the entry.
+  [[nodiscard]] std::string item_path(std::size_t i) const {
     const std::string& origin = spec.packages.pip[i].origin;
     return origin.empty() ? fmt::format("packages.pip[{}]", i) : origin;
-  };
+  }
+};
 
-  // 1. The target: the image's Python and glibc, from its Debian packages.
-  Result<PythonTarget> target_r = python_target(lock, spec.platform);
-  if (!target_r) {
-    diagnostics.error(spec.packages.pip.front().location, "packages.pip", target_r.error().message);
+// Pass 1: the target: the image's Python and glibc, from its Debian packages.
+Result<void> find_target(PipLock& l) {
+  Result<PythonTarget> target = python_target(l.lock, l.spec.platform);
+  if (!target) {
+    envspec::Diagnostics diagnostics;
+    diagnostics.error(l.spec.packages.pip.front().location, "packages.pip", target.error().message);
     return diagnostics.to_error();
   }
-  const PythonTarget target = *target_r;
-  LS_TRY_ASSIGN(const std::vector<WheelTag> tags,
-                supported_tags(target.version, target.glibc, target.machine));
-  const MarkerEnv env = linux_cpython(target.full_version, target.machine);
-  LS_TRY_ASSIGN(const PyVersion python, PyVersion::parse(target.full_version));
-  log::info("locking Python packages for {} from {}", target.describe(), target.package);
+  l.target = *target;
+  LS_TRY_ASSIGN(l.tags, supported_tags(l.target.version, l.target.glibc, l.target.machine));
+  l.env = linux_cpython(l.target.full_version, l.target.machine);
+  LS_TRY_ASSIGN(l.python, PyVersion::parse(l.target.full_version));
+  log::info("locking Python packages for {} from {}", l.target.describe(), l.target.package);
+  return {};
+}
 
-  // 2. Every requirement must be an exact pin; those whose marker is false here are skipped.
-  std::map<std::string, Wanted> wanted; // by project
-  for (std::size_t i = 0; i < spec.packages.pip.size(); ++i) {
-    const envspec::PackageRequest& p = spec.packages.pip[i];
-    Result<Requirement> req = Requirement::parse(p.text);
-    if (!req) {
-      diagnostics.error(p.location, item_path(i), req.error().message);
-      continue;
+/// A packages.pip entry as an exact pin.
+struct Pin {
+  Requirement req;
+  PyVersion version;
+};
+
+// packages.pip[i] as an exact pin that applies to the target; nullopt when it does not apply or is
+// not a pin (with a diagnostic).
+std::optional<Pin> pin_of(const PipLock& l, std::size_t i, envspec::Diagnostics& diagnostics) {
+  const envspec::PackageRequest& p = l.spec.packages.pip[i];
+  Result<Requirement> req = Requirement::parse(p.text);
+  if (!req) {
+    diagnostics.error(p.location, l.item_path(i), req.error().message);
+    return std::nullopt;
+  }
+  if (!req->url.empty()) {
+    diagnostics.error(p.location, l.item_path(i),
+                      fmt::format("{}: direct URL requirements are not supported; pin a version from a "
+                                  "repository ({}==X.Y.Z)",
+                                  p.text, req->name));
+    return std::nullopt;
+  }
+  std::optional<PyVersion> pinned;
+  for (const VersionSpecifier& c : req->specifier.clauses()) {
+    if (c.op == VersionSpecifier::Op::equal && !c.wildcard) {
+      pinned = c.version;
     }
-    if (!req->url.empty()) {
-      diagnostics.error(p.location, item_path(i),
-                        fmt::format("{}: direct URL requirements are not supported; pin a version from a "
-                                    "repository ({}==X.Y.Z)",
-                                    p.text, req->name));
-      continue;
-    }
-    std::optional<PyVersion> pinned;
-    for (const VersionSpecifier& c : req->specifier.clauses()) {
-      if (c.op == VersionSpecifier::Op::equal && !c.wildcard) {
-        pinned = c.version;
-      }
-    }
-    if (!pinned) {
-      diagnostics.error(
-          p.location, item_path(i),
-          fmt::format("{} is not pinned; write {}==X.Y.Z (lockstep installs exact versions only)", p.text,
-                      req->name));
-      continue;
-    }
-    Result<bool> applies = req->applies(env);
-    if (!applies) {
-      diagnostics.error(p.location, item_path(i), applies.error().message);
-      continue;
-    }
-    if (!*applies) {
-      log::info("{}: skipped, its marker is false for {}", p.text, target.describe());
-      continue;
-    }
-    auto [it, fresh] = wanted.try_emplace(req->project);
-    Wanted& w = it->second;
-    if (fresh) {
-      w.project = req->project;
-      w.index = i;
-      w.text = p.text;
-      w.specifier = req->specifier;
-      w.pinned = pinned;
-    } else if (!(*w.pinned == *pinned)) {
-      diagnostics.error(p.location, item_path(i),
-                        fmt::format("{} conflicts with packages.pip[{}]: {}", p.text, w.index, w.text));
-      continue;
-    } else {
-      std::string merged = w.specifier.str() + "," + req->specifier.str();
-      w.specifier = unwrap(SpecifierSet::parse(merged));
-    }
-    w.extras.insert(req->extras.begin(), req->extras.end());
-    w.hashes.insert(p.hashes.begin(), p.hashes.end());
-    if (w.from_file.empty()) {
-      w.from_file = p.from_file;
+  }
+  if (!pinned) {
+    diagnostics.error(p.location, l.item_path(i),
+                      fmt::format("{} is not pinned; write {}==X.Y.Z (lockstep installs exact versions only)",
+                                  p.text, req->name));
+    return std::nullopt;
+  }
+  Result<bool> applies = req->applies(l.env);
+  if (!applies) {
+    diagnostics.error(p.location, l.item_path(i), applies.error().message);
+    return std::nullopt;
+  }
+  if (!*applies) {
+    log::info("{}: skipped, its marker is false for {}", p.text, l.target.describe());
+    return std::nullopt;
+  }
+  return Pin{std::move(*req), *pinned};
+}
+
+// Adds the pin of packages.pip[i] to the wanted set, merged with earlier entries for its project.
+void add_pin(PipLock& l, std::size_t i, const Pin& pin, envspec::Diagnostics& diagnostics) {
+  const envspec::PackageRequest& p = l.spec.packages.pip[i];
+  const Requirement& req = pin.req;
+  auto [it, fresh] = l.wanted.try_emplace(req.project);
+  Wanted& w = it->second;
+  if (fresh) {
+    w.project = req.project;
+    w.index = i;
+    w.text = p.text;
+    w.specifier = req.specifier;
+    w.pinned = pin.version;
+  } else if (!(*w.pinned == pin.version)) {
+    diagnostics.error(p.location, l.item_path(i),
+                      fmt::format("{} conflicts with packages.pip[{}]: {}", p.text, w.index, w.text));
+    return;
+  } else {
+    std::string merged = w.specifier.str() + "," + req.specifier.str();
+    w.specifier = unwrap(SpecifierSet::parse(merged));
+  }
+  w.extras.insert(req.extras.begin(), req.extras.end());
+  w.hashes.insert(p.hashes.begin(), p.hashes.end());
+  if (w.from_file.empty()) {
+    w.from_file = p.from_file;
+  }
+}
+
+// Pass 2: every requirement must be an exact pin; those whose marker is false here are skipped.
+Result<void> collect_pins(PipLock& l) {
+  envspec::Diagnostics diagnostics;
+  for (std::size_t i = 0; i < l.spec.packages.pip.size(); ++i) {
+    if (std::optional<Pin> pin = pin_of(l, i, diagnostics)) {
+      add_pin(l, i, *pin, diagnostics);
     }
   }
   if (!diagnostics.empty()) {
     return diagnostics.to_error();
   }
+  return {};
+}
 
-  // 3. The wheel of each pin: the first repository that has the project decides.
-  RepoReader reader(spec);
+// The files of `w`'s project in the first repository (in the spec's order) that has it, which
+// becomes w.repo; none: a problem.
+Result<std::vector<IndexFile>> find_project(const PipLock& l, RepoReader& reader, Wanted& w,
+                                            std::vector<std::string>& problems) {
+  std::vector<IndexFile> files;
+  std::vector<std::string> looked;
+  for (std::size_t r = 0; r < l.spec.repos.size() && w.repo < 0; ++r) {
+    if (l.spec.repos[r].kind == envspec::Repo::Kind::apt) {
+      continue;
+    }
+    LS_TRY_ASSIGN(files, reader.files(static_cast<int>(r), w.project));
+    looked.push_back(repo_label(l.spec, static_cast<int>(r)));
+    if (!files.empty()) {
+      w.repo = static_cast<int>(r);
+    }
+  }
+  if (w.repo < 0) {
+    problems.push_back(fmt::format("{}: {}: no repository has {} (looked in {})", l.item_path(w.index),
+                                   w.text, w.project, fmt::join(looked, ", ")));
+  }
+  return files;
+}
+
+// Chooses w.file among its repository's `files`, or says why none will do.
+void pick_file(const PipLock& l, Wanted& w, std::vector<IndexFile> files,
+               std::vector<std::string>& problems) {
+  if (!w.hashes.empty()) {
+    // Hash-checking mode (a requirements file with --hash): only files with a listed hash.
+    const std::size_t all = files.size();
+    files.erase(std::remove_if(files.begin(), files.end(),
+                               [&w](const IndexFile& f) { return w.hashes.count(f.sha256) == 0; }),
+                files.end());
+    if (files.empty()) {
+      problems.push_back(fmt::format("{}: {}: none of the {} files {} has for {} has a sha256 that {} lists",
+                                     l.item_path(w.index), w.text, all, repo_label(l.spec, w.repo), w.project,
+                                     w.from_file));
+      return;
+    }
+  }
+  Choice choice = choose_wheel(w, files, l.tags, l.target, l.python);
+  if (!choice.file) {
+    problems.push_back(fmt::format("{}: {}: {} has {}", l.item_path(w.index), w.text,
+                                   repo_label(l.spec, w.repo), choice.problem));
+    return;
+  }
+  if (choice.file->sha256.empty()) {
+    problems.push_back(fmt::format("{}: {}: the index gives no sha256 for {} ({}); lockstep pins every file "
+                                   "by sha256: use an index that lists #sha256= hashes",
+                                   l.item_path(w.index), w.text, choice.file->filename, choice.file->url));
+    return;
+  }
+  if (choice.file->yanked) {
+    log::warn("{}: {} is yanked{}{}; using it because the pinned version has no other wheel", w.text,
+              choice.file->filename, choice.file->yanked_reason.empty() ? "" : ": ",
+              choice.file->yanked_reason);
+  }
+  w.file = *choice.file;
+  w.wheel = choice.wheel;
+}
+
+// Pass 3: the wheel of each pin: kept from the previous lock, else from the first repository that
+// has the project.
+Result<void> choose_wheels(PipLock& l) {
+  RepoReader reader(l.spec);
   std::vector<std::string> problems;
-  for (auto& [project, w] : wanted) {
-    if (auto reused = reuse_previous(w, lock, spec, options, tags)) {
+  for (auto& [project, w] : l.wanted) {
+    if (auto reused = reuse_previous(w, l.lock, l.spec, l.options, l.tags)) {
       log::debug("{}: keeping {} from the previous lock", w.text, reused->file.filename);
       w = std::move(*reused);
       continue;
     }
-    std::vector<IndexFile> files;
-    std::vector<std::string> looked;
-    for (std::size_t r = 0; r < spec.repos.size() && w.repo < 0; ++r) {
-      if (spec.repos[r].kind == envspec::Repo::Kind::apt) {
-        continue;
-      }
-      LS_TRY_ASSIGN(files, reader.files(static_cast<int>(r), project));
-      looked.push_back(repo_label(spec, static_cast<int>(r)));
-      if (!files.empty()) {
-        w.repo = static_cast<int>(r);
-      }
+    LS_TRY_ASSIGN(std::vector<IndexFile> files, find_project(l, reader, w, problems));
+    if (w.repo >= 0) {
+      pick_file(l, w, std::move(files), problems);
     }
-    if (w.repo < 0) {
-      problems.push_back(fmt::format("{}: {}: no repository has {} (looked in {})", item_path(w.index),
-                                     w.text, project, fmt::join(looked, ", ")));
-      continue;
-    }
-    if (!w.hashes.empty()) {
-      // Hash-checking mode (a requirements file with --hash): only files with a listed hash.
-      const std::size_t all = files.size();
-      files.erase(std::remove_if(files.begin(), files.end(),
-                                 [&w](const IndexFile& f) { return w.hashes.count(f.sha256) == 0; }),
-                  files.end());
-      if (files.empty()) {
-        problems.push_back(
-            fmt::format("{}: {}: none of the {} files {} has for {} has a sha256 that {} lists",
-                        item_path(w.index), w.text, all, repo_label(spec, w.repo), project, w.from_file));
-        continue;
-      }
-    }
-    Choice choice = choose_wheel(w, files, tags, target, python);
-    if (!choice.file) {
-      problems.push_back(fmt::format("{}: {}: {} has {}", item_path(w.index), w.text,
-                                     repo_label(spec, w.repo), choice.problem));
-      continue;
-    }
-    if (choice.file->sha256.empty()) {
-      problems.push_back(
-          fmt::format("{}: {}: the index gives no sha256 for {} ({}); lockstep pins every file "
-                      "by sha256: use an index that lists #sha256= hashes",
-                      item_path(w.index), w.text, choice.file->filename, choice.file->url));
-      continue;
-    }
-    if (choice.file->yanked) {
-      log::warn("{}: {} is yanked{}{}; using it because the pinned version has no other wheel", w.text,
-                choice.file->filename, choice.file->yanked_reason.empty() ? "" : ": ",
-                choice.file->yanked_reason);
-    }
-    w.file = *choice.file;
-    w.wheel = choice.wheel;
   }
   if (!problems.empty()) {
     return invalid_input("can't lock packages.pip:\n  {}", fmt::join(problems, "\n  "));
   }
+  return {};
+}
 
-  // 4. Their metadata: cached, PEP 658 files, or the wheels themselves (into the store, verified).
+// Pass 4: their metadata: cached, PEP 658 files, or the wheels themselves (into the store, verified).
+Result<void> read_metadata(PipLock& l) {
   std::vector<Download> downloads;
   std::vector<Wanted*> downloaded;
-  for (auto& [project, w] : wanted) {
+  for (auto& [project, w] : l.wanted) {
     LS_TRY_ASSIGN(Digest sha, Digest::parse("sha256:" + w.file.sha256));
-    if (!store.has(sha)) {
-      LS_TRY_ASSIGN(w.metadata, metadata_without_wheel(w, store, local_roots));
+    if (!l.store.has(sha)) {
+      LS_TRY_ASSIGN(w.metadata, metadata_without_wheel(w, l.store, l.local_roots));
       if (w.metadata) {
         w.size = *w.file.size;
         continue;
@@ -601,69 +665,87 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
     downloads.push_back(Download{w.file.url, sha, w.file.size, w.file.filename});
     downloaded.push_back(&w);
   }
-  if (!downloads.empty()) {
-    log::Timer t("fetch wheels");
-    FetchOptions fetch;
-    fetch.max_size = k_max_wheel;
-    fetch.local_roots = local_roots;
-    LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, fetch));
-    for (std::size_t i = 0; i < downloaded.size(); ++i) {
-      Wanted& w = *downloaded[i];
-      w.size = static_cast<std::uint64_t>(blobs[i].size);
-      LS_TRY_ASSIGN(CoreMetadata m, read_wheel_metadata(store.blob_path(blobs[i].digest), w.file.filename));
-      w.metadata = std::move(m);
-    }
+  if (downloads.empty()) {
+    return {};
   }
-  for (auto& [project, w] : wanted) {
+  log::Timer t("fetch wheels");
+  FetchOptions fetch;
+  fetch.max_size = k_max_wheel;
+  fetch.local_roots = l.local_roots;
+  LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(l.store, downloads, fetch));
+  for (std::size_t i = 0; i < downloaded.size(); ++i) {
+    Wanted& w = *downloaded[i];
+    w.size = static_cast<std::uint64_t>(blobs[i].size);
+    LS_TRY_ASSIGN(CoreMetadata m, read_wheel_metadata(l.store.blob_path(blobs[i].digest), w.file.filename));
+    w.metadata = std::move(m);
+  }
+  return {};
+}
+
+// Each wheel's METADATA names its project and version, and its Requires-Python admits the target.
+Result<void> check_metadata(const PipLock& l) {
+  std::vector<std::string> problems;
+  for (const auto& [project, w] : l.wanted) {
     const CoreMetadata& m = *w.metadata;
     if (m.project != project || !(m.version == w.wheel->version)) {
       problems.push_back(fmt::format("{}: the METADATA of {} names {} {}", w.text, w.file.filename, m.name,
                                      m.version.str()));
-    } else if (m.requires_python && !m.requires_python->contains(python, Prereleases::allow)) {
+    } else if (m.requires_python && !m.requires_python->contains(l.python, Prereleases::allow)) {
       problems.push_back(fmt::format("{} {} requires Python {}; the image has {} ({})", project,
-                                     m.version.str(), m.requires_python->str(), target.full_version,
-                                     target.package));
+                                     m.version.str(), m.requires_python->str(), l.target.full_version,
+                                     l.target.package));
     }
   }
   if (!problems.empty()) {
     return invalid_input("can't lock packages.pip:\n  {}", fmt::join(problems, "\n  "));
   }
+  return {};
+}
 
-  // 5. The closure: every dependency that applies here (with the extras asked for) must be pinned
-  //    in the set, at a version it accepts. Extras dependencies ask for widen the set until stable.
-  std::set<std::string> missing;
-  for (bool changed = true; changed;) {
-    changed = false;
-    missing.clear();
-    for (auto& [project, w] : wanted) {
-      const std::vector<std::string> extras(w.extras.begin(), w.extras.end());
-      for (const Requirement& dep : w.metadata->requires_dist) {
-        Result<bool> applies = dep.applies(env, extras);
-        if (!applies) {
-          return applies.error().with_context(
-              fmt::format("{} {}: Requires-Dist {}", project, w.wheel->version.str(), dep.str()));
-        }
-        if (!*applies) {
-          continue;
-        }
-        const std::string needs = fmt::format("{}=={} needs {}", project, w.wheel->version.str(), dep.str());
-        auto it = wanted.find(dep.project);
-        if (it == wanted.end()) {
-          missing.insert(needs + " (not pinned)");
-          continue;
-        }
-        Wanted& d = it->second;
-        if (!dep.url.empty() || !dep.specifier.contains(d.wheel->version, Prereleases::allow)) {
-          missing.insert(fmt::format("{} ({}=={} is pinned)", needs, dep.project, d.wheel->version.str()));
-          continue;
-        }
-        for (const std::string& e : dep.extras) {
-          if (d.extras.insert(e).second) {
-            changed = true;
-          }
+// One round of the closure check: the dependencies of every wanted wheel that apply here, each
+// pinned at a version it accepts (else a line in `missing`); extras they ask for are added to the
+// wanted wheels. True when that added an extra.
+Result<bool> check_dependencies(PipLock& l, std::set<std::string>& missing) {
+  bool changed = false;
+  for (auto& [project, w] : l.wanted) {
+    const std::vector<std::string> extras(w.extras.begin(), w.extras.end());
+    for (const Requirement& dep : w.metadata->requires_dist) {
+      Result<bool> applies = dep.applies(l.env, extras);
+      if (!applies) {
+        return applies.error().with_context(
+            fmt::format("{} {}: Requires-Dist {}", project, w.wheel->version.str(), dep.str()));
+      }
+      if (!*applies) {
+        continue;
+      }
+      const std::string needs = fmt::format("{}=={} needs {}", project, w.wheel->version.str(), dep.str());
+      auto it = l.wanted.find(dep.project);
+      if (it == l.wanted.end()) {
+        missing.insert(needs + " (not pinned)");
+        continue;
+      }
+      Wanted& d = it->second;
+      if (!dep.url.empty() || !dep.specifier.contains(d.wheel->version, Prereleases::allow)) {
+        missing.insert(fmt::format("{} ({}=={} is pinned)", needs, dep.project, d.wheel->version.str()));
+        continue;
+      }
+      for (const std::string& e : dep.extras) {
+        if (d.extras.insert(e).second) {
+          changed = true;
         }
       }
     }
+  }
+  return changed;
+}
+
+// Pass 5: the closure: every dependency that applies here (with the extras asked for) must be
+// pinned in the set, at a version it accepts. Extras dependencies ask for widen the set until stable.
+Result<void> check_closure(PipLock& l) {
+  std::set<std::string> missing;
+  for (bool changed = true; changed;) {
+    missing.clear();
+    LS_TRY_ASSIGN(changed, check_dependencies(l, missing));
   }
   if (!missing.empty()) {
     return invalid_input("packages.pip is not closed: lockstep does not choose versions for unpinned "
@@ -671,7 +753,7 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
                          "environment",
                          fmt::join(missing, "\n  "));
   }
-  for (const auto& [project, w] : wanted) {
+  for (const auto& [project, w] : l.wanted) {
     for (const std::string& e : w.extras) {
       const auto& provided = w.metadata->provides_extra;
       if (!provided.empty() && std::find(provided.begin(), provided.end(), e) == provided.end()) {
@@ -679,9 +761,12 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
       }
     }
   }
+  return {};
+}
 
-  // 6. One artifact per wheel.
-  for (const auto& [project, w] : wanted) {
+// Pass 6: one artifact per wheel.
+void add_artifacts(PipLock& l) {
+  for (const auto& [project, w] : l.wanted) {
     envspec::LockedArtifact a;
     a.kind = "wheel";
     a.name = project;
@@ -692,9 +777,32 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
     a.sha256 = unwrap(Digest::parse("sha256:" + w.file.sha256));
     a.url = w.file.url;
     a.repo = w.repo;
-    a.reason = fmt::format("requested by {}", item_path(w.index));
-    lock.artifacts.push_back(std::move(a));
+    a.reason = fmt::format("requested by {}", l.item_path(w.index));
+    l.lock.artifacts.push_back(std::move(a));
   }
+}
+
+} // namespace
+
+Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const BlobStore& store,
+                         const LockOptions& options) {
+  if (spec.packages.pip.empty()) {
+    return {};
+  }
+  PipLock l(spec, lock, store, options);
+  // 1. The target: the image's Python and glibc, from its Debian packages.
+  LS_TRY(find_target(l));
+  // 2. Every requirement an exact pin (those whose marker is false here skipped), merged by project.
+  LS_TRY(collect_pins(l));
+  // 3. The wheel of each pin: the first repository that has the project decides.
+  LS_TRY(choose_wheels(l));
+  // 4. Their metadata, checked against the pins and the target's Python.
+  LS_TRY(read_metadata(l));
+  LS_TRY(check_metadata(l));
+  // 5. The closure: every dependency that applies here is pinned in the set.
+  LS_TRY(check_closure(l));
+  // 6. One artifact per wheel.
+  add_artifacts(l);
   return {};
 }
 

@@ -171,6 +171,231 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
   return cmd;
 }
 
+// ---- the passes of plan_launch ---------------------------------------------------------------------
+
+// The ranks asked for: -n, else --ranks-per-node (0: neither).
+int requested_ranks(const LaunchRequest& r) {
+  return r.ranks > 0 ? r.ranks : r.ranks_per_node;
+}
+
+// The launcher and the model, which decide each other's defaults, and the combinations refused.
+Result<void> choose_launcher_and_model(const LaunchRequest& r, const LaunchSite& site,
+                                       const envspec::ImageFacts& facts, LaunchPlan& plan) {
+  if (r.launcher) {
+    plan.launcher = *r.launcher;
+  } else if (r.model == MpiModel::container) {
+    plan.launcher = Launcher::local;
+  } else if (site.slurm_job_id) {
+    plan.launcher = Launcher::slurm;
+  } else if (!r.hostfile.empty() || r.nodes > 1) {
+    plan.launcher = Launcher::mpirun;
+  } else {
+    plan.launcher = Launcher::local;
+  }
+  plan.model = r.model.value_or(
+      plan.launcher == Launcher::local && requested_ranks(r) > 1 ? MpiModel::container : MpiModel::hybrid);
+  if (plan.model == MpiModel::container && plan.launcher != Launcher::local) {
+    return invalid_input(
+        "--mpi-model container runs the image's own {} on this node; it can't be combined with "
+        "--launcher {} (use --mpi-model hybrid)",
+        image_launcher(facts), name_of(plan.launcher));
+  }
+  if (plan.launcher == Launcher::local && r.nodes > 1) {
+    return invalid_input("-N {} needs more than this node: give --hostfile (mpirun) or run inside a Slurm "
+                         "allocation (salloc/sbatch)",
+                         r.nodes);
+  }
+  if (plan.launcher == Launcher::slurm && !site.slurm_job_id) {
+    return invalid_input(
+        "--launcher slurm runs inside an allocation (SLURM_JOB_ID is not set): use salloc or "
+        "sbatch (lockstep run --emit sbatch FILE writes a batch script)");
+  }
+  if (r.runtime != ContainerRuntime::native && plan.model == MpiModel::container) {
+    return invalid_input("--runtime {} starts each rank from the host's launcher; use --mpi-model hybrid",
+                         name_of(r.runtime));
+  }
+  if (r.runtime == ContainerRuntime::enroot && plan.launcher == Launcher::local && requested_ranks(r) <= 1) {
+    plan.notes.emplace_back("enroot: one process on this node");
+  }
+  if (r.ranks_per_node > 0 && r.ranks > 0 && r.nodes > 0 && r.ranks > r.nodes * r.ranks_per_node) {
+    return invalid_input("-n {} ranks don't fit on -N {} nodes x --ranks-per-node {}", r.ranks, r.nodes,
+                         r.ranks_per_node);
+  }
+  return {};
+}
+
+// mpirun's nodes and ranks: the first -N hosts of the hostfile (this node without one), the
+// ranks -n asks for, else --ranks-per-node on each, else the hosts' slots.
+Result<void> place_mpirun_ranks(const LaunchRequest& r, const LaunchSite& site, LaunchPlan& plan) {
+  if (site.hostfile.empty()) {
+    if (r.nodes > 1) {
+      return invalid_input("-N {} with --launcher mpirun needs --hostfile FILE naming the nodes", r.nodes);
+    }
+    plan.nodes = 1;
+    plan.ranks = std::max(1, requested_ranks(r));
+    plan.ranks_per_node = plan.ranks;
+    return {};
+  }
+  const int available = static_cast<int>(site.hostfile.size());
+  plan.nodes = r.nodes > 0 ? r.nodes : available;
+  if (plan.nodes > available) {
+    return invalid_input("-N {} but the hostfile {} lists only {} host{}", plan.nodes, r.hostfile, available,
+                         available == 1 ? "" : "s");
+  }
+  plan.hosts.assign(site.hostfile.begin(), site.hostfile.begin() + plan.nodes);
+  int slots = 0;
+  for (const HostSlots& h : plan.hosts) {
+    slots += h.slots;
+  }
+  plan.ranks = r.ranks > 0 ? r.ranks : (r.ranks_per_node > 0 ? plan.nodes * r.ranks_per_node : slots);
+  plan.ranks_per_node = r.ranks_per_node;
+  if (r.ranks_per_node > 0 && plan.ranks > plan.nodes * r.ranks_per_node) {
+    return invalid_input("-n {} ranks don't fit on {} nodes x --ranks-per-node {}", plan.ranks, plan.nodes,
+                         r.ranks_per_node);
+  }
+  const int per_node = r.ranks_per_node > 0 ? r.ranks_per_node : ceil_div(plan.ranks, plan.nodes);
+  for (HostSlots& h : plan.hosts) {
+    h.slots = r.ranks_per_node > 0 ? r.ranks_per_node : std::max(h.slots, per_node);
+  }
+  return {};
+}
+
+// Nodes and ranks: this node alone, the hostfile's hosts, or what the Slurm allocation decides.
+Result<void> place_ranks(const LaunchRequest& r, const LaunchSite& site, LaunchPlan& plan) {
+  switch (plan.launcher) {
+  case Launcher::local:
+    plan.nodes = 1;
+    plan.ranks = std::max(1, requested_ranks(r));
+    plan.ranks_per_node = plan.ranks;
+    break;
+  case Launcher::mpirun:
+    LS_TRY(place_mpirun_ranks(r, site, plan));
+    break;
+  case Launcher::slurm:
+    plan.nodes = r.nodes;
+    plan.ranks = r.ranks;
+    plan.ranks_per_node = r.ranks_per_node;
+    break;
+  }
+  return {};
+}
+
+// The container model: the image's own mpirun, started in one container on this node.
+Result<void> container_mpirun_command(const LaunchRequest& r, const LaunchSite& site,
+                                      const envspec::ImageFacts& facts, LaunchPlan& plan) {
+  if (facts.mpi_impl.empty()) {
+    return invalid_input("{} records no MPI, so --mpi-model container has no mpirun to start; use -n 1 or an "
+                         "image with Open MPI or MPICH",
+                         r.image);
+  }
+  plan.argv = plan.rank;
+  plan.argv.push_back(image_launcher(facts));
+  plan.argv.insert(plan.argv.end(), {"-n", std::to_string(plan.ranks)});
+  if (site.root && facts.mpi_impl == "openmpi") {
+    plan.argv.emplace_back("--allow-run-as-root");
+  }
+  plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+  plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
+  plan.rank = r.command;
+  return {};
+}
+
+// One process on this node: the rank's command itself.
+Result<void> single_process_command(const LaunchRequest& r, LaunchPlan& plan) {
+  if (!r.launcher_args.empty()) {
+    return invalid_input("--launcher-arg needs a launcher: one process on this node has none (use -n N or "
+                         "--launcher mpirun)");
+  }
+  plan.argv = plan.rank;
+  plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
+  return {};
+}
+
+// The host's mpirun starting one container per rank (Open MPI's or MPICH's options).
+void mpirun_command(const LaunchRequest& r, const LaunchSite& site, const envspec::ImageFacts& facts,
+                    LaunchPlan& plan) {
+  const bool openmpi = facts.mpi_impl.empty() || facts.mpi_impl == "openmpi";
+  plan.argv = {"mpirun", "-n", std::to_string(plan.ranks)};
+  if (!plan.hosts.empty()) {
+    plan.argv.insert(plan.argv.end(), {"--hostfile", site.run_dir + "/hostfile"});
+  }
+  if (openmpi) {
+    if (plan.ranks_per_node > 0 && plan.launcher == Launcher::mpirun && !plan.hosts.empty()) {
+      plan.argv.insert(plan.argv.end(), {"--map-by", fmt::format("ppr:{}:node", plan.ranks_per_node)});
+    } else if (plan.nodes > 1) {
+      plan.argv.insert(plan.argv.end(), {"--map-by", "node"});
+    }
+    if (site.root) {
+      plan.argv.emplace_back("--allow-run-as-root");
+    }
+  } else if (plan.ranks_per_node > 0 && !plan.hosts.empty()) {
+    plan.argv.insert(plan.argv.end(), {"-ppn", std::to_string(plan.ranks_per_node)});
+  }
+  plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+  plan.argv.insert(plan.argv.end(), plan.rank.begin(), plan.rank.end());
+  plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
+}
+
+// Pyxis (--runtime enroot under Slurm): the image, binds as --container-mounts, --env values in the
+// launcher's environment.
+Result<void> add_pyxis_options(const LaunchRequest& r, LaunchPlan& plan) {
+  plan.argv.push_back("--container-image=" + r.image);
+  LS_TRY_ASSIGN(std::vector<ExecFlag> flags, exec_flags(r.exec_args));
+  std::string mounts;
+  for (const ExecFlag& f : flags) {
+    if (f.name == "--bind") {
+      mounts += (mounts.empty() ? "" : ",") + f.value;
+    } else if (f.name == "--env") {
+      plan.env.push_back(f.value);
+    } else {
+      plan.notes.emplace_back("pyxis has no --cleanenv: the job's environment passes");
+    }
+  }
+  if (!mounts.empty()) {
+    plan.argv.push_back("--container-mounts=" + mounts);
+  }
+  return {};
+}
+
+// srun in the allocation, with the PMI plugin the image's MPI needs.
+Result<void> srun_command(const LaunchRequest& r, const envspec::ImageFacts& facts, LaunchPlan& plan) {
+  plan.pmi = r.pmi.empty() ? pmi_for(facts) : r.pmi;
+  plan.argv = {"srun", "--mpi=" + plan.pmi};
+  if (plan.nodes > 0) {
+    plan.argv.push_back(fmt::format("--nodes={}", plan.nodes));
+  }
+  if (plan.ranks > 0) {
+    plan.argv.push_back(fmt::format("--ntasks={}", plan.ranks));
+  }
+  if (plan.ranks_per_node > 0) {
+    plan.argv.push_back(fmt::format("--ntasks-per-node={}", plan.ranks_per_node));
+  }
+  if (r.gpus_per_node > 0) {
+    plan.argv.push_back(fmt::format("--gpus-per-node={}", r.gpus_per_node));
+  }
+  plan.argv.emplace_back("--kill-on-bad-exit=1");
+  if (r.runtime == ContainerRuntime::enroot) {
+    LS_TRY(add_pyxis_options(r, plan));
+  }
+  plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+  plan.argv.insert(plan.argv.end(), plan.rank.begin(), plan.rank.end());
+  plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
+  return {};
+}
+
+// What --pmi can't do here, for the user.
+void add_pmi_notes(const LaunchRequest& r, const envspec::ImageFacts& facts, LaunchPlan& plan) {
+  if (r.pmi.size() > 0 && plan.launcher != Launcher::slurm) {
+    plan.notes.push_back(
+        fmt::format("--pmi {}: only srun takes it; mpirun starts its own PMIx server", r.pmi));
+  }
+  if (plan.launcher == Launcher::slurm && plan.pmi == "pmi2" && facts.mpi_impl == "openmpi") {
+    plan.notes.emplace_back(
+        "--pmi pmi2 with Open MPI needs an Open MPI built with Slurm's PMI-2 (Debian's is "
+        "not); pmix is the usual choice");
+  }
+}
+
 } // namespace
 
 std::string_view name_of(Launcher launcher) {
@@ -363,207 +588,30 @@ std::string LaunchPlan::hostfile_text() const {
 
 Result<LaunchPlan> plan_launch(const LaunchRequest& r, const LaunchSite& site,
                                const envspec::ImageFacts& facts) {
-  LaunchPlan plan;
-  plan.runtime = r.runtime;
   if (r.command.empty()) {
     return invalid_input("give the command each rank runs: lockstep run IMAGE -- CMD...");
   }
-  // The launcher and the model decide each other's defaults.
-  if (r.launcher) {
-    plan.launcher = *r.launcher;
-  } else if (r.model == MpiModel::container) {
-    plan.launcher = Launcher::local;
-  } else if (site.slurm_job_id) {
-    plan.launcher = Launcher::slurm;
-  } else if (!r.hostfile.empty() || r.nodes > 1) {
-    plan.launcher = Launcher::mpirun;
-  } else {
-    plan.launcher = Launcher::local;
-  }
-  const int requested_ranks = r.ranks > 0 ? r.ranks : r.ranks_per_node;
-  plan.model = r.model.value_or(plan.launcher == Launcher::local && requested_ranks > 1 ? MpiModel::container
-                                                                                        : MpiModel::hybrid);
-  if (plan.model == MpiModel::container && plan.launcher != Launcher::local) {
-    return invalid_input(
-        "--mpi-model container runs the image's own {} on this node; it can't be combined with "
-        "--launcher {} (use --mpi-model hybrid)",
-        image_launcher(facts), name_of(plan.launcher));
-  }
-  if (plan.launcher == Launcher::local && r.nodes > 1) {
-    return invalid_input("-N {} needs more than this node: give --hostfile (mpirun) or run inside a Slurm "
-                         "allocation (salloc/sbatch)",
-                         r.nodes);
-  }
-  if (plan.launcher == Launcher::slurm && !site.slurm_job_id) {
-    return invalid_input(
-        "--launcher slurm runs inside an allocation (SLURM_JOB_ID is not set): use salloc or "
-        "sbatch (lockstep run --emit sbatch FILE writes a batch script)");
-  }
-  if (r.runtime != ContainerRuntime::native && plan.model == MpiModel::container) {
-    return invalid_input("--runtime {} starts each rank from the host's launcher; use --mpi-model hybrid",
-                         name_of(r.runtime));
-  }
-  if (r.runtime == ContainerRuntime::enroot && plan.launcher == Launcher::local && requested_ranks <= 1) {
-    plan.notes.emplace_back("enroot: one process on this node");
-  }
-  if (r.ranks_per_node > 0 && r.ranks > 0 && r.nodes > 0 && r.ranks > r.nodes * r.ranks_per_node) {
-    return invalid_input("-n {} ranks don't fit on -N {} nodes x --ranks-per-node {}", r.ranks, r.nodes,
-                         r.ranks_per_node);
-  }
-
+  LaunchPlan plan;
+  plan.runtime = r.runtime;
+  // Who starts the ranks, and where MPI's launcher lives.
+  LS_TRY(choose_launcher_and_model(r, site, facts, plan));
   // Nodes and ranks.
-  switch (plan.launcher) {
-  case Launcher::local:
-    plan.nodes = 1;
-    plan.ranks = std::max(1, requested_ranks);
-    plan.ranks_per_node = plan.ranks;
-    break;
-  case Launcher::mpirun: {
-    if (site.hostfile.empty()) {
-      if (r.nodes > 1) {
-        return invalid_input("-N {} with --launcher mpirun needs --hostfile FILE naming the nodes", r.nodes);
-      }
-      plan.nodes = 1;
-      plan.ranks = std::max(1, requested_ranks);
-      plan.ranks_per_node = plan.ranks;
-      break;
-    }
-    const int available = static_cast<int>(site.hostfile.size());
-    plan.nodes = r.nodes > 0 ? r.nodes : available;
-    if (plan.nodes > available) {
-      return invalid_input("-N {} but the hostfile {} lists only {} host{}", plan.nodes, r.hostfile,
-                           available, available == 1 ? "" : "s");
-    }
-    plan.hosts.assign(site.hostfile.begin(), site.hostfile.begin() + plan.nodes);
-    int slots = 0;
-    for (const HostSlots& h : plan.hosts) {
-      slots += h.slots;
-    }
-    plan.ranks = r.ranks > 0 ? r.ranks : (r.ranks_per_node > 0 ? plan.nodes * r.ranks_per_node : slots);
-    plan.ranks_per_node = r.ranks_per_node;
-    if (r.ranks_per_node > 0 && plan.ranks > plan.nodes * r.ranks_per_node) {
-      return invalid_input("-n {} ranks don't fit on {} nodes x --ranks-per-node {}", plan.ranks, plan.nodes,
-                           r.ranks_per_node);
-    }
-    const int per_node = r.ranks_per_node > 0 ? r.ranks_per_node : ceil_div(plan.ranks, plan.nodes);
-    for (HostSlots& h : plan.hosts) {
-      h.slots = r.ranks_per_node > 0 ? r.ranks_per_node : std::max(h.slots, per_node);
-    }
-    break;
-  }
-  case Launcher::slurm:
-    plan.nodes = r.nodes;
-    plan.ranks = r.ranks;
-    plan.ranks_per_node = r.ranks_per_node;
-    break;
-  }
-
+  LS_TRY(place_ranks(r, site, plan));
   // Each rank's command.
   LS_TRY_ASSIGN(plan.rank, rank_command(r, site, plan, plan.notes));
-  const bool openmpi = facts.mpi_impl.empty() || facts.mpi_impl == "openmpi";
-
+  // The launch command around it.
   if (plan.model == MpiModel::container) {
-    if (facts.mpi_impl.empty()) {
-      return invalid_input(
-          "{} records no MPI, so --mpi-model container has no mpirun to start; use -n 1 or an "
-          "image with Open MPI or MPICH",
-          r.image);
-    }
-    plan.argv = plan.rank;
-    plan.argv.push_back(image_launcher(facts));
-    plan.argv.insert(plan.argv.end(), {"-n", std::to_string(plan.ranks)});
-    if (site.root && facts.mpi_impl == "openmpi") {
-      plan.argv.emplace_back("--allow-run-as-root");
-    }
-    plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
-    plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
-    plan.rank = r.command;
+    LS_TRY(container_mpirun_command(r, site, facts, plan));
     return plan;
   }
-
-  switch (plan.launcher) {
-  case Launcher::local:
-    if (plan.ranks == 1) {
-      if (!r.launcher_args.empty()) {
-        return invalid_input(
-            "--launcher-arg needs a launcher: one process on this node has none (use -n N or "
-            "--launcher mpirun)");
-      }
-      plan.argv = plan.rank;
-      plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
-      break;
-    }
-    [[fallthrough]];
-  case Launcher::mpirun: {
-    plan.argv = {"mpirun", "-n", std::to_string(plan.ranks)};
-    if (!plan.hosts.empty()) {
-      plan.argv.insert(plan.argv.end(), {"--hostfile", site.run_dir + "/hostfile"});
-    }
-    if (openmpi) {
-      if (plan.ranks_per_node > 0 && plan.launcher == Launcher::mpirun && !plan.hosts.empty()) {
-        plan.argv.insert(plan.argv.end(), {"--map-by", fmt::format("ppr:{}:node", plan.ranks_per_node)});
-      } else if (plan.nodes > 1) {
-        plan.argv.insert(plan.argv.end(), {"--map-by", "node"});
-      }
-      if (site.root) {
-        plan.argv.emplace_back("--allow-run-as-root");
-      }
-    } else if (plan.ranks_per_node > 0 && !plan.hosts.empty()) {
-      plan.argv.insert(plan.argv.end(), {"-ppn", std::to_string(plan.ranks_per_node)});
-    }
-    plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
-    plan.argv.insert(plan.argv.end(), plan.rank.begin(), plan.rank.end());
-    plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
-    break;
+  if (plan.launcher == Launcher::local && plan.ranks == 1) {
+    LS_TRY(single_process_command(r, plan));
+  } else if (plan.launcher == Launcher::slurm) {
+    LS_TRY(srun_command(r, facts, plan));
+  } else {
+    mpirun_command(r, site, facts, plan);
   }
-  case Launcher::slurm: {
-    plan.pmi = r.pmi.empty() ? pmi_for(facts) : r.pmi;
-    plan.argv = {"srun", "--mpi=" + plan.pmi};
-    if (plan.nodes > 0) {
-      plan.argv.push_back(fmt::format("--nodes={}", plan.nodes));
-    }
-    if (plan.ranks > 0) {
-      plan.argv.push_back(fmt::format("--ntasks={}", plan.ranks));
-    }
-    if (plan.ranks_per_node > 0) {
-      plan.argv.push_back(fmt::format("--ntasks-per-node={}", plan.ranks_per_node));
-    }
-    if (r.gpus_per_node > 0) {
-      plan.argv.push_back(fmt::format("--gpus-per-node={}", r.gpus_per_node));
-    }
-    plan.argv.emplace_back("--kill-on-bad-exit=1");
-    if (r.runtime == ContainerRuntime::enroot) {
-      plan.argv.push_back("--container-image=" + r.image);
-      LS_TRY_ASSIGN(std::vector<ExecFlag> flags, exec_flags(r.exec_args));
-      std::string mounts;
-      for (const ExecFlag& f : flags) {
-        if (f.name == "--bind") {
-          mounts += (mounts.empty() ? "" : ",") + f.value;
-        } else if (f.name == "--env") {
-          plan.env.push_back(f.value);
-        } else {
-          plan.notes.emplace_back("pyxis has no --cleanenv: the job's environment passes");
-        }
-      }
-      if (!mounts.empty()) {
-        plan.argv.push_back("--container-mounts=" + mounts);
-      }
-    }
-    plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
-    plan.argv.insert(plan.argv.end(), plan.rank.begin(), plan.rank.end());
-    plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
-    break;
-  }
-  }
-  if (r.pmi.size() > 0 && plan.launcher != Launcher::slurm) {
-    plan.notes.push_back(
-        fmt::format("--pmi {}: only srun takes it; mpirun starts its own PMIx server", r.pmi));
-  }
-  if (plan.launcher == Launcher::slurm && plan.pmi == "pmi2" && facts.mpi_impl == "openmpi") {
-    plan.notes.emplace_back(
-        "--pmi pmi2 with Open MPI needs an Open MPI built with Slurm's PMI-2 (Debian's is "
-        "not); pmix is the usual choice");
-  }
+  add_pmi_notes(r, facts, plan);
   return plan;
 }
 

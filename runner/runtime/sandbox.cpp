@@ -858,177 +858,227 @@ Error exec_command(const std::vector<std::string>& argv, const std::vector<std::
 
 namespace {
 
-// Assembles the container's mount tree and pivots into it. Runs inside the new namespaces (in
-// pid 1 of the new pid namespace when there is one), before the identity change.
-Result<void> assemble_root(const Plan& p) {
-  const SandboxConfig& c = *p.config;
-  std::set<dev_t> own_tmpfs;
+// ---- assembling the root --------------------------------------------------------------------------
 
-  // 1. Capture the image root and every mount source as detached trees, before anything is
-  //    mounted: later steps hide the host's /tmp, and no path is looked up twice.
-  UniqueFd image;
+// A mount point the image lacks.
+struct MissingMountPoint {
+  std::string target;
+  ImagePath where;
+  EntryType type;
+};
+
+// The container's mount tree being assembled: what each pass of assemble_root learns.
+struct RootAssembly {
+  explicit RootAssembly(const Plan& plan) : p(plan), c(*plan.config) {}
+
+  const Plan& p;
+  const SandboxConfig& c;
+  std::set<dev_t> own_tmpfs; ///< tmpfs file systems the sandbox made (capture, attach)
+  // capture_sources
+  UniqueFd image;     ///< the image root as a detached tree
+  UniqueFd upper_dir; ///< c.overlay's upper and work directories, held open
+  UniqueFd work_dir;  //   (named as /proc/self/fd/N: the staging tmpfs may hide their paths)
+  std::vector<Mount> mounts;
+  // find_missing_mount_points
+  std::vector<MissingMountPoint> missing;          ///< needed: they justify the overlay
+  std::vector<MissingMountPoint> missing_optional; ///< the default /etc files: made only when there is one
+  std::vector<bool> skip; ///< mounts whose optional mount point is missing (until one is made)
+  // stage
+  bool overlay_needed = false;
+  UniqueFd staging; ///< the staging tmpfs on k_staging, when the tree is assembled there
+  // make_root
+  UniqueFd root; ///< the root the container sees
+};
+
+// Pass 1: capture the image root and every mount source as detached trees, before anything is
+// mounted: later passes hide the host's /tmp, and no path is looked up twice.
+Result<void> capture_sources(RootAssembly& a) {
+  const SandboxConfig& c = a.c;
   if (c.loop_root) {
-    LS_TRY_ASSIGN(image, mount_loop_root(*c.loop_root));
+    LS_TRY_ASSIGN(a.image, mount_loop_root(*c.loop_root));
     log::debug("sandbox: root: kernel loop mount of the squashfs in {}", c.loop_root->file.string());
   } else {
-    image = UniqueFd(open_tree(AT_FDCWD, c.root.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-    if (!image.valid()) {
+    a.image = UniqueFd(open_tree(AT_FDCWD, c.root.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+    if (!a.image.valid()) {
       return errno_error("can't bind the image root " + c.root.string(), errno);
     }
     log::debug("sandbox: root: bind of {}", c.root.string());
   }
-  UniqueFd upper_dir;
-  UniqueFd work_dir;
   if (c.overlay) {
-    // Held open and named as /proc/self/fd/N later: the staging tmpfs may hide their paths.
-    LS_TRY_ASSIGN(upper_dir, open_file(c.overlay->upper, O_PATH | O_DIRECTORY));
-    LS_TRY_ASSIGN(work_dir, open_file(c.overlay->work, O_PATH | O_DIRECTORY));
+    LS_TRY_ASSIGN(a.upper_dir, open_file(c.overlay->upper, O_PATH | O_DIRECTORY));
+    LS_TRY_ASSIGN(a.work_dir, open_file(c.overlay->work, O_PATH | O_DIRECTORY));
   }
-  std::vector<Mount> mounts;
-  for (const MountRequest& r : p.table) {
-    LS_TRY_ASSIGN(std::optional<Mount> m, capture(r, own_tmpfs));
+  for (const MountRequest& r : a.p.table) {
+    LS_TRY_ASSIGN(std::optional<Mount> m, capture(r, a.own_tmpfs));
     if (m) {
-      mounts.push_back(std::move(*m));
+      a.mounts.push_back(std::move(*m));
     }
   }
+  return {};
+}
 
-  // 2. Find the mount points the image lacks. Targets inside an earlier mount are looked up
-  //    once that mount is in place (step 5).
-  struct Missing {
-    std::string target;
-    ImagePath where;
-    EntryType type;
-  };
-  std::vector<Missing> missing;          // needed: they justify the overlay
-  std::vector<Missing> missing_optional; // the default /etc files: made only when there is one
-  std::vector<bool> skip(mounts.size(), false);
-  for (std::size_t i = 0; i < mounts.size(); ++i) {
-    if (covered_by_earlier(mounts, i)) {
+// Pass 2: the mount points the image lacks. Targets inside an earlier mount are looked up once
+// that mount is in place (pass 5).
+Result<void> find_missing_mount_points(RootAssembly& a) {
+  a.skip.assign(a.mounts.size(), false);
+  for (std::size_t i = 0; i < a.mounts.size(); ++i) {
+    if (covered_by_earlier(a.mounts, i)) {
       continue;
     }
-    const MountRequest& r = *mounts[i].request;
-    Result<ImagePath> where = walk_image(image.get(), r.bind.target);
+    const MountRequest& r = *a.mounts[i].request;
+    Result<ImagePath> where = walk_image(a.image.get(), r.bind.target);
     if (!where) {
       return where.error().with_context("can't mount " + r.label);
     }
     if (where->kind != PathKind::missing) {
       continue;
     }
-    Missing m{r.bind.target, std::move(*where), mounts[i].directory ? EntryType::directory : EntryType::file};
-    (r.only_if_target_exists ? missing_optional : missing).push_back(std::move(m));
-    skip[i] = r.only_if_target_exists;
+    MissingMountPoint m{r.bind.target, std::move(*where),
+                        a.mounts[i].directory ? EntryType::directory : EntryType::file};
+    (r.only_if_target_exists ? a.missing_optional : a.missing).push_back(std::move(m));
+    a.skip[i] = r.only_if_target_exists;
   }
-  if (c.cwd_missing == CwdMissing::create) {
-    LS_TRY_ASSIGN(ImagePath where, walk_image(image.get(), c.cwd));
+  if (a.c.cwd_missing == CwdMissing::create) {
+    LS_TRY_ASSIGN(ImagePath where, walk_image(a.image.get(), a.c.cwd));
     if (where.kind == PathKind::missing) {
-      missing.push_back(Missing{c.cwd, std::move(where), EntryType::directory});
+      a.missing.push_back(MissingMountPoint{a.c.cwd, std::move(where), EntryType::directory});
     }
   }
+  return {};
+}
 
-  // 3. Stage: pivot_root needs the new root to be a mount point somewhere. A directory root on
-  //    the fast path is attached over its own directory (as `mount --bind R R`); otherwise the
-  //    tree is assembled on a tmpfs over /tmp, private to this mount namespace (every source was
-  //    captured above, so nothing hidden by it is needed), with the image root at /tmp/root.
-  const bool overlay_needed = c.overlay || c.writable_tmpfs || (!missing.empty() && c.read_only);
-  UniqueFd staging;
-  if (!overlay_needed && !c.loop_root) {
-    if (move_mount(image.get(), "", AT_FDCWD, c.root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+// Pass 3: stage: pivot_root needs the new root to be a mount point somewhere. A directory root on
+// the fast path is attached over its own directory (as `mount --bind R R`); otherwise the tree is
+// assembled on a tmpfs over /tmp, private to this mount namespace (every source was captured
+// above, so nothing hidden by it is needed), with the image root at /tmp/root.
+Result<void> stage(RootAssembly& a) {
+  const SandboxConfig& c = a.c;
+  a.overlay_needed = c.overlay || c.writable_tmpfs || (!a.missing.empty() && c.read_only);
+  if (!a.overlay_needed && !c.loop_root) {
+    if (move_mount(a.image.get(), "", AT_FDCWD, c.root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) < 0) {
       return errno_error("can't bind the image root " + c.root.string(), errno);
     }
-  } else {
-    LS_TRY_ASSIGN(staging, new_filesystem("tmpfs", {{"mode", "0700"}}, 0, "the staging area"));
-    if (move_mount(staging.get(), "", AT_FDCWD, k_staging, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-      return errno_error(fmt::format("can't mount the staging tmpfs on {}", k_staging), errno);
-    }
-    LS_TRY(attach_at(image.get(), staging.get(), "root"));
-  }
-  const std::string lower = fmt::format("{}/root", k_staging);
-
-  // 4. The root the container sees. Mount points the image lacks go into a directory on the
-  //    staging tmpfs that overlayfs stacks above the image; the image is never modified. The
-  //    plain bind is the fast path when nothing is missing.
-  auto make_dir = [&](const char* name) -> Result<UniqueFd> {
-    if (::mkdirat(staging.get(), name, 0755) != 0) {
-      return errno_error(fmt::format("can't create {}/{}", k_staging, name), errno);
-    }
-    UniqueFd fd(::openat(staging.get(), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd.valid()) {
-      return errno_error(fmt::format("can't open {}/{}", k_staging, name), errno);
-    }
-    return fd;
-  };
-  auto fill_layer = [&](int layer_fd) -> Result<void> {
-    // The layer's top directory stands for the root directory: give it the image root's mode.
-    struct stat st {};
-    if (::fstat(image.get(), &st) == 0) {
-      (void)::fchmod(layer_fd, st.st_mode & 07777);
-      (void)::fchown(layer_fd, st.st_uid, st.st_gid); // fails harmlessly for unmapped ids
-    }
-    for (const std::vector<Missing>* list : {&missing, &missing_optional}) {
-      for (const Missing& m : *list) {
-        LS_TRY(make_in_layer(layer_fd, image.get(), m.where, m.type, m.target));
-        log::debug("sandbox: mount point {} created in the overlay", m.target);
-      }
-    }
-    std::fill(skip.begin(), skip.end(), false);
     return {};
-  };
-  UniqueFd root;
-  if (c.overlay) {
-    // The caller's upper directory records the command's changes only: mount points live in a
-    // layer of their own between it and the image.
-    std::string lowers = lower;
-    if (!missing.empty() || !missing_optional.empty()) {
-      LS_TRY_ASSIGN(UniqueFd layer, make_dir("mounts"));
-      LS_TRY(fill_layer(layer.get()));
-      lowers = fmt::format("{}/mounts:{}", k_staging, lower);
-    }
-    LS_TRY_ASSIGN(root,
-                  overlay(lowers, fmt::format("/proc/self/fd/{}", upper_dir.get()),
-                          fmt::format("/proc/self/fd/{}", work_dir.get()), p.user_namespace, "the root"));
-    log::debug("sandbox: root: overlay with upper {}{}", c.overlay->upper.string(),
-               missing.empty() ? "" : " over a mount-point layer");
-  } else if (overlay_needed) {
-    LS_TRY_ASSIGN(UniqueFd upper, make_dir("upper"));
-    LS_TRY_ASSIGN(UniqueFd work, make_dir("work"));
-    LS_TRY(fill_layer(upper.get()));
-    LS_TRY_ASSIGN(root, overlay(lower, fmt::format("{}/upper", k_staging), fmt::format("{}/work", k_staging),
-                                p.user_namespace, "the root"));
-    if (!c.writable_tmpfs) {
-      LS_TRY(set_mount_attrs(root.get(), MOUNT_ATTR_RDONLY, false, "the root"));
-    }
-    log::debug("sandbox: root: tmpfs overlay ({}; {} mount point(s) created)",
-               c.writable_tmpfs ? "writable, discarded at exit" : "read-only", missing.size());
-  } else {
-    // The plain bind: read-only unless asked otherwise (then missing mount points go into the
-    // writable root itself).
-    for (const Missing& m : missing) {
-      LS_TRY(make_in_root(image.get(), m.target, m.type));
-      log::debug("sandbox: mount point {} created in the writable root", m.target);
-    }
-    std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (c.read_only ? MOUNT_ATTR_RDONLY : 0U);
-    LS_TRY(set_mount_attrs(image.get(), attrs, false, "the root"));
-    log::debug("sandbox: root: plain bind ({})", c.read_only ? "read-only" : "writable");
   }
-  if (root.valid()) {
-    LS_TRY(attach_at(root.get(), staging.get(), "newroot"));
-  } else {
-    root = std::move(image);
+  LS_TRY_ASSIGN(a.staging, new_filesystem("tmpfs", {{"mode", "0700"}}, 0, "the staging area"));
+  if (move_mount(a.staging.get(), "", AT_FDCWD, k_staging, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+    return errno_error(fmt::format("can't mount the staging tmpfs on {}", k_staging), errno);
   }
+  return attach_at(a.image.get(), a.staging.get(), "root");
+}
 
-  // 5. The mount table, in order, each target resolved inside the new root.
-  for (std::size_t i = 0; i < mounts.size(); ++i) {
-    if (skip[i]) {
-      log::debug("sandbox: skip {}: the image has no {}", mounts[i].request->label,
-                 mounts[i].request->bind.target);
+// A new directory `name` on the staging tmpfs, opened.
+Result<UniqueFd> make_staging_dir(const RootAssembly& a, const char* name) {
+  if (::mkdirat(a.staging.get(), name, 0755) != 0) {
+    return errno_error(fmt::format("can't create {}/{}", k_staging, name), errno);
+  }
+  UniqueFd fd(::openat(a.staging.get(), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) {
+    return errno_error(fmt::format("can't open {}/{}", k_staging, name), errno);
+  }
+  return fd;
+}
+
+// Makes every missing mount point in the overlay layer `layer_fd`, whose top directory stands for
+// the root directory (it gets the image root's mode); no mount is skipped then.
+Result<void> fill_mount_point_layer(RootAssembly& a, int layer_fd) {
+  struct stat st {};
+  if (::fstat(a.image.get(), &st) == 0) {
+    (void)::fchmod(layer_fd, st.st_mode & 07777);
+    (void)::fchown(layer_fd, st.st_uid, st.st_gid); // fails harmlessly for unmapped ids
+  }
+  for (const std::vector<MissingMountPoint>* list : {&a.missing, &a.missing_optional}) {
+    for (const MissingMountPoint& m : *list) {
+      LS_TRY(make_in_layer(layer_fd, a.image.get(), m.where, m.type, m.target));
+      log::debug("sandbox: mount point {} created in the overlay", m.target);
+    }
+  }
+  std::fill(a.skip.begin(), a.skip.end(), false);
+  return {};
+}
+
+// The caller's overlay (`run:` steps): its upper directory records the command's changes only, so
+// mount points live in a layer of their own between it and the image.
+Result<void> overlay_with_caller_upper(RootAssembly& a, const std::string& lower) {
+  std::string lowers = lower;
+  if (!a.missing.empty() || !a.missing_optional.empty()) {
+    LS_TRY_ASSIGN(UniqueFd layer, make_staging_dir(a, "mounts"));
+    LS_TRY(fill_mount_point_layer(a, layer.get()));
+    lowers = fmt::format("{}/mounts:{}", k_staging, lower);
+  }
+  LS_TRY_ASSIGN(a.root,
+                overlay(lowers, fmt::format("/proc/self/fd/{}", a.upper_dir.get()),
+                        fmt::format("/proc/self/fd/{}", a.work_dir.get()), a.p.user_namespace, "the root"));
+  log::debug("sandbox: root: overlay with upper {}{}", a.c.overlay->upper.string(),
+             a.missing.empty() ? "" : " over a mount-point layer");
+  return {};
+}
+
+// An overlay whose upper directory is on the staging tmpfs: mount points the image lacks, and
+// with --writable-tmpfs the command's writes, discarded at exit.
+Result<void> tmpfs_overlay(RootAssembly& a, const std::string& lower) {
+  LS_TRY_ASSIGN(UniqueFd upper, make_staging_dir(a, "upper"));
+  LS_TRY_ASSIGN(UniqueFd work, make_staging_dir(a, "work"));
+  LS_TRY(fill_mount_point_layer(a, upper.get()));
+  LS_TRY_ASSIGN(a.root, overlay(lower, fmt::format("{}/upper", k_staging), fmt::format("{}/work", k_staging),
+                                a.p.user_namespace, "the root"));
+  if (!a.c.writable_tmpfs) {
+    LS_TRY(set_mount_attrs(a.root.get(), MOUNT_ATTR_RDONLY, false, "the root"));
+  }
+  log::debug("sandbox: root: tmpfs overlay ({}; {} mount point(s) created)",
+             a.c.writable_tmpfs ? "writable, discarded at exit" : "read-only", a.missing.size());
+  return {};
+}
+
+// The plain bind: read-only unless asked otherwise (then missing mount points go into the
+// writable root itself).
+Result<void> plain_bind(RootAssembly& a) {
+  for (const MissingMountPoint& m : a.missing) {
+    LS_TRY(make_in_root(a.image.get(), m.target, m.type));
+    log::debug("sandbox: mount point {} created in the writable root", m.target);
+  }
+  std::uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (a.c.read_only ? MOUNT_ATTR_RDONLY : 0U);
+  LS_TRY(set_mount_attrs(a.image.get(), attrs, false, "the root"));
+  log::debug("sandbox: root: plain bind ({})", a.c.read_only ? "read-only" : "writable");
+  return {};
+}
+
+// Pass 4: the root the container sees. Mount points the image lacks go into a directory on the
+// staging tmpfs that overlayfs stacks above the image; the image is never modified. The plain
+// bind is the fast path when nothing is missing.
+Result<void> make_root(RootAssembly& a) {
+  const std::string lower = fmt::format("{}/root", k_staging);
+  if (a.c.overlay) {
+    LS_TRY(overlay_with_caller_upper(a, lower));
+  } else if (a.overlay_needed) {
+    LS_TRY(tmpfs_overlay(a, lower));
+  } else {
+    LS_TRY(plain_bind(a));
+  }
+  if (a.root.valid()) {
+    return attach_at(a.root.get(), a.staging.get(), "newroot");
+  }
+  a.root = std::move(a.image);
+  return {};
+}
+
+// Pass 5: the mount table, in order, each target resolved inside the new root.
+Result<void> attach_mounts(RootAssembly& a) {
+  for (std::size_t i = 0; i < a.mounts.size(); ++i) {
+    if (a.skip[i]) {
+      log::debug("sandbox: skip {}: the image has no {}", a.mounts[i].request->label,
+                 a.mounts[i].request->bind.target);
       continue;
     }
-    LS_TRY(attach(root.get(), mounts[i], own_tmpfs));
+    LS_TRY(attach(a.root.get(), a.mounts[i], a.own_tmpfs));
   }
+  return {};
+}
 
-  // 6. pivot_root the runc way: the old root ends up stacked on the new one and is detached,
-  //    taking the staging tmpfs and the host's tree with it.
-  if (::fchdir(root.get()) < 0) {
+// Pass 6: pivot_root the runc way: the old root ends up stacked on the new one and is detached,
+// taking the staging tmpfs and the host's tree with it.
+Result<void> pivot_into(int root_fd) {
+  if (::fchdir(root_fd) < 0) {
     return errno_error("can't enter the new root", errno);
   }
   if (syscall(SYS_pivot_root, ".", ".") < 0) {
@@ -1042,6 +1092,24 @@ Result<void> assemble_root(const Plan& p) {
   }
   log::debug("sandbox: pivot_root done");
   return {};
+}
+
+// Assembles the container's mount tree and pivots into it. Runs inside the new namespaces (in
+// pid 1 of the new pid namespace when there is one), before the identity change.
+Result<void> assemble_root(const Plan& p) {
+  RootAssembly a(p);
+  // 1. The image root and every mount source, captured before anything is mounted.
+  LS_TRY(capture_sources(a));
+  // 2. The mount points the image lacks.
+  LS_TRY(find_missing_mount_points(a));
+  // 3. Where the tree is assembled: over the root itself, or on a staging tmpfs.
+  LS_TRY(stage(a));
+  // 4. The root the container sees: an overlay when mount points are missing, else a plain bind.
+  LS_TRY(make_root(a));
+  // 5. The mount table, each target resolved inside the new root.
+  LS_TRY(attach_mounts(a));
+  // 6. pivot_root into it.
+  return pivot_into(a.root.get());
 }
 
 // Enters the working directory, resolved inside the new root with magic links refused: neither
