@@ -38,6 +38,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 namespace lockstep::runner {
@@ -63,6 +64,65 @@ struct HashSlot {
   std::unique_ptr<SHA256_CTX> sha; ///< null when the file needs no SHA-256; freed once final
   std::array<std::uint8_t, 16> md5_out{};
   std::array<std::uint8_t, 32> sha_out{};
+};
+
+// An allocator that leaves new elements uninitialised: the reader overwrites every byte of a
+// chunk, and zeroing them first cost a memset of the image's whole data.
+template <typename T> struct UninitAllocator : std::allocator<T> {
+  template <typename U> struct rebind { using other = UninitAllocator<U>; };
+  UninitAllocator() = default;
+  template <typename U> explicit UninitAllocator(const UninitAllocator<U>& /*other*/) noexcept {}
+  template <typename U> void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args> void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Bytes = std::vector<char, UninitAllocator<char>>;
+
+// Chunk buffers, recycled: a fresh 1 MiB allocation per chunk cost a memset and a page fault per
+// 4 KiB, a fifth of verify's time. A buffer returns to the free list when its last task drops it.
+class ChunkPool {
+public:
+  ChunkPool() = default;
+  ~ChunkPool() = default;
+  ChunkPool(const ChunkPool&) = delete;
+  ChunkPool& operator=(const ChunkPool&) = delete;
+
+  // A buffer of `size` bytes whose contents are unspecified. Only full chunks are recycled: small
+  // buffers come cheaply from the heap, 1 MiB ones from fresh mappings.
+  std::shared_ptr<Bytes> take(std::size_t size) {
+    if (size < k_chunk) {
+      return std::make_shared<Bytes>(size);
+    }
+    std::unique_ptr<Bytes> v;
+    {
+      std::lock_guard lock(m_mutex);
+      if (!m_free.empty()) {
+        v = std::move(m_free.back());
+        m_free.pop_back();
+      }
+    }
+    if (!v) {
+      v = std::make_unique<Bytes>();
+    }
+    v->resize(size); // fills only what lies beyond the buffer's last size
+    return {v.release(), [this](Bytes* p) { give_back(p); }};
+  }
+
+private:
+  void give_back(Bytes* p) {
+    std::unique_ptr<Bytes> v(p);
+    std::lock_guard lock(m_mutex);
+    if (m_free.size() < k_max_free) {
+      m_free.push_back(std::move(v));
+    }
+  }
+
+  static constexpr std::size_t k_max_free = 128;
+  std::mutex m_mutex;
+  std::vector<std::unique_ptr<Bytes>> m_free;
 };
 
 class HashPool {
@@ -99,9 +159,7 @@ public:
     return m_slots.size() - 1;
   }
 
-  void feed(std::size_t slot, std::shared_ptr<const std::vector<char>> chunk) {
-    push(slot, std::move(chunk), false);
-  }
+  void feed(std::size_t slot, std::shared_ptr<const Bytes> chunk) { push(slot, std::move(chunk), false); }
   void close(std::size_t slot) { push(slot, nullptr, true); }
 
   // Waits until every queued chunk is hashed.
@@ -111,16 +169,17 @@ public:
   }
 
   [[nodiscard]] const HashSlot& slot(std::size_t i) const { return *m_slots[i]; }
+  [[nodiscard]] ChunkPool& chunks() { return m_chunks; }
 
 private:
   struct Task {
     HashSlot* slot = nullptr;
     bool sha = false;
-    std::shared_ptr<const std::vector<char>> chunk;
+    std::shared_ptr<const Bytes> chunk;
     bool final = false;
   };
 
-  void push(std::size_t index, std::shared_ptr<const std::vector<char>> chunk, bool final) {
+  void push(std::size_t index, std::shared_ptr<const Bytes> chunk, bool final) {
     HashSlot* slot = m_slots[index].get();
     const std::size_t bytes = chunk ? chunk->size() : 0;
     std::unique_lock lock(m_mutex);
@@ -172,6 +231,7 @@ private:
     }
   }
 
+  ChunkPool m_chunks; // outlives the workers: destroyed after the destructor joined them
   std::vector<std::unique_ptr<HashSlot>> m_slots; // touched by the reader only
   std::mutex m_mutex;
   std::condition_variable m_cv;
@@ -311,8 +371,9 @@ public:
     std::uint64_t total = 0;
     for (;;) {
       LS_TRY(check_interrupted());
-      auto chunk = std::make_shared<std::vector<char>>(static_cast<std::size_t>(std::min<std::uint64_t>(
-          k_chunk, std::max<std::uint64_t>(declared - std::min(declared, total), 4096))));
+      const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(
+          k_chunk, std::max<std::uint64_t>(declared - std::min(declared, total), 4096)));
+      std::shared_ptr<Bytes> chunk = m_pool ? m_pool->chunks().take(want) : std::make_shared<Bytes>(want);
       LS_TRY_ASSIGN(std::size_t n, read(chunk->data(), chunk->size()));
       if (n == 0) {
         break;

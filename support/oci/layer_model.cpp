@@ -36,9 +36,9 @@ std::string_view type_name(unsigned type) {
   }
 }
 
-// Normalises a member name or a hard link target: "./a//b/" -> "a/b", "." -> "". `why` receives
-// the refusal when there is one.
-bool normalise(std::string_view raw, std::string& out, std::string& why) {
+} // namespace
+
+bool normalise_name(std::string_view raw, std::string& out, std::string& why) {
   out.clear();
   if (raw.empty()) {
     why = "has an empty name";
@@ -79,6 +79,8 @@ bool normalise(std::string_view raw, std::string& out, std::string& why) {
   return true;
 }
 
+namespace {
+
 // The components of a path without empty and "." ones, as the walks consume them.
 std::deque<std::string> components(std::string_view path) {
   std::deque<std::string> out;
@@ -93,7 +95,7 @@ std::deque<std::string> components(std::string_view path) {
 // The member's name: whiteouts, opaque markers and aufs metadata recognised.
 Result<void> classify_name(Member& m, std::string_view what) {
   std::string why;
-  if (!normalise(m.raw, m.path, why)) {
+  if (!normalise_name(m.raw, m.path, why)) {
     return refuse_member(what, m.raw, why);
   }
   const std::size_t slash = m.path.rfind('/');
@@ -150,7 +152,7 @@ Result<void> classify_hardlink(Member& m, std::string_view raw_target, std::stri
     return refuse_member(what, m.raw, fmt::format("is a hard link to '{}', an absolute name", raw_target));
   }
   std::string why;
-  if (!normalise(raw_target, m.link, why)) {
+  if (!normalise_name(raw_target, m.link, why)) {
     return refuse_member(what, m.raw,
                          fmt::format("is a hard link to '{}', which escapes the root", raw_target));
   }

@@ -73,6 +73,11 @@ struct Member {
 /// itself, an owner out of range, a name or link target too long, a negative size).
 Result<Member> classify_member(struct archive_entry* entry, std::string_view what);
 
+/// Normalises a member name or a hard link target: "./a//b/" -> "a/b", "." and "/" -> "". False,
+/// with the refusal in `why` ("has a '..' component", ...), for an empty or absolute name, a ".."
+/// component, or a name or component too long. The one normalisation of tar member names.
+bool normalise_name(std::string_view raw, std::string& out, std::string& why);
+
 /// "WHAT: member 'RAW' WHY", invalid_input: every refusal about one member reads so.
 Error refuse_member(std::string_view what, std::string_view raw, std::string_view why);
 

@@ -47,23 +47,12 @@ Result<std::string> normalize_member_name(std::string_view name) {
     return invalid_input("archive member '{}' has an absolute name", name);
   }
   std::string out;
-  std::size_t i = 0;
-  while (i <= name.size()) {
-    std::size_t j = name.find('/', i);
-    if (j == std::string_view::npos) {
-      j = name.size();
+  std::string why;
+  if (!layer::normalise_name(name, out, why)) {
+    if (why.starts_with("escapes the root")) {
+      why = "has a '..' component";
     }
-    std::string_view comp = name.substr(i, j - i);
-    if (comp == "..") {
-      return invalid_input("archive member '{}' has a '..' component", name);
-    }
-    if (!comp.empty() && comp != ".") {
-      if (!out.empty()) {
-        out += '/';
-      }
-      out += comp;
-    }
-    i = j + 1;
+    return invalid_input("archive member '{}' {}", name, why);
   }
   return out;
 }
