@@ -46,30 +46,7 @@ inline constexpr Types k_version{.number = true};
 /// Any scalar: environment and label values, argv items, shell commands.
 inline constexpr Types k_any{.number = true, .boolean = true};
 
-struct Key;
-
-/// The shape of one value.
-struct Shape {
-  Kind kind = Kind::scalar;
-  /// The name of a shape shared by several keys: it becomes a `$defs` entry of the JSON Schema.
-  std::string_view name{};
-  std::string_view doc{};
-
-  Types types{};                          ///< scalar
-  std::string_view pattern{};             ///< scalar: an ECMA-262 regular expression a string must match
-  std::vector<std::string_view> values{}; ///< scalar: the only values allowed, as written in YAML
-  bool non_empty = false;                 ///< scalar: not ""; list: at least one item
-  std::size_t max_length = 0;             ///< scalar: at most this many characters (0: no limit)
-
-  const Shape* items = nullptr; ///< list
-
-  std::vector<Key> keys{}; ///< map, in canonical order
-
-  std::string_view key_pattern{}; ///< dict: what its keys match ("" for any non-empty key)
-  const Shape* value = nullptr;   ///< dict: every value
-
-  std::vector<const Shape*> forms{}; ///< one_of
-};
+struct Shape;
 
 /// Whether a key must be given.
 enum class Presence {
@@ -92,6 +69,29 @@ struct Key {
   Presence presence = Presence::optional;
   Merge merge = Merge::deep;
   bool in_digest = true; ///< part of the canonical form (docs/spec.md, "The spec digest")
+};
+
+/// The shape of one value.
+struct Shape {
+  Kind kind = Kind::scalar;
+  /// The name of a shape shared by several keys: it becomes a `$defs` entry of the JSON Schema.
+  std::string_view name{};
+  std::string_view doc{};
+
+  Types types{};                          ///< scalar
+  std::string_view pattern{};             ///< scalar: an ECMA-262 regular expression a string must match
+  std::vector<std::string_view> values{}; ///< scalar: the only values allowed, as written in YAML
+  bool non_empty = false;                 ///< scalar: not ""; list: at least one item
+  std::size_t max_length = 0;             ///< scalar: at most this many characters (0: no limit)
+
+  const Shape* items = nullptr; ///< list
+
+  std::vector<Key> keys{}; ///< map, in canonical order
+
+  std::string_view key_pattern{}; ///< dict: what its keys match ("" for any non-empty key)
+  const Shape* value = nullptr;   ///< dict: every value
+
+  std::vector<const Shape*> forms{}; ///< one_of
 };
 
 /// The named shapes of the spec, for the code that reads one map of it.
