@@ -442,13 +442,13 @@ struct RecordRow {
   std::string path;
 };
 
-// The hashed rows of one .dist-info directory's RECORD (none when it has no RECORD).
-Result<std::vector<RecordRow>> record_rows(const ImageContents& contents, const InstalledDist& dist,
-                                           std::vector<RecordEntry>& storage) {
+// The hashed rows of one .dist-info directory's RECORD; nullopt when it has no RECORD.
+Result<std::optional<std::vector<RecordRow>>>
+record_rows(const ImageContents& contents, const InstalledDist& dist, std::vector<RecordEntry>& storage) {
   const std::string record_path = dist.dir + "/RECORD";
   const std::string* text = contents.text(record_path);
   if (text == nullptr) {
-    return std::vector<RecordRow>();
+    return std::optional<std::vector<RecordRow>>();
   }
   const std::string where = located(contents, record_path);
   Result<std::vector<RecordEntry>> parsed = parse_record(*text, where);
@@ -474,19 +474,19 @@ Result<std::vector<RecordRow>> record_rows(const ImageContents& contents, const 
     }
     out.push_back({&row, std::move(*path)});
   }
-  return out;
+  return std::optional<std::vector<RecordRow>>(std::move(out));
 }
 
 // Checks every RECORD row with a hash of one .dist-info directory.
 Result<void> check_record(const ImageContents& contents, const InstalledDist& dist, VerifyReport& report) {
   std::vector<RecordEntry> storage;
-  LS_TRY_ASSIGN(const std::vector<RecordRow> rows, record_rows(contents, dist, storage));
-  if (contents.text(dist.dir + "/RECORD") == nullptr) {
+  LS_TRY_ASSIGN(const std::optional<std::vector<RecordRow>> rows, record_rows(contents, dist, storage));
+  if (!rows) {
     return {};
   }
   ++report.wheels;
   const std::string package = fmt::format("{} {}", dist.name, dist.version);
-  for (const RecordRow& r : rows) {
+  for (const RecordRow& r : *rows) {
     const RecordEntry& row = *r.row;
     const std::string shown = "/" + r.path;
     ++report.files;
@@ -726,12 +726,14 @@ Result<ImageContents> read_for_verify(const ImageArg& image) {
   if (packages) {
     for (const InstalledDist& dist : packages->dists) {
       std::vector<RecordEntry> storage;
-      auto rows = dist.from_deb ? Result<std::vector<RecordRow>>(std::vector<RecordRow>())
-                                : record_rows(contents, dist, storage);
-      if (!rows) {
+      if (dist.from_deb) {
         continue;
       }
-      for (const RecordRow& r : *rows) {
+      auto rows = record_rows(contents, dist, storage);
+      if (!rows || !*rows) {
+        continue;
+      }
+      for (const RecordRow& r : **rows) {
         std::string real;
         const ImageEntry* e = contents.resolve(r.path, FollowLast::yes, &real);
         if (e != nullptr && e->type == ImageEntry::Type::file && !e->has_sha256) {

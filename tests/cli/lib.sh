@@ -68,6 +68,17 @@ need() {
   done
 }
 
+# need_python_jsonschema PYTHON: PYTHON must import jsonschema and yaml (the schema suites' judges).
+need_python_jsonschema() {
+  if ! "$1" -c 'import jsonschema, yaml' 2>/dev/null; then
+    if [ -n "${CI:-}" ]; then
+      fail "python3-jsonschema and python3-yaml are needed (scripts/install-deps.sh installs them)"
+    fi
+    echo "SKIP: $1 cannot import jsonschema and yaml (apt-get install python3-jsonschema python3-yaml)" >&2
+    exit 77
+  fi
+}
+
 assert_eq() { # EXPECTED ACTUAL WHAT
   [ "$1" = "$2" ] || fail "$3: expected [$1], got [$2]"
 }

@@ -7,13 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
-if ! "$PY" -c 'import jsonschema, yaml' 2>/dev/null; then
-  if [ -n "${CI:-}" ]; then
-    fail "python3-jsonschema and python3-yaml are needed (scripts/install-deps.sh installs them)"
-  fi
-  echo "SKIP: $PY cannot import jsonschema and yaml (apt-get install python3-jsonschema python3-yaml)" >&2
-  exit 77
-fi
+need_python_jsonschema "$PY"
 
 RECIPES="$LOCKSTEP_SOURCE_DIR/recipes"
 SCHEMAS="$RECIPES/schema"

@@ -36,13 +36,7 @@ pass "bad usage is exit 2, an output that can't be written exit 4"
 
 # --- the schema judged by python3-jsonschema ------------------------------------------------------
 PY=/usr/bin/python3
-if ! "$PY" -c 'import jsonschema, yaml' 2>/dev/null; then
-  if [ -n "${CI:-}" ]; then
-    fail "python3-jsonschema and python3-yaml are needed (scripts/install-deps.sh installs them)"
-  fi
-  echo "SKIP: $PY cannot import jsonschema and yaml (apt-get install python3-jsonschema python3-yaml)" >&2
-  exit 77
-fi
+need_python_jsonschema "$PY"
 
 # check_spec.py SCHEMA FILE...: one line per file, FILE<TAB>VERDICT<TAB>WHY, VERDICT one of valid,
 # invalid (one line per problem) and not-yaml.
