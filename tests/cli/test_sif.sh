@@ -208,13 +208,18 @@ pass "--sif-compression zstd gives a zstd squashfs with the same tree"
 
 # An interrupted SIF build publishes nothing and leaves no temporary file behind.
 mkdir -p big/src
-head -c 24000000 /dev/urandom >big/src/noise
+head -c 48000000 /dev/urandom >big/src/noise
 printf 'lockstep: 1\nname: big\ncopy: [{from: ./src, to: /data}]\n' >big/lockstep.yaml
 "$LOCKSTEP" build big/lockstep.yaml --no-vcs --oci big-oci >/dev/null 2>&1 # the layer, cached
 set +e
 LOCKSTEP_THREADS=1 "$LOCKSTEP" build big/lockstep.yaml --no-vcs --sif big.sif --sif-compression xz 2>big.err &
 pid=$!
-sleep 1
+# Interrupt once the SIF's temporary file exists, so the signal lands mid-write on any machine speed.
+for _ in $(seq 1 600); do
+  [ -z "$(find . -maxdepth 1 -name '.lockstep-tmp-big.sif-*' | head -1)" ] || break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.05
+done
 kill -INT "$pid"
 wait "$pid"
 rc=$?
