@@ -7,12 +7,14 @@
 #include "runner/runtime/sif_mount.hpp"
 #include "runner/runtime/unpack.hpp"
 #include "support/blob_store.hpp"
+#include "support/buffers.hpp"
 #include "support/compress.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/layer_model.hpp"
+#include "support/oci/layer_stream.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/sif.hpp"
 #include "support/oci/squashfs.hpp"
@@ -32,8 +34,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -51,6 +55,7 @@ constexpr std::size_t k_chunk = 1U << 20;
 constexpr std::size_t k_max_path = 4096;
 constexpr std::size_t k_max_depth = 1024;
 constexpr std::uint64_t k_max_inflight = 64ULL << 20;
+constexpr std::size_t k_inline_buffer = 256U << 10; // fits in L2: read into it, hashed while warm
 constexpr std::string_view k_dist_info_suffix = ".dist-info";
 
 // ---------------------------------------------------------------------------------------------
@@ -66,20 +71,9 @@ struct HashSlot {
   std::array<std::uint8_t, 32> sha_out{};
 };
 
-// An allocator that leaves new elements uninitialised: the reader overwrites every byte of a
-// chunk, and zeroing them first cost a memset of the image's whole data.
-template <typename T> struct UninitAllocator : std::allocator<T> {
-  template <typename U> struct rebind { using other = UninitAllocator<U>; };
-  UninitAllocator() = default;
-  template <typename U> explicit UninitAllocator(const UninitAllocator<U>& /*other*/) noexcept {}
-  template <typename U> void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args> void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using Bytes = std::vector<char, UninitAllocator<char>>;
+// Chunk buffers are left uninitialised: the reader overwrites every byte of a chunk, and
+// zeroing them first cost a memset of the image's whole data.
+using Bytes = UninitBuffer<char>;
 
 // Chunk buffers, recycled: a fresh 1 MiB allocation per chunk cost a memset and a page fault per
 // 4 KiB, a fifth of verify's time. A buffer returns to the free list when its last task drops it.
@@ -288,14 +282,49 @@ layer::Walk walk(const std::map<std::string, ImageEntry>& entries, std::string_v
 // ---------------------------------------------------------------------------------------------
 // Building the view
 
+// A file's digests computed on the reading thread, as its bytes pass.
+class InlineHash {
+public:
+  explicit InlineHash(bool sha256) {
+    MD5_Init(&m_md5);
+    if (sha256) {
+      m_sha.emplace();
+      SHA256_Init(&*m_sha);
+    }
+  }
+  void update(const char* data, std::size_t size) {
+    MD5_Update(&m_md5, data, size);
+    if (m_sha) {
+      SHA256_Update(&*m_sha, data, size);
+    }
+  }
+  void finish(ImageEntry& e) {
+    MD5_Final(e.md5.data(), &m_md5);
+    if (m_sha) {
+      SHA256_Final(e.sha256.data(), &*m_sha);
+    }
+  }
+
+private:
+  MD5_CTX m_md5{};
+  std::optional<SHA256_CTX> m_sha;
+};
+
+// Where a reader's files are hashed: on a pool of threads (a directory walk, whose reads wait on
+// the disk), or on the reading thread itself (a layer, whose bytes come from a stream that
+// already decodes on other threads: handing them on would cost a copy and a wake-up each).
+enum class Hashing { pool, inline_ };
+
 // What one reader (a layer or a directory walk) shares: the view, the limits and the hash pool.
 class ViewBuilder {
 public:
-  ViewBuilder(ImageContents& contents, const ContentsOptions& options, std::string what)
+  ViewBuilder(ImageContents& contents, const ContentsOptions& options, std::string what, Hashing hashing)
       : m_contents(contents), m_entries(contents.mutable_entries()), m_options(options),
         m_what(std::move(what)) {
-    if (options.digests) {
+    if (options.digests && hashing == Hashing::pool) {
       m_pool.emplace(options.threads == 0 ? default_thread_count() : options.threads);
+    } else if (options.digests) {
+      m_buffer.resize(k_inline_buffer);
     }
     for (const auto& [path, e] : m_entries) {
       if (e.text) {
@@ -346,8 +375,9 @@ public:
     return e;
   }
 
-  // Reads a regular file's data from `read` (a callable filling a buffer, 0 at the end) into the
-  // hash pool, keeping its text when `path` is a metadata file. `declared` is the size announced.
+  // Reads a regular file's data from `read` (a callable given a scratch buffer that returns the
+  // next bytes, in that buffer or where the reader holds them; empty at the end) and hashes it,
+  // keeping its text when `path` is a metadata file. `declared` is the size announced.
   template <typename ReadFn>
   Result<ImageEntry> read_file(const std::string& path, std::uint64_t declared, ReadFn&& read) {
     ImageEntry e;
@@ -358,27 +388,42 @@ public:
       return invalid_input("{}: /{} has {} bytes, more than the {} a metadata file may have", m_what, path,
                            declared, m_options.max_metadata_file);
     }
-    if (!m_pool && !keep) {
+    if (!m_options.digests && !keep) {
       e.size = declared; // no digests wanted: the data is skipped, never copied
       return e;
     }
     std::size_t slot = SIZE_MAX;
-    if (m_pool) {
-      e.has_sha256 = m_options.sha256_all || wants_sha256(path) ||
-                     (m_options.sha256_paths != nullptr && m_options.sha256_paths->count(path) != 0);
-      slot = m_pool->open(e.has_sha256);
+    std::optional<InlineHash> hash;
+    if (m_options.digests) {
+      e.has_sha256 = wants_sha256_at(path);
+      if (m_pool) {
+        slot = m_pool->open(e.has_sha256);
+      } else {
+        hash.emplace(e.has_sha256);
+      }
+    }
+    if (m_buffer.empty()) {
+      m_buffer.resize(k_inline_buffer); // metadata text without digests
     }
     std::uint64_t total = 0;
     for (;;) {
       LS_TRY(check_interrupted());
       const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(
           k_chunk, std::max<std::uint64_t>(declared - std::min(declared, total), 4096)));
-      std::shared_ptr<Bytes> chunk = m_pool ? m_pool->chunks().take(want) : std::make_shared<Bytes>(want);
-      LS_TRY_ASSIGN(std::size_t n, read(chunk->data(), chunk->size()));
+      std::shared_ptr<Bytes> chunk = m_pool ? m_pool->chunks().take(want) : nullptr;
+      char* scratch = chunk ? chunk->data() : m_buffer.data();
+      LS_TRY_ASSIGN(std::span<const char> got, read(scratch, chunk ? chunk->size() : m_buffer.size()));
+      const std::size_t n = got.size();
       if (n == 0) {
         break;
       }
-      chunk->resize(n);
+      const char* buf = got.data();
+      if (chunk && buf != scratch) { // bytes the reader holds: the pool needs its own copy
+        chunk = m_pool->chunks().take(n);
+        std::memcpy(chunk->data(), buf, n);
+      } else if (chunk) {
+        chunk->resize(n);
+      }
       total += n;
       m_bytes += n;
       if (m_bytes > m_options.max_layer_bytes) {
@@ -390,15 +435,21 @@ public:
           return invalid_input("{}: /{} is larger than the {} bytes a metadata file may have", m_what, path,
                                m_options.max_metadata_file);
         }
-        text.append(chunk->data(), n);
+        text.append(buf, n);
       }
       if (m_pool) {
         m_pool->feed(slot, std::move(chunk));
+      } else if (hash) {
+        hash->update(buf, n);
       }
     }
     if (m_pool) {
       m_pool->close(slot);
       m_pending.push_back(path);
+    } else if (hash) {
+      hash->finish(e);
+    }
+    if (m_options.digests) {
       m_contents.bytes_hashed += total;
     }
     e.size = total;
@@ -414,9 +465,29 @@ public:
     return e;
   }
 
+  // Whether the file at `path` gets a SHA-256 besides its MD5.
+  [[nodiscard]] bool wants_sha256_at(const std::string& path) const {
+    return m_options.digests && (m_options.sha256_all || wants_sha256(path) ||
+                                 (m_options.sha256_paths != nullptr && m_options.sha256_paths->count(path) != 0));
+  }
+
+  // Counts a listed file's kept text against the view's limit.
+  Result<void> count_text(const ImageEntry& e) {
+    if (!e.text) {
+      return {};
+    }
+    m_metadata_bytes += e.text->size();
+    if (m_metadata_bytes > m_options.max_metadata_total) {
+      return invalid_input("{}: more than {} bytes of package metadata; refusing it", m_what,
+                           m_options.max_metadata_total);
+    }
+    return {};
+  }
+
   // Waits for the hashes and stores them in the entries still in the view.
   void finish() {
     if (!m_pool) {
+      m_contents.has_digests = m_contents.has_digests || m_options.digests;
       return;
     }
     m_pool->wait();
@@ -457,6 +528,7 @@ private:
   const ContentsOptions& m_options;
   std::string m_what;
   std::optional<HashPool> m_pool;
+  Bytes m_buffer; ///< what a file's bytes are read into when they are hashed inline
   std::vector<std::string> m_pending;
   std::uint64_t m_bytes = 0;
   std::uint64_t m_metadata_bytes = 0;
@@ -464,9 +536,35 @@ private:
 
 // The view as the layer model (support/oci/layer_model.hpp) sees it; a file's data is read from
 // the layer into the hash pool when the model writes the file.
+// A layer read ahead of being applied (list_layer): its members in order, each regular file with
+// its digests (and its text, for a metadata file) computed as its bytes passed. Several layers are
+// listed at once; the view is then built from the listings in layer order. What the listing
+// decided by a member's name (keep the text, compute a SHA-256) is checked against where the
+// member lands; when they differ (a parent is a symbolic link to a metadata directory) the image
+// is read again member by member (ListingMismatch).
+struct ListedMember {
+  layer::Member member;
+  std::optional<ImageEntry> file; ///< a regular file's size, digests and text
+};
+
+struct LayerListing {
+  std::vector<ListedMember> members;
+  std::optional<Error> error; ///< what stopped the listing, after `members`
+  std::uint64_t bytes_hashed = 0;
+};
+
+struct ListingMismatch {
+  std::string path;
+};
+
 class ContentsTree final : public layer::Tree {
 public:
-  ContentsTree(ViewBuilder& builder, TarReader& reader) : m_b(builder), m_reader(reader) {}
+  ContentsTree(ViewBuilder& builder, TarReader& reader) : m_b(builder), m_reader(&reader) {}
+  explicit ContentsTree(ViewBuilder& builder) : m_b(builder) {}
+
+  // The listed member being applied (listing mode).
+  void set_listed(const ListedMember* m) { m_listed = m; }
+  [[nodiscard]] const std::optional<ListingMismatch>& mismatch() const { return m_mismatch; }
 
   [[nodiscard]] layer::Entry lookup(const std::string& path) const override {
     return view_entry(m_b.entries(), path);
@@ -505,7 +603,11 @@ public:
       e.link_target = m.link;
       break;
     case layer::Member::Kind::file: {
-      auto read = [this](void* buf, std::size_t size) { return m_reader.read(buf, size); };
+      if (m_reader == nullptr) {
+        LS_TRY_ASSIGN(e, listed_file(path));
+        break;
+      }
+      auto read = [this](char* scratch, std::size_t size) { return m_reader->read_view(scratch, size); };
       LS_TRY_ASSIGN(e, m_b.read_file(path, m.size, read));
       break;
     }
@@ -532,8 +634,28 @@ public:
   }
 
 private:
+  // The listed file for `path`, where the member lands.
+  Result<ImageEntry> listed_file(const std::string& path) {
+    if (m_listed == nullptr || !m_listed->file) {
+      return internal_error("{}: a listed file member has no data", m_b.what());
+    }
+    ImageEntry e = *m_listed->file;
+    const bool keep = is_metadata_path(path);
+    if ((keep && !e.text) || (m_b.wants_sha256_at(path) && !e.has_sha256)) {
+      m_mismatch = ListingMismatch{path};
+      return internal_error("{}: /{} needs what its listing did not keep", m_b.what(), path);
+    }
+    if (!keep) {
+      e.text.reset();
+    }
+    LS_TRY(m_b.count_text(e));
+    return e;
+  }
+
   ViewBuilder& m_b;
-  TarReader& m_reader;
+  TarReader* m_reader = nullptr;           ///< streaming mode: the member's data is read here
+  const ListedMember* m_listed = nullptr;  ///< listing mode: the member being applied
+  std::optional<ListingMismatch> m_mismatch;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -570,7 +692,7 @@ Result<void> walk_directory(ImageContents& contents, const fs::path& root, const
     return errno_error("can't open the image root " + what, errno);
   }
   UniqueFd root_fd(fd);
-  ViewBuilder builder(contents, options, what);
+  ViewBuilder builder(contents, options, what, Hashing::pool);
   std::map<std::pair<dev_t, ino_t>, std::string> links; // hard links: the first path of an inode
   auto walked = [&]() -> Result<void> {
     std::vector<std::pair<std::string, std::size_t>> todo{{"", 0}}; // directories still to list
@@ -650,8 +772,9 @@ Result<void> walk_directory(ImageContents& contents, const fs::path& root, const
           UniqueFd file(ffd);
           const std::string where = fmt::format("/{} in {}", path, what);
           LS_TRY_ASSIGN(e, builder.read_file(path, static_cast<std::uint64_t>(st.st_size),
-                                             [&](void* buf, std::size_t size) {
-                                               return read_some(file.get(), buf, size, where);
+                                             [&](char* buf, std::size_t size) -> Result<std::span<const char>> {
+                                               LS_TRY_ASSIGN(std::size_t n, read_some(file.get(), buf, size, where));
+                                               return std::span<const char>(buf, n);
                                              }));
         } else {
           e.type = ImageEntry::Type::other;
@@ -746,10 +869,11 @@ const std::string* ImageContents::text(std::string_view path) const {
 
 namespace {
 
-// Applies the layer `reader` reads (a plain tar or a LayerStream) to the view.
+// Applies the layer `reader` reads (a plain tar or a LayerStream) to the view, reading each file's
+// data as the model writes it: the way an image is read again after a ListingMismatch.
 Result<void> apply_tar(ImageContents& contents, TarReader reader, const std::string& what,
                        const ContentsOptions& options) {
-  ViewBuilder builder(contents, options, what);
+  ViewBuilder builder(contents, options, what, Hashing::inline_);
   ContentsTree tree(builder, reader);
   layer::LayerApplier applier(tree, what);
   std::uint64_t members = 0;
@@ -766,8 +890,75 @@ Result<void> apply_tar(ImageContents& contents, TarReader reader, const std::str
       LS_TRY(applier.apply(*m));
     }
   }();
-  builder.finish(); // always: the pool's workers still hold chunks
+  builder.finish();
   return applied;
+}
+
+// Reads the layer `reader` reads into a listing, hashing each file on this thread. A failure of
+// the layer itself ends the listing and is reported once the members before it are applied, as
+// reading member by member would; an interrupt is returned at once.
+Result<LayerListing> list_layer(TarReader reader, const std::string& what, const ContentsOptions& options,
+                                const std::atomic<bool>* cancel = nullptr) {
+  ImageContents scratch; // read_file's counters; the view is built from the listing later
+  ViewBuilder files(scratch, options, what, Hashing::inline_);
+  LayerListing listing;
+  listing.error = [&]() -> std::optional<Error> {
+    for (;;) {
+      if (auto stop = check_interrupted(); !stop) {
+        return std::move(stop).error();
+      }
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+        return std::nullopt; // an earlier layer failed: nobody reads this listing
+      }
+      auto m = reader.next_layer_member();
+      if (!m) {
+        return std::move(m).error();
+      }
+      if (!*m) {
+        return std::nullopt;
+      }
+      if (listing.members.size() >= options.max_entries) {
+        return invalid_input("{}: more than {} members; refusing the layer", what, options.max_entries);
+      }
+      ListedMember lm{std::move(**m), std::nullopt};
+      if (lm.member.kind == layer::Member::Kind::file) {
+        auto read = [&reader](char* scratch_buf, std::size_t size) { return reader.read_view(scratch_buf, size); };
+        auto e = files.read_file(lm.member.path, lm.member.size, read);
+        if (!e) {
+          return std::move(e).error();
+        }
+        lm.file = std::move(*e);
+      }
+      listing.members.push_back(std::move(lm));
+    }
+  }();
+  if (listing.error && listing.error->code == ExitCode::interrupted) {
+    return *listing.error;
+  }
+  listing.bytes_hashed = scratch.bytes_hashed;
+  return listing;
+}
+
+// Applies a listing to the view; a ListingMismatch is set in `mismatch` (and an error returned).
+Result<void> apply_listing(ImageContents& contents, const LayerListing& listing, const std::string& what,
+                           const ContentsOptions& options, std::optional<ListingMismatch>& mismatch) {
+  ViewBuilder builder(contents, options, what, Hashing::inline_);
+  ContentsTree tree(builder);
+  layer::LayerApplier applier(tree, what);
+  for (const ListedMember& lm : listing.members) {
+    LS_TRY(check_interrupted());
+    tree.set_listed(&lm);
+    if (auto applied = applier.apply(lm.member); !applied) {
+      mismatch = tree.mismatch();
+      return applied;
+    }
+  }
+  builder.finish();
+  contents.bytes_hashed += listing.bytes_hashed;
+  if (listing.error) {
+    return *listing.error;
+  }
+  return {};
 }
 
 } // namespace
@@ -775,14 +966,18 @@ Result<void> apply_tar(ImageContents& contents, TarReader reader, const std::str
 Result<void> apply_layer_to_contents(ImageContents& contents, const fs::path& tar, const std::string& what,
                                      const ContentsOptions& options) {
   LS_TRY_ASSIGN(TarReader reader, TarReader::open(tar, what));
-  return apply_tar(contents, std::move(reader), what, options);
-}
-
-Result<void> apply_layer_to_contents(ImageContents& contents, oci::LayerStream layer,
-                                     const ContentsOptions& options) {
-  const std::string what = layer.what();
-  LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(layer)));
-  return apply_tar(contents, std::move(reader), what, options);
+  LS_TRY_ASSIGN(LayerListing listing, list_layer(std::move(reader), what, options));
+  const std::map<std::string, ImageEntry> before = contents.entries(); // to start again from
+  const std::uint64_t hashed_before = contents.bytes_hashed;
+  std::optional<ListingMismatch> mismatch;
+  auto applied = apply_listing(contents, listing, what, options, mismatch);
+  if (!mismatch) {
+    return applied;
+  }
+  contents.mutable_entries() = before;
+  contents.bytes_hashed = hashed_before;
+  LS_TRY_ASSIGN(TarReader again, TarReader::open(tar, what));
+  return apply_tar(contents, std::move(again), what, options);
 }
 
 Result<void> add_directory_to_contents(ImageContents& contents, const fs::path& root,
@@ -820,6 +1015,93 @@ Result<TempDir> private_dir(const std::string& prefix) {
   return TempDir::create(store.root() / "tmp", prefix);
 }
 
+// Layer `i` of the image, opened where it lies: decompressed as it streams, its digest and size
+// checked when it ends.
+Result<oci::LayerStream> open_layer(const ImageContents& contents, oci::ImageSource& source,
+                                    const oci::OpenedImage& opened, std::size_t i) {
+  const std::size_t n = opened.manifest.layers.size();
+  const oci::Descriptor& layer = opened.manifest.layers[i];
+  std::string what = fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, n, layer.digest.str());
+  auto compression = oci::layer_compression(layer.media_type);
+  if (!compression) {
+    return invalid_input("{}: {}", what, compression.error().message);
+  }
+  if (*compression == oci::Compression::none && i < opened.diff_ids.size() && opened.diff_ids[i] != layer.digest) {
+    return invalid_input("{}: an uncompressed layer's digest must be its diff_id ({})", what,
+                         opened.diff_ids[i].str());
+  }
+  LS_TRY_ASSIGN(std::unique_ptr<oci::BlobReader> blob, source.open_blob(layer));
+  oci::LayerCheck check{layer.digest, static_cast<std::uint64_t>(layer.size), std::nullopt};
+  log::debug("verify: reading {}", what);
+  return oci::LayerStream::open(std::move(blob), oci::layer_codec(*compression), std::move(what), check);
+}
+
+// Lists the image's layers, several at once (each one read once, where it lies), and applies the
+// listings to the view in layer order as they become ready. The first failure in layer order is
+// the one reported, as reading the layers one after the other would report it.
+Result<void> read_layers(ImageContents& contents, oci::ImageSource& source, const oci::OpenedImage& opened,
+                         const ContentsOptions& options, std::optional<ListingMismatch>& mismatch) {
+  const std::size_t n = opened.manifest.layers.size();
+  std::vector<std::optional<Result<LayerListing>>> listings(n);
+  std::mutex mutex; // guards `listings`, `next`, `stop` and the source's open_blob
+  std::condition_variable ready;
+  std::size_t next = 0;
+  bool stop = false;
+  std::atomic<bool> cancel = false;
+  auto lister = [&] {
+    for (;;) {
+      std::size_t i = 0;
+      Result<oci::LayerStream> stream = internal_error("unset");
+      {
+        std::lock_guard lock(mutex);
+        if (stop || next == n) {
+          return;
+        }
+        i = next++;
+        stream = open_layer(contents, source, opened, i);
+      }
+      Result<LayerListing> listing = stream ? [&]() -> Result<LayerListing> {
+        const std::string what = stream->what();
+        LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(*stream)));
+        return list_layer(std::move(reader), what, options, &cancel);
+      }()
+                                            : Result<LayerListing>(std::move(stream).error());
+      std::lock_guard lock(mutex);
+      listings[i] = std::move(listing);
+      ready.notify_all();
+    }
+  };
+  const unsigned threads = options.threads == 0 ? default_thread_count() : options.threads;
+  std::vector<std::thread> listers;
+  for (std::size_t t = 0; t < std::min<std::size_t>(n, std::max(1U, threads)); ++t) {
+    listers.emplace_back(lister);
+  }
+  auto applied = [&]() -> Result<void> {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::unique_lock lock(mutex);
+      ready.wait(lock, [&] { return listings[i].has_value(); });
+      Result<LayerListing> listing = std::move(*listings[i]);
+      lock.unlock();
+      if (!listing) {
+        return std::move(listing).error();
+      }
+      const std::string what = fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, n,
+                                           opened.manifest.layers[i].digest.str());
+      LS_TRY(apply_listing(contents, *listing, what, options, mismatch));
+    }
+    return {};
+  }();
+  {
+    std::lock_guard lock(mutex);
+    stop = true;
+  }
+  cancel = true;
+  for (auto& t : listers) {
+    t.join();
+  }
+  return applied;
+}
+
 Result<void> read_oci(ImageContents& contents, const ImageArg& image, const ContentsOptions& options) {
   LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
   LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
@@ -834,29 +1116,23 @@ Result<void> read_oci(ImageContents& contents, const ImageArg& image, const Cont
     contents.lock_digest = it->second;
   }
   contents.architecture = opened.platform.architecture;
-  // Each layer is read once, where it lies: decompressed, its digest and size checked while it
-  // streams, its files hashed on the pool as they pass.
+  contents.layers = opened.manifest.layers.size();
+  std::optional<ListingMismatch> mismatch;
+  auto read = read_layers(contents, *source, opened, options, mismatch);
+  if (!mismatch) {
+    return read;
+  }
+  // A member landed where its listing guessed wrong: every layer again, member by member.
+  log::debug("verify: /{} needs a second reading of {}", mismatch->path, contents.what);
+  contents.mutable_entries().clear();
+  contents.bytes_hashed = 0;
   const std::size_t n = opened.manifest.layers.size();
   for (std::size_t i = 0; i < n; ++i) {
-    const oci::Descriptor& layer = opened.manifest.layers[i];
-    const std::string what = fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, n, layer.digest.str());
-    auto compression = oci::layer_compression(layer.media_type);
-    if (!compression) {
-      return invalid_input("{}: {}", what, compression.error().message);
-    }
-    if (*compression == oci::Compression::none && i < opened.diff_ids.size() &&
-        opened.diff_ids[i] != layer.digest) {
-      return invalid_input("{}: an uncompressed layer's digest must be its diff_id ({})", what,
-                           opened.diff_ids[i].str());
-    }
-    LS_TRY_ASSIGN(std::unique_ptr<oci::BlobReader> blob, source->open_blob(layer));
-    oci::LayerCheck check{layer.digest, static_cast<std::uint64_t>(layer.size), std::nullopt};
-    LS_TRY_ASSIGN(oci::LayerStream stream,
-                  oci::LayerStream::open(std::move(blob), oci::layer_codec(*compression), what, check));
-    log::debug("verify: reading {}", what);
-    LS_TRY(apply_layer_to_contents(contents, std::move(stream), options));
+    LS_TRY_ASSIGN(oci::LayerStream stream, open_layer(contents, *source, opened, i));
+    const std::string what = stream.what();
+    LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(stream)));
+    LS_TRY(apply_tar(contents, std::move(reader), what, options));
   }
-  contents.layers = n;
   return {};
 }
 

@@ -13,7 +13,6 @@
 // docs/verify-diff.md.
 #include "runner/runtime/exec.hpp"
 #include "support/digest.hpp"
-#include "support/oci/layer_stream.hpp"
 #include "support/result.hpp"
 
 #include <array>
@@ -112,9 +111,6 @@ Result<ImageContents> read_image_contents(const ImageArg& image, const ContentsO
 /// reader), with the layer model's semantics. `what` names the layer in errors.
 Result<void> apply_layer_to_contents(ImageContents& contents, const std::filesystem::path& tar,
                                      const std::string& what, const ContentsOptions& options = {});
-/// The same for a layer read once from where it lies (its digest and size checked as it streams).
-Result<void> apply_layer_to_contents(ImageContents& contents, oci::LayerStream layer,
-                                     const ContentsOptions& options = {});
 
 /// Adds the tree under the directory `root` to `contents` (for tests and the SIF and directory
 /// readers): symbolic links are never followed, files are hashed when options.digests is set.

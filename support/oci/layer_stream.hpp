@@ -56,8 +56,14 @@ LayerCodec layer_codec(Compression c);
 class LayerStream {
 public:
   /// `what` names the layer in every message ("oci:out: layer 2/3 (sha256:...)").
+  ///
+  /// `decoders`: threads that inflate gzip members ahead of the reader (a multi-member stream such
+  /// as lockstep writes; one big member is inflated on the reader's thread). `auto_decoders` takes
+  /// default_thread_count() when that is above 1; 0 decodes everything on the caller's thread.
+  /// The bytes produced never depend on it.
+  static constexpr unsigned auto_decoders = ~0U;
   static Result<LayerStream> open(std::unique_ptr<BlobReader> blob, LayerCodec codec, std::string what,
-                                  LayerCheck check = {});
+                                  LayerCheck check = {}, unsigned decoders = auto_decoders);
   ~LayerStream();
   LayerStream(LayerStream&&) noexcept;
   LayerStream& operator=(LayerStream&&) noexcept;
@@ -77,6 +83,8 @@ public:
 
   /// Raw blob bytes read so far (for progress).
   [[nodiscard]] std::uint64_t blob_bytes() const;
+  /// Gzip members that were decoded ahead on the decoder threads (the rest, in order).
+  [[nodiscard]] std::uint64_t members_decoded_ahead() const;
   /// Uncompressed bytes produced so far.
   [[nodiscard]] std::uint64_t bytes_out() const;
   [[nodiscard]] const std::string& what() const;

@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 namespace lockstep {
@@ -163,6 +165,8 @@ Result<std::optional<TarMember>> TarReader::next() {
   TarMember m;
   m.name = std::move(*name);
   m_current = m.name;
+  m_view_offset = 0;
+  m_held = nullptr;
   if (const char* target = archive_entry_hardlink(entry); target != nullptr) {
     auto t = normalize_member_name(target);
     if (!t) {
@@ -210,6 +214,8 @@ Result<std::optional<layer::Member>> TarReader::next_layer_member() {
   }
   LS_TRY_ASSIGN(layer::Member m, layer::classify_member(entry, m_what));
   m_current = m.raw;
+  m_view_offset = 0;
+  m_held = nullptr;
   return std::optional<layer::Member>(std::move(m));
 }
 
@@ -223,6 +229,42 @@ Result<std::size_t> TarReader::read(void* data, std::size_t size) {
     return archive_failure("can't read archive member '" + m_current + "'");
   }
   return static_cast<std::size_t>(n);
+}
+
+
+Result<std::span<const char>> TarReader::read_view(char* scratch, std::size_t size) {
+  if (m_held == nullptr) {
+    const void* block = nullptr;
+    std::size_t n = 0;
+    la_int64_t offset = 0;
+    int rc = archive_read_data_block(m_archive, &block, &n, &offset);
+    if (rc == ARCHIVE_EOF) {
+      return std::span<const char>();
+    }
+    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+      return archive_failure("can't read archive member '" + m_current + "'");
+    }
+    if (offset < m_view_offset) {
+      return invalid_input("{}: member '{}' has sparse blocks out of order", m_what, m_current);
+    }
+    m_held = block;
+    m_held_size = n;
+    m_held_offset = offset;
+  }
+  if (m_held_offset > m_view_offset) { // a hole: zeros first
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(m_held_offset - m_view_offset,
+                                                                   static_cast<std::int64_t>(size)));
+    std::memset(scratch, 0, n);
+    m_view_offset += static_cast<std::int64_t>(n);
+    return std::span<const char>(scratch, n);
+  }
+  std::span<const char> out(static_cast<const char*>(m_held), m_held_size);
+  m_view_offset += static_cast<std::int64_t>(m_held_size);
+  m_held = nullptr;
+  if (out.empty()) { // the zero-length block that ends a sparse member: read on
+    return read_view(scratch, size);
+  }
+  return out;
 }
 
 } // namespace lockstep

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -58,6 +59,10 @@ public:
   [[nodiscard]] const oci::LayerStream* layer_stream() const;
   /// Reads up to `size` bytes of the current member's data; 0 at its end.
   Result<std::size_t> read(void* data, std::size_t size);
+  /// The current member's next bytes, where libarchive holds them when it can (no copy), else in
+  /// `scratch` (the zeros of a sparse member's holes); valid until the next call. Empty at its
+  /// end. Mixing it with read() for one member is not allowed.
+  Result<std::span<const char>> read_view(char* scratch, std::size_t size);
 
 private:
   TarReader(struct archive* a, std::string what);
@@ -68,6 +73,12 @@ private:
   std::unique_ptr<detail::TarLayerFeed> m_feed; ///< open_layer() only
   std::string m_what;
   std::string m_current; ///< name of the member being read, for messages
+  // read_view's place in the current member: the offset reached, and a block held back while
+  // the hole before it is handed out as zeros.
+  std::int64_t m_view_offset = 0;
+  const void* m_held = nullptr;
+  std::size_t m_held_size = 0;
+  std::int64_t m_held_offset = 0;
 };
 
 /// Normalises a tar member name: strips "./" and empty components and a trailing '/'; refuses an

@@ -375,6 +375,35 @@ TEST_CASE_METHOD(ContentsFixture, "Malformed records are errors naming the file 
                    0) == 0);
 }
 
+TEST_CASE_METHOD(ContentsFixture, "A member placed through a symlink into dpkg's records is read as metadata",
+                 "[verify][contents]") {
+  // Layers are listed before they are applied, and the listing decides by a member's own name
+  // what to keep; "db/info/x.md5sums" only lands in var/lib/dpkg/info through the link "db".
+  const std::vector<TarEntry> lower{{"var/lib/dpkg/info/a.list", "/a\n"}, {"db", "", Type::symlink, "var/lib/dpkg"}};
+  const std::vector<TarEntry> upper{{"db/info/x.md5sums", k_md5_of_a + "  usr/bin/x\n"}, {"usr/bin/x", "A"}};
+  ImageContents c;
+  REQUIRE(apply(c, lower, 1) == "");
+  REQUIRE(apply(c, upper, 2) == "");
+  const std::string* text = c.text("var/lib/dpkg/info/x.md5sums");
+  REQUIRE(text != nullptr);
+  CHECK(*text == k_md5_of_a + "  usr/bin/x\n");
+
+  ScopedCache cache(dir() / "cache");
+  test::LayoutWriter layout(dir() / "layout");
+  test::write_tar(dir() / "l1.tar", lower);
+  test::write_tar(dir() / "l2.tar", upper);
+  const oci::Descriptor m = layout.image({test::slurp(dir() / "l1.tar"), test::slurp(dir() / "l2.tar")});
+  layout.write_index({m});
+  Result<ImageArg> arg = parse_image_arg((dir() / "layout").string());
+  REQUIRE_OK(arg);
+  Result<ImageContents> image = read_image_contents(*arg);
+  REQUIRE_OK(image);
+  text = image->text("var/lib/dpkg/info/x.md5sums");
+  REQUIRE(text != nullptr);
+  CHECK(*text == k_md5_of_a + "  usr/bin/x\n");
+  CHECK(image->bytes_hashed == 3 + c.text("var/lib/dpkg/info/x.md5sums")->size() + 1);
+}
+
 TEST_CASE_METHOD(ContentsFixture, "An OCI layout is read where it lies, each blob checked as it streams",
                  "[verify][contents]") {
   ScopedCache cache(dir() / "cache");
