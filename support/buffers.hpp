@@ -5,6 +5,7 @@
 // does not fault fresh pages in for every block it reads.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -30,6 +31,16 @@ template <typename T> struct UninitAllocator : std::allocator<T> {
 /// A growable byte buffer whose new bytes are not zeroed.
 template <typename Byte> using UninitBuffer = std::vector<Byte, UninitAllocator<Byte>>;
 
+struct FreeDeleter {
+  void operator()(std::uint8_t* p) const { std::free(p); } // NOLINT(*-no-malloc,*-owning-memory)
+};
+/// A large buffer from big_buffer().
+using BigBuffer = std::unique_ptr<std::uint8_t[], FreeDeleter>;
+
+/// `size` bytes, unspecified contents, in memory the kernel may back with 2 MiB pages: a buffer
+/// of several MiB then costs a few page faults instead of one per 4 KiB (each a few microseconds).
+BigBuffer big_buffer(std::size_t size);
+
 /// Buffers of one size, kept for reuse once given back (at most `keep` of them).
 class BufferRecycler {
 public:
@@ -37,7 +48,7 @@ public:
   [[nodiscard]] std::size_t size() const { return m_size; }
 
   /// A buffer of size() bytes with unspecified contents.
-  std::unique_ptr<std::uint8_t[]> take() {
+  BigBuffer take() {
     {
       std::lock_guard lock(m_mutex);
       if (!m_free.empty()) {
@@ -46,11 +57,11 @@ public:
         return b;
       }
     }
-    return std::make_unique_for_overwrite<std::uint8_t[]>(m_size);
+    return big_buffer(m_size);
   }
 
   /// Gives a buffer from take() back (null is ignored).
-  void give(std::unique_ptr<std::uint8_t[]> b) {
+  void give(BigBuffer b) {
     if (!b) {
       return;
     }
@@ -64,7 +75,7 @@ private:
   const std::size_t m_size;
   const std::size_t m_keep;
   std::mutex m_mutex;
-  std::vector<std::unique_ptr<std::uint8_t[]>> m_free;
+  std::vector<BigBuffer> m_free;
 };
 
 } // namespace lockstep

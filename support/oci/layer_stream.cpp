@@ -91,7 +91,7 @@ constexpr std::size_t k_probe = 64U << 10;
 
 // Shared by every stream of the process: the layers of one image reuse one set of buffers.
 BufferRecycler& member_outputs() {
-  static BufferRecycler r(k_member_out, 2 * k_max_decoders * k_ahead_per_decoder);
+  static BufferRecycler r(k_member_out, std::size_t{2} * k_max_decoders * k_ahead_per_decoder);
   return r;
 }
 BufferRecycler& raw_blocks() {
@@ -108,7 +108,7 @@ bool is_member_candidate(const std::uint8_t* p) {
 // between blocks (both cost a page fault per 4 KiB).
 struct RawBlock {
   std::uint64_t base = 0;
-  std::unique_ptr<std::uint8_t[]> bytes; ///< raw_blocks().size() bytes
+  BigBuffer bytes; ///< raw_blocks().size() bytes
   std::size_t size = 0;
   [[nodiscard]] const std::uint8_t* data() const { return bytes.get(); }
   [[nodiscard]] std::uint64_t end() const { return base + size; }
@@ -118,7 +118,7 @@ struct MemberJob {
   std::shared_ptr<const RawBlock> block;
   std::size_t start = 0; ///< in block->data()
   std::uint64_t at = 0;  ///< the blob offset of the candidate
-  std::unique_ptr<std::uint8_t[]> out;
+  BigBuffer out;
   std::size_t out_used = 0;
   std::size_t in_used = 0;
   bool ok = false;
@@ -207,7 +207,8 @@ public:
       }
     }
     if (cursor < m_carry_at + m_carry.size() && m_carry_at <= cursor) {
-      rest.insert(rest.end(), m_carry.begin() + static_cast<std::ptrdiff_t>(cursor - m_carry_at), m_carry.end());
+      rest.insert(rest.end(), m_carry.begin() + static_cast<std::ptrdiff_t>(cursor - m_carry_at),
+                  m_carry.end());
     }
     return rest;
   }
@@ -243,11 +244,12 @@ private:
         }
       }
       auto more = read_block();
+      const bool go_on = more && *more;
       std::lock_guard lock(m_mutex);
       if (!more) {
         m_error = std::move(more).error();
       }
-      if (!more || !*more) {
+      if (!go_on) {
         m_reader_done = true;
         m_state_cv.notify_all();
         return;
@@ -272,7 +274,8 @@ private:
     std::memcpy(block->bytes.get(), m_carry.data(), m_carry.size());
     block->size = m_carry.size();
     while (!m_eof && block->size < m_carry.size() + k_block) {
-      LS_TRY_ASSIGN(std::size_t n, m_read(block->bytes.get() + block->size, m_carry.size() + k_block - block->size));
+      LS_TRY_ASSIGN(std::size_t n,
+                    m_read(block->bytes.get() + block->size, m_carry.size() + k_block - block->size));
       m_eof = n == 0;
       block->size += n;
     }
@@ -333,7 +336,7 @@ private:
         continue;
       }
       lock.unlock();
-      std::unique_ptr<std::uint8_t[]> out = member_outputs().take();
+      BigBuffer out = member_outputs().take();
       std::size_t in_used = 0;
       std::size_t out_used = 0;
       const RawBlock& b = *job->block;
@@ -360,10 +363,10 @@ private:
   const std::size_t m_want;
 
   std::mutex m_mutex;
-  std::condition_variable m_work_cv;  ///< decoders wait here for jobs
-  std::condition_variable m_state_cv; ///< the consumer and the reader wait here
-  std::deque<std::shared_ptr<MemberJob>> m_ordered; ///< not yet taken by the consumer, by offset
-  std::deque<std::shared_ptr<MemberJob>> m_queue;   ///< not yet taken by a decoder
+  std::condition_variable m_work_cv;                    ///< decoders wait here for jobs
+  std::condition_variable m_state_cv;                   ///< the consumer and the reader wait here
+  std::deque<std::shared_ptr<MemberJob>> m_ordered;     ///< not yet taken by the consumer, by offset
+  std::deque<std::shared_ptr<MemberJob>> m_queue;       ///< not yet taken by a decoder
   std::deque<std::shared_ptr<const RawBlock>> m_blocks; ///< holding the raw bytes from the chain on
   std::uint64_t m_read_end = 0;
   bool m_reader_done = false;
@@ -546,8 +549,8 @@ struct LayerStream::Impl {
     chain = offset();
     in_pos = in_end = 0;
     ahead_decoder = std::make_unique<AheadDecoder>(
-        threads, [this](std::uint8_t* data, std::size_t size) { return read_raw(data, size); }, std::move(first),
-        chain, in_eof);
+        threads, [this](std::uint8_t* data, std::size_t size) { return read_raw(data, size); },
+        std::move(first), chain, in_eof);
   }
 
   // Leaves decoding ahead: the raw bytes from the chain on go back into the window, where the

@@ -231,7 +231,6 @@ Result<std::size_t> TarReader::read(void* data, std::size_t size) {
   return static_cast<std::size_t>(n);
 }
 
-
 Result<std::span<const char>> TarReader::read_view(char* scratch, std::size_t size) {
   if (m_held == nullptr) {
     const void* block = nullptr;
@@ -252,8 +251,8 @@ Result<std::span<const char>> TarReader::read_view(char* scratch, std::size_t si
     m_held_offset = offset;
   }
   if (m_held_offset > m_view_offset) { // a hole: zeros first
-    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(m_held_offset - m_view_offset,
-                                                                   static_cast<std::int64_t>(size)));
+    const auto n = static_cast<std::size_t>(
+        std::min<std::int64_t>(m_held_offset - m_view_offset, static_cast<std::int64_t>(size)));
     std::memset(scratch, 0, n);
     m_view_offset += static_cast<std::int64_t>(n);
     return std::span<const char>(scratch, n);

@@ -379,7 +379,8 @@ TEST_CASE_METHOD(ContentsFixture, "A member placed through a symlink into dpkg's
                  "[verify][contents]") {
   // Layers are listed before they are applied, and the listing decides by a member's own name
   // what to keep; "db/info/x.md5sums" only lands in var/lib/dpkg/info through the link "db".
-  const std::vector<TarEntry> lower{{"var/lib/dpkg/info/a.list", "/a\n"}, {"db", "", Type::symlink, "var/lib/dpkg"}};
+  const std::vector<TarEntry> lower{{"var/lib/dpkg/info/a.list", "/a\n"},
+                                    {"db", "", Type::symlink, "var/lib/dpkg"}};
   const std::vector<TarEntry> upper{{"db/info/x.md5sums", k_md5_of_a + "  usr/bin/x\n"}, {"usr/bin/x", "A"}};
   ImageContents c;
   REQUIRE(apply(c, lower, 1) == "");

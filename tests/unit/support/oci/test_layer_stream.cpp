@@ -5,10 +5,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <array>
-
 #include <zlib.h>
 
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -218,11 +217,11 @@ TEST_CASE("members decoded ahead give exactly the bytes decoded in order", "[lay
   const std::string stored = gzip_members(noisy_pieces, 0);
   const std::string big = gzip_members(big_pieces);
   const std::string trailing = members + std::string(100, '\0') + "\x1f\x8b\x08\x00 not a member";
-  for (auto [name, blob, want] : {std::tuple{"lockstep's members", members, plain},
-                                  std::tuple{"one member", single, plain},
-                                  std::tuple{"stored members with gzip files inside", stored, noisy},
-                                  std::tuple{"a member too big to hold", big, big_plain},
-                                  std::tuple{"bytes after the last member", trailing, plain}}) {
+  for (auto [name, blob, want] :
+       {std::tuple{"lockstep's members", members, plain}, std::tuple{"one member", single, plain},
+        std::tuple{"stored members with gzip files inside", stored, noisy},
+        std::tuple{"a member too big to hold", big, big_plain},
+        std::tuple{"bytes after the last member", trailing, plain}}) {
     for (unsigned decoders : k_decoders) {
       INFO(name << ", " << decoders << " decoders");
       auto got = read_all(blob, LayerCodec::gzip, LayerCheck{sha256_of(blob), blob.size(), sha256_of(want)},
@@ -251,8 +250,8 @@ TEST_CASE("a fault found ahead is reported as the sequential decoder reports it"
       messages.push_back(r.error().message);
       auto checked = read_all(bad, LayerCodec::gzip, check_of(blob, plain), decoders);
       REQUIRE_FALSE(checked);
-      CHECK_THAT(checked.error().message, Catch::Contains("layer: digest mismatch") ||
-                                              Catch::Contains("the blob has"));
+      CHECK_THAT(checked.error().message,
+                 Catch::Contains("layer: digest mismatch") || Catch::Contains("the blob has"));
     }
   }
   for (std::size_t i = 1; i < messages.size(); ++i) {
