@@ -40,10 +40,6 @@ struct HostSlots {
 /// blank lines. A host listed twice adds its slots. Errors name `origin` and the line (exit 2).
 Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string_view origin);
 
-/// Expands a Slurm node list ("n[1-3,5],head") into host names, as `scontrol show hostnames`
-/// does (zero padding kept). Bounded: at most 65536 names.
-Result<std::vector<std::string>> expand_slurm_nodelist(std::string_view list);
-
 /// What the user asked for.
 struct LaunchRequest {
   std::optional<Launcher> launcher; ///< nullopt: slurm in an allocation, mpirun with a hostfile

@@ -76,17 +76,6 @@ TEST_CASE("hostfiles are read as Open MPI writes them", "[launch]") {
   CHECK(parse_hostfile("# nothing\n", "h").error().message == "h: the hostfile lists no hosts");
 }
 
-TEST_CASE("Slurm node lists expand as scontrol show hostnames does", "[launch]") {
-  CHECK(unwrap(expand_slurm_nodelist("n[1-3,5]")) == std::vector<std::string>{"n1", "n2", "n3", "n5"});
-  CHECK(unwrap(expand_slurm_nodelist("gpu[08-10],login1")) ==
-        std::vector<std::string>{"gpu08", "gpu09", "gpu10", "login1"});
-  CHECK(unwrap(expand_slurm_nodelist("head")) == std::vector<std::string>{"head"});
-  CHECK_FALSE(expand_slurm_nodelist("n[3-1]").ok());
-  CHECK_FALSE(expand_slurm_nodelist("n[1-").ok());
-  CHECK(expand_slurm_nodelist("n[0-999999]").error().message ==
-        "Slurm node list 'n[0-999999]' names more than 65536 nodes");
-}
-
 TEST_CASE("the default launcher: slurm in an allocation, mpirun with a hostfile, local otherwise",
           "[launch]") {
   LaunchRequest r = request();
