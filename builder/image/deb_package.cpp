@@ -736,24 +736,11 @@ Result<std::vector<std::string>> resolve_member_parent(const DebLayerPaths& seen
     return std::vector<std::string>{};
   }
   auto lookup = [&seen](const std::string& path) {
-    layer::Entry v;
-    auto it = seen.members.find(path);
-    if (it == seen.members.end()) {
-      return v;
-    }
-    switch (it->second.type) {
-    case TarEntry::Type::dir:
-      v.type = layer::Entry::Type::directory;
-      break;
-    case TarEntry::Type::symlink:
-      v.type = layer::Entry::Type::symlink;
-      v.link_target = it->second.link_target;
-      break;
-    default:
-      v.type = layer::Entry::Type::other;
-      break;
-    }
-    return v;
+    return layer::lookup_in(seen.members, path, [](const DebLayerPaths::Member& m) {
+      return m.type == TarEntry::Type::dir       ? layer::Entry::Type::directory
+             : m.type == TarEntry::Type::symlink ? layer::Entry::Type::symlink
+                                                 : layer::Entry::Type::other;
+    });
   };
   layer::Parent r = layer::resolve_parent(parent, lookup);
   const DebLayerPaths::Member* at = nullptr;

@@ -255,24 +255,11 @@ std::pair<std::string_view, std::string_view> split_last(std::string_view path) 
 
 // What a path names in the view, for the layer model.
 layer::Entry view_entry(const std::map<std::string, ImageEntry>& entries, const std::string& path) {
-  layer::Entry v;
-  auto it = entries.find(path);
-  if (it == entries.end()) {
-    return v;
-  }
-  switch (it->second.type) {
-  case ImageEntry::Type::directory:
-    v.type = layer::Entry::Type::directory;
-    break;
-  case ImageEntry::Type::symlink:
-    v.type = layer::Entry::Type::symlink;
-    v.link_target = it->second.link_target;
-    break;
-  default:
-    v.type = layer::Entry::Type::other;
-    break;
-  }
-  return v;
+  return layer::lookup_in(entries, path, [](const ImageEntry& e) {
+    return e.type == ImageEntry::Type::directory ? layer::Entry::Type::directory
+           : e.type == ImageEntry::Type::symlink ? layer::Entry::Type::symlink
+                                                 : layer::Entry::Type::other;
+  });
 }
 
 layer::Walk walk(const std::map<std::string, ImageEntry>& entries, std::string_view input, bool follow_last) {

@@ -90,6 +90,20 @@ struct Entry {
 /// Looks a normalised path up ("usr/lib": relative to the root, never empty).
 using Lookup = std::function<Entry(const std::string& path)>;
 
+/// The Entry for `path` in a map from paths to values that have a `link_target`, `type_of(value)`
+/// telling what each is: the lookup of every in-memory view of a tree.
+template <typename Map, typename TypeOf>
+Entry lookup_in(const Map& map, const std::string& path, TypeOf&& type_of) {
+  Entry v;
+  if (auto it = map.find(path); it != map.end()) {
+    v.type = type_of(it->second);
+    if (v.type == Entry::Type::symlink) {
+      v.link_target = it->second.link_target;
+    }
+  }
+  return v;
+}
+
 /// Where a path lands inside the root, as openat2(RESOLVE_IN_ROOT) resolves it: symbolic links
 /// followed (the last one only with `follow_last`), absolute targets restart at the root, ".."
 /// stops there, at most k_max_links links.
