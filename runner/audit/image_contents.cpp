@@ -318,8 +318,6 @@ public:
         m_what(std::move(what)) {
     if (options.digests && hashing == Hashing::pool) {
       m_pool.emplace(options.threads == 0 ? default_thread_count() : options.threads);
-    } else if (options.digests) {
-      m_buffer.resize(k_inline_buffer);
     }
     for (const auto& [path, e] : m_entries) {
       if (e.text) {
@@ -399,8 +397,8 @@ public:
         hash.emplace(!md5_elsewhere, e.has_sha256);
       }
     }
-    if (m_buffer.empty()) {
-      m_buffer.resize(k_inline_buffer); // metadata text without digests
+    if (!m_pool && m_buffer.empty()) {
+      m_buffer.resize(k_inline_buffer); // on first use: a view built from listings reads no file
     }
     std::uint64_t total = 0;
     for (;;) {
@@ -452,12 +450,8 @@ public:
     e.size = total;
     e.hash_slot = slot;
     if (keep) {
-      m_metadata_bytes += text.size();
-      if (m_metadata_bytes > m_options.max_metadata_total) {
-        return invalid_input("{}: more than {} bytes of package metadata; refusing it", m_what,
-                             m_options.max_metadata_total);
-      }
       e.text = std::make_shared<const std::string>(std::move(text));
+      LS_TRY(count_text(e));
     }
     return e;
   }
@@ -469,7 +463,7 @@ public:
             (m_options.sha256_paths != nullptr && m_options.sha256_paths->count(path) != 0));
   }
 
-  // Counts a listed file's kept text against the view's limit.
+  // Counts a file's kept text against the view's limit.
   Result<void> count_text(const ImageEntry& e) {
     if (!e.text) {
       return {};
@@ -532,8 +526,6 @@ private:
   std::uint64_t m_metadata_bytes = 0;
 };
 
-// The view as the layer model (support/oci/layer_model.hpp) sees it; a file's data is read from
-// the layer into the hash pool when the model writes the file.
 // A layer read ahead of being applied (list_layer): its members in order, each regular file with
 // its digests (and its text, for a metadata file) computed as its bytes passed. Several layers are
 // listed at once; the view is then built from the listings in layer order. What the listing
@@ -555,6 +547,9 @@ struct ListingMismatch {
   std::string path;
 };
 
+// The view as the layer model (support/oci/layer_model.hpp) sees it. A file's data is read from
+// the layer and hashed when the model writes the file, or, for a listed layer, taken from its
+// listing.
 class ContentsTree final : public layer::Tree {
 public:
   ContentsTree(ViewBuilder& builder, TarReader& reader) : m_b(builder), m_reader(&reader) {}
@@ -1106,13 +1101,18 @@ Result<TempDir> private_dir(const std::string& prefix) {
   return TempDir::create(store.root() / "tmp", prefix);
 }
 
+// "IMAGE: layer 2/6 (sha256:...)", how every message names layer `i`.
+std::string layer_what(const ImageContents& contents, const oci::OpenedImage& opened, std::size_t i) {
+  return fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, opened.manifest.layers.size(),
+                     opened.manifest.layers[i].digest.str());
+}
+
 // Layer `i` of the image, opened where it lies: decompressed as it streams, its digest and size
 // checked when it ends.
 Result<oci::LayerStream> open_layer(const ImageContents& contents, oci::ImageSource& source,
                                     const oci::OpenedImage& opened, std::size_t i) {
-  const std::size_t n = opened.manifest.layers.size();
   const oci::Descriptor& layer = opened.manifest.layers[i];
-  std::string what = fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, n, layer.digest.str());
+  std::string what = layer_what(contents, opened, i);
   auto compression = oci::layer_compression(layer.media_type);
   if (!compression) {
     return invalid_input("{}: {}", what, compression.error().message);
@@ -1177,9 +1177,7 @@ Result<void> read_layers(ImageContents& contents, oci::ImageSource& source, cons
       if (!listing) {
         return std::move(listing).error();
       }
-      const std::string what = fmt::format("{}: layer {}/{} ({})", contents.what, i + 1, n,
-                                           opened.manifest.layers[i].digest.str());
-      LS_TRY(apply_listing(contents, *listing, what, options, mismatch));
+      LS_TRY(apply_listing(contents, *listing, layer_what(contents, opened, i), options, mismatch));
     }
     return {};
   }();

@@ -436,7 +436,6 @@ struct LayerStream::Impl {
   bool in_eof = false;
 
   UninitBuffer<std::uint8_t> out;
-  std::uint64_t members = 0;
   libdeflate_decompressor* deflate = nullptr;
   std::unique_ptr<z_stream> zlib; ///< set while a member is being inflated by zlib
   ZSTD_DStream* zstd = nullptr;
@@ -495,19 +494,9 @@ struct LayerStream::Impl {
       in_pos = 0;
     }
     while (!in_eof && in_end < in.size()) {
-      LS_TRY(check_interrupted());
-      LS_TRY_ASSIGN(std::size_t n, blob->read(in.data() + in_end, in.size() - in_end));
-      if (n == 0) {
-        in_eof = true;
-        break;
-      }
-      raw_hash.update(in.data() + in_end, n);
-      raw_bytes += n;
+      LS_TRY_ASSIGN(std::size_t n, read_raw(in.data() + in_end, in.size() - in_end));
+      in_eof = n == 0;
       in_end += n;
-      if (check.size && raw_bytes > *check.size) {
-        return invalid_input("{}: the blob is larger than the {} bytes its descriptor says", what,
-                             *check.size);
-      }
     }
     return {};
   }
@@ -536,7 +525,7 @@ struct LayerStream::Impl {
     LS_TRY_ASSIGN(std::size_t n, blob->read(data, size));
     raw_hash.update(data, n);
     const std::uint64_t total = raw_bytes.fetch_add(n, std::memory_order_relaxed) + n;
-    if (check.size && total > *check.size) {
+    if (n > 0 && check.size && total > *check.size) {
       return invalid_input("{}: the blob is larger than the {} bytes its descriptor says", what, *check.size);
     }
     return n;
@@ -586,7 +575,6 @@ struct LayerStream::Impl {
         return fall_back();
       }
       chain += n.job->in_used;
-      ++members;
       ++members_ahead;
       current = std::move(n.job);
       if (current->out_used > 0) {
@@ -634,7 +622,6 @@ struct LayerStream::Impl {
                                              &in_used, &out_used);
       if (r == LIBDEFLATE_SUCCESS) {
         in_pos += in_used;
-        ++members;
         if (out_used > 0) {
           return emit(out_used);
         }
@@ -670,7 +657,6 @@ struct LayerStream::Impl {
     const std::size_t produced = out_before - zlib->avail_out;
     if (rc == Z_STREAM_END) {
       end_zlib();
-      ++members;
       return produced;
     }
     if (rc == Z_OK || (rc == Z_BUF_ERROR && (produced > 0 || avail_before != zlib->avail_in))) {

@@ -40,21 +40,6 @@ std::string compressed(Codec codec, const std::string& input) {
   return sink.out;
 }
 
-// One gzip member for the whole input, as `gzip`, pigz and Go write.
-std::string one_member_gzip(const std::string& input) {
-  z_stream z{};
-  REQUIRE(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string out(deflateBound(&z, input.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(input.data())); // NOLINT
-  z.avail_in = static_cast<uInt>(input.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data()); // NOLINT
-  z.avail_out = static_cast<uInt>(out.size());
-  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
 Result<std::string> read_all(const std::string& blob, LayerCodec codec, LayerCheck check = {},
                              unsigned decoders = LayerStream::auto_decoders) {
   LS_TRY_ASSIGN(LayerStream s,
@@ -90,6 +75,11 @@ std::string gzip_members(const std::vector<std::string>& pieces, int level = 6) 
     out += member;
   }
   return out;
+}
+
+// One gzip member for the whole input, as `gzip`, pigz and Go write.
+std::string one_member_gzip(const std::string& input) {
+  return gzip_members({input});
 }
 
 // The decoder counts every test compares: in order on the caller's thread, and ahead on 1-4.
