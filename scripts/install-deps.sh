@@ -18,7 +18,10 @@ test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools
   dpkg-dev debian-archive-keyring curl python3-jsonschema python3-yaml
   # the simulated cluster of the `lockstep run` suites (tests/cli/cluster.sh): network namespaces,
   # host Open MPI and a Slurm of its own
-  iproute2 procps openmpi-bin libopenmpi-dev munge slurm-wlm slurmctld slurmd slurm-client)
+  iproute2 procps openmpi-bin libopenmpi-dev munge slurm-wlm slurmctld slurmd slurm-client
+  # the registries of the registry suites (tests/cli/registry.sh): the real registry, htpasswd's
+  # bcrypt, the test CA, and the token issuer's signing
+  docker-registry apache2-utils openssl python3-cryptography)
 # bench also builds the statically linked release binary (LOCKSTEP_STATIC_DEPS): the .a files of
 # libarchive's dependencies come from their -dev packages.
 bench_pkgs=(mmdebstrap hyperfine python3-mpi4py python3-venv pigz bubblewrap libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev
