@@ -3,10 +3,12 @@
 # docker-registry, /usr/bin/docker-registry) on 127.0.0.1 at a free port, with a config written here,
 # in several modes; a token issuer for its bearer flow (tests/cli/token_issuer.py); and a fake,
 # misbehaving registry (tests/cli/hostile_registry.py). Several may run at once. Everything lives
-# under $WORK/registry/NAME and listens on 127.0.0.1 only; nothing else on the machine is touched.
+# under $WORK/registry/NAME and listens on 127.0.0.1 only (or inside a network namespace of the
+# suite's, with netns=); nothing else on the machine is touched.
 #
 #   registry_up NAME MODE [OPTION=VALUE...]
-#       NAME: a letter, then letters, digits or '_' (it names the variables below, upper-cased).
+#       NAME: a letter, then letters, digits or '_' (it names the variables below, upper-cased, so
+#             two names that differ only in case can't both be up).
 #       MODE: plain      HTTP, no auth (clients need --tls-verify=false / an insecure registry)
 #             tls        HTTPS, server certificate signed by a CA made here (SAN IP:127.0.0.1 and
 #                        DNS:localhost); clients need the CA (REG_<NAME>_CA, REG_<NAME>_CERTDIR)
@@ -22,7 +24,10 @@
 #                per registry containing ':' and '%41', so that clients must split Basic
 #                credentials at the first ':' and must not percent-decode them);
 #                anonymous=deny|empty|pull (token modes, default empty: an anonymous client gets a
-#                token that grants nothing); expires=SECONDS (token lifetime, default 300);
+#                token that grants nothing); expires=SECONDS (token lifetime, default 300; note
+#                that docker-registry 2.8.2 still accepts a token 60 s past its expiry, so a
+#                short lifetime shows in the client's token fetches, registry_token_requests,
+#                not in refusals);
 #                realm_query=Q (the realm's query, default foo=bar); hostile_args="..." (extra
 #                arguments of hostile_registry.py, e.g. "--mode stall");
 #                netns=NS runs the registry and its issuer inside network namespace NS (one that
@@ -54,7 +59,8 @@
 #                   REG_N_DIGEST (the manifest digest of the valid image every case starts from),
 #                   REG_N_INFO (a JSON file with every digest, size and port; see the script),
 #                   REG_N_USER/REG_N_PASS (any credentials work; the `redirect-offhost` case wants some)
-#   registry_down NAME     stops that registry (and its issuer). Idempotent.
+#   registry_down NAME     stops that registry (and its issuer). Idempotent. Its variables stay:
+#                          REG_N_HOST then names an unreachable registry.
 #   registry_down_all      stops everything registry_up started (only that). Idempotent; added to
 #                          the EXIT trap in force at the first registry_up (a suite that sets its own
 #                          EXIT trap afterwards calls it there).
@@ -76,9 +82,9 @@
 #   registry_certs_d NAME DIR      makes DIR/HOST (a certs.d entry: ca.crt, and client.cert and
 #                          client.key in mtls) and prints its path
 #
-# Needs docker-registry, curl, openssl, setpriv (util-linux), htpasswd (apache2-utils) for the auth
-# modes, and /usr/bin/python3 with python3-cryptography for the token modes and the hostile
-# registry (scripts/install-deps.sh installs them all).
+# Needs docker-registry, curl, jq, openssl, setpriv (util-linux), htpasswd (apache2-utils) for the
+# auth modes, /usr/bin/python3 (REGISTRY_PYTHON overrides it) for the hostile registry, with
+# python3-cryptography for the token modes (scripts/install-deps.sh installs them all).
 
 _REGISTRY_PYTHON=${REGISTRY_PYTHON:-/usr/bin/python3}
 _REGISTRY_NAMES=""
@@ -128,6 +134,15 @@ _registry_free_port() {
   done
 }
 
+# Sleeps S seconds without a process per call (the wait loops poll often, on a busy machine): read
+# with a timeout on a pipe that never delivers. The pipe is made once.
+_registry_sleep() { # S
+  if [ -z "${_REGISTRY_SLEEP_FD:-}" ]; then
+    exec {_REGISTRY_SLEEP_FD}<> <(:)
+  fi
+  read -r -t "$1" -u "$_REGISTRY_SLEEP_FD" _ || true
+}
+
 # Runs CMD in the background, to die with this shell (SIGTERM when the shell is gone), with stdout
 # to OUT and stderr to ERR; sets _REGISTRY_LAST_PID.
 _registry_spawn() { # OUT ERR CMD...
@@ -146,7 +161,7 @@ _registry_wait_file() { # WHAT FILE PID ERRLOG
       return 0
     fi
     kill -0 "$3" 2>/dev/null || fail "registry_up: $1 exited: $(tail -n 20 "$4")"
-    sleep 0.05
+    _registry_sleep 0.05
   done
   fail "registry_up: $1 did not report its port within 10 s: $(tail -n 20 "$4")"
 }
@@ -162,7 +177,7 @@ _registry_stop_pids() { # PIDS...
       kill -0 "$pid" 2>/dev/null && left+=("$pid")
     done
     [ ${#left[@]} -gt 0 ] || break
-    sleep 0.1
+    _registry_sleep 0.1
   done
   [ ${#left[@]} -eq 0 ] || kill -KILL "${left[@]}" 2>/dev/null || true
   for pid in "$@"; do
@@ -198,9 +213,9 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
   local realm_query=foo=bar hostile_args="" tls="" auth="" scheme=http port try pid i code
   local curl_tls=() realm="" service="" token_pid="" info netns="" addr=127.0.0.1 in_ns=() san
   [[ $name =~ ^[A-Za-z][A-Za-z0-9_]*$ ]] || fail "registry_up: bad registry name '$name'"
-  case " $_REGISTRY_NAMES " in
-  *" $name "*) fail "registry_up: registry '$name' is already up" ;;
-  esac
+  for opt in $_REGISTRY_NAMES; do
+    [ "${opt^^}" != "${name^^}" ] || fail "registry_up: registry '$opt' is already up"
+  done
   case $mode in
   plain) ;;
   tls | mtls) tls=1 ;;
@@ -236,7 +251,8 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
     fail "registry_up: addr=$addr needs netns= (outside a namespace of its own, registries stay on 127.0.0.1)"
   [ "$mode" = hostile ] || need docker-registry openssl
   [ "$auth" != htpasswd ] || need htpasswd
-  if [ "$auth" = token ] || [ "$mode" = hostile ]; then
+  [ "$mode" != hostile ] || need "$_REGISTRY_PYTHON"
+  if [ "$auth" = token ]; then
     if ! "$_REGISTRY_PYTHON" -c 'import cryptography' 2>/dev/null; then
       [ -z "${CI:-}" ] || fail "registry_up: $_REGISTRY_PYTHON can't import cryptography (python3-cryptography)"
       echo "SKIP: $_REGISTRY_PYTHON can't import cryptography (apt-get install python3-cryptography)" >&2
@@ -353,7 +369,7 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
           "$scheme://$addr:$port/v2/" 2>/dev/null) || true
         break
       fi
-      sleep 0.025
+      _registry_sleep 0.025
     done
     if kill -0 "$pid" 2>/dev/null && [[ $code == 200 || $code == 401 ]]; then
       break

@@ -32,9 +32,9 @@ registry_up token token
 registry_up tlstoken tls-token
 registry_up anon token anonymous=pull expires=2
 registry_up h hostile
-names="plain tls mtls auth tlsauth token tlstoken anon"
+names="plain tls mtls auth tlsauth token tlstoken"
 hosts=""
-for name in $names h; do
+for name in $names anon h; do
   host=$(_registry_get "$name" HOST)
   [[ $host =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "REG_${name^^}_HOST is '$host'"
   hosts+=" $host"
@@ -160,6 +160,9 @@ grep -qF -- "$refresh" "$log" && fail "the issuer logged a refresh token"
 answer=$(curl -s "$REG_ANON_TOKEN_REALM&service=$REG_ANON_SERVICE&scope=repository:harness/img:pull,push")
 assert_eq 2 "$(jq .expires_in <<<"$answer")" "expires_in of the anon registry"
 assert_eq '["pull"]' "$(jwt_part "$(jq -r .token <<<"$answer")" 2 | jq -c '.access[0].actions')" "anonymous actions"
+mapfile -t dest < <(registry_skopeo_flags anon dest)
+skopeo copy -q "${dest[@]}" oci:img:v1 "docker://$REG_ANON_HOST/harness/img:v1" 2>"$WORK/err" ||
+  fail "skopeo push to anon: $(cat "$WORK/err")"
 skopeo inspect --raw --tls-verify=false "docker://$REG_ANON_HOST/harness/img:v1" >/dev/null 2>"$WORK/err" ||
   fail "anonymous skopeo inspect: $(cat "$WORK/err")"
 if skopeo copy -q --dest-tls-verify=false oci:img:v1 "docker://$REG_ANON_HOST/harness/anon:v1" 2>/dev/null; then
@@ -334,7 +337,7 @@ fi
 
 # ---- down -----------------------------------------------------------------------------------------
 pids=""
-for name in $names h hmode; do
+for name in $names anon h hmode; do
   pids+=" $(_registry_get "$name" PID)"
 done
 pids+=" $REG_TOKEN_TOKEN_PID $REG_TLSTOKEN_TOKEN_PID $REG_ANON_TOKEN_PID"
