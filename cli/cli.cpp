@@ -2,6 +2,7 @@
 
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/registry/client.hpp"
 #include "support/version.hpp"
 
 #include <fmt/format.h>
@@ -36,6 +37,11 @@ void apply_context(const Context& ctx) {
   if (ctx.timings) {
     log::enable_timings();
   }
+  registry::ClientOptions& registry = registry::default_client_options();
+  if (!ctx.tls_verify.empty()) {
+    registry.tls_verify = ctx.tls_verify == "true";
+  }
+  registry.connections = ctx.connections;
 }
 
 } // namespace
@@ -47,6 +53,17 @@ void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json) {
   cmd.add_flag("--debug", ctx.debug, "Log each step on stderr");
   cmd.add_flag("-q,--quiet", ctx.quiet, "Print only errors and the result");
   cmd.add_flag("--timings", ctx.timings, "Print how long each phase took on stderr");
+}
+
+void add_registry_flags(CLI::App& cmd, Context& ctx) {
+  cmd.add_option("--tls-verify", ctx.tls_verify,
+                 "Registries: require HTTPS with a verified certificate (default true; false also allows plain "
+                 "HTTP)")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->type_name("BOOL");
+  cmd.add_option("--connections", ctx.connections, "Registries: blobs transferred at once (default 8)")
+      ->check(CLI::Range(1, 64))
+      ->type_name("N");
 }
 
 int run(int argc, char** argv) {
@@ -62,6 +79,8 @@ int run(int argc, char** argv) {
   register_check(app, ctx);
   register_lock(app, ctx);
   register_build(app, ctx);
+  register_push(app, ctx);
+  register_pull(app, ctx);
   register_inspect(app, ctx);
   register_exec(app, ctx);
   register_run(app, ctx);

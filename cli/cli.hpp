@@ -18,6 +18,9 @@ struct Context {
   bool debug = false;
   bool quiet = false;
   bool timings = false;
+  /// Registry flags (add_registry_flags): "true"/"false" or empty, and parallel transfers.
+  std::string tls_verify;
+  std::size_t connections = 8;
   /// Set by the chosen subcommand's parse callback; run() calls it after parsing.
   std::function<Result<ExitCode>()> action;
   /// Set by a command that ran another program (exec): its exit status, passed through as
@@ -28,6 +31,11 @@ struct Context {
 /// Adds the common flags (--json, --debug, --quiet) to a subcommand.
 void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json = true);
 
+/// Adds the registry flags (--tls-verify, --connections) to a command that reads or writes registry images.
+void add_registry_flags(CLI::App& cmd, Context& ctx);
+
+void register_push(CLI::App& app, Context& ctx);
+void register_pull(CLI::App& app, Context& ctx);
 void register_check(CLI::App& app, Context& ctx);
 void register_build(CLI::App& app, Context& ctx);
 void register_inspect(CLI::App& app, Context& ctx);

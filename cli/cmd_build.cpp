@@ -3,6 +3,7 @@
 #include "cli/cli.hpp"
 #include "envspec/spec.hpp"
 #include "support/log.hpp"
+#include "support/registry/push.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,7 @@ struct BuildArgs {
   bool no_vcs = false;
   bool locked = false;
   std::string lock;
+  std::vector<std::string> push; ///< docker:// targets
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -36,6 +38,7 @@ constexpr const char* k_examples = R"(Examples:
   lockstep build --locked examples/mpi-hello/lockstep.yaml   CI: refuse a missing or stale lock
   digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
   SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
+  lockstep build --push docker://registry.lab:5000/team/app:v1 --push docker://registry.lab:5000/team/app:latest
 
 Output paths given here replace the spec's `outputs` paths. Timestamps come from the lock, else
 SOURCE_DATE_EPOCH (default 0), never the clock; the same spec, lock and inputs give the same digest
@@ -73,6 +76,36 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
   return j;
 }
 
+// --push: the built image, from the store, to each target (one upload per repository; the tags of
+// one repository in one push).
+Result<void> push_result(const builder::BuildResult& result, const std::vector<oci::RegistryRef>& targets) {
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  registry::PushContent content;
+  LS_TRY_ASSIGN(content.manifest_bytes, store.read(result.manifest.digest));
+  content.media_type = result.manifest.media_type;
+  content.blobs.push_back(result.config);
+  content.blobs.insert(content.blobs.end(), result.layers.begin(), result.layers.end());
+  auto source = registry::local_blobs({}, store);
+  std::vector<bool> done(targets.size(), false);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (done[i]) {
+      continue;
+    }
+    std::vector<std::string> tags;
+    for (std::size_t j = i; j < targets.size(); ++j) {
+      if (!done[j] && targets[j].name() == targets[i].name()) {
+        tags.push_back(targets[j].digest ? targets[j].digest->str() : targets[j].tag);
+        done[j] = true;
+      }
+    }
+    LS_TRY_ASSIGN(auto pushed, registry::push(*source, content, targets[i], tags, store,
+                                              registry::default_client_options()));
+    log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
+              pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
+  }
+  return {};
+}
+
 Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
@@ -105,7 +138,19 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   }
   options.vcs_annotations = !args.no_vcs;
 
+  std::vector<oci::RegistryRef> targets;
+  for (const std::string& t : args.push) {
+    LS_TRY_ASSIGN(oci::ImageRef ref, oci::ImageRef::parse(t));
+    if (ref.transport != oci::ImageRef::Transport::docker) {
+      return invalid_input("--push {}: expected docker://HOST/REPO[:TAG]", t);
+    }
+    targets.push_back(ref.remote);
+  }
+
   LS_TRY_ASSIGN(builder::BuildResult result, builder::build_image(spec, options));
+  if (!targets.empty()) {
+    LS_TRY(push_result(result, targets));
+  }
   if (result.outputs.empty()) {
     log::info("no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive/"
               "--sif); the image is in the store at {}",
@@ -126,6 +171,9 @@ void register_build(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand("build", "Build the spec's image into OCI layout / archive outputs");
   cmd->add_option("SPEC", args->spec, "The spec file")->capture_default_str();
   cmd->add_option("--oci", args->oci, "Write an OCI image layout directory")->type_name("DIR");
+  cmd->add_option("--push", args->push, "Push the image to docker://HOST/REPO[:TAG] (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("REF");
   cmd->add_option("--oci-archive", args->oci_archive, "Write an OCI archive (tar of a layout)")
       ->type_name("FILE");
   cmd->add_option("--docker-archive", args->docker_archive, "Write a docker-archive for `docker load`")
@@ -148,6 +196,7 @@ void register_build(CLI::App& app, Context& ctx) {
   cmd->add_option("--lock", args->lock, "The lockfile (default: the spec's name with .lock)")
       ->type_name("FILE");
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_build(*args, ctx); }; });
 }

@@ -166,6 +166,7 @@ void register_diff(CLI::App& app, Context& ctx) {
   cmd->add_option("A", args->a, "A spec, lock, image or doctor snapshot")->required();
   cmd->add_option("B", args->b, "The other side, of the same kinds")->required();
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_diff_footer);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_diff(*args, ctx); }; });
 }

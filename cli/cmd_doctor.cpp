@@ -141,6 +141,7 @@ void register_doctor(CLI::App& app, Context& ctx) {
                   "Read this Python prefix instead of $VIRTUAL_ENV / $CONDA_PREFIX (venv, conda or /usr)")
       ->type_name("PREFIX");
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_doctor(*args, ctx); }; });
 }

@@ -111,6 +111,7 @@ void register_exec(CLI::App& app, Context& ctx) {
          "When the command ends, write DIR/rank-N.json (rank, node, exit code, times) for the run record")
       ->type_name("DIR");
   add_common_flags(*cmd, ctx, false);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_exec_command(*args, ctx); }; });
 }

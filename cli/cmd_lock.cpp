@@ -215,6 +215,7 @@ void register_lock(CLI::App& app, Context& ctx) {
   cmd->add_flag("--allow-outside", args->allow_outside,
                 "Allow host paths the spec reads (extends, copy, local repositories) outside its directory");
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx, cmd] {
     if (cmd->count("--update") > 0) {

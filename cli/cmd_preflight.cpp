@@ -149,6 +149,7 @@ void register_preflight(CLI::App& app, Context& ctx) {
   cmd->add_option("--node", args->node, "The node name to report (default: the host name)")
       ->type_name("NAME");
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_preflight_command(*args, ctx); }; });
 }

@@ -543,6 +543,7 @@ void register_run(CLI::App& app, Context& ctx) {
       ->type_name("S")
       ->check(CLI::PositiveNumber);
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] {
     if (!args->emit_args.empty()) {

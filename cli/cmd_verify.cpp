@@ -76,6 +76,7 @@ void register_verify(CLI::App& app, Context& ctx) {
   cmd->add_option("--lock", args->lock, "Also check that the image holds exactly this lock's packages")
       ->type_name("LOCK");
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_verify_footer);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_verify(*args, ctx); }; });
 }

@@ -2,15 +2,12 @@
 #include "support/http.hpp"
 
 #include "support/confine.hpp"
+#include "support/curl_lib.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/version.hpp"
 
-// The type-checking macros curl.h defines for curl_easy_setopt/getinfo would also rewrite the
-// calls through LibCurl's function pointers; the option types are checked by hand below.
-#define CURL_DISABLE_TYPECHECK
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -20,7 +17,6 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <curl/curl.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +27,9 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using curl::EasyHandle;
+using curl::LibCurl;
+using curl::libcurl;
 
 constexpr long k_max_redirects = 5;
 constexpr std::size_t k_max_parallel = 8;
@@ -39,85 +38,6 @@ constexpr std::uint64_t k_max_redirect_body = 64 << 10;
 // Longest wait a server's Retry-After may ask for.
 constexpr long k_max_retry_after_s = 30;
 constexpr std::size_t k_file_chunk = 1 << 20;
-
-// ---- libcurl, loaded on first use ---------------------------------------------------------------
-
-// Only the functions lockstep calls are looked up; the declarations in curl.h give their types.
-struct LibCurl {
-#define LS_CURL_FUNCTIONS(X)                                                                                 \
-  X(curl_global_init)                                                                                        \
-  X(curl_easy_init)                                                                                          \
-  X(curl_easy_reset)                                                                                         \
-  X(curl_easy_cleanup)                                                                                       \
-  X(curl_easy_setopt)                                                                                        \
-  X(curl_easy_getinfo)                                                                                       \
-  X(curl_easy_perform)                                                                                       \
-  X(curl_easy_strerror)                                                                                      \
-  X(curl_slist_append)                                                                                       \
-  X(curl_slist_free_all)
-#define LS_CURL_MEMBER(name) decltype(&::name) name = nullptr; // NOLINT(bugprone-macro-parentheses)
-  LS_CURL_FUNCTIONS(LS_CURL_MEMBER)
-#undef LS_CURL_MEMBER
-  std::string error;
-
-  // Loads the library and every function, and initialises it; on failure `error` says why.
-  bool load() {
-    void* handle = ::dlopen(LOCKSTEP_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* e = ::dlerror();
-      error = e != nullptr ? e : "dlopen failed";
-      return false;
-    }
-#define LS_CURL_LOAD(name)                                                                                   \
-  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name)); /* NOLINT(bugprone-macro-parentheses) */  \
-  if ((name) == nullptr) {                                                                                   \
-    error = std::string(LOCKSTEP_LIBCURL_SONAME) + " has no " #name;                                         \
-    return false;                                                                                            \
-  }
-    LS_CURL_FUNCTIONS(LS_CURL_LOAD)
-#undef LS_CURL_LOAD
-    if (CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
-      error = std::string("curl_global_init failed: ") + curl_easy_strerror(rc);
-      return false;
-    }
-    return true;
-  }
-#undef LS_CURL_FUNCTIONS
-};
-
-Result<const LibCurl*> libcurl() {
-  static LibCurl lib;
-  static const bool ok = lib.load();
-  if (!ok) {
-    return external_error("can't load libcurl ({}), which lockstep needs to download over HTTP: install "
-                          "libcurl4 (Debian, Ubuntu) or libcurl (Fedora)",
-                          lib.error);
-  }
-  return &lib;
-}
-
-// An easy handle, cleaned up on destruction, with the buffer libcurl writes its messages into.
-struct EasyHandle {
-  const LibCurl* curl = nullptr;
-  CURL* handle = nullptr;
-  char error[CURL_ERROR_SIZE] = {};
-  curl_slist* headers = nullptr; // FetchOptions::headers of the current transfer
-  EasyHandle() = default;
-  EasyHandle(const EasyHandle&) = delete;
-  EasyHandle& operator=(const EasyHandle&) = delete;
-  ~EasyHandle() {
-    if (handle != nullptr) {
-      curl->curl_easy_cleanup(handle);
-    }
-    free_headers();
-  }
-  void free_headers() {
-    if (headers != nullptr) {
-      curl->curl_slist_free_all(headers);
-      headers = nullptr;
-    }
-  }
-};
 
 // ---- URLs ----------------------------------------------------------------------------------------
 

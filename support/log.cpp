@@ -108,6 +108,20 @@ void Progress::draw(bool force) {
   m_drawn = true;
 }
 
+void Progress::note(const std::string& line) {
+  if (!m_enabled) {
+    return;
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    std::lock_guard wlock(g_write_mutex);
+    std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
+    std::fflush(stderr);
+    m_drawn = false;
+  }
+  draw(true);
+}
+
 void Progress::done() {
   std::lock_guard lock(m_mutex);
   if (m_drawn) {

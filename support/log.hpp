@@ -46,6 +46,9 @@ public:
   Progress& operator=(const Progress&) = delete;
 
   void advance(std::uint64_t n);
+  /// On a terminal, prints `line` above the progress line (one finished part of the task); silent
+  /// where the progress line is.
+  void note(const std::string& line);
   /// Clears the line.
   void done();
 

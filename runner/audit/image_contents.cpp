@@ -20,6 +20,8 @@
 #include "support/oci/sif.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/oci/tar_reader.hpp"
+#include "support/registry/oras.hpp"
+#include "support/registry/pull.hpp"
 
 // The low-level digest interfaces need no provider lookup per file (see support/digest.cpp). MD5 is
 // what dpkg records; it is compared with dpkg's own record, never trusted for integrity.
@@ -1193,7 +1195,7 @@ Result<void> read_layers(ImageContents& contents, oci::ImageSource& source, cons
 }
 
 Result<void> read_oci(ImageContents& contents, const ImageArg& image, const ContentsOptions& options) {
-  LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
+  LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref));
   LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
   contents.digest = opened.manifest_digest;
   const nlohmann::json& config = opened.config;
@@ -1287,10 +1289,15 @@ Result<ImageContents> read_image_contents(const ImageArg& image, const ContentsO
     contents.what = image.ref.str();
     LS_TRY(read_oci(contents, image, options));
     break;
-  case ImageArg::Kind::sif:
-    contents.what = "sif:" + image.path.string();
-    LS_TRY(read_sif(contents, image, options));
+  case ImageArg::Kind::sif: {
+    ImageArg local = image;
+    if (image.ref.is_remote()) {
+      LS_TRY_ASSIGN(local.path, registry::pull_sif(image.ref.remote));
+    }
+    contents.what = image.ref.is_remote() ? image.ref.str() : "sif:" + image.path.string();
+    LS_TRY(read_sif(contents, local, options));
     break;
+  }
   case ImageArg::Kind::directory:
     contents.what = "dir:" + image.path.string();
     LS_TRY(walk_directory(contents, image.path, contents.what, options, false));

@@ -1,5 +1,6 @@
 #include "runner/audit/inspect.hpp"
 
+#include "support/registry/pull.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/text.hpp"
@@ -117,7 +118,7 @@ Result<ImageSummary> inspect_image(const std::string& ref, const oci::SelectOpti
         ref, arg.kind == ImageArg::Kind::sif ? "SIF file" : "root directory");
   }
   const oci::ImageRef& parsed = arg.ref;
-  LS_TRY_ASSIGN(auto source, oci::ImageSource::open(parsed));
+  LS_TRY_ASSIGN(auto source, registry::open_image(parsed));
   LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(options));
   return ImageSummary{parsed, std::move(image)};
 }

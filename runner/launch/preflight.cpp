@@ -18,6 +18,7 @@
 #include "support/json.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
+#include "support/registry/pull.hpp"
 #include "support/text.hpp"
 
 #include <fmt/format.h>
@@ -152,6 +153,9 @@ std::string plural(std::size_t n, std::string_view word) {
 
 // The file or directory an IMAGE argument names ("" when the argument is malformed).
 std::string image_path_of(std::string_view text) {
+  if (text.starts_with("docker://") || text.starts_with("oras://")) {
+    return std::string(); // a registry reference: no local path
+  }
   for (std::string_view prefix : {"oci:", "oci-archive:", "docker-archive:"}) {
     if (text.starts_with(prefix)) {
       auto ref = oci::ImageRef::parse(text);
@@ -531,7 +535,7 @@ const Check* NodeReport::find(std::string_view name) const {
 Result<std::optional<Digest>> image_digest(const ImageArg& image) {
   switch (image.kind) {
   case ImageArg::Kind::oci: {
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
     return std::optional<Digest>(opened.manifest_digest);
   }
@@ -600,7 +604,7 @@ Result<ConfigInfo> read_config_info(const ImageArg& image) {
   ConfigInfo info;
   switch (image.kind) {
   case ImageArg::Kind::oci: {
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(image.ref));
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
     const json& config = opened.config;
     LS_TRY_ASSIGN(

@@ -7,6 +7,8 @@
 #include "support/interrupt.hpp"
 #include "support/json.hpp"
 #include "support/log.hpp"
+#include "support/registry/oras.hpp"
+#include "support/registry/pull.hpp"
 
 #include <climits>
 
@@ -340,7 +342,7 @@ Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, San
   switch (arg.kind) {
   case ImageArg::Kind::oci: {
     LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, oci::ImageSource::open(arg.ref));
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(arg.ref));
     LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(oci::SelectOptions{}));
     LS_TRY_ASSIGN(rt, image_runtime(image.config.is_object() && image.config.contains("config")
                                         ? image.config["config"]
@@ -354,15 +356,19 @@ Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, San
     return rt;
   }
   case ImageArg::Kind::sif: {
-    LS_TRY_ASSIGN(SifRoot s, SifRoot::prepare(arg.path, sif_mount, store_root));
+    fs::path sif_path = arg.path;
+    if (arg.ref.is_remote()) {
+      LS_TRY_ASSIGN(sif_path, registry::pull_sif(arg.ref.remote));
+    }
+    LS_TRY_ASSIGN(SifRoot s, SifRoot::prepare(sif_path, sif_mount, store_root));
     s.apply_to(config);
     if (!s.oci_config().empty()) {
       LS_TRY_ASSIGN(const nlohmann::json j,
-                    parse_json(s.oci_config(), arg.path.string() + ": the oci-config.json object"));
-      LS_TRY(oci::config_labels(j, arg.path.string()));
+                    parse_json(s.oci_config(), sif_path.string() + ": the oci-config.json object"));
+      LS_TRY(oci::config_labels(j, sif_path.string()));
       LS_TRY_ASSIGN(rt, image_runtime(j));
     }
-    log::debug("exec: SIF {} via {}", arg.path.string(), s.kind_name());
+    log::debug("exec: SIF {} via {}", sif_path.string(), s.kind_name());
     sif.emplace(std::move(s));
     return rt;
   }

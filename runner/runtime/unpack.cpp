@@ -38,6 +38,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A compressed layer unpacks to at most max(k_expansion_floor, k_max_expansion x its size) bytes.
+constexpr std::uint64_t k_max_expansion = 100;
+constexpr std::uint64_t k_expansion_floor = 1ULL << 30;
+
 constexpr std::size_t k_chunk = 1U << 20;
 constexpr std::uint64_t k_progress_min_size = 4ULL << 20;
 constexpr std::string_view k_capability_xattr = "security.capability";
@@ -1203,7 +1207,16 @@ Result<UnpackStats> apply_layer(int root_fd, const fs::path& blob, const oci::De
   tar_stream.hash = *compression == oci::Compression::none ? nullptr : &hashes;
   tar_stream.decompressor = decompressor.get();
   tar_stream.what = what;
+  // A compressed layer may expand at most k_max_expansion times (past a floor): far beyond what
+  // real layers do (3-10x), and it stops a decompression bomb early.
   tar_stream.max = options.max_bytes;
+  if (*compression != oci::Compression::none) {
+    const std::uint64_t bound =
+        std::max(k_expansion_floor, static_cast<std::uint64_t>(layer.size) * k_max_expansion);
+    tar_stream.max = std::min(tar_stream.max, bound);
+  }
+  UnpackOptions bounded = options;
+  bounded.max_bytes = tar_stream.max;
 
   auto applied = [&]() -> Result<UnpackStats> {
     struct archive_entry* entry = nullptr;
@@ -1216,7 +1229,7 @@ Result<UnpackStats> apply_layer(int root_fd, const fs::path& blob, const oci::De
     if (archive_read_open(tar.get(), &tar_stream, nullptr, read_tar, nullptr) != ARCHIVE_OK) {
       return invalid_input("{}: not a valid tar stream: {}", what, archive_message(tar.get()));
     }
-    LayerApplier applier(root_fd, what, options, 0);
+    LayerApplier applier(root_fd, what, bounded, 0);
     LS_TRY_ASSIGN(UnpackStats stats, applier.run(tar.get()));
     // Bytes after the tar's end-of-archive blocks still belong to the diff_id and the digest.
     for (;;) {

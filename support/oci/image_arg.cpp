@@ -77,7 +77,14 @@ Result<ImageArg> parse_image_arg(std::string_view text) {
   if (text.empty()) {
     return invalid_input("no IMAGE given: use {}", k_image_forms);
   }
-  if (text.starts_with("oci:") || text.starts_with("oci-archive:") || text.starts_with("docker-archive:")) {
+  if (text.starts_with("oras://")) {
+    ImageArg arg;
+    arg.kind = ImageArg::Kind::sif;
+    LS_TRY_ASSIGN(arg.ref, oci::ImageRef::parse(text));
+    return arg;
+  }
+  if (text.starts_with("oci:") || text.starts_with("oci-archive:") || text.starts_with("docker-archive:") ||
+      text.starts_with("docker://")) {
     ImageArg arg;
     LS_TRY_ASSIGN(arg.ref, oci::ImageRef::parse(text));
     return arg;

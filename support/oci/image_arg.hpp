@@ -13,13 +13,16 @@ namespace lockstep {
 struct ImageArg {
   enum class Kind { oci, sif, directory };
   Kind kind = Kind::oci;
-  oci::ImageRef ref;          ///< Kind::oci
+  /// Kind::oci; also Kind::sif for a SIF in a registry (oras://HOST/REPO:TAG, `path` empty until it is
+  /// pulled)
+  oci::ImageRef ref;
   std::filesystem::path path; ///< Kind::sif (the file) and Kind::directory (the root)
 };
 
 /// The forms IMAGE takes, for messages.
 inline constexpr std::string_view k_image_forms =
-    "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE, dir:PATH, or a path: an "
+    "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], docker://[HOST/]REPO[:TAG][@DIGEST], "
+    "oras://HOST/REPO[:TAG] (a SIF), sif:FILE, dir:PATH, or a path: an "
     "OCI layout directory, an OCI or docker archive, a .sif file or a root directory";
 
 /// Parses IMAGE: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE,

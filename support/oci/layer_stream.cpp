@@ -42,6 +42,7 @@ public:
   Result<std::size_t> read(void* data, std::size_t size) override {
     return read_some(m_fd.get(), data, size, m_what);
   }
+  [[nodiscard]] int file_descriptor() const override { return m_fd.get(); }
 
 private:
   UniqueFd m_fd;

@@ -32,6 +32,9 @@ public:
   BlobReader& operator=(BlobReader&&) = delete;
 
   virtual Result<std::size_t> read(void* data, std::size_t size) = 0;
+  /// The open file the bytes come from, positioned at the blob's start before the first read, or -1
+  /// when they don't come from a file of their own (an archive member, memory).
+  [[nodiscard]] virtual int file_descriptor() const { return -1; }
 };
 
 /// A BlobReader over an open file (read from its current offset to its end).

@@ -1,0 +1,217 @@
+// `lockstep push` and `lockstep pull`: images to and from registries (docs/registry.md).
+#include "cli/cli.hpp"
+#include "support/log.hpp"
+#include "support/oci/image_arg.hpp"
+#include "support/registry/oras.hpp"
+#include "support/registry/pull.hpp"
+#include "support/registry/push.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+
+namespace lockstep::cli {
+
+namespace {
+
+struct PushArgs {
+  std::string image;
+  std::vector<std::string> targets;
+  std::vector<std::string> tags;
+  std::string platform;
+};
+
+struct PullArgs {
+  std::string ref;
+  std::string platform;
+};
+
+constexpr const char* k_push_examples = R"(Examples:
+  lockstep push oci:build/hello docker://registry.lab:5000/team/hello:v1
+  lockstep push oci:build/hello docker://ghcr.io/team/hello:v1 --tag latest --tag 2026-12
+  lockstep push build/hello.sif oras://registry.lab:5000/team/hello:v1      apptainer pull oras://...
+  lockstep push docker://registry.lab:5000/team/hello:v1 docker://mirror.lab/team/hello:v1
+  lockstep push --tls-verify=false oci:build/hello docker://127.0.0.1:5000/test/hello
+
+IMAGE is any image lockstep reads (oci:, oci-archive:, docker-archive:, docker://, a .sif for
+oras:// targets). The digest printed is the manifest digest in the registry, the same as the local
+one: the manifest is pushed byte for byte. Blobs the registry has are not sent again; blobs pushed
+before to another repository of the same registry are mounted. No manifest is pushed unless every
+blob arrived. Credentials: `lockstep login HOST` (docs/registry.md).)";
+
+constexpr const char* k_pull_examples = R"(Examples:
+  lockstep pull docker://debian:bookworm                       docker.io/library/debian:bookworm
+  lockstep pull docker://registry.lab:5000/team/hello@sha256:4f...
+  lockstep pull --platform linux/arm64 docker://ubuntu:22.04
+  lockstep pull oras://registry.lab:5000/team/hello.sif:v1     a SIF, as Apptainer pushes it
+
+Every command that reads an image accepts docker:// directly and pulls what it needs; `pull`
+fetches ahead (into the content store, $LOCKSTEP_CACHE). Blobs already in the store are never
+fetched again. Prints the manifest digest (for oras://, the SIF's path in the store).)";
+
+Result<oci::RegistryRef> registry_target(const std::string& text, oci::ImageRef::Transport want) {
+  LS_TRY_ASSIGN(oci::ImageRef ref, oci::ImageRef::parse(text));
+  if (ref.transport != want) {
+    return invalid_input("'{}' is not a {} reference", text,
+                         want == oci::ImageRef::Transport::docker ? "docker://HOST/REPO[:TAG]"
+                                                                  : "oras://HOST/REPO[:TAG]");
+  }
+  return ref.remote;
+}
+
+// Tags pushed for one target: its own tag (or digest), then every --tag.
+std::vector<std::string> tags_for(const oci::RegistryRef& target, const std::vector<std::string>& extra) {
+  std::vector<std::string> tags;
+  tags.push_back(target.digest && target.tag == "latest" ? target.digest->str() : target.tag);
+  for (const auto& t : extra) {
+    tags.push_back(t);
+  }
+  return tags;
+}
+
+Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
+  for (const auto& t : args.tags) {
+    if (!oci::valid_tag(t)) {
+      return invalid_input("--tag {}: not a valid tag ([A-Za-z0-9_][A-Za-z0-9._-], at most 128 characters)",
+                           t);
+    }
+  }
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  const registry::ClientOptions& options = registry::default_client_options();
+  LS_TRY_ASSIGN(ImageArg image, parse_image_arg(args.image));
+  nlohmann::json out = nlohmann::json::array();
+  if (image.kind == ImageArg::Kind::sif) {
+    std::filesystem::path sif = image.path;
+    if (image.ref.is_remote()) {
+      LS_TRY_ASSIGN(sif, registry::pull_sif(image.ref.remote));
+    }
+    for (const auto& t : args.targets) {
+      LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::oras));
+      LS_TRY_ASSIGN(auto pushed,
+                    registry::push_sif(sif, target, tags_for(target, args.tags), store, options));
+      out.push_back({{"target", "oras://" + target.name()},
+                     {"digest", pushed.first.str()},
+                     {"uploaded", pushed.second.uploaded},
+                     {"present", pushed.second.present}});
+    }
+  } else if (image.kind == ImageArg::Kind::oci) {
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref, store, options));
+    oci::SelectOptions select;
+    if (!args.platform.empty()) {
+      LS_TRY_ASSIGN(select.platform, oci::Platform::parse(args.platform));
+    }
+    LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(select));
+    if (opened.synthesized_manifest) {
+      return invalid_input(
+          "{} is a docker-archive without an OCI layout: it has no registry manifest to push "
+          "byte for byte; build or save it as an OCI layout first",
+          args.image);
+    }
+    registry::PushContent content;
+    content.manifest_bytes = opened.manifest_bytes;
+    content.media_type = opened.manifest_media_type;
+    content.blobs.push_back(opened.manifest.config);
+    for (const auto& l : opened.manifest.layers) {
+      content.blobs.push_back(l);
+    }
+    for (const auto& t : args.targets) {
+      LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::docker));
+      if (target.digest && *target.digest != opened.manifest_digest) {
+        return invalid_input("{} names digest {}, but {} has {}", t, target.digest->str(), args.image,
+                             opened.manifest_digest.str());
+      }
+      LS_TRY_ASSIGN(auto pushed,
+                    registry::push(*source, content, target, tags_for(target, args.tags), store, options));
+      out.push_back({{"target", "docker://" + target.name()},
+                     {"digest", pushed.first.str()},
+                     {"uploaded", pushed.second.uploaded},
+                     {"mounted", pushed.second.mounted},
+                     {"present", pushed.second.present},
+                     {"bytes", pushed.second.bytes}});
+    }
+  } else {
+    return invalid_input("{} is a root directory; push takes an OCI image or a SIF", args.image);
+  }
+  if (ctx.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    for (const auto& o : out) {
+      log::info("pushed {} ({} blobs sent, {} already there)", o["target"].get<std::string>(),
+                o["uploaded"].get<std::size_t>(), o["present"].get<std::size_t>());
+    }
+    std::printf("%s\n", out.back()["digest"].get<std::string>().c_str());
+  }
+  return ExitCode::ok;
+}
+
+Result<ExitCode> run_pull(const PullArgs& args, const Context& ctx) {
+  LS_TRY_ASSIGN(oci::ImageRef ref, oci::ImageRef::parse(args.ref));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  const registry::ClientOptions& options = registry::default_client_options();
+  if (ref.transport == oci::ImageRef::Transport::oras) {
+    LS_TRY_ASSIGN(std::filesystem::path path, registry::pull_sif(ref.remote, store, options));
+    if (ctx.json) {
+      std::printf("%s\n", nlohmann::json{{"reference", ref.str()}, {"path", path.string()}}.dump(2).c_str());
+    } else {
+      std::printf("%s\n", path.c_str());
+    }
+    return ExitCode::ok;
+  }
+  if (ref.transport != oci::ImageRef::Transport::docker) {
+    return invalid_input("pull takes docker://REF or oras://REF, not {}", args.ref);
+  }
+  oci::SelectOptions select;
+  if (!args.platform.empty()) {
+    LS_TRY_ASSIGN(select.platform, oci::Platform::parse(args.platform));
+  }
+  LS_TRY_ASSIGN(auto pulled, registry::pull(ref.remote, store, select, options));
+  const auto& [image, stats] = pulled;
+  if (ctx.json) {
+    nlohmann::json j{{"reference", ref.str()},           {"digest", image.manifest_digest.str()},
+                     {"platform", image.platform.str()}, {"blobs", stats.blobs},
+                     {"downloaded", stats.downloaded},   {"bytes", stats.bytes}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    log::info("pulled {} ({} of {} blobs downloaded, {})", ref.str(), stats.downloaded, stats.blobs,
+              log::human_size(stats.bytes));
+    std::printf("%s\n", image.manifest_digest.str().c_str());
+  }
+  return ExitCode::ok;
+}
+
+} // namespace
+
+void register_push(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<PushArgs>();
+  auto* cmd = app.add_subcommand("push", "Push an image to a registry (docker://) or a SIF (oras://)");
+  cmd->add_option("IMAGE", args->image, "The image to push (any image lockstep reads)")->required();
+  cmd->add_option("TARGET", args->targets,
+                  "docker://HOST/REPO[:TAG] or oras://HOST/REPO[:TAG]; several allowed")
+      ->required();
+  cmd->add_option("--tag", args->tags, "Also push under this tag (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("TAG");
+  cmd->add_option("--platform", args->platform, "For a multi-platform IMAGE: which one")
+      ->type_name("OS/ARCH");
+  add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
+  cmd->footer(k_push_examples);
+  cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_push(*args, ctx); }; });
+}
+
+void register_pull(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<PullArgs>();
+  auto* cmd = app.add_subcommand("pull", "Fetch a registry image into the content store");
+  cmd->add_option("REF", args->ref, "docker://[HOST/]REPO[:TAG][@DIGEST] or oras://HOST/REPO[:TAG]")
+      ->required();
+  cmd->add_option("--platform", args->platform,
+                  "For a multi-platform image: which one (default: this host's)")
+      ->type_name("OS/ARCH");
+  add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
+  cmd->footer(k_pull_examples);
+  cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_pull(*args, ctx); }; });
+}
+
+} // namespace lockstep::cli

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Registries (docs/registry.md): lockstep push and pull against the real docker-registry, with
+# skopeo as the peer both ways; docker:// accepted wherever an image is read; blobs never fetched
+# twice; re-pushes send nothing; cross-repository mounts; several tags; zstd layers and a
+# multi-platform index pushed by skopeo; a SIF through oras://.
+source "$(dirname "$0")/lib.sh"
+source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
+need skopeo jq docker-registry busybox
+
+# ---------------------------------------------------------------------------------------------
+# A small image: busybox, built by lockstep.
+mkdir -p img/rootfs/bin img/rootfs/etc
+cp /bin/busybox img/rootfs/bin/busybox
+for a in sh echo cat; do ln -s busybox "img/rootfs/bin/$a"; done
+printf 'from the registry\n' >img/rootfs/etc/marker
+cat >img/lockstep.yaml <<'YAML'
+lockstep: 1
+name: bb
+copy:
+  - {from: ./rootfs, to: /}
+env: {PATH: /bin}
+cmd: [/bin/cat, /etc/marker]
+outputs:
+  oci: out/layout
+  sif: out/bb.sif
+YAML
+"$LOCKSTEP" build -q img/lockstep.yaml >/dev/null
+LOCAL=$("$LOCKSTEP" inspect --json "oci:$WORK/img/out/layout" | jq -r .manifest_digest)
+[[ $LOCAL == sha256:* ]] || fail "no local digest: $LOCAL"
+
+registry_up r1 plain
+R1=$REG_R1_HOST
+mapfile -t SK < <(registry_skopeo_flags r1)
+mapfile -t SKSRC < <(registry_skopeo_flags r1 src)
+mapfile -t SKDST < <(registry_skopeo_flags r1 dest)
+
+# ---------------------------------------------------------------------------------------------
+# Plain HTTP is never used silently.
+set +e
+out=$("$LOCKSTEP" push "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "push to a plain-HTTP registry without --tls-verify=false: expected exit 3, got $rc: $out"
+grep -q -- "--tls-verify=false" <<<"$out" || fail "the message does not say what to do: $out"
+pass "a plain-HTTP registry is refused without --tls-verify=false (exit 3, says what to do)"
+
+# ---------------------------------------------------------------------------------------------
+# Push: the registry's digest is the local one, skopeo agrees, and copies it back bit for bit.
+pushed=$("$LOCKSTEP" push --tls-verify=false "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" --tag v1.0 --tag latest)
+[ "$pushed" = "$LOCAL" ] || fail "push printed $pushed, the local digest is $LOCAL"
+for t in v1 v1.0 latest; do
+  d=$(skopeo inspect "${SK[@]}" "docker://$R1/team/bb:$t" | jq -r .Digest)
+  [ "$d" = "$LOCAL" ] || fail "skopeo sees $d under tag $t, expected $LOCAL"
+done
+skopeo copy -q "${SKSRC[@]}" "docker://$R1/team/bb:v1" "oci:$WORK/back:v1"
+back=$(sha256sum <"$WORK/back/blobs/sha256/${LOCAL#sha256:}" | cut -d' ' -f1)
+[ "sha256:$back" = "$LOCAL" ] || fail "skopeo's copy of the manifest has another digest"
+pass "push: the registry's digest is the local one under three tags; skopeo inspects and copies it back bit for bit"
+
+# Re-push: only HEADs, no upload.
+before=$(registry_requests r1 'POST|PUT|PATCH' '/v2/team/bb/blobs/.*')
+"$LOCKSTEP" push -q --tls-verify=false "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" >/dev/null
+after=$(registry_requests r1 'POST|PUT|PATCH' '/v2/team/bb/blobs/.*')
+[ "$before" = "$after" ] || fail "a re-push uploaded blobs again ($before -> $after upload requests)"
+pass "re-push of an unchanged image uploads no blob"
+
+# build --push: the digest build prints is the one in the registry, under both tags.
+built=$("$LOCKSTEP" build -q --tls-verify=false --push "docker://$R1/built/bb:v1" --push "docker://$R1/built/bb:v2" \
+  img/lockstep.yaml | tail -n1)
+[ "$built" = "$LOCAL" ] || fail "build printed $built, expected $LOCAL"
+for t in v1 v2; do
+  d=$(skopeo inspect "${SK[@]}" "docker://$R1/built/bb:$t" | jq -r .Digest)
+  [ "$d" = "$LOCAL" ] || fail "after build --push, skopeo sees $d under $t"
+done
+pass "build --push: the registry holds the printed digest under both tags"
+
+# Another repository of the same registry: mounted, not uploaded.
+json=$("$LOCKSTEP" push --json --tls-verify=false "oci:$WORK/img/out/layout" "docker://$R1/other/bb:v1")
+[ "$(jq -r '.[0].mounted' <<<"$json")" -ge 2 ] || fail "push to another repository did not mount the blobs: $json"
+[ "$(jq -r '.[0].uploaded' <<<"$json")" = 0 ] || fail "push to another repository uploaded blobs: $json"
+[ "$(registry_requests r1 POST '/v2/other/bb/blobs/uploads/' 201)" -ge 2 ] || fail "no 201 mount in the registry's log"
+pass "push to another repository of the same registry mounts the blobs (201), uploads none"
+
+# ---------------------------------------------------------------------------------------------
+# Pull into an empty store, then every reading command on docker://.
+export LOCKSTEP_CACHE="$WORK/cache2"
+pulled=$("$LOCKSTEP" pull --tls-verify=false "docker://$R1/team/bb:v1")
+[ "$pulled" = "$LOCAL" ] || fail "pull printed $pulled, expected $LOCAL"
+gets=$(registry_requests r1 GET '/v2/team/bb/blobs/sha256:[0-9a-f]{64}')
+"$LOCKSTEP" pull -q --tls-verify=false "docker://$R1/team/bb:v1" >/dev/null
+out=$("$LOCKSTEP" exec --tls-verify=false "docker://$R1/team/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec docker:// printed: $out"
+"$LOCKSTEP" inspect --tls-verify=false "docker://$R1/team/bb:v1" >/dev/null
+"$LOCKSTEP" verify --quiet --tls-verify=false "docker://$R1/team/bb:v1"
+[ "$(registry_requests r1 GET '/v2/team/bb/blobs/sha256:[0-9a-f]{64}')" = "$gets" ] ||
+  fail "a blob already in the store was fetched again"
+pass "pull into an empty store; exec, inspect and verify on docker://; no blob fetched twice"
+
+# By digest, and a digest the registry does not have.
+out=$("$LOCKSTEP" exec --tls-verify=false "docker://$R1/team/bb@$LOCAL")
+[ "$out" = "from the registry" ] || fail "exec by digest printed: $out"
+set +e
+out=$("$LOCKSTEP" inspect --tls-verify=false "docker://$R1/team/bb:nope" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "no such image" <<<"$out" || fail "a missing tag: rc $rc: $out"
+pass "pull by digest; a missing tag is a clear error"
+
+# ---------------------------------------------------------------------------------------------
+# What skopeo pushes: zstd layers.
+# (recompressed locally first: pushed straight, skopeo would reuse the gzip blobs the registry has)
+skopeo copy -q --dest-compress --dest-compress-format zstd "oci:$WORK/img/out/layout" "oci:$WORK/zstd:v1"
+skopeo copy -q "${SKDST[@]}" "oci:$WORK/zstd:v1" "docker://$R1/zstd/bb:v1"
+skopeo inspect --raw "${SK[@]}" "docker://$R1/zstd/bb:v1" | grep -q 'tar+zstd' || fail "skopeo did not push zstd layers"
+out=$("$LOCKSTEP" exec --tls-verify=false "docker://$R1/zstd/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec of skopeo's zstd image printed: $out"
+pass "an image skopeo pushed with zstd layers runs with lockstep exec"
+
+# A multi-platform index (skopeo copy --all of a layout whose index holds two platforms).
+mkdir -p multi
+cp -r img/out/layout/. multi/
+sed -e 's/^name: bb$/name: bbarm/' -e 's|oci: out/layout|oci: out/arm|' -e '/sif:/d' img/lockstep.yaml >img/arm.yaml
+printf 'platform: linux/arm64\n' >>img/arm.yaml
+printf 'arm image\n' >img/rootfs/etc/marker
+"$LOCKSTEP" build -q img/arm.yaml >/dev/null
+printf 'from the registry\n' >img/rootfs/etc/marker
+cp -rn img/out/arm/blobs/sha256/. multi/blobs/sha256/
+amd=$(jq -c '.manifests[0] | del(.annotations) + {platform: {os: "linux", architecture: "amd64"}}' img/out/layout/index.json)
+arm=$(jq -c '.manifests[0] | del(.annotations) + {platform: {os: "linux", architecture: "arm64"}}' img/out/arm/index.json)
+printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[%s,%s]}' "$arm" "$amd" >nested.json
+nd=$(sha256sum nested.json | cut -d' ' -f1)
+cp nested.json "multi/blobs/sha256/$nd"
+printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"sha256:%s","size":%d,"annotations":{"org.opencontainers.image.ref.name":"multi"}}]}' \
+  "$nd" "$(stat -c %s nested.json)" >multi/index.json
+skopeo copy -q --all "${SKDST[@]}" "oci:$WORK/multi:multi" "docker://$R1/multi/bb:v1"
+skopeo inspect --raw "${SK[@]}" "docker://$R1/multi/bb:v1" | jq -e '.manifests | length == 2' >/dev/null
+out=$("$LOCKSTEP" exec --tls-verify=false "docker://$R1/multi/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec of the multi-platform image picked the wrong one: $out"
+d=$("$LOCKSTEP" inspect --json --tls-verify=false --platform linux/arm64 "docker://$R1/multi/bb:v1" | jq -r .platform)
+[ "$d" = "linux/arm64" ] || fail "--platform linux/arm64 gave $d"
+pass "a multi-platform index skopeo pushed: the host's platform runs, --platform picks the other"
+
+# ---------------------------------------------------------------------------------------------
+# SIF through oras://: pushed as Apptainer's artifact, pulled back bit for bit, run with exec.
+sifd=$("$LOCKSTEP" push --tls-verify=false img/out/bb.sif "oras://$R1/sif/bb:v1")
+raw=$(skopeo inspect --raw "${SK[@]}" "docker://$R1/sif/bb:v1")
+[ "$(jq -r '.layers[0].mediaType' <<<"$raw")" = "application/vnd.sylabs.sif.layer.v1.sif" ] ||
+  fail "the SIF layer has media type $(jq -r '.layers[0].mediaType' <<<"$raw")"
+[ "$(jq -r '.config.mediaType' <<<"$raw")" = "application/vnd.sylabs.sif.config.v1+json" ] || fail "SIF config type"
+[ "$(jq -r '.layers[0].digest' <<<"$raw")" = "sha256:$(sha256sum <img/out/bb.sif | cut -d' ' -f1)" ] ||
+  fail "the SIF layer is not the SIF file byte for byte"
+[[ $sifd == sha256:* ]] || fail "push of a SIF printed $sifd"
+path=$("$LOCKSTEP" pull --tls-verify=false "oras://$R1/sif/bb:v1")
+cmp "$path" img/out/bb.sif || fail "the pulled SIF differs"
+out=$("$LOCKSTEP" exec --tls-verify=false "oras://$R1/sif/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec oras:// printed: $out"
+pass "a SIF pushed to oras:// as Apptainer's artifact (media types, bytes), pulled back and run with exec"
+
+echo "all $TESTS_RUN registry checks passed"
