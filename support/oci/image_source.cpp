@@ -12,13 +12,15 @@ namespace {
 constexpr std::string_view k_oci_prefix = "oci:";
 constexpr std::string_view k_oci_archive_prefix = "oci-archive:";
 constexpr std::string_view k_docker_archive_prefix = "docker-archive:";
+constexpr std::string_view k_docker_prefix = "docker://";
+constexpr std::string_view k_oras_prefix = "oras://";
 constexpr std::string_view k_annotation_containerd_name = "io.containerd.image.name";
 constexpr int k_max_index_depth = 4;
 constexpr int k_max_nested_reads = 64;
 
 Error bad_reference(std::string_view text) {
-  return invalid_input("invalid image reference '{}': expected oci:DIR[:TAG], oci-archive:FILE[:TAG] or "
-                       "docker-archive:FILE",
+  return invalid_input("invalid image reference '{}': expected oci:DIR[:TAG], oci-archive:FILE[:TAG], "
+                       "docker-archive:FILE, docker://[HOST/]REPO[:TAG][@DIGEST] or oras://HOST/REPO[:TAG]",
                        text);
 }
 
@@ -30,31 +32,12 @@ std::string_view prefix_of(ImageRef::Transport t) {
     return k_oci_archive_prefix;
   case ImageRef::Transport::docker_archive:
     return k_docker_archive_prefix;
+  case ImageRef::Transport::docker:
+    return k_docker_prefix;
+  case ImageRef::Transport::oras:
+    return k_oras_prefix;
   }
   return k_oci_prefix;
-}
-
-bool valid_registry_host(std::string_view host) {
-  std::size_t colon = host.find(':');
-  std::string_view name = host.substr(0, colon);
-  if (name.empty()) {
-    return false;
-  }
-  for (char c : name) {
-    bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
-    if (!ok) {
-      return false;
-    }
-  }
-  if (colon != std::string_view::npos) {
-    std::string_view port = host.substr(colon + 1);
-    if (port.empty() || port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      return false;
-    }
-  }
-  return true;
 }
 
 // Splits "NAME[:TAG]" into name and tag (the ':' must follow the last '/').
@@ -65,11 +48,6 @@ std::pair<std::string_view, std::string_view> split_name_tag(std::string_view re
     return {ref.substr(0, colon), ref.substr(colon + 1)};
   }
   return {ref, {}};
-}
-
-bool looks_like_host(std::string_view first_component) {
-  return first_component.find('.') != std::string_view::npos ||
-         first_component.find(':') != std::string_view::npos || first_component == "localhost";
 }
 
 std::string annotation(const Descriptor& d, std::string_view key) {
@@ -143,7 +121,7 @@ std::string available_platforms(const std::vector<Descriptor>& entries) {
 }
 
 Platform wanted_platform(const SelectOptions& options) {
-  return options.platform ? *options.platform : Platform{"linux", "amd64", ""};
+  return options.platform ? *options.platform : Platform::host();
 }
 
 // A manifest descriptor found by digest, possibly inside nested indexes.
@@ -298,6 +276,14 @@ Result<Found> select_entry(ImageSource& source, const Index& index, const Select
 Result<ImageRef> ImageRef::parse(std::string_view text) {
   ImageRef ref;
   std::string_view rest;
+  for (auto [prefix, transport] :
+       {std::pair{k_docker_prefix, Transport::docker}, std::pair{k_oras_prefix, Transport::oras}}) {
+    if (text.starts_with(prefix)) {
+      ref.transport = transport;
+      LS_TRY_ASSIGN(ref.remote, RegistryRef::parse(text.substr(prefix.size())));
+      return ref;
+    }
+  }
   if (text.substr(0, k_oci_prefix.size()) == k_oci_prefix) {
     ref.transport = Transport::oci_dir;
     rest = text.substr(k_oci_prefix.size());
@@ -342,6 +328,9 @@ Result<ImageRef> ImageRef::parse(std::string_view text) {
 }
 
 std::string ImageRef::str() const {
+  if (is_remote()) {
+    return std::string(prefix_of(transport)) + remote.str();
+  }
   std::string out = std::string(prefix_of(transport)) + path.string();
   if (!tag.empty()) {
     out += ":" + tag;
@@ -350,6 +339,9 @@ std::string ImageRef::str() const {
 }
 
 Result<std::unique_ptr<ImageSource>> ImageSource::open(const ImageRef& ref) {
+  if (ref.is_remote()) {
+    return internal_error("{}: registry images are opened through registry::open_image", ref.str());
+  }
   if (ref.transport == ImageRef::Transport::oci_dir) {
     return detail::open_oci_dir(ref);
   }

@@ -8,6 +8,7 @@
 #include "support/digest.hpp"
 #include "support/oci/layer_stream.hpp"
 #include "support/oci/oci.hpp"
+#include "support/oci/registry_ref.hpp"
 #include "support/result.hpp"
 
 #include <filesystem>
@@ -21,25 +22,33 @@ namespace lockstep::oci {
 
 /// A skopeo-style image reference.
 struct ImageRef {
-  enum class Transport { oci_dir, oci_archive, docker_archive };
+  /// docker: an image in a registry; oras: a SIF stored in a registry as an OCI artifact (both are
+  /// opened through registry::open_image, support/registry).
+  enum class Transport { oci_dir, oci_archive, docker_archive, docker, oras };
   Transport transport = Transport::oci_dir;
   std::filesystem::path path;
   /// `oci:DIR:TAG` / `oci-archive:FILE:TAG` (a ref.name), or the NAME[:TAG] of
   /// `docker-archive:FILE:NAME[:TAG]` (a RepoTag); empty if none
   std::string tag;
+  RegistryRef remote; ///< Transport::docker and Transport::oras
 
-  /// Parses "oci:DIR[:TAG]", "oci-archive:FILE[:TAG]", "docker-archive:FILE[:NAME[:TAG]]". A bare
-  /// path or an unknown transport is refused with the accepted forms.
+  /// Parses "oci:DIR[:TAG]", "oci-archive:FILE[:TAG]", "docker-archive:FILE[:NAME[:TAG]]",
+  /// "docker://REF" and "oras://REF" (RegistryRef). A bare path or an unknown transport is refused
+  /// with the accepted forms.
   static Result<ImageRef> parse(std::string_view text);
   /// The reference as text; parse(str()) gives back the same reference.
   [[nodiscard]] std::string str() const;
+  /// True for the registry transports (docker://, oras://).
+  [[nodiscard]] bool is_remote() const {
+    return transport == Transport::docker || transport == Transport::oras;
+  }
 };
 
 /// How to pick one image out of a layout or archive that may hold several.
 struct SelectOptions {
   std::string tag;              ///< match `org.opencontainers.image.ref.name` (overrides ImageRef::tag)
   std::optional<Digest> digest; ///< require this manifest digest
-  /// for an index: the entry for this platform (default linux/amd64); when set, the chosen
+  /// for an index: the entry for this platform (default Platform::host()); when set, the chosen
   /// image's config must also be for it
   std::optional<Platform> platform;
 };
@@ -69,7 +78,8 @@ public:
   ImageSource(const ImageSource&) = delete;
   ImageSource& operator=(const ImageSource&) = delete;
 
-  /// Opens the location named by `ref` (validates the layout marker / archive structure).
+  /// Opens the local location named by `ref` (validates the layout marker / archive structure).
+  /// Registry references are internal errors here: they open through registry::open_image.
   static Result<std::unique_ptr<ImageSource>> open(const ImageRef& ref);
 
   /// Picks one image (see SelectOptions). Errors name what was available when nothing matches.

@@ -1,5 +1,7 @@
 #include "support/oci/oci.hpp"
 
+#include <sys/utsname.h>
+
 #include <array>
 #include <ctime>
 #include <limits>
@@ -351,6 +353,48 @@ std::size_t registry_host_length(std::string_view ref) {
   bool host = first.find('.') != std::string_view::npos || first.find(':') != std::string_view::npos ||
               first == "localhost";
   return host ? slash : 0;
+}
+
+Platform Platform::host() {
+  struct utsname u {};
+  std::string_view machine = ::uname(&u) == 0 ? u.machine : "x86_64";
+  static constexpr std::pair<std::string_view, std::string_view> k_names[] = {
+      {"x86_64", "amd64"},    {"aarch64", "arm64"}, {"ppc64le", "ppc64le"}, {"s390x", "s390x"},
+      {"riscv64", "riscv64"}, {"i686", "386"},      {"armv7l", "arm"}};
+  for (const auto& [uname_name, oci_name] : k_names) {
+    if (machine == uname_name) {
+      return Platform{"linux", std::string(oci_name), oci_name == "arm" ? "v7" : ""};
+    }
+  }
+  return Platform{"linux", "amd64", ""};
+}
+
+bool valid_registry_host(std::string_view host) {
+  std::size_t colon = host.find(':');
+  std::string_view name = host.substr(0, colon);
+  if (name.empty()) {
+    return false;
+  }
+  for (char c : name) {
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-';
+    if (!ok) {
+      return false;
+    }
+  }
+  if (colon != std::string_view::npos) {
+    std::string_view port = host.substr(colon + 1);
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool looks_like_host(std::string_view first_component) {
+  return first_component.find('.') != std::string_view::npos ||
+         first_component.find(':') != std::string_view::npos || first_component == "localhost";
 }
 
 bool valid_repository_name(std::string_view s) {

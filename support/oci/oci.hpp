@@ -58,6 +58,9 @@ struct Platform {
 
   /// Parses "os/arch[/variant]"; only known os and architecture names are accepted.
   static Result<Platform> parse(std::string_view text);
+  /// This machine's platform: linux and the OCI name of uname's machine (x86_64 -> amd64,
+  /// aarch64 -> arm64, ...); linux/amd64 when the machine is not one OCI names.
+  static Platform host();
   [[nodiscard]] std::string str() const;
   friend bool operator==(const Platform&, const Platform&) = default;
 };
@@ -115,6 +118,12 @@ std::string rfc3339(std::int64_t unix_seconds);
 /// first component is not a host (Docker's rule: it contains '.' or ':', or is "localhost").
 std::size_t registry_host_length(std::string_view ref);
 
+/// True if `host` is HOST[:PORT] as a registry host may be written (letters, digits, '.', '-'; a port of
+/// at most 5 digits).
+bool valid_registry_host(std::string_view host);
+/// Docker's rule for the first component of an image name: it names a registry host when it contains
+/// '.' or ':', or is "localhost".
+bool looks_like_host(std::string_view first_component);
 /// True if `s` is a valid repository name per the distribution spec.
 bool valid_repository_name(std::string_view s);
 /// True if `s` is a valid tag: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.

@@ -10,13 +10,14 @@ import os
 import re
 import sys
 
-SUPPORT = {"support", "support/oci", "support/debian", "support/python"}
+SUPPORT = {"support", "support/oci", "support/debian", "support/python", "support/registry"}
 # room -> the rooms it may include (besides itself).
 RULES = {
     "support": set(),
     "support/oci": {"support"},
     "support/debian": {"support"},
     "support/python": {"support"},
+    "support/registry": {"support", "support/oci"},
     "envspec": SUPPORT,
     "runner/runtime": SUPPORT | {"envspec"},
     "runner/launch": SUPPORT | {"envspec", "runner/runtime"},
