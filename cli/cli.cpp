@@ -90,6 +90,7 @@ int run(int argc, char** argv) {
   register_diff(app, ctx);
   register_export(app, ctx);
   register_schema(app, ctx);
+  register_login(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -48,6 +48,7 @@ void register_verify(CLI::App& app, Context& ctx);
 void register_diff(CLI::App& app, Context& ctx);
 void register_export(CLI::App& app, Context& ctx);
 void register_schema(CLI::App& app, Context& ctx);
+void register_login(CLI::App& app, Context& ctx);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
 /// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,7 +174,10 @@ int exit_code_of_status(int status) {
   return 128;
 }
 
-Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
+namespace {
+
+Result<CaptureResult> capture(const std::vector<std::string>& argv, std::optional<std::string_view> input,
+                              const CaptureOptions& options) {
   std::array<int, 2> out_pipe{-1, -1};
   std::array<int, 2> err_pipe{-1, -1};
   if (::pipe2(out_pipe.data(), O_CLOEXEC) != 0) {
@@ -187,8 +191,24 @@ Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const Ca
   UniqueFd err_r(err_pipe[0]);
   UniqueFd err_w(err_pipe[1]);
 
+  UniqueFd in_fd;
+  if (input) {
+    in_fd = UniqueFd(::memfd_create("lockstep-stdin", MFD_CLOEXEC));
+    if (!in_fd.valid()) {
+      return errno_error("memfd_create", errno);
+    }
+    LS_TRY(write_all(in_fd.get(), input->data(), input->size(), "the input of " + argv[0]));
+    if (::lseek(in_fd.get(), 0, SEEK_SET) != 0) {
+      return errno_error("lseek", errno);
+    }
+  }
+
   SpawnAttributes sa;
-  posix_spawn_file_actions_addopen(&sa.actions, 0, "/dev/null", O_RDONLY, 0);
+  if (in_fd.valid()) {
+    posix_spawn_file_actions_adddup2(&sa.actions, in_fd.get(), 0);
+  } else {
+    posix_spawn_file_actions_addopen(&sa.actions, 0, "/dev/null", O_RDONLY, 0);
+  }
   posix_spawn_file_actions_adddup2(&sa.actions, out_w.get(), 1);
   posix_spawn_file_actions_adddup2(&sa.actions, err_w.get(), 2);
   reset_child_signals(sa, true);
@@ -240,6 +260,17 @@ Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const Ca
   }
   result.status = wait_exit_code(pid);
   return result;
+}
+
+} // namespace
+
+Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const CaptureOptions& options) {
+  return capture(argv, std::nullopt, options);
+}
+
+Result<CaptureResult> run_capture_with_input(const std::vector<std::string>& argv, std::string_view input,
+                                             const CaptureOptions& options) {
+  return capture(argv, input, options);
 }
 
 Result<int> run_foreground(const std::vector<std::string>& argv,

@@ -40,6 +40,11 @@ struct CaptureResult {
 /// A command that can't be started is an `external` error naming it (exit 3).
 Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const CaptureOptions& options = {});
 
+/// run_capture() with `input` as the child's standard input (a memory file, so a child that does not
+/// read it never blocks lockstep): the server name a credential helper reads, for instance.
+Result<CaptureResult> run_capture_with_input(const std::vector<std::string>& argv, std::string_view input,
+                                             const CaptureOptions& options = {});
+
 /// Starts argv (looked up in PATH) with the caller's stdio and waits for it, forwarding SIGINT,
 /// SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it (signals the terminal sends to the whole
 /// foreground process group are not sent twice). `env` nullopt = the caller's environment.

@@ -37,6 +37,25 @@ fs::path TempDirFixture::write(const std::string& rel, const std::string& conten
   return p;
 }
 
+ScopedEnv::ScopedEnv(const char* name, const char* value) : m_name(name) {
+  if (const char* old = std::getenv(name)) {
+    m_old = old;
+  }
+  if (value != nullptr) {
+    ::setenv(name, value, 1);
+  } else {
+    ::unsetenv(name);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (m_old) {
+    ::setenv(m_name, m_old->c_str(), 1);
+  } else {
+    ::unsetenv(m_name);
+  }
+}
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;

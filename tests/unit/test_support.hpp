@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,20 @@ public:
 
 private:
   std::filesystem::path m_dir;
+};
+
+/// Sets (or, with nullptr, unsets) an environment variable for one scope, restoring it afterwards.
+class ScopedEnv {
+public:
+  ScopedEnv(const char* name, const char* value);
+  ScopedEnv(const char* name, const std::string& value) : ScopedEnv(name, value.c_str()) {}
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+  const char* m_name;
+  std::optional<std::string> m_old;
 };
 
 /// Reads a whole file.
