@@ -3,6 +3,7 @@
 #include "cli/cli.hpp"
 #include "support/fs.hpp"
 #include "support/json.hpp"
+#include "support/registry/client.hpp"
 #include "support/registry/credentials.hpp"
 #include "support/text.hpp"
 
@@ -108,8 +109,17 @@ Result<ExitCode> run_login(const LoginArgs& args, const Context& ctx) {
                          escape_controls(args.host));
   }
   const registry::AuthFiles files = registry::AuthFiles::from_environment();
-  // lead: call check_login here, before storing: registry::check_login(ref, credential) with ref the
-  // host (and namespace) of args.host, so a wrong password is refused and nothing is written.
+  // The credential must work before it is stored.
+  oci::RegistryRef ref;
+  const std::size_t slash = args.host.find('/');
+  ref.host = args.host.substr(0, slash);
+  if (ref.host == "index.docker.io" || ref.host == "registry-1.docker.io") {
+    ref.host = std::string(oci::k_docker_hub);
+  }
+  if (!oci::valid_registry_host(ref.host)) {
+    return invalid_input("'{}' is not a registry host (HOST[:PORT][/NAMESPACE])", escape_controls(args.host));
+  }
+  LS_TRY(registry::check_login(ref, credential, registry::default_client_options()));
   LS_TRY(registry::store_credential(files, args.host, credential));
   if (ctx.json) {
     nlohmann::json out = {
@@ -184,6 +194,7 @@ void register_login(CLI::App& app, Context& ctx) {
   cmd->add_flag("--password-stdin", login->password_stdin,
                 "Read the password (or token) from stdin, all of it, trailing newlines removed");
   add_common_flags(*cmd, ctx);
+  add_registry_flags(*cmd, ctx);
   cmd->footer(k_login_footer);
   cmd->callback([login, &ctx] { ctx.action = [login, &ctx] { return run_login(*login, ctx); }; });
 

@@ -171,6 +171,21 @@ ClientOptions& default_client_options() {
   return options;
 }
 
+Result<void> check_login(const oci::RegistryRef& ref, const Credential& credential,
+                         const ClientOptions& options) {
+  ClientOptions with = options;
+  with.credential = credential;
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(ref, with));
+  ApiRequest r;
+  r.path_or_url = "/v2/";
+  if (!ref.repository.empty()) {
+    r.scopes = {{ref.repository, "pull"}};
+  }
+  r.what = "login to " + ref.host;
+  LS_TRY(client->request(std::move(r)));
+  return {};
+}
+
 Client::Client(std::string host, std::string api_host, ClientOptions options, HostSettings settings)
     : m_host(std::move(host)), m_api_host(std::move(api_host)), m_options(std::move(options)),
       m_settings(std::move(settings)) {

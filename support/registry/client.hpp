@@ -44,6 +44,12 @@ struct ClientOptions {
 /// its flags (--tls-verify, --connections) once, before a command runs.
 ClientOptions& default_client_options();
 
+/// Checks `credential` against the registry of `ref` (its host; the repository when set scopes the
+/// token): GET /v2/ with it, through the registry's Basic or bearer flow. Refused credentials are
+/// ExitCode::external saying so; nothing is stored by this.
+Result<void> check_login(const oci::RegistryRef& ref, const Credential& credential,
+                         const ClientOptions& options);
+
 /// Access a request needs: "pull" or "pull,push" on a repository.
 struct Scope {
   std::string repository;

@@ -156,4 +156,71 @@ out=$("$LOCKSTEP" exec --tls-verify=false "oras://$R1/sif/bb:v1")
 [ "$out" = "from the registry" ] || fail "exec oras:// printed: $out"
 pass "a SIF pushed to oras:// as Apptainer's artifact (media types, bytes), pulled back and run with exec"
 
+# ---------------------------------------------------------------------------------------------
+# TLS with a CA from certs.d; an untrusted CA is a clear exit 3; registries.conf `insecure`.
+# (not REGISTRY_AUTH_FILE: docker-registry would read it as its own configuration, REGISTRY_AUTH_*)
+export HOME="$WORK/home"
+AUTH_FILE="$HOME/.config/containers/auth.json"
+unset XDG_RUNTIME_DIR DOCKER_CONFIG REGISTRY_AUTH_FILE
+export LOCKSTEP_CACHE="$WORK/cache3"
+registry_up t1 tls
+mkdir -p certs.d
+set +e
+out=$(LOCKSTEP_CERTS_D="$WORK/certs.d" "$LOCKSTEP" push "oci:$WORK/img/out/layout" "docker://$REG_T1_HOST/team/bb:v1" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] && grep -q "certs.d" <<<"$out" || fail "an untrusted TLS registry: rc $rc: $out"
+registry_certs_d t1 "$WORK/certs.d" >/dev/null
+export LOCKSTEP_CERTS_D="$WORK/certs.d"
+d=$("$LOCKSTEP" push -q "oci:$WORK/img/out/layout" "docker://$REG_T1_HOST/team/bb:v1")
+[ "$d" = "$LOCAL" ] || fail "push over TLS printed $d"
+mapfile -t SKT < <(registry_skopeo_flags t1)
+[ "$(skopeo inspect "${SKT[@]}" "docker://$REG_T1_HOST/team/bb:v1" | jq -r .Digest)" = "$LOCAL" ] || fail "skopeo over TLS"
+out=$("$LOCKSTEP" exec "docker://$REG_T1_HOST/team/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec over TLS printed: $out"
+pass "TLS: an unknown CA is exit 3 naming certs.d; with the CA in certs.d/HOST:PORT push, skopeo and exec agree"
+
+printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$R1" >registries.conf
+out=$(CONTAINERS_REGISTRIES_CONF="$WORK/registries.conf" "$LOCKSTEP" exec "docker://$R1/team/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec with registries.conf insecure printed: $out"
+pass "registries.conf insecure = true allows a plain-HTTP registry without --tls-verify"
+
+# ---------------------------------------------------------------------------------------------
+# Basic auth: credentials from auth.json, login checks them, and they never show.
+registry_up a1 tls-auth
+registry_certs_d a1 "$WORK/certs.d" >/dev/null
+set +e
+out=$("$LOCKSTEP" push "oci:$WORK/img/out/layout" "docker://$REG_A1_HOST/team/bb:v1" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] && grep -q "lockstep login $REG_A1_HOST" <<<"$out" || fail "no credentials: rc $rc: $out"
+set +e
+out=$(printf 'wrong\n' | "$LOCKSTEP" login "$REG_A1_HOST" -u "$REG_A1_USER" --password-stdin 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] && [ ! -e "$AUTH_FILE" ] || fail "login with a wrong password: rc $rc, $out"
+printf '%s' "$REG_A1_PASS" | "$LOCKSTEP" login -q "$REG_A1_HOST" -u "$REG_A1_USER" --password-stdin
+d=$("$LOCKSTEP" push --debug "oci:$WORK/img/out/layout" "docker://$REG_A1_HOST/team/bb:v1" 2>debug.log | tail -n1)
+[ "$d" = "$LOCAL" ] || fail "push with Basic auth printed $d"
+if grep -qF -- "$REG_A1_PASS" debug.log || grep -q "Authorization" debug.log; then fail "--debug shows credentials"; fi
+out=$("$LOCKSTEP" exec "docker://$REG_A1_HOST/team/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec with Basic auth printed: $out"
+pass "Basic auth over TLS: refused without credentials (says lockstep login), login checks the password, push/exec work, --debug shows no secret"
+
+# ---------------------------------------------------------------------------------------------
+# The bearer-token flow: realm with a query, scopes merged for a mount, tokens renewed.
+registry_up k1 token expires=2
+"$LOCKSTEP" logout -q --all >/dev/null 2>&1 || true
+printf '%s' "$REG_K1_PASS" | "$LOCKSTEP" login -q --tls-verify=false "$REG_K1_HOST" -u "$REG_K1_USER" --password-stdin
+d=$("$LOCKSTEP" push -q --tls-verify=false "oci:$WORK/img/out/layout" "docker://$REG_K1_HOST/team/bb:v1")
+[ "$d" = "$LOCAL" ] || fail "push with tokens printed $d"
+json=$("$LOCKSTEP" push --json --tls-verify=false "oci:$WORK/img/out/layout" "docker://$REG_K1_HOST/other/bb:v1")
+[ "$(jq -r '.[0].mounted' <<<"$json")" -ge 2 ] || fail "no mount under token auth: $json"
+[ "$(registry_token_requests k1 '(.scopes | any(test("other/bb:"))) and (.scopes | any(test("team/bb:pull")))')" -ge 1 ] ||
+  fail "no token request merged the scopes of both repositories: $(tail -5 "$REG_K1_TOKEN_LOG")"
+sleep 3
+out=$("$LOCKSTEP" exec --tls-verify=false "docker://$REG_K1_HOST/team/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec with tokens printed: $out"
+pass "bearer tokens from a realm with a query: push, a mount with merged scopes, exec after expiry"
+
 echo "all $TESTS_RUN registry checks passed"
