@@ -56,9 +56,10 @@ void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json) {
 }
 
 void add_registry_flags(CLI::App& cmd, Context& ctx) {
-  cmd.add_option("--tls-verify", ctx.tls_verify,
-                 "Registries: require HTTPS with a verified certificate (default true; false also allows plain "
-                 "HTTP)")
+  cmd.add_option(
+         "--tls-verify", ctx.tls_verify,
+         "Registries: require HTTPS with a verified certificate (default true; false also allows plain "
+         "HTTP)")
       ->check(CLI::IsMember({"true", "false"}))
       ->type_name("BOOL");
   cmd.add_option("--connections", ctx.connections, "Registries: blobs transferred at once (default 8)")

@@ -55,7 +55,8 @@ void register_inspect(CLI::App& app, Context& ctx) {
          "The image: oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, or the path of an OCI "
          "layout directory or archive")
       ->required();
-  cmd->add_option("--platform", args->platform, "For a multi-platform image: which one (default: this host's)")
+  cmd->add_option("--platform", args->platform,
+                  "For a multi-platform image: which one (default: this host's)")
       ->type_name("OS/ARCH");
   cmd->add_option("--digest", args->digest, "Select (or require) the manifest with this digest")
       ->type_name("sha256:HEX");
