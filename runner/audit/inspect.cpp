@@ -1,8 +1,8 @@
 #include "runner/audit/inspect.hpp"
 
-#include "support/registry/pull.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_arg.hpp"
+#include "support/registry/pull.hpp"
 #include "support/text.hpp"
 
 #include <fmt/format.h>
