@@ -42,6 +42,7 @@ void apply_context(const Context& ctx) {
     registry.tls_verify = ctx.tls_verify == "true";
   }
   registry.connections = ctx.connections;
+  registry.stall_timeout_s = ctx.registry_timeout_s;
 }
 
 } // namespace
@@ -65,6 +66,10 @@ void add_registry_flags(CLI::App& cmd, Context& ctx) {
   cmd.add_option("--connections", ctx.connections, "Registries: blobs transferred at once (default 8)")
       ->check(CLI::Range(1, 64))
       ->type_name("N");
+  cmd.add_option("--registry-timeout", ctx.registry_timeout_s,
+                 "Registries: a transfer that receives nothing for this long fails (default 60)")
+      ->check(CLI::Range(1, 3600))
+      ->type_name("SECONDS");
 }
 
 int run(int argc, char** argv) {

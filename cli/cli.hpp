@@ -21,6 +21,7 @@ struct Context {
   /// Registry flags (add_registry_flags): "true"/"false" or empty, and parallel transfers.
   std::string tls_verify;
   std::size_t connections = 8;
+  long registry_timeout_s = 60;
   /// Set by the chosen subcommand's parse callback; run() calls it after parsing.
   std::function<Result<ExitCode>()> action;
   /// Set by a command that ran another program (exec): its exit status, passed through as

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Hostile registries (docs/registry.md, "Errors"): every misbehaviour of tests/cli/hostile_registry.py
+# gets a clear error with the documented exit code (2 bad content, 3 a failing registry) and leaves
+# nothing in the content store; the recoverable ones (429 with Retry-After, 5xx, a dropped
+# connection, a redirect to another host) succeed, and no credential reaches another host.
+source "$(dirname "$0")/lib.sh"
+source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
+need docker-registry jq
+
+registry_up h1 hostile
+H=$REG_H1_HOST
+export HOME="$WORK/home"
+unset XDG_RUNTIME_DIR DOCKER_CONFIG REGISTRY_AUTH_FILE
+printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$H" >registries.conf
+export CONTAINERS_REGISTRIES_CONF="$WORK/registries.conf"
+
+# Blobs in the store (published ones only: tmp/ holds writes in progress).
+blobs() { find "$LOCKSTEP_CACHE/blobs" -type f 2>/dev/null | wc -l; }
+leftovers() { find "$LOCKSTEP_CACHE/tmp" -type f 2>/dev/null | wc -l; }
+
+# expect CASE CODE MESSAGE_REGEX [REF]: pulls CASE's image into an empty store.
+expect() {
+  local case=$1 code=$2 msg=$3 ref=${4:-"$H/$1/app:latest"}
+  export LOCKSTEP_CACHE="$WORK/cache-$case"
+  set +e
+  OUT=$("$LOCKSTEP" pull --registry-timeout 2 "docker://$ref" 2>&1)
+  RC=$?
+  set -e
+  [ "$RC" = "$code" ] || fail "$case: expected exit $code, got $RC: $OUT"
+  grep -Eq -- "$msg" <<<"$OUT" || fail "$case: the message does not match /$msg/: $OUT"
+  if [ "$code" != 0 ]; then
+    # At most the manifest (and config) may be stored; never the failed blob, never a temp file.
+    [ "$(leftovers)" = 0 ] || fail "$case: a partial download was left in the store"
+  fi
+}
+
+expect digest-mismatch 2 "not the sha256:[0-9a-f]{64} asked for" "$H/digest-mismatch/app@$REG_H1_DIGEST"
+expect blob-mismatch 2 "blob sha256:[0-9a-f]{64} of docker://.*(digest|nothing was stored)"
+[ "$(blobs)" -le 2 ] || fail "blob-mismatch stored the bad layer"
+expect manifest-too-big 2 "larger than the [0-9]+ bytes allowed"
+expect manifest-too-big-nolength 2 "larger than the [0-9]+ bytes allowed"
+expect schema1 2 "schema 1 manifest.*skopeo copy"
+expect bad-digest 2 "sha256:xyz|not a (valid )?digest|invalid digest"
+expect bad-digest-md5 2 "md5|only sha256"
+expect bad-digest-traversal 2 "digest"
+[ ! -e /tmp/lockstep-hostile-traversal ] || fail "a traversal digest made a file"
+expect bad-digest-short 2 "digest"
+[ "$(registry_requests h1 GET '/v2/bad-digest[^/]*/app/blobs/.*')" = 0 ] || fail "a blob with a bad digest was requested"
+pass "bad content is exit 2 and stores nothing: a body not matching its digest, a corrupt blob, an oversized manifest (with and without Content-Length), schema 1, four kinds of non-digests (no request made for them)"
+
+expect length-short 2 "sent [0-9]+ bytes, the manifest states|digest|nothing was stored"
+set +e
+expect length-long 3 "gave up|Transferred a partial file|transfer closed" 2>/dev/null
+rc_long=$?
+set -e
+pass "a Content-Length that lies: short is exit 2, long fails after bounded retries with nothing stored"
+
+expect redirect-loop 3 "more than 5 redirects"
+expect auth-loop 3 "needs credentials|refused"
+[ "$(registry_requests h1 GET '/token')" -le 4 ] || fail "auth-loop: $(registry_requests h1 GET '/token') token requests"
+expect stall 3 "(Operation too slow|timed out|Timeout).*"
+expect stall-headers 3 "(Operation too slow|timed out|Timeout).*"
+pass "a failing registry is exit 3: a redirect loop, a 401 loop (bounded token fetches), a stalled body, an unanswered request"
+
+# Recoverable misbehaviour: the pull succeeds.
+start=$(date +%s)
+expect rate-limit 0 "pulled"
+[ $(($(date +%s) - start)) -ge 2 ] || fail "rate-limit: Retry-After was not honoured"
+expect flaky-5xx 0 "pulled"
+expect resume 0 "pulled"
+grep -Eq '" 206 .*range=bytes=[0-9]+-' "$REG_H1_LOG" || fail "resume: no ranged 206 in the log"
+pass "429 with Retry-After waited for, 5xx retried, a dropped blob resumed with Range (206)"
+
+# A redirect to another host never carries the registry's Authorization.
+mkdir -p "$HOME/.config/containers"
+printf '{"auths":{"%s":{"auth":"%s"}}}' "$H" "$(printf 'u:p' | base64)" >"$HOME/.config/containers/auth.json"
+expect redirect-offhost 0 "pulled"
+grep -q 'listener=2' "$REG_H1_LOG" || fail "redirect-offhost: the second host was never asked"
+if grep 'listener=2' "$REG_H1_LOG" | grep -q 'auth=present'; then fail "Authorization was sent to another host"; fi
+pass "a blob redirected to another host is fetched without the registry's Authorization"
+
+# A gzip bomb in a layer: the pull stores the 16 MiB blob; unpacking it stops at the bound.
+export LOCKSTEP_CACHE="$WORK/cache-bomb"
+set +e
+out=$("$LOCKSTEP" exec "docker://$H/gzip-bomb/app:latest" -- /bin/true 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "limit" <<<"$out" || fail "gzip bomb: rc $rc: $out"
+pass "a gzip bomb in a layer is refused at the expansion bound (exit 2)"
+
+echo "all $TESTS_RUN hostile-registry checks passed"
