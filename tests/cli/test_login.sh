@@ -26,7 +26,7 @@ auth: {htpasswd: {realm: lockstep-test, path: $WORK/registry/htpasswd}}
 EOF
 docker-registry serve registry/config.yml >registry/log 2>&1 &
 REGISTRY_PID=$!
-trap 'kill "$REGISTRY_PID" 2>/dev/null; wait "$REGISTRY_PID" 2>/dev/null; remove_test_user; cd /; rm -rf "$WORK"' EXIT
+trap 'kill "$REGISTRY_PID" 2>/dev/null; wait "$REGISTRY_PID" 2>/dev/null || true; remove_test_user; cd /; rm -rf "$WORK"' EXIT
 for _ in $(seq 50); do
   curl -s -o /dev/null "http://$REG/v2/" && break
   sleep 0.1
