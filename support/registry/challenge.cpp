@@ -103,7 +103,14 @@ Result<std::vector<Challenge>> parse_challenges(std::string_view header) {
           return malformed(header, "a quoted value is not closed");
         }
       } else {
-        value = std::string(sc.token());
+        // Unquoted: up to the next comma or space (looser than RFC 7235's token, as registries write
+        // URLs unquoted).
+        sc.skip_space();
+        std::size_t start = sc.i;
+        while (sc.i < header.size() && header[sc.i] != ',' && header[sc.i] != ' ' && header[sc.i] != '\t') {
+          ++sc.i;
+        }
+        value = std::string(header.substr(start, sc.i - start));
       }
       c.params[lower(name)] = std::move(value);
     }

@@ -79,11 +79,13 @@ TEST_CASE("image references name a transport, a path and an optional tag", "[ima
 }
 
 TEST_CASE("malformed image references are refused with the accepted forms", "[image]") {
-  const std::string forms = "expected oci:DIR[:TAG], oci-archive:FILE[:TAG] or docker-archive:FILE";
+  const std::string forms = "expected oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, "
+                            "docker://[HOST/]REPO[:TAG][@DIGEST] or oras://HOST/REPO[:TAG]";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"/tmp/x", "invalid image reference '/tmp/x': " + forms},
       {"build/hello:v1", "invalid image reference 'build/hello:v1': " + forms},
-      {"docker://busybox", "invalid image reference 'docker://busybox': " + forms},
+      {"docker:busybox", "invalid image reference 'docker:busybox': " + forms},
+      {"docker://BusyBox", "invalid image reference 'BusyBox': repository names must be lower case"},
       {"OCI:/tmp/x", "invalid image reference 'OCI:/tmp/x': " + forms},
       {"", "invalid image reference '': " + forms},
       {"oci:", "invalid image reference 'oci:': no path after 'oci:'"},
