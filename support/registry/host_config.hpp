@@ -21,8 +21,9 @@ struct HostConfigFiles {
   std::vector<std::filesystem::path> registries_conf; ///< in order; later files override earlier ones
   std::vector<std::filesystem::path> certs_dirs;      ///< each holds HOST[:PORT]/ subdirectories
 
-  /// The standard locations (as root: /etc only for certs.d, as containers does), and
-  /// $CONTAINERS_REGISTRIES_CONF alone when set.
+  /// The standard locations (as root: /etc only for certs.d, as containers does);
+  /// $CONTAINERS_REGISTRIES_CONF alone when set, and $LOCKSTEP_CERTS_D (a colon-separated list of
+  /// certs.d directories) alone when set.
   static HostConfigFiles from_environment();
 };
 
