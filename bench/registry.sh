@@ -64,6 +64,8 @@ exec $LOCKSTEP push -q --tls-verify=false $image docker://$R/bench/ours-\$(date 
 EOF
 cat >push-peer.sh <<EOF
 #!/bin/sh
+# skopeo's blob-info cache would let it mount blobs it saw in another repository (the pulls).
+rm -f /var/lib/containers/cache/blob-info-cache-v1.boltdb \$HOME/.local/share/containers/cache/blob-info-cache-v1.boltdb
 exec skopeo copy -q --dest-tls-verify=false $image docker://$R/bench/peer-\$(date +%s%N):v1
 EOF
 chmod +x push-ours.sh push-peer.sh

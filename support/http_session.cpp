@@ -19,6 +19,8 @@ namespace {
 
 // Bodies kept for error answers (4xx/5xx) are cut here: only the start is ever shown.
 constexpr std::uint64_t k_max_error_body = 64 << 10;
+// Uploads are read in pieces this large (libcurl's default, 64 KiB, costs many small reads).
+constexpr long k_upload_buffer = 2L << 20;
 constexpr std::string_view k_system_bundle = "/etc/ssl/certs/ca-certificates.crt";
 
 std::string lower(std::string_view s) {
@@ -277,6 +279,7 @@ Result<HttpResponse> HttpSession::perform(const HttpRequest& request) {
     set(CURLOPT_READFUNCTION, &on_read);
     set(CURLOPT_READDATA, static_cast<void*>(&x));
     set(CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(length));
+    set(CURLOPT_UPLOAD_BUFFERSIZE, k_upload_buffer);
     set(CURLOPT_CUSTOMREQUEST, request.method.c_str());
   } else if (request.method != "GET") {
     set(CURLOPT_CUSTOMREQUEST, request.method.c_str());
