@@ -213,7 +213,8 @@ TEST_CASE("unpack_image fetches layers and shares roots between images differing
   layout.write_index({a, b});
   auto store = BlobStore::open(tmp.dir() / "cache");
   REQUIRE(store);
-  auto source = oci::ImageSource::open(oci::ImageRef{oci::ImageRef::Transport::oci_dir, layout.dir(), ""});
+  auto source =
+      oci::ImageSource::open(oci::ImageRef{oci::ImageRef::Transport::oci_dir, layout.dir(), "", {}});
   REQUIRE(source);
   oci::SelectOptions sel;
   sel.tag = "a";
@@ -296,7 +297,7 @@ TEST_CASE("a two-layer image made by umoci unpacks as 'umoci raw unpack' does", 
           "echo new >b/rootfs/data/new; umoci repack --image L:t b; umoci raw unpack --image L:t theirs",
           d)) == 0);
   auto source =
-      oci::ImageSource::open(oci::ImageRef{oci::ImageRef::Transport::oci_dir, tmp.dir() / "L", "t"});
+      oci::ImageSource::open(oci::ImageRef{oci::ImageRef::Transport::oci_dir, tmp.dir() / "L", "t", {}});
   REQUIRE(source);
   auto image = (*source)->resolve({});
   REQUIRE(image);
