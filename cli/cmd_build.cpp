@@ -87,6 +87,12 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
   content.blobs.insert(content.blobs.end(), result.layers.begin(), result.layers.end());
   auto source = registry::local_blobs({}, store);
   std::vector<bool> done(targets.size(), false);
+  for (const auto& t : targets) {
+    if (t.digest && *t.digest != result.manifest.digest) {
+      return invalid_input("--push docker://{} names digest {}, but the image built is {}", t.str(),
+                           t.digest->str(), result.manifest.digest.str());
+    }
+  }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     if (done[i]) {
       continue;
@@ -94,7 +100,7 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
     std::vector<std::string> tags;
     for (std::size_t j = i; j < targets.size(); ++j) {
       if (!done[j] && targets[j].name() == targets[i].name()) {
-        tags.push_back(targets[j].digest ? targets[j].digest->str() : targets[j].tag);
+        tags.push_back(registry::push_reference(targets[j]));
         done[j] = true;
       }
     }

@@ -63,7 +63,7 @@ Result<oci::RegistryRef> registry_target(const std::string& text, oci::ImageRef:
 // Tags pushed for one target: its own tag (or digest), then every --tag.
 std::vector<std::string> tags_for(const oci::RegistryRef& target, const std::vector<std::string>& extra) {
   std::vector<std::string> tags;
-  tags.push_back(target.digest && target.tag == "latest" ? target.digest->str() : target.tag);
+  tags.push_back(registry::push_reference(target));
   for (const auto& t : extra) {
     tags.push_back(t);
   }

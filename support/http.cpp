@@ -697,21 +697,8 @@ Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vecto
   LS_TRY(check_interrupted());
 
   // Every failure, in input order.
-  std::vector<const Error*> failed;
-  for (const auto& e : errors) {
-    if (e) {
-      failed.push_back(&*e);
-    }
-  }
-  if (failed.size() == 1) {
-    return *failed.front();
-  }
-  if (!failed.empty()) {
-    Error combined{failed.front()->code, fmt::format("{} of {} downloads failed:", failed.size(), n)};
-    for (const Error* e : failed) {
-      combined.message += "\n  " + e->message;
-    }
-    return combined;
+  if (auto failed = combine_errors(errors, "downloads")) {
+    return *failed;
   }
   for (auto [i, source] : duplicates) {
     results[i] = results[source];

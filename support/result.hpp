@@ -8,10 +8,12 @@
 
 #include <array>
 #include <cassert>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace lockstep {
 
@@ -82,6 +84,11 @@ template <typename... Args> Error internal_error(fmt::format_string<Args...> f, 
 /// "what PATH: strerror(errno)" for a failed system call, as an I/O error; EINTR (a blocking call
 /// ended by SIGINT/SIGTERM) is an `interrupted` error instead.
 Error errno_error(const std::string& what, int err);
+
+/// The failures of a batch of independent tasks (one slot per task, in input order): none, the one
+/// failure as it is, or "N of M THINGS failed:" followed by each message indented, with the first
+/// failure's code.
+std::optional<Error> combine_errors(const std::vector<std::optional<Error>>& errors, std::string_view things);
 
 /// Either a value or an Error (a small tl::expected).
 template <typename T> class [[nodiscard]] Result {

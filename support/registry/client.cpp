@@ -164,6 +164,22 @@ bool retryable_status(long status) {
   return status == 408 || status == 429 || (status >= 500 && status <= 599);
 }
 
+// One request without authentication or redirects (the first contact, token endpoints), retried
+// like any other: transport failures other than TLS ones, 408, 429 and 5xx, with backoff that
+// honours Retry-After.
+Result<HttpResponse> perform_retrying(HttpSession& session, const HttpRequest& request,
+                                      const ClientOptions& options) {
+  for (int attempt = 0;; ++attempt) {
+    LS_TRY_ASSIGN(HttpResponse r, session.perform(request));
+    bool again = (r.status == 0 && !r.tls_failure) || retryable_status(r.status);
+    if (!again || attempt >= options.retries) {
+      return r;
+    }
+    backoff(std::max(options.retry_delay_ms << attempt,
+                     std::min(retry_after_seconds(r), options.max_retry_after_s) * 1000));
+  }
+}
+
 } // namespace
 
 ClientOptions& default_client_options() {
@@ -210,6 +226,8 @@ HttpSession& Client::session() {
 // The first contact: GET /v2/ over https (and, for a host configured insecure only, over http when
 // https can't be spoken), which also tells how the registry authenticates.
 Result<void> Client::ensure_scheme(HttpSession& session) {
+  // One first contact, however many transfer threads start at once.
+  std::lock_guard contact(m_contact_mutex);
   {
     std::lock_guard lock(m_mutex);
     if (!m_scheme.empty()) {
@@ -228,22 +246,11 @@ Result<void> Client::ensure_scheme(HttpSession& session) {
     ping.connect_timeout_s = m_options.connect_timeout_s;
     ping.low_speed_timeout_s = m_options.stall_timeout_s;
     ping.max_body = 64 << 10;
-    Result<HttpResponse> r = Error{};
-    for (int attempt = 0;; ++attempt) {
-      r = session.perform(ping);
-      if (!r) {
-        return std::move(r).error();
-      }
-      bool again = (r->status == 0 && !r->tls_failure) || retryable_status(r->status);
-      if (!again || attempt >= m_options.retries) {
-        break;
-      }
-      backoff(m_options.retry_delay_ms << attempt);
-    }
-    if (r->status == 0) {
+    LS_TRY_ASSIGN(HttpResponse r, perform_retrying(session, ping, m_options));
+    if (r.status == 0) {
       failures +=
-          fmt::format("{}{}: {}", failures.empty() ? "" : "; ", redact_url(ping.url), r->transport_error);
-      if (r->tls_failure && !m_settings.insecure) {
+          fmt::format("{}{}: {}", failures.empty() ? "" : "; ", redact_url(ping.url), r.transport_error);
+      if (r.tls_failure && !m_settings.insecure) {
         return external_error(
             "can't reach registry {}: {}. If it uses a private CA, put the CA certificate in "
             "/etc/containers/certs.d/{}/ca.crt; for a test registry, --tls-verify=false",
@@ -251,16 +258,16 @@ Result<void> Client::ensure_scheme(HttpSession& session) {
       }
       continue;
     }
-    if (r->status == 401) {
-      LS_TRY(learn_challenge(*r));
-    } else if (r->status >= 200 && r->status < 300) {
+    if (r.status == 401) {
+      LS_TRY(learn_challenge(r));
+    } else if (r.status >= 200 && r.status < 300) {
       std::lock_guard lock(m_mutex);
       m_auth = AuthKind::none;
-    } else if (r->status == 404) {
+    } else if (r.status == 404) {
       return external_error("{} is not a registry: {} answered 404 (no /v2/ API)", m_host,
                             redact_url(ping.url));
     } else {
-      return external_error("registry {} failed: GET /v2/ answered {}", m_host, registry_message(*r));
+      return external_error("registry {} failed: GET /v2/ answered {}", m_host, registry_message(r));
     }
     std::lock_guard lock(m_mutex);
     m_scheme = scheme;
@@ -367,23 +374,12 @@ Result<Client::Token> Client::fetch_token(const std::vector<Scope>& scopes) {
     }
   }
   HttpSession& s = session();
-  Result<HttpResponse> r = Error{};
-  for (int attempt = 0;; ++attempt) {
-    r = s.perform(q);
-    if (!r) {
-      return std::move(r).error();
-    }
-    bool again = (r->status == 0 && !r->tls_failure) || retryable_status(r->status);
-    if (!again || attempt >= m_options.retries) {
-      break;
-    }
-    backoff(std::max(m_options.retry_delay_ms << attempt, retry_after_seconds(*r) * 1000));
-  }
-  if (r->status == 0) {
+  LS_TRY_ASSIGN(HttpResponse r, perform_retrying(s, q, m_options));
+  if (r.status == 0) {
     return external_error("can't get a token for registry {} from {}: {}", m_host, redact_url(realm),
-                          r->transport_error);
+                          r.transport_error);
   }
-  if (r->status == 401 || r->status == 403) {
+  if (r.status == 401 || r.status == 403) {
     if (credential) {
       return external_error("registry {} refused the credentials from {}: run `lockstep login {}` with valid "
                             "ones",
@@ -392,11 +388,11 @@ Result<Client::Token> Client::fetch_token(const std::vector<Scope>& scopes) {
     return external_error("registry {} needs credentials for {}: run `lockstep login {}`", m_host,
                           scopes.empty() ? m_host : scopes.front().repository, m_host);
   }
-  if (r->status < 200 || r->status >= 300) {
+  if (r.status < 200 || r.status >= 300) {
     return external_error("can't get a token for registry {} from {}: {}", m_host, redact_url(realm),
-                          registry_message(*r));
+                          registry_message(r));
   }
-  LS_TRY_ASSIGN(json body, parse_json(r->body, "the token answer of " + redact_url(realm)));
+  LS_TRY_ASSIGN(json body, parse_json(r.body, "the token answer of " + redact_url(realm)));
   Token token;
   for (const char* key : {"token", "access_token"}) {
     if (body.is_object() && body.contains(key) && body[key].is_string() &&

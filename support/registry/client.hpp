@@ -122,8 +122,9 @@ private:
   std::string m_api_host; // where the API is served: "registry-1.docker.io"
   ClientOptions m_options;
   HostSettings m_settings;
-  std::mutex m_mutex;   // guards everything below
-  std::string m_scheme; // "https" or "http", decided by the first request
+  std::mutex m_contact_mutex; // held through the first contact (ensure_scheme)
+  std::mutex m_mutex;         // guards everything below
+  std::string m_scheme;       // "https" or "http", decided by the first request
   AuthKind m_auth = AuthKind::unknown;
   std::string m_realm, m_service;
   std::map<std::string, Token> m_tokens;                          // by the joined scopes

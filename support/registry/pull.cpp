@@ -49,6 +49,15 @@ Result<std::string> body_media_type(const std::string& body, const std::string& 
   return std::string();
 }
 
+// The descriptor of a manifest or index body.
+oci::Descriptor describe(const Digest& digest, const std::string& body, const std::string& type) {
+  oci::Descriptor d;
+  d.media_type = type;
+  d.digest = digest;
+  d.size = static_cast<std::int64_t>(body.size());
+  return d;
+}
+
 // An image in a registry, its blobs read through the content store.
 class RegistrySource final : public oci::ImageSource {
 public:
@@ -147,7 +156,7 @@ private:
       // Pinned and already here: no need to ask the registry.
       LS_TRY_ASSIGN(std::string body, m_store.read(*m_ref.digest, k_max_manifest_size));
       LS_TRY_ASSIGN(std::string type, body_media_type(body, what));
-      return describe(*m_ref.digest, body, type, what);
+      return describe(*m_ref.digest, body, type);
     }
     ApiRequest r;
     r.path_or_url = "/v2/" + m_ref.repository + "/manifests/" + m_ref.api_reference();
@@ -220,16 +229,7 @@ private:
       return invalid_input("{}: media type '{}' is not an image manifest or index", what, type);
     }
     LS_TRY(m_store.put(body));
-    return describe(got, body, type, what);
-  }
-
-  oci::Descriptor describe(const Digest& digest, const std::string& body, const std::string& type,
-                           const std::string&) {
-    oci::Descriptor d;
-    d.media_type = type;
-    d.digest = digest;
-    d.size = static_cast<std::int64_t>(body.size());
-    return d;
+    return describe(got, body, type);
   }
 
   oci::RegistryRef m_ref;

@@ -4,14 +4,13 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/parallel.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 
 namespace lockstep::registry {
 
@@ -347,6 +346,10 @@ std::unique_ptr<oci::ImageSource> local_blobs(std::map<Digest, std::filesystem::
   return std::make_unique<LocalBlobs>(std::move(files), store);
 }
 
+std::string push_reference(const oci::RegistryRef& target) {
+  return target.tag.empty() && target.digest ? target.digest->str() : target.tag;
+}
+
 void remember_blob(const BlobStore& store, const std::string& host, const std::string& repository,
                    const Digest& digest) {
   std::vector<std::string> repos = known_repositories(store, host, digest);
@@ -383,33 +386,15 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
   {
     log::Progress progress("pushing " + target.name(), total);
     std::mutex stats_mutex;
-    std::atomic<std::size_t> next{0};
-    auto worker = [&] {
-      for (std::size_t i = next++; i < blobs.size(); i = next++) {
-        if (auto r = pusher.blob(blobs[i], progress, stats, stats_mutex); !r) {
-          errors[i] = std::move(r).error();
-        }
+    for_each_index(blobs.size(), options.connections, [&](std::size_t i) {
+      if (auto r = pusher.blob(blobs[i], progress, stats, stats_mutex); !r) {
+        errors[i] = std::move(r).error();
       }
-    };
-    const std::size_t n = std::min(std::max<std::size_t>(options.connections, 1), blobs.size());
-    std::vector<std::jthread> threads;
-    for (std::size_t t = 1; t < n; ++t) {
-      threads.emplace_back(worker);
-    }
-    worker();
+    });
   }
-  std::string all;
-  std::optional<Error> first;
-  for (auto& e : errors) {
-    if (e) {
-      all += (all.empty() ? "" : "\n  ") + e->message;
-      first = first ? first : e;
-    }
-  }
-  if (first) {
-    Error e = *first;
-    e.message = all + "\nNo manifest was pushed: the registry shows nothing new under " + target.name();
-    return e;
+  if (auto failed = combine_errors(errors, "blob uploads")) {
+    failed->message += "\nNo manifest was pushed: the registry shows nothing new under " + target.name();
+    return *failed;
   }
   for (const auto& b : blobs) {
     remember_blob(store, target.host, target.repository, b.digest);
@@ -423,7 +408,7 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
     }
   }
   if (refs.empty()) {
-    refs.push_back(target.digest ? target.digest->str() : target.tag);
+    refs.push_back(push_reference(target));
   }
   for (const std::string& ref : refs) {
     ApiRequest put;

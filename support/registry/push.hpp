@@ -33,6 +33,9 @@ struct PushContent {
   std::vector<oci::Descriptor> blobs;
 };
 
+/// Where a push to `target` puts the manifest: its tag, or its digest when it names only a digest.
+std::string push_reference(const oci::RegistryRef& target);
+
 /// Pushes `content`, whose blobs `source` can read, to `target` and each of `tags` (target's own tag
 /// or digest included). Returns the manifest digest the registry holds.
 Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushContent& content,

@@ -3,10 +3,9 @@
 
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/parallel.hpp"
 
-#include <atomic>
 #include <optional>
-#include <thread>
 
 namespace lockstep::registry {
 
@@ -93,50 +92,28 @@ Result<FetchTotals> BlobFetch::run(const std::vector<oci::Descriptor>& blobs,
   log::Progress progress(label, total);
   std::vector<std::optional<Error>> errors(todo.size());
   std::vector<std::uint64_t> bytes(todo.size(), 0);
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < todo.size(); i = next++) {
-      if (interrupted()) {
-        errors[i] = Error{ExitCode::interrupted, "interrupted; nothing was published"};
-        continue;
-      }
-      auto r = one(*todo[i], &progress);
-      if (!r) {
-        errors[i] = std::move(r).error();
-        continue;
-      }
-      bytes[i] = *r;
-      progress.note(fmt::format("  {}  {}", todo[i]->digest.str().substr(0, 19), log::human_size(*r)));
+  for_each_index(todo.size(), client.options().connections, [&](std::size_t i) {
+    if (interrupted()) {
+      errors[i] = Error{ExitCode::interrupted, "interrupted; nothing was published"};
+      return;
     }
-  };
-  const std::size_t n = std::min(std::max<std::size_t>(client.options().connections, 1), todo.size());
-  {
-    std::vector<std::jthread> threads;
-    for (std::size_t t = 1; t < n; ++t) {
-      threads.emplace_back(worker);
+    auto r = one(*todo[i], &progress);
+    if (!r) {
+      errors[i] = std::move(r).error();
+      return;
     }
-    worker();
-  }
+    bytes[i] = *r;
+    progress.note(fmt::format("  {}  {}", todo[i]->digest.str().substr(0, 19), log::human_size(*r)));
+  });
   progress.done();
-  std::optional<Error> first;
-  std::string all;
-  for (std::size_t i = 0; i < todo.size(); ++i) {
-    if (errors[i]) {
-      all += (all.empty() ? "" : "\n  ") + errors[i]->message;
-      if (!first) {
-        first = errors[i];
-      }
-      continue;
-    }
-    if (bytes[i] > 0) {
-      ++totals.downloaded;
-      totals.bytes += bytes[i];
-    }
+  if (auto failed = combine_errors(errors, "blob downloads")) {
+    return *failed;
   }
-  if (first) {
-    Error e = *first;
-    e.message = all;
-    return e;
+  for (std::uint64_t b : bytes) {
+    if (b > 0) {
+      ++totals.downloaded;
+      totals.bytes += b;
+    }
   }
   return totals;
 }
