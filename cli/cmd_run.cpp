@@ -186,6 +186,10 @@ Result<void> locate_job(RunJob& j) {
   runner::LaunchRequest& req = j.req;
   runner::LaunchSite& site = j.site;
   site.lockstep = args.remote_lockstep.empty() ? this_lockstep() : args.remote_lockstep;
+  if (const fs::path helper = fs::path(site.lockstep).parent_path() / "lockstep-rank";
+      site.lockstep.starts_with("/") && ::access(helper.c_str(), X_OK) == 0) {
+    site.rank_helper = helper.string();
+  }
   site.root = ::geteuid() == 0;
   if (const char* id = std::getenv("SLURM_JOB_ID"); id != nullptr && *id != '\0') {
     site.slurm_job_id = id;

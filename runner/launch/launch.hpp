@@ -69,6 +69,9 @@ struct LaunchSite {
   int allocation_nodes = 0;                ///< SLURM_JOB_NUM_NODES (0: unknown)
   std::vector<HostSlots> hostfile;         ///< the parsed --hostfile
   std::string run_dir;                     ///< this job's record directory (rank reports go to run_dir/ranks)
+  /// lockstep-rank beside lockstep ("" when absent): each rank of the hybrid model runs it, and the
+  /// ranks on one node share one container (docs/launch.md, "Ranks on one node").
+  std::string rank_helper;
 };
 
 /// The commands of one launch.

@@ -1,0 +1,33 @@
+#pragma once
+// The holder of the container the ranks of one job share on one node (join.hpp; docs/launch.md,
+// "Ranks on one node"): `lockstep exec --hold-listen FD --hold-key FD [exec options] IMAGE -- CMD`,
+// started by the first rank's lockstep-rank. It prepares the image once (an OCI image found or
+// unpacked in the cache, a SIF loop-mounted, FUSE-mounted or extracted), assembles the container
+// once (hold_sandbox), then answers every rank that asks with the container's namespaces and the
+// rank's environment composed as `lockstep exec` composes it. Ranks join, run and leave; the
+// holder leaves when the ranks it expects (the launcher's local size) have come and gone, or when
+// none has been connected for a grace period. It never writes into the host's mount table (but for a
+// FUSE-mounted SIF, unmounted when it leaves), and nothing of it outlives the job's ranks.
+#include "runner/runtime/exec.hpp"
+#include "support/result.hpp"
+
+#include <chrono>
+#include <string>
+
+namespace lockstep::runner {
+
+/// How the holder listens and how long it waits.
+struct HoldOptions {
+  int listen_fd = -1; ///< a listening unix socket (bound to join::socket_name(key))
+  std::string key;    ///< join::key_of() of the ranks it serves; others are refused
+  /// How long it stays with no rank connected before leaving, unless every expected rank came.
+  std::chrono::milliseconds grace{2000};
+};
+
+/// Prepares `exec`'s container and holds it for the ranks that ask on `hold.listen_fd` (see the
+/// file comment). A container that can't be prepared is not an error here: every rank that asks
+/// during the grace period is refused with the reason, and runs `lockstep exec` itself (which then
+/// reports the failure as it always does). Returns when the holder is done.
+Result<void> hold_for_ranks(const ExecOptions& exec, const HoldOptions& hold);
+
+} // namespace lockstep::runner
