@@ -144,6 +144,9 @@ void register_preflight(CLI::App& app, Context& ctx) {
   cmd->add_option("--cuda-floor", args->cuda_floor,
                   "The lowest driver the image's CUDA needs (instead of its labels)")
       ->type_name("VERSION");
+  cmd->add_flag("--prepare-store", r.prepare_store,
+                "Create this node's store if missing (lockstep run's staging)")
+      ->group("");
   cmd->add_option("--unpack-bytes", r.unpack_bytes, "Free space the unpacked image needs (default 0)")
       ->type_name("N");
   cmd->add_option("--node", args->node, "The node name to report (default: the host name)")

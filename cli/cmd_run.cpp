@@ -8,7 +8,9 @@
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
 #include "runner/launch/run_record.hpp"
+#include "runner/launch/stage.hpp"
 #include "runner/runtime/exec.hpp"
+#include "support/blob_store.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
@@ -365,6 +367,43 @@ std::vector<std::string> failed_nodes(const std::vector<runner::NodeReport>& rep
   return names;
 }
 
+// An image some node lacks (and nothing else wrong) is staged into the nodes' stores; the ranks then
+// run the staged copy (docs/launch.md, "Staging").
+Result<void> stage_if_missing(RunJob& j) {
+  if (!j.req.stage || !runner::only_image_missing(j.reports) || j.plan.model != runner::MpiModel::hybrid ||
+      j.plan.launcher == runner::Launcher::local) {
+    return {};
+  }
+  LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(j.req.image));
+  if (arg.kind == runner::ImageArg::Kind::directory) {
+    return {}; // no digest to check a copy by: preflight reports the missing directory
+  }
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(runner::StageImage image, runner::stage_image_of(arg, store));
+  if (image.digest().str() != j.image_digest) {
+    return invalid_input("{} changed while lockstep run read it ({}, now {})", j.req.image, j.image_digest,
+                         image.digest().str());
+  }
+  log::info("{} is missing on {}; staging it into the nodes' stores", j.req.image,
+            fmt::join(failed_nodes(j.reports), ", "));
+  LS_TRY_ASSIGN(runner::StageOutcome out,
+                runner::stage_for_launch(j.plan, j.pre, fanout(j.args, j.site.lockstep, false), store, image,
+                                         j.preflight_commands));
+  nlohmann::ordered_json copied = nlohmann::ordered_json::array();
+  for (const runner::StagedNode& n : out.copied) {
+    copied.push_back({{"node", n.node}, {"ok", n.ok}, {"detail", n.detail}});
+  }
+  j.record["image"]["staged"] = {{"ref", out.image}, {"how", out.how}, {"nodes", copied}};
+  j.reports = std::move(out.reports);
+  // The ranks run the staged copy.
+  j.req.image = out.image;
+  j.shown_req.image = out.image;
+  j.pre.image = out.image;
+  LS_TRY_ASSIGN(j.plan, runner::plan_launch(j.req, j.site, j.info.facts));
+  LS_TRY_ASSIGN(j.shown, runner::plan_launch(j.shown_req, j.site, j.info.facts));
+  return {};
+}
+
 // Every node checked in parallel before any rank starts; a failure is recorded and ends the run
 // (exit 1).
 Result<void> check_nodes(RunJob& j) {
@@ -376,6 +415,7 @@ Result<void> check_nodes(RunJob& j) {
   log::Timer timer("preflight");
   LS_TRY_ASSIGN(j.reports, runner::preflight_nodes(j.plan, j.pre, fanout(j.args, j.site.lockstep, false),
                                                    j.preflight_commands));
+  LS_TRY(stage_if_missing(j));
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (const runner::NodeReport& r : j.reports) {
     nodes.push_back(runner::to_json(r));
@@ -533,6 +573,8 @@ void register_run(CLI::App& app, Context& ctx) {
       ->type_name("sbatch FILE")
       ->expected(2)
       ->allow_extra_args(false);
+  cmd->add_flag("--no-stage{false}", r.stage,
+                "Don't copy an image some node lacks into the nodes' stores: fail preflight instead");
   cmd->add_flag("--skip-preflight", args->skip_preflight,
                 "Don't check the nodes first (logged and recorded)");
   cmd->add_option("--runs-dir", args->runs_dir,

@@ -147,6 +147,9 @@ std::vector<std::string> preflight_argv(const std::string& lockstep, const Prefl
     argv.insert(argv.end(), {"--cuda-floor", request.facts.cuda_driver_floor});
   }
   argv.insert(argv.end(), {"--unpack-bytes", std::to_string(request.unpack_bytes)});
+  if (request.prepare_store) {
+    argv.emplace_back("--prepare-store");
+  }
   argv.push_back(request.image);
   return argv;
 }

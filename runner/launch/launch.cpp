@@ -597,6 +597,9 @@ std::vector<std::string> run_command_line(const LaunchRequest& r, const LaunchSi
   if (r.record_env_values) {
     out.emplace_back("--record-env-values");
   }
+  if (!r.stage) {
+    out.emplace_back("--no-stage");
+  }
   out.insert(out.end(), {r.image, "--"});
   out.insert(out.end(), r.command.begin(), r.command.end());
   return out;

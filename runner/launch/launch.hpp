@@ -59,6 +59,7 @@ struct LaunchRequest {
   std::string runs_dir;                   ///< --runs-dir, repeated by run_command_line
   std::string job;                        ///< --job, repeated by run_command_line
   bool record_env_values = false;         ///< --record-env-values, repeated by run_command_line
+  bool stage = true; ///< stage an image some node lacks (--no-stage: fail preflight instead), repeated too
 };
 
 /// Where `lockstep run` itself runs.

@@ -186,7 +186,7 @@ preflight_fails() { # JOB WHAT...
   local job=$1
   shift
   head_run run --runs-dir "$RUNS" --job "$job" --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 3 --gpus-per-node 1 \
-    "${MPI_ARGS[@]}" "$CU" -- /bin/true
+    --no-stage "${MPI_ARGS[@]}" "$CU" -- /bin/true
   assert_eq 1 "$RC" "$job: preflight must fail: $OUT $ERR"
   [ ! -e "$RUNS/$job/ranks" ] || [ -z "$(ls "$RUNS/$job/ranks")" ] || fail "$job: a rank started"
   [ "$(record "$job" | jq -r .outcome)" = "preflight failed" ] || fail "$job: record outcome"
@@ -198,7 +198,7 @@ hooks "mount --bind $WORK/empty $WORK/cu; $GOOD" "$GOOD" "$GOOD"
 preflight_fails missing
 assert_contains "$ERR" "preflight failed on n1 (image): no rank was started" "missing image: the message"
 assert_contains "$ERR" "n1  image: missing" "missing image: the detail line"
-pass "a node without the image stops the launch (exit 1, table, no rank)"
+pass "a node without the image stops the launch when staging is off (exit 1, table, no rank)"
 
 hooks "$GOOD" "$GOOD" "export LOCKSTEP_GPU_HOST_ROOT=$WORK/gpu-old"
 preflight_fails old-driver
