@@ -22,6 +22,7 @@ struct ExecArgs {
   std::string rank_report; ///< --rank-report DIR (lockstep run's ranks)
   int hold_listen = -1;    ///< --hold-listen FD: hold the container for the ranks (lockstep-rank)
   int hold_key = -1;       ///< --hold-key FD: the key of the ranks it serves, read to EOF
+  int hold_first_wait = 0; ///< --hold-first-wait MS: started by preflight, before mpirun (0: default)
 };
 
 // --hold-listen/--hold-key: this process holds the container for the ranks on this node that ask
@@ -33,6 +34,10 @@ Result<ExitCode> hold_container(const ExecArgs& args) {
   UniqueFd key_fd(args.hold_key);
   runner::HoldOptions hold;
   hold.listen_fd = args.hold_listen;
+  if (args.hold_first_wait > 0) {
+    hold.first_wait = std::chrono::milliseconds(args.hold_first_wait);
+    hold.leave_if_unprepared = true;
+  }
   std::array<char, 65536> buf{};
   for (;;) {
     LS_TRY_ASSIGN(std::size_t n, read_some(key_fd.get(), buf.data(), buf.size(), "the key of the ranks"));
@@ -145,6 +150,7 @@ void register_exec(CLI::App& app, Context& ctx) {
   // Internal: lockstep-rank starts the holder of a node's shared container with these (hidden).
   cmd->add_option("--hold-listen", args->hold_listen)->group("");
   cmd->add_option("--hold-key", args->hold_key)->group("");
+  cmd->add_option("--hold-first-wait", args->hold_first_wait)->group("");
   add_common_flags(*cmd, ctx, false);
   cmd->footer(k_examples);
   cmd->callback([args, &ctx] { ctx.action = [args, &ctx] { return run_exec_command(*args, ctx); }; });

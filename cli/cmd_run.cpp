@@ -246,6 +246,19 @@ Result<void> plan_job(RunJob& j) {
   pre.gpus_per_node = j.req.gpus_per_node;
   pre.facts = facts;
   pre.unpack_bytes = j.info.unpack_bytes;
+  // Under mpirun each node's preflight, when it passes, holds the ranks' container while mpirun
+  // starts (docs/launch.md, "Ranks on one node"). Not with --env: the preflight commands are
+  // recorded and shown, the --env values never are.
+  const auto& rank = j.plan.rank;
+  const bool env_values =
+      std::find(j.req.exec_args.begin(), j.req.exec_args.end(), "--env") != j.req.exec_args.end();
+  if (j.plan.launcher == runner::Launcher::mpirun && !j.site.rank_helper.empty() && rank.size() > 4 &&
+      rank[0] == j.site.rank_helper && !env_values) {
+    std::error_code ec;
+    pre.hold_cwd = fs::current_path(ec).string();
+    pre.hold_exec.assign(rank.begin() + 4, rank.end());
+    pre.hold_exec.insert(pre.hold_exec.end(), j.req.command.begin(), j.req.command.end());
+  }
   return {};
 }
 
@@ -326,8 +339,8 @@ Result<void> start_record(RunJob& j) {
   const runner::LaunchPlan& plan = j.plan;
   LS_TRY(runner::make_record_dirs(fs::path(j.site.run_dir) / "ranks"));
   if (!plan.hosts.empty()) {
-    LS_TRY(write_file_atomic(fs::path(j.site.run_dir) / "hostfile", plan.hostfile_text(),
-                             runner::k_record_file_mode));
+    LS_TRY(runner::write_unsynced(fs::path(j.site.run_dir) / "hostfile", plan.hostfile_text(),
+                                  runner::k_record_file_mode));
   }
   nlohmann::ordered_json& record = j.record;
   record["schema"] = 1;

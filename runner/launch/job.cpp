@@ -150,7 +150,14 @@ std::vector<std::string> preflight_argv(const std::string& lockstep, const Prefl
   if (request.prepare_store) {
     argv.emplace_back("--prepare-store");
   }
+  if (!request.hold_exec.empty()) {
+    argv.insert(argv.end(), {"--hold-cwd", request.hold_cwd});
+  }
   argv.push_back(request.image);
+  if (!request.hold_exec.empty()) {
+    argv.emplace_back("--");
+    argv.insert(argv.end(), request.hold_exec.begin(), request.hold_exec.end());
+  }
   return argv;
 }
 

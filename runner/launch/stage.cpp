@@ -769,6 +769,7 @@ Result<StageOutcome> stage_for_launch(const LaunchPlan& plan, const PreflightReq
   staged.image = out.image;
   staged.image_digest = image.digest().str();
   staged.prepare_store = true;
+  staged.hold_exec.clear(); // the ranks of a staged image start their holders themselves
   log::Timer timer("stage the image");
   LS_TRY_ASSIGN(std::vector<NodeReport> seen, preflight_nodes(plan, staged, fanout, commands));
   if (std::all_of(seen.begin(), seen.end(), [](const NodeReport& r) { return r.ok(); })) {

@@ -1,6 +1,7 @@
 #include "runner/runtime/exec.hpp"
 
 #include "runner/runtime/gpu.hpp"
+#include "runner/runtime/join.hpp"
 #include "runner/runtime/root_cache.hpp"
 #include "support/blob_store.hpp"
 #include "support/fs.hpp"
@@ -435,17 +436,16 @@ namespace {
 // session directory live there. /tmp itself comes with --tmp-host.
 void bind_launcher_dirs(SandboxConfig& config) {
   std::vector<std::string> seen;
-  for (const char* name : k_launcher_dir_variables) {
+  for (const char* name : join::k_launcher_dir_variables) {
     const char* value = std::getenv(name);
     if (value == nullptr || value[0] != '/') {
       continue;
     }
-    std::error_code ec;
-    fs::path dir = fs::weakly_canonical(value, ec);
-    if (ec || !fs::is_directory(dir, ec) || dir == "/" || dir == "/tmp" ||
-        dir.string().starts_with("/tmp/")) {
+    const std::optional<std::string> bound = join::launcher_dir_to_bind(value);
+    if (!bound) {
       continue;
     }
+    const fs::path dir = *bound;
     if (std::find(seen.begin(), seen.end(), dir.string()) != seen.end()) {
       continue;
     }

@@ -4,6 +4,7 @@
 // the image's environment, entrypoint and working directory, composes the environment in
 // Apptainer's order and hands a SandboxConfig to run_in_sandbox(). docs/exec.md.
 #include "runner/runtime/gpu.hpp"
+#include "runner/runtime/join.hpp"
 #include "runner/runtime/sandbox.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "support/oci/image_arg.hpp"
@@ -14,7 +15,6 @@
 
 #include <sys/types.h>
 
-#include <array>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -64,12 +64,6 @@ struct EnvSources {
 /// the usual system directories and HOME to `home`. Order: first appearance. An --env without
 /// '=' or with a name that is not [A-Za-z_][A-Za-z0-9_]* is invalid_input.
 Result<std::vector<std::string>> compose_environment(const EnvSources& sources);
-
-/// The launcher's session directories a rank (--mpi-rank) binds when they lie outside /tmp: PMIx's
-/// rendezvous files and Open MPI's session directory live there.
-inline constexpr std::array<const char*, 5> k_launcher_dir_variables = {
-    "PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR", "OMPI_MCA_orte_tmpdir_base", "OMPI_MCA_prte_tmpdir_base",
-    "SLURM_PMIX_TMPDIR"};
 
 /// Everything `lockstep exec` takes from its command line.
 struct ExecOptions {

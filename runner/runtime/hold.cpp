@@ -66,7 +66,7 @@ Result<join::Grant> grant_for(const ExecOptions& exec, const Holding& h, const j
 
 // Answers one connection. Returns true when the rank was granted the container (and stays
 // connected while it runs).
-bool answer(int conn, const ExecOptions& exec, const HoldOptions& hold, const Holding& h) {
+bool answer(int conn, const ExecOptions& exec, const HoldOptions& hold, const Holding& h, int& expected) {
   ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &k_rank_io_timeout, sizeof k_rank_io_timeout);
   ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &k_rank_io_timeout, sizeof k_rank_io_timeout);
   Result<uid_t> peer = join::peer_uid(conn);
@@ -98,6 +98,9 @@ bool answer(int conn, const ExecOptions& exec, const HoldOptions& hold, const Ho
   if (!grant) {
     return refuse(grant.error().message);
   }
+  if (expected == 0) { // a holder preflight started learns the local size from the first rank
+    expected = join::local_rank_count(request->env).value_or(0);
+  }
   std::vector<int> ns = {h.held.mount_ns.get()};
   if (h.held.user_ns.valid()) {
     ns.push_back(h.held.user_ns.get());
@@ -120,9 +123,12 @@ Result<void> hold_for_ranks(const ExecOptions& exec, const HoldOptions& hold) {
   }
   // The ranks the launcher starts on this node (the first rank's environment says; unknown: wait
   // out the grace period once the last rank is gone).
-  const int expected = h.refusal.empty() ? join::local_rank_count(own_env).value_or(0) : 0; // 0: unknown
+  int expected = h.refusal.empty() ? join::local_rank_count(own_env).value_or(0) : 0; // 0: unknown
   log::debug("hold: {}; expecting {} rank(s) here", h.refusal.empty() ? "container ready" : h.refusal,
              expected > 0 ? std::to_string(expected) : "an unknown number of");
+  if (!h.refusal.empty() && hold.leave_if_unprepared) {
+    return {};
+  }
   std::vector<UniqueFd> ranks; // connected ranks, each running in the container
   int served = 0;
   Clock::time_point idle_since = Clock::now();
@@ -132,8 +138,9 @@ Result<void> hold_for_ranks(const ExecOptions& exec, const HoldOptions& hold) {
     }
     int timeout_ms = -1;
     if (ranks.empty()) {
+      const auto wait = served == 0 ? hold.first_wait : hold.grace;
       const auto left =
-          hold.grace - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - idle_since);
+          wait - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - idle_since);
       if (left.count() <= 0) {
         return {};
       }
@@ -165,7 +172,7 @@ Result<void> hold_for_ranks(const ExecOptions& exec, const HoldOptions& hold) {
     }
     if ((fds[0].revents & POLLIN) != 0) {
       UniqueFd conn(::accept4(hold.listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
-      if (conn.valid() && answer(conn.get(), exec, hold, h)) {
+      if (conn.valid() && answer(conn.get(), exec, hold, h, expected)) {
         ++served;
         ranks.push_back(std::move(conn));
       }

@@ -18,11 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 extern char** environ; // NOLINT(readability-redundant-declaration)
@@ -178,12 +180,28 @@ std::optional<int> tasks_at(std::string_view list, int index) {
 
 } // namespace
 
+std::optional<std::string> launcher_dir_to_bind(const char* value) {
+  if (value == nullptr || value[0] != '/') {
+    return std::nullopt;
+  }
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::weakly_canonical(value, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec) || dir == "/" || dir == "/tmp" ||
+      dir.string().starts_with("/tmp/")) {
+    return std::nullopt;
+  }
+  return dir.string();
+}
+
 KeyInputs key_inputs(const std::vector<std::string>& argv) {
   KeyInputs in;
   in.argv = argv;
   for (std::string_view name : k_key_environment) {
     const char* v = std::getenv(std::string(name).c_str());
-    in.env.push_back(v != nullptr ? std::optional<std::string>(v) : std::nullopt);
+    const bool launcher_dir = std::any_of(k_launcher_dir_variables.begin(), k_launcher_dir_variables.end(),
+                                          [name](const char* l) { return name == l; });
+    in.env.push_back(launcher_dir ? launcher_dir_to_bind(v)
+                                  : (v != nullptr ? std::optional<std::string>(v) : std::nullopt));
   }
   std::array<char, 4096> buf{};
   if (::getcwd(buf.data(), buf.size()) != nullptr) {
@@ -577,6 +595,17 @@ std::optional<Joined> ask(UniqueFd conn, const std::string& key, std::string& wh
 
 } // namespace
 
+Result<UniqueFd> bind_rendezvous(std::string_view key) {
+  socklen_t len = 0;
+  const sockaddr_un addr = abstract_address(socket_name(key), len);
+  UniqueFd listener = unix_socket();
+  if (!listener.valid() || ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
+      ::listen(listener.get(), SOMAXCONN) != 0) {
+    return errno_error("can't listen on the ranks' rendezvous", errno);
+  }
+  return listener;
+}
+
 std::optional<Joined> ask_holder(const std::vector<std::string>& creator, std::string& why) {
   if (creator.size() < 3 || creator[1] != "exec" || creator[0].empty() || creator[0][0] != '/') {
     why = "not a `lockstep exec` command line with an absolute path";
@@ -609,10 +638,8 @@ std::optional<Joined> ask_holder(const std::vector<std::string>& creator, std::s
     }
     // Nobody listens: become the holder's starter, unless another rank just bound the name (it
     // listens right after; wait a moment and connect).
-    UniqueFd listener = unix_socket();
-    if (listener.valid() && ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0 &&
-        ::listen(listener.get(), SOMAXCONN) == 0) {
-      start_holder(creator, listener.get(), key);
+    if (Result<UniqueFd> listener = bind_rendezvous(key)) {
+      start_holder(creator, listener->get(), key);
       continue;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(500));

@@ -24,6 +24,12 @@
 
 namespace lockstep::runner::join {
 
+/// The launcher's session directories a rank (--mpi-rank) binds when they lie outside /tmp: PMIx's
+/// rendezvous files and Open MPI's session directory live there.
+inline constexpr std::array<const char*, 5> k_launcher_dir_variables = {
+    "PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR", "OMPI_MCA_orte_tmpdir_base", "OMPI_MCA_prte_tmpdir_base",
+    "SLURM_PMIX_TMPDIR"};
+
 /// The environment variables `lockstep exec` reads to build a container (besides its command
 /// line): ranks that differ in any of them never share one. Every getenv() on exec's way to the
 /// container is listed here (tests/unit/runner/runtime/test_join.cpp checks the sources).
@@ -40,10 +46,18 @@ inline constexpr std::array<std::string_view, 12> k_key_environment = {"HOME",
                                                                        "OMPI_MCA_prte_tmpdir_base",
                                                                        "SLURM_PMIX_TMPDIR"};
 
+/// The directory a launcher session variable's value makes a rank bind (--mpi-rank): the value
+/// resolved (symlinks followed), when it is an existing directory other than /, /tmp or one below
+/// /tmp (the host's /tmp is bound whole). nullopt: nothing to bind.
+std::optional<std::string> launcher_dir_to_bind(const char* value);
+
 /// What decides whether two ranks may share a container.
 struct KeyInputs {
   std::vector<std::string> argv; ///< the `lockstep exec ...` command line each rank would run
-  /// k_key_environment's values, in its order (nullopt: unset).
+  /// k_key_environment's values, in its order (nullopt: unset); for the launcher's session
+  /// variables (k_launcher_dir_variables), the directory a rank binds (launcher_dir_to_bind), so
+  /// ranks whose session directories all lie in /tmp share a container with a holder started
+  /// outside the launcher (by preflight).
   std::vector<std::optional<std::string>> env;
   std::string cwd;
   std::string host;
@@ -113,6 +127,10 @@ Result<uid_t> peer_uid(int socket);
 /// OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS (MPICH), or Slurm's SLURM_STEP_TASKS_PER_NODE
 /// ("2(x3),1") at SLURM_NODEID; nullopt when none says.
 std::optional<int> local_rank_count(const std::vector<std::string>& env);
+
+/// Binds and listens on the rendezvous of `key` (socket_name): the caller then starts its holder.
+/// Fails (EADDRINUSE) when another process has bound it.
+Result<UniqueFd> bind_rendezvous(std::string_view key);
 
 /// A rank's connection to the node's holder, and what it granted.
 struct Joined {

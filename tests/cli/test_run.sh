@@ -110,17 +110,20 @@ pass "the SIF runs the same way (--ranks-per-node 1 on 2 nodes)"
 # ---- ranks on one node share one container -------------------------------------------------------
 # Each rank prints its node and its container's mount namespace, and stays a moment, so the ranks of
 # a node overlap: containers of their own would have distinct namespaces.
+# shellcheck disable=SC2016 # expanded by the ranks' shell
 ns_cmd='echo "ns $(hostname) $(readlink /proc/self/ns/mnt)"; sleep 0.5'
 # "NODE NAMESPACES" per node: how many distinct containers the ranks of each node ran in.
 containers_per_node() {
   grep '^ns ' | sort -u | awk '{ print $2 }' | uniq -c | awk '{ print $2, $1 }' | tr '\n' ' '
 }
+# A holder is `lockstep exec --hold-listen ...` (started by a rank) or a child of `lockstep preflight
+# --hold-cwd ...` (started by preflight under mpirun).
 holders_gone() {
   for _ in $(seq 50); do
-    pgrep -f -- "--hold-listen .*$RUNS/" >/dev/null || return 0
+    pgrep -f -- "--hold-(listen|cwd) .*$RUNS/" >/dev/null || return 0
     sleep 0.1
   done
-  fail "a container holder outlived its job: $(pgrep -af -- "--hold-listen .*$RUNS/")"
+  fail "a container holder outlived its job: $(pgrep -af -- "--hold-(listen|cwd) .*$RUNS/")"
 }
 for kind in oci sif; do
   image=$IMG

@@ -116,7 +116,7 @@ TEST_CASE(
 
 TEST_CASE("every variable exec reads on its way to the container is part of the key", "[join]") {
   const std::set<std::string> key(join::k_key_environment.begin(), join::k_key_environment.end());
-  for (std::string_view name : k_launcher_dir_variables) {
+  for (std::string_view name : join::k_launcher_dir_variables) {
     CHECK(key.count(std::string(name)) == 1);
   }
   const fs::path src = LOCKSTEP_SOURCE_DIR;
@@ -137,6 +137,31 @@ TEST_CASE("every variable exec reads on its way to the container is part of the 
     }
   }
   CHECK(found >= 8);
+}
+
+TEST_CASE("a launcher's session directory counts only where a rank binds it: outside /tmp, an existing "
+          "directory",
+          "[join]") {
+  const fs::path in_tmp = fs::path("/tmp") / ("lockstep-join-test-" + std::to_string(::getpid()));
+  fs::create_directories(in_tmp);
+  CHECK_FALSE(join::launcher_dir_to_bind(nullptr));
+  CHECK_FALSE(join::launcher_dir_to_bind("relative/dir"));
+  CHECK_FALSE(join::launcher_dir_to_bind("/"));
+  CHECK_FALSE(join::launcher_dir_to_bind("/tmp"));
+  CHECK_FALSE(join::launcher_dir_to_bind(in_tmp.c_str())); // below /tmp: bound with it
+  CHECK_FALSE(join::launcher_dir_to_bind("/no/such/dir"));
+  CHECK(join::launcher_dir_to_bind("/usr/./lib/") == "/usr/lib");
+  // A rank whose PMIx session directory lies in /tmp has the key of a process without one (the
+  // holder preflight starts under mpirun); one outside /tmp does not.
+  const std::vector<std::string> argv = {"/usr/bin/lockstep", "exec", "x.sif", "--", "true"};
+  ::unsetenv("PMIX_SERVER_TMPDIR");
+  const std::string without = join::key_of(join::key_inputs(argv));
+  ::setenv("PMIX_SERVER_TMPDIR", in_tmp.c_str(), 1);
+  CHECK(join::key_of(join::key_inputs(argv)) == without);
+  ::setenv("PMIX_SERVER_TMPDIR", "/usr/lib", 1);
+  CHECK(join::key_of(join::key_inputs(argv)) != without);
+  ::unsetenv("PMIX_SERVER_TMPDIR");
+  fs::remove(in_tmp);
 }
 
 TEST_CASE("the ranks on this node come from Open MPI, MPICH or Slurm's tasks per node", "[join]") {
