@@ -65,10 +65,10 @@ echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 hyperfine --shell=bash --style basic --warmup 1 --runs "$runs" --export-json "$WORK/h.json" \
   -n "salloc sbcast of the SIF (3 nodes)" --prepare "$empty_stores" "$(on_head_cmd "$peer") >/dev/null" \
   -n "salloc lockstep run, staged with sbcast" --prepare "$empty_stores" "$(on_head_cmd "$slurm") >/dev/null" \
-  -n "salloc lockstep run, already staged" "$(on_head_cmd "$slurm") >/dev/null" \
+  -n "salloc lockstep run, already staged" --prepare true "$(on_head_cmd "$slurm") >/dev/null" \
   -n "lockstep run (mpirun), staged through the agent tree" --prepare "$empty_stores" \
   "$(on_head_cmd "$mpi") >/dev/null" \
-  -n "lockstep run (mpirun), already staged" "$(on_head_cmd "$mpi") >/dev/null" >&2
+  -n "lockstep run (mpirun), already staged" --prepare true "$(on_head_cmd "$mpi") >/dev/null" >&2
 echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 jq -r '.results as $r | "| launch | mean s | ratio to sbcast |\n|---|---|---|",
