@@ -4,9 +4,13 @@
 #      `lockstep run` (preflight on every node + mpirun + one `lockstep exec` per rank, image from
 #      examples/mpi-hello) against bare `mpirun` of the same program on the host (python3-mpi4py);
 #   2. the same under Slurm: `salloc lockstep run` (srun preflight step + srun --mpi=pmix) against
-#      `salloc srun --mpi=pmix` on the host.
-# Prints mean times and ratios (ours / peer); target <= 1.3x. Needs root, deb.debian.org (the
-# image's packages) and scripts/install-deps.sh bench (hyperfine, Open MPI, Slurm, munge).
+#      `salloc srun --mpi=pmix` on the host;
+#   3. a trivial command (/bin/hostname) at 24 and 48 ranks on the 3 nodes (8 and 16 per node):
+#      `lockstep run` of the example's OCI image and of its SIF against bare `mpirun` of the host's
+#      /bin/hostname, so launch cost per rank shows (the ranks of a node share one container).
+# Prints mean times and ratios (ours / peer); target <= 1.3x for 1-2, <= 1.2x for 3. Prints the load
+# averages before and after (the ratios mean little on a loaded machine). Needs root, deb.debian.org
+# (the image's packages) and scripts/install-deps.sh bench (hyperfine, Open MPI, Slurm, munge).
 # Usage: bench/run-launch.sh [RUNS]   (from the repository root; default 10 runs each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +35,7 @@ echo "bench: building examples/mpi-hello..." >&2
 "$LOCKSTEP" build --quiet --locked "$WORK/ex/lockstep.yaml" >/dev/null
 cp examples/mpi-hello/hello.py "$WORK/hello.py"
 
-cluster_up 3
+cluster_up 3 16
 slurm_up
 mca="--mca plm_rsh_agent $CLUSTER_AGENT --mca btl_tcp_if_include $CLUSTER_SUBNET --mca oob_tcp_if_include $CLUSTER_SUBNET"
 largs=""
@@ -48,15 +52,29 @@ for c in "$bare_mpirun" "$ours_mpirun" "$bare_srun" "$ours_srun"; do
   out=$(eval "$(on_head_cmd "$c")" 2>&1) || fail "this failed: $c: $out"
   grep -q "allreduce ok: 4 ranks, sum 10" <<<"$out" || fail "wrong result from: $c: $out"
 done
+# The trivial command at R ranks: bare mpirun, lockstep run of the OCI image, of the SIF.
+trivial=()
+for r in 24 48; do
+  bare="mpirun --allow-run-as-root -n $r --hostfile $CLUSTER_DIR/hostfile --map-by node $mca /bin/hostname"
+  oci="$LOCKSTEP run --quiet --runs-dir $WORK/runs --hostfile $CLUSTER_DIR/hostfile -N 3 -n $r $largs oci:$WORK/ex/out -- /bin/hostname"
+  sif="$LOCKSTEP run --quiet --runs-dir $WORK/runs --hostfile $CLUSTER_DIR/hostfile -N 3 -n $r $largs $WORK/ex/out.sif -- /bin/hostname"
+  for c in "$bare" "$oci" "$sif"; do
+    out=$(eval "$(on_head_cmd "$c")" 2>&1) || fail "this failed: $c: $out"
+    [ "$(grep -c '^n[123]$' <<<"$out")" = "$r" ] || fail "not $r host names from: $c: $out"
+  done
+  trivial+=(-n "bare mpirun -n $r /bin/hostname (host)" "$(on_head_cmd "$bare") >/dev/null"
+    -n "lockstep run -n $r OCI -- /bin/hostname" "$(on_head_cmd "$oci") >/dev/null"
+    -n "lockstep run -n $r SIF -- /bin/hostname" "$(on_head_cmd "$sif") >/dev/null")
+done
+echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 hyperfine --shell=bash --style basic --warmup 1 --runs "$runs" --export-json "$WORK/h.json" \
   -n "bare mpirun (host)" "$(on_head_cmd "$bare_mpirun") >/dev/null" \
   -n "lockstep run --launcher mpirun" "$(on_head_cmd "$ours_mpirun") >/dev/null" \
   -n "bare salloc srun --mpi=pmix (host)" "$(on_head_cmd "$bare_srun") >/dev/null" \
-  -n "salloc lockstep run (srun)" "$(on_head_cmd "$ours_srun") >/dev/null" >&2
+  -n "salloc lockstep run (srun)" "$(on_head_cmd "$ours_srun") >/dev/null" "${trivial[@]}" >&2
+echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
+# Each group: the peer first, then ours; the ratio is ours / the group's peer.
 jq -r '.results as $r | "| launch | mean s | ratio |\n|---|---|---|",
-  "| \($r[0].command) | \($r[0].mean*1000|round/1000) | 1.000 |",
-  "| \($r[1].command) | \($r[1].mean*1000|round/1000) | \(($r[1].mean/$r[0].mean)*1000|round/1000) |",
-  "| \($r[2].command) | \($r[2].mean*1000|round/1000) | 1.000 |",
-  "| \($r[3].command) | \($r[3].mean*1000|round/1000) | \(($r[3].mean/$r[2].mean)*1000|round/1000) |"' "$WORK/h.json"
+  (range(0; $r|length) as $i | "| \($r[$i].command) | \($r[$i].mean*1000|round/1000) | \(($r[$i].mean/$r[[0, 0, 2, 2, 4, 4, 4, 7, 7, 7][$i]].mean)*1000|round/1000) |")' "$WORK/h.json"

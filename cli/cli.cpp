@@ -91,6 +91,7 @@ int run(int argc, char** argv) {
   register_exec(app, ctx);
   register_run(app, ctx);
   register_preflight(app, ctx);
+  register_stage(app, ctx);
   register_doctor(app, ctx);
   register_verify(app, ctx);
   register_diff(app, ctx);

@@ -43,6 +43,7 @@ void register_inspect(CLI::App& app, Context& ctx);
 void register_exec(CLI::App& app, Context& ctx);
 void register_run(CLI::App& app, Context& ctx);
 void register_preflight(CLI::App& app, Context& ctx);
+void register_stage(CLI::App& app, Context& ctx);
 void register_doctor(CLI::App& app, Context& ctx);
 void register_lock(CLI::App& app, Context& ctx);
 void register_verify(CLI::App& app, Context& ctx);

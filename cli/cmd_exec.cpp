@@ -2,6 +2,9 @@
 #include "cli/cli.hpp"
 #include "runner/launch/run_record.hpp"
 #include "runner/runtime/exec.hpp"
+#include "runner/runtime/hold.hpp"
+#include "runner/runtime/join.hpp"
+#include "support/fs.hpp"
 
 #include <cstdlib>
 #include <memory>
@@ -17,7 +20,38 @@ struct ExecArgs {
   std::string gpus;
   std::string sif_mount;
   std::string rank_report; ///< --rank-report DIR (lockstep run's ranks)
+  int hold_listen = -1;    ///< --hold-listen FD: hold the container for the ranks (lockstep-rank)
+  int hold_key = -1;       ///< --hold-key FD: the key of the ranks it serves, read to EOF
+  int hold_first_wait = 0; ///< --hold-first-wait MS: started by preflight, before mpirun (0: default)
 };
+
+// --hold-listen/--hold-key: this process holds the container for the ranks on this node that ask
+// (runner/runtime/hold.hpp); lockstep-rank starts it with these two descriptors.
+Result<ExitCode> hold_container(const ExecArgs& args) {
+  if (args.hold_listen < 3 || args.hold_key < 3) {
+    return invalid_input("--hold-listen and --hold-key take the descriptors lockstep-rank passes");
+  }
+  UniqueFd key_fd(args.hold_key);
+  runner::HoldOptions hold;
+  hold.listen_fd = args.hold_listen;
+  if (args.hold_first_wait > 0) {
+    hold.first_wait = std::chrono::milliseconds(args.hold_first_wait);
+    hold.leave_if_unprepared = true;
+  }
+  std::array<char, 65536> buf{};
+  for (;;) {
+    LS_TRY_ASSIGN(std::size_t n, read_some(key_fd.get(), buf.data(), buf.size(), "the key of the ranks"));
+    if (n == 0) {
+      break;
+    }
+    hold.key.append(buf.data(), n);
+    if (hold.key.size() > runner::join::k_max_message) {
+      return invalid_input("the key of the ranks is longer than {} bytes", runner::join::k_max_message);
+    }
+  }
+  LS_TRY(runner::hold_for_ranks(args.options, hold));
+  return ExitCode::ok;
+}
 
 constexpr const char* k_examples = R"(Examples:
   lockstep exec oci:build/hello -- /bin/sh -c 'echo $HOME'
@@ -63,6 +97,9 @@ Result<ExitCode> run_exec_command(ExecArgs& args, Context& ctx) {
     mode = env != nullptr && *env != '\0' ? env : "auto";
   }
   LS_TRY_ASSIGN(o.sif_mount, runner::parse_sif_mount_mode(mode));
+  if (args.hold_listen >= 0 || args.hold_key >= 0) {
+    return hold_container(args);
+  }
   auto run = [&o] { return runner::run_exec(o); };
   LS_TRY_ASSIGN(int code,
                 args.rank_report.empty() ? run() : runner::run_reporting_rank(args.rank_report, run));
@@ -110,6 +147,10 @@ void register_exec(CLI::App& app, Context& ctx) {
          "--rank-report", args->rank_report,
          "When the command ends, write DIR/rank-N.json (rank, node, exit code, times) for the run record")
       ->type_name("DIR");
+  // Internal: lockstep-rank starts the holder of a node's shared container with these (hidden).
+  cmd->add_option("--hold-listen", args->hold_listen)->group("");
+  cmd->add_option("--hold-key", args->hold_key)->group("");
+  cmd->add_option("--hold-first-wait", args->hold_first_wait)->group("");
   add_common_flags(*cmd, ctx, false);
   add_registry_flags(*cmd, ctx);
   cmd->footer(k_examples);

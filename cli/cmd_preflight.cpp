@@ -2,8 +2,16 @@
 // this node; `--json` prints the one-line report `lockstep run` collects from each node.
 #include "cli/cli.hpp"
 #include "runner/launch/preflight.hpp"
+#include "runner/runtime/join.hpp"
+#include "support/fs.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <string_view>
@@ -19,7 +27,69 @@ struct PreflightArgs {
   std::string cuda;
   std::string cuda_floor;
   std::string node;
+  std::string hold_cwd;               ///< --hold-cwd (lockstep run under mpirun)
+  std::vector<std::string> hold_exec; ///< after `--`: the ranks' `lockstep exec` line
 };
+
+// How long a holder started here waits for mpirun to start the first rank.
+constexpr int k_hold_first_wait_ms = 10000;
+
+// After a passing preflight, with --hold-cwd DIR -- EXEC...: the ranks' rendezvous is bound now, and
+// a child of this process (already started, so no second start of lockstep) prepares and holds their
+// container while mpirun starts, as `lockstep exec --hold-listen` does for the first rank otherwise
+// (runner/runtime/hold.hpp). Anything in the way (another holder, a key too long) leaves it to the
+// ranks.
+void hold_ranks_container(const PreflightArgs& args) {
+  const std::vector<std::string>& exec = args.hold_exec;
+  if (exec.size() < 3 || exec[1] != "exec" || ::chdir(args.hold_cwd.c_str()) != 0) {
+    return;
+  }
+  const std::string key = runner::join::key_of(runner::join::key_inputs(exec));
+  std::array<int, 2> key_pipe{-1, -1};
+  if (key.size() > 60000 || ::pipe(key_pipe.data()) != 0) { // the key fits in the pipe: no writer to wait for
+    return;
+  }
+  UniqueFd key_read(key_pipe[0]);
+  UniqueFd key_write(key_pipe[1]);
+  Result<UniqueFd> listener = runner::join::bind_rendezvous(key);
+  if (!listener || !write_all(key_write.get(), key.data(), key.size(), "a pipe")) {
+    return;
+  }
+  key_write.reset();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid(); // the agent's session may end; the holder stays for the ranks
+    if (::fork() != 0) {
+      _exit(0);
+    }
+    const int null = ::open("/dev/null", O_RDWR);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(null, 2) < 0) {
+      _exit(127);
+    }
+    std::vector<std::string> argv = {exec[0],
+                                     "exec",
+                                     "--hold-listen",
+                                     std::to_string(listener->get()),
+                                     "--hold-key",
+                                     std::to_string(key_read.get()),
+                                     "--hold-first-wait",
+                                     std::to_string(k_hold_first_wait_ms)};
+    argv.insert(argv.end(), exec.begin() + 2, exec.end());
+    std::vector<char*> cargv;
+    for (std::string& a : argv) {
+      cargv.push_back(a.data());
+    }
+    cargv.push_back(nullptr);
+    _exit(run(static_cast<int>(argv.size()), cargv.data()) & 0xff);
+  }
+  if (pid > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
 
 constexpr const char* k_examples = R"(Examples:
   lockstep preflight build/mpi-hello.sif
@@ -90,6 +160,9 @@ Result<ExitCode> run_preflight_command(PreflightArgs& args, const Context& ctx) 
   runner::PreflightRequest& req = args.request;
   const bool facts_given =
       !args.expect_mpi.empty() || !args.expect_pmix.empty() || !args.cuda.empty() || !args.cuda_floor.empty();
+  if (!args.hold_exec.empty() && args.hold_cwd.empty()) {
+    return invalid_input("unexpected arguments after IMAGE: {}", args.hold_exec.front());
+  }
   const runner::ImageProbe image = runner::probe_image(req.image);
   if (facts_given) {
     LS_TRY_ASSIGN(req.facts, facts_from_flags(args));
@@ -113,6 +186,9 @@ Result<ExitCode> run_preflight_command(PreflightArgs& args, const Context& ctx) 
     std::printf("%s\n", line.c_str());
   } else {
     std::fputs(runner::render_preflight_table({report}).c_str(), stdout);
+  }
+  if (report.ok() && !args.hold_exec.empty()) {
+    hold_ranks_container(args);
   }
   return report.ok() ? ExitCode::ok : ExitCode::check_failed;
 }
@@ -144,6 +220,13 @@ void register_preflight(CLI::App& app, Context& ctx) {
   cmd->add_option("--cuda-floor", args->cuda_floor,
                   "The lowest driver the image's CUDA needs (instead of its labels)")
       ->type_name("VERSION");
+  cmd->add_option("--hold-cwd", args->hold_cwd, "Hold the ranks' container after a pass (lockstep run)")
+      ->group("");
+  cmd->add_option("HOLD", args->hold_exec, "After --: the ranks' lockstep exec line (lockstep run)")
+      ->group("");
+  cmd->add_flag("--prepare-store", r.prepare_store,
+                "Create this node's store if missing (lockstep run's staging)")
+      ->group("");
   cmd->add_option("--unpack-bytes", r.unpack_bytes, "Free space the unpacked image needs (default 0)")
       ->type_name("N");
   cmd->add_option("--node", args->node, "The node name to report (default: the host name)")

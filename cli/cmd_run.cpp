@@ -8,7 +8,9 @@
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
 #include "runner/launch/run_record.hpp"
+#include "runner/launch/stage.hpp"
 #include "runner/runtime/exec.hpp"
+#include "support/blob_store.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
@@ -151,6 +153,7 @@ struct RunJob {
   // read_image
   runner::ImageDescription info;
   std::string image_digest; ///< "" when the image has none (a directory)
+  std::string pulled_from;  ///< the registry reference the image was pulled from, if any
   // locate_job
   runner::LaunchSite site;
   std::string job;
@@ -171,9 +174,28 @@ struct RunJob {
   }
 };
 
+// A registry image (docker://, oras://) is fetched once, here, into this node's store, and the job
+// runs that copy: staged to the nodes that lack it, never pulled by each node or rank
+// (docs/launch.md, "Registry images"). A dry run or --emit only reads its manifest and config.
+Result<void> fetch_remote_image(RunJob& j, runner::ImageArg& arg) {
+  if (!arg.ref.is_remote() || j.args.dry_run || !j.args.emit.empty()) {
+    return {};
+  }
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  log::Timer timer("pull");
+  LS_TRY_ASSIGN(runner::StageImage image, runner::stage_image_of(arg, store));
+  LS_TRY_ASSIGN(std::string placed, runner::place_staged(store, image));
+  log::info("{} is {}; the job runs its copy in this node's store, {}", arg.ref.str(), image.digest().str(),
+            placed);
+  j.pulled_from = arg.ref.str();
+  LS_TRY_ASSIGN(arg, runner::parse_image_arg(placed));
+  return {};
+}
+
 // The image: its absolute name, identity and facts.
 Result<void> read_image(RunJob& j) {
   LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(j.req.image));
+  LS_TRY(fetch_remote_image(j, arg));
   j.req.image = runner::absolute_image(arg);
   LS_TRY_ASSIGN(j.info, runner::describe_image(arg));
   j.image_digest = j.info.digest ? j.info.digest->str() : "";
@@ -186,6 +208,10 @@ Result<void> locate_job(RunJob& j) {
   runner::LaunchRequest& req = j.req;
   runner::LaunchSite& site = j.site;
   site.lockstep = args.remote_lockstep.empty() ? this_lockstep() : args.remote_lockstep;
+  if (const fs::path helper = fs::path(site.lockstep).parent_path() / "lockstep-rank";
+      site.lockstep.starts_with("/") && ::access(helper.c_str(), X_OK) == 0) {
+    site.rank_helper = helper.string();
+  }
   site.root = ::geteuid() == 0;
   if (const char* id = std::getenv("SLURM_JOB_ID"); id != nullptr && *id != '\0') {
     site.slurm_job_id = id;
@@ -240,6 +266,19 @@ Result<void> plan_job(RunJob& j) {
   pre.gpus_per_node = j.req.gpus_per_node;
   pre.facts = facts;
   pre.unpack_bytes = j.info.unpack_bytes;
+  // Under mpirun each node's preflight, when it passes, holds the ranks' container while mpirun
+  // starts (docs/launch.md, "Ranks on one node"). Not with --env: the preflight commands are
+  // recorded and shown, the --env values never are.
+  const auto& rank = j.plan.rank;
+  const bool env_values =
+      std::find(j.req.exec_args.begin(), j.req.exec_args.end(), "--env") != j.req.exec_args.end();
+  if (j.plan.launcher == runner::Launcher::mpirun && !j.site.rank_helper.empty() && rank.size() > 4 &&
+      rank[0] == j.site.rank_helper && !env_values) {
+    std::error_code ec;
+    pre.hold_cwd = fs::current_path(ec).string();
+    pre.hold_exec.assign(rank.begin() + 4, rank.end());
+    pre.hold_exec.insert(pre.hold_exec.end(), j.req.command.begin(), j.req.command.end());
+  }
   return {};
 }
 
@@ -320,8 +359,8 @@ Result<void> start_record(RunJob& j) {
   const runner::LaunchPlan& plan = j.plan;
   LS_TRY(runner::make_record_dirs(fs::path(j.site.run_dir) / "ranks"));
   if (!plan.hosts.empty()) {
-    LS_TRY(write_file_atomic(fs::path(j.site.run_dir) / "hostfile", plan.hostfile_text(),
-                             runner::k_record_file_mode));
+    LS_TRY(runner::write_unsynced(fs::path(j.site.run_dir) / "hostfile", plan.hostfile_text(),
+                                  runner::k_record_file_mode));
   }
   nlohmann::ordered_json& record = j.record;
   record["schema"] = 1;
@@ -331,6 +370,9 @@ Result<void> start_record(RunJob& j) {
                      {"digest", j.image_digest},
                      {"lock_digest", j.info.lock_digest},
                      {"facts", envspec::facts_json(j.info.facts)}};
+  if (!j.pulled_from.empty()) {
+    record["image"]["pulled_from"] = j.pulled_from;
+  }
   record["launcher"] = runner::name_of(plan.launcher);
   record["model"] = runner::name_of(plan.model);
   record["runtime"] = runner::name_of(plan.runtime);
@@ -361,6 +403,43 @@ std::vector<std::string> failed_nodes(const std::vector<runner::NodeReport>& rep
   return names;
 }
 
+// An image some node lacks (and nothing else wrong) is staged into the nodes' stores; the ranks then
+// run the staged copy (docs/launch.md, "Staging").
+Result<void> stage_if_missing(RunJob& j) {
+  if (!j.req.stage || !runner::only_image_missing(j.reports) || j.plan.model != runner::MpiModel::hybrid ||
+      j.plan.launcher == runner::Launcher::local) {
+    return {};
+  }
+  LS_TRY_ASSIGN(runner::ImageArg arg, runner::parse_image_arg(j.req.image));
+  if (arg.kind == runner::ImageArg::Kind::directory) {
+    return {}; // no digest to check a copy by: preflight reports the missing directory
+  }
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(runner::StageImage image, runner::stage_image_of(arg, store));
+  if (image.digest().str() != j.image_digest) {
+    return invalid_input("{} changed while lockstep run read it ({}, now {})", j.req.image, j.image_digest,
+                         image.digest().str());
+  }
+  log::info("{} is missing on {}; staging it into the nodes' stores", j.req.image,
+            fmt::join(failed_nodes(j.reports), ", "));
+  LS_TRY_ASSIGN(runner::StageOutcome out,
+                runner::stage_for_launch(j.plan, j.pre, fanout(j.args, j.site.lockstep, false), store, image,
+                                         j.preflight_commands));
+  nlohmann::ordered_json copied = nlohmann::ordered_json::array();
+  for (const runner::StagedNode& n : out.copied) {
+    copied.push_back({{"node", n.node}, {"ok", n.ok}, {"detail", n.detail}});
+  }
+  j.record["image"]["staged"] = {{"ref", out.image}, {"how", out.how}, {"nodes", copied}};
+  j.reports = std::move(out.reports);
+  // The ranks run the staged copy.
+  j.req.image = out.image;
+  j.shown_req.image = out.image;
+  j.pre.image = out.image;
+  LS_TRY_ASSIGN(j.plan, runner::plan_launch(j.req, j.site, j.info.facts));
+  LS_TRY_ASSIGN(j.shown, runner::plan_launch(j.shown_req, j.site, j.info.facts));
+  return {};
+}
+
 // Every node checked in parallel before any rank starts; a failure is recorded and ends the run
 // (exit 1).
 Result<void> check_nodes(RunJob& j) {
@@ -372,6 +451,7 @@ Result<void> check_nodes(RunJob& j) {
   log::Timer timer("preflight");
   LS_TRY_ASSIGN(j.reports, runner::preflight_nodes(j.plan, j.pre, fanout(j.args, j.site.lockstep, false),
                                                    j.preflight_commands));
+  LS_TRY(stage_if_missing(j));
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (const runner::NodeReport& r : j.reports) {
     nodes.push_back(runner::to_json(r));
@@ -529,6 +609,8 @@ void register_run(CLI::App& app, Context& ctx) {
       ->type_name("sbatch FILE")
       ->expected(2)
       ->allow_extra_args(false);
+  cmd->add_flag("--no-stage{false}", r.stage,
+                "Don't copy an image some node lacks into the nodes' stores: fail preflight instead");
   cmd->add_flag("--skip-preflight", args->skip_preflight,
                 "Don't check the nodes first (logged and recorded)");
   cmd->add_option("--runs-dir", args->runs_dir,

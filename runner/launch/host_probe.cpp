@@ -4,6 +4,7 @@
 
 #include "runner/runtime/gpu.hpp"
 #include "support/blob_store.hpp"
+#include "support/digest.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 #include "support/process.hpp"
@@ -14,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -262,6 +264,57 @@ HostSpace probe_space(const fs::path& cache_root) {
   return space;
 }
 
+namespace {
+
+// `mpirun --version` starts Open MPI's launcher, a dozen libraries, on every node at every
+// preflight: its answer is remembered in the store's records, keyed by the program's path and the
+// identity of the file it resolves to (device, inode, size, mtime, ctime), as SIF digests are. An
+// answer with an error, or for a program changed in the last 2 s (its times may not have ticked
+// yet), is not remembered.
+HostMpi probe_mpirun_remembered(std::string_view path_list) {
+  const std::optional<fs::path> found = find_in_path("mpirun", path_list);
+  std::error_code ec;
+  const fs::path real = found ? fs::canonical(*found, ec) : fs::path();
+  struct stat st {};
+  if (!found || ec || ::stat(real.c_str(), &st) != 0) {
+    return probe_mpirun(path_list);
+  }
+  const std::string key =
+      sha256_of(fmt::format("{}\n{}\n{}:{}:{}:{}.{}:{}.{}", found->string(), real.string(), st.st_dev,
+                            st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
+                            st.st_ctim.tv_nsec))
+          .hex();
+  Result<BlobStore> store = BlobStore::open(BlobStore::default_root());
+  if (store) {
+    if (std::optional<std::string> known = store->get_record("host-mpirun", key)) {
+      std::vector<std::string> f;
+      for (std::size_t pos = 0; pos <= known->size() && f.size() < 4;) {
+        const std::size_t end = std::min(known->find('\n', pos), known->size());
+        f.push_back(known->substr(pos, end - pos));
+        pos = end + 1;
+      }
+      if (f.size() == 3 && !f[0].empty()) {
+        HostMpi mpi;
+        mpi.path = printable_ascii(found->string(), PATH_MAX);
+        mpi.impl = f[0];
+        mpi.version = f[1];
+        mpi.banner = f[2];
+        log::debug("preflight: mpirun {}: {} {} (remembered)", mpi.path, mpi.impl, mpi.version);
+        return mpi;
+      }
+    }
+  }
+  HostMpi mpi = probe_mpirun(path_list);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto changed = std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec));
+  if (store && mpi.error.empty() && !mpi.impl.empty() && now - changed > std::chrono::seconds(2)) {
+    (void)store->put_record("host-mpirun", key, fmt::format("{}\n{}\n{}", mpi.impl, mpi.version, mpi.banner));
+  }
+  return mpi;
+}
+
+} // namespace
+
 HostProbe probe_host() {
   log::Timer timer("probe the host");
   HostProbe probe;
@@ -270,8 +323,8 @@ HostProbe probe_host() {
     probe.hostname = printable_ascii(name.data(), HOST_NAME_MAX);
   }
   const char* path = std::getenv("PATH");
-  probe.mpi =
-      probe_mpirun(path != nullptr ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  probe.mpi = probe_mpirun_remembered(
+      path != nullptr ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   probe.pmix = probe_pmix();
   probe.ucx = probe_ucx();
   if (Result<GpuInventory> gpus = gpu_inventory(gpu_host_from_env()); gpus) {

@@ -70,7 +70,7 @@ HostSpace probe_space(const std::filesystem::path& cache_root);
 /// Everything preflight needs to know about this host.
 struct HostProbe {
   std::string hostname;       ///< gethostname(2), printable
-  HostMpi mpi;                ///< see probe_mpirun
+  HostMpi mpi;                ///< see probe_mpirun (remembered in the store by the program's identity)
   std::string pmix;           ///< see probe_pmix
   std::string ucx;            ///< see probe_ucx
   std::string driver_version; ///< the NVIDIA driver ("535.104.05"); "" when none is loaded

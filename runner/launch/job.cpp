@@ -147,7 +147,17 @@ std::vector<std::string> preflight_argv(const std::string& lockstep, const Prefl
     argv.insert(argv.end(), {"--cuda-floor", request.facts.cuda_driver_floor});
   }
   argv.insert(argv.end(), {"--unpack-bytes", std::to_string(request.unpack_bytes)});
+  if (request.prepare_store) {
+    argv.emplace_back("--prepare-store");
+  }
+  if (!request.hold_exec.empty()) {
+    argv.insert(argv.end(), {"--hold-cwd", request.hold_cwd});
+  }
   argv.push_back(request.image);
+  if (!request.hold_exec.empty()) {
+    argv.emplace_back("--");
+    argv.insert(argv.end(), request.hold_exec.begin(), request.hold_exec.end());
+  }
   return argv;
 }
 

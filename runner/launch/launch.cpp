@@ -105,8 +105,12 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
   std::vector<std::string> cmd;
   switch (r.runtime) {
   case ContainerRuntime::native: {
-    cmd = {site.lockstep, "exec"};
-    if (plan.model == MpiModel::hybrid && plan.ranks != 1) {
+    const bool rank_of_many = plan.model == MpiModel::hybrid && plan.ranks != 1;
+    if (rank_of_many && !site.rank_helper.empty()) { // ranks on one node share one container
+      cmd = {site.rank_helper, "--report", site.run_dir + "/ranks", "--"};
+    }
+    cmd.insert(cmd.end(), {site.lockstep, "exec"});
+    if (rank_of_many) {
       cmd.emplace_back("--mpi-rank");
     }
     cmd.insert(cmd.end(), {"--rank-report", site.run_dir + "/ranks"});
@@ -592,6 +596,9 @@ std::vector<std::string> run_command_line(const LaunchRequest& r, const LaunchSi
   }
   if (r.record_env_values) {
     out.emplace_back("--record-env-values");
+  }
+  if (!r.stage) {
+    out.emplace_back("--no-stage");
   }
   out.insert(out.end(), {r.image, "--"});
   out.insert(out.end(), r.command.begin(), r.command.end());

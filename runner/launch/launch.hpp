@@ -59,6 +59,7 @@ struct LaunchRequest {
   std::string runs_dir;                   ///< --runs-dir, repeated by run_command_line
   std::string job;                        ///< --job, repeated by run_command_line
   bool record_env_values = false;         ///< --record-env-values, repeated by run_command_line
+  bool stage = true; ///< stage an image some node lacks (--no-stage: fail preflight instead), repeated too
 };
 
 /// Where `lockstep run` itself runs.
@@ -69,6 +70,9 @@ struct LaunchSite {
   int allocation_nodes = 0;                ///< SLURM_JOB_NUM_NODES (0: unknown)
   std::vector<HostSlots> hostfile;         ///< the parsed --hostfile
   std::string run_dir;                     ///< this job's record directory (rank reports go to run_dir/ranks)
+  /// lockstep-rank beside lockstep ("" when absent): each rank of the hybrid model runs it, and the
+  /// ranks on one node share one container (docs/launch.md, "Ranks on one node").
+  std::string rank_helper;
 };
 
 /// The commands of one launch.

@@ -704,6 +704,11 @@ Result<NodeReport> preflight_node(const PreflightRequest& request, const ImagePr
   if (request.gpus_per_node < 0) {
     return invalid_input("the GPUs per node can't be negative ({})", request.gpus_per_node);
   }
+  if (request.prepare_store) {
+    if (Result<BlobStore> store = BlobStore::open(BlobStore::default_root()); !store) {
+      log::warn("{}", store.error().message); // staging into it fails later, saying why
+    }
+  }
   return evaluate_preflight(request, probe_host(), image);
 }
 

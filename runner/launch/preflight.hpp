@@ -35,6 +35,11 @@ struct PreflightRequest {
   int gpus_per_node = 0;
   envspec::ImageFacts facts;      ///< what the image records (its labels, or given by the caller)
   std::uint64_t unpack_bytes = 0; ///< the unpacked image's size; 0 = nothing to unpack
+  bool prepare_store = false;     ///< create the node's store if missing (staging sends files into its tmp/)
+  /// When the node passes, hold the ranks' container there (runner/runtime/hold.hpp) for the ranks
+  /// of this `lockstep exec` line, started in `hold_cwd` (mpirun's, which the ranks inherit).
+  std::vector<std::string> hold_exec;
+  std::string hold_cwd;
 };
 
 /// One check's outcome; `detail` is one line a user understands (what was found, what to do).

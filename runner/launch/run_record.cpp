@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,9 +154,29 @@ Result<void> make_record_dirs(const fs::path& dir) {
   return {};
 }
 
+Result<void> write_unsynced(const fs::path& path, const std::string& data, mode_t mode) {
+  const fs::path temp = path.parent_path() / fmt::format(".{}.{}.tmp", path.filename().string(), ::getpid());
+  (void)::unlink(temp.c_str()); // a leftover of a process that had this pid
+  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (!fd.valid()) {
+    return errno_error("can't create " + temp.string(), errno);
+  }
+  Result<void> written = ::fchmod(fd.get(), mode) == 0
+                             ? write_all(fd.get(), data.data(), data.size(), temp.string())
+                             : errno_error("can't chmod " + temp.string(), errno);
+  fd.reset();
+  if (written && ::rename(temp.c_str(), path.c_str()) != 0) {
+    written = errno_error("can't rename " + temp.string() + " to " + path.string(), errno);
+  }
+  if (!written) {
+    (void)::unlink(temp.c_str());
+  }
+  return written;
+}
+
 Result<void> write_rank_report(const fs::path& dir, const RankReport& report) {
   LS_TRY(make_record_dirs(dir));
-  return write_file_atomic(
+  return write_unsynced(
       dir / fmt::format("rank-{}.json", report.rank),
       to_json(report).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
       k_record_file_mode);

@@ -1,6 +1,7 @@
 #include "runner/runtime/exec.hpp"
 
 #include "runner/runtime/gpu.hpp"
+#include "runner/runtime/join.hpp"
 #include "runner/runtime/root_cache.hpp"
 #include "support/blob_store.hpp"
 #include "support/fs.hpp"
@@ -155,8 +156,9 @@ std::optional<std::string> mapped_host_cwd(const SandboxConfig& config) {
   return best;
 }
 
-// Applies `--gpus` to the config and the environment.
-Result<void> apply_gpus(const std::string& flag, SandboxConfig& config, std::vector<std::string>& env) {
+// Applies `--gpus` to the config and the environment; returns the plan (its variables are merged
+// into every environment composed for this container).
+Result<GpuPlan> apply_gpus(const std::string& flag, SandboxConfig& config, std::vector<std::string>& env) {
   std::optional<std::string> value;
   if (flag != "auto") {
     value = flag;
@@ -183,7 +185,7 @@ Result<void> apply_gpus(const std::string& flag, SandboxConfig& config, std::vec
   log::debug("exec: --gpus {}: driver {}, {} bind(s), {} device node(s), {} /dev", selection,
              plan.driver_version, plan.binds.size(), plan.device_nodes.size(),
              config.dev.mode == DevPolicy::Mode::host ? "host" : "minimal");
-  return {};
+  return plan;
 }
 
 } // namespace
@@ -440,18 +442,16 @@ namespace {
 // session directory live there. /tmp itself comes with --tmp-host.
 void bind_launcher_dirs(SandboxConfig& config) {
   std::vector<std::string> seen;
-  for (const char* name : {"PMIX_SERVER_TMPDIR", "PMIX_SYSTEM_TMPDIR", "OMPI_MCA_orte_tmpdir_base",
-                           "OMPI_MCA_prte_tmpdir_base", "SLURM_PMIX_TMPDIR"}) {
+  for (const char* name : join::k_launcher_dir_variables) {
     const char* value = std::getenv(name);
     if (value == nullptr || value[0] != '/') {
       continue;
     }
-    std::error_code ec;
-    fs::path dir = fs::weakly_canonical(value, ec);
-    if (ec || !fs::is_directory(dir, ec) || dir == "/" || dir == "/tmp" ||
-        dir.string().starts_with("/tmp/")) {
+    const std::optional<std::string> bound = join::launcher_dir_to_bind(value);
+    if (!bound) {
       continue;
     }
+    const fs::path dir = *bound;
     if (std::find(seen.begin(), seen.end(), dir.string()) != seen.end()) {
       continue;
     }
@@ -464,13 +464,26 @@ void bind_launcher_dirs(SandboxConfig& config) {
   }
 }
 
+// The inputs of the command's environment: `host`'s variables, the image's, --env.
+EnvSources environment_sources(const ExecOptions& o, const PreparedExec& prepared,
+                               std::vector<std::string> host) {
+  EnvSources sources;
+  sources.host = std::move(host);
+  sources.image = prepared.image.env;
+  sources.overrides = o.env;
+  sources.clean = o.clean_env;
+  sources.home = prepared.home;
+  return sources;
+}
+
 } // namespace
 
-Result<int> run_exec(const ExecOptions& o) {
+Result<PreparedExec> prepare_exec(const ExecOptions& o) {
   LS_TRY(check_interrupted());
   log::Timer prepare("prepare the container");
   LS_TRY_ASSIGN(ImageArg arg, parse_image_arg(o.image));
-  SandboxConfig config;
+  PreparedExec out;
+  SandboxConfig& config = out.config;
   for (const std::string& b : o.binds) {
     LS_TRY_ASSIGN(BindSpec spec, parse_bind(b));
     config.binds.push_back(std::move(spec));
@@ -488,34 +501,39 @@ Result<int> run_exec(const ExecOptions& o) {
   config.pid_namespace = o.pid_namespace;
   config.hostname = o.hostname;
   config.network = o.network;
-  const std::string home = caller_home();
-  if (!o.no_home && !home.empty() && home != "/") {
+  out.home = caller_home();
+  if (!o.no_home && !out.home.empty() && out.home != "/") {
     struct stat st {};
-    if (::stat(home.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      config.home = home;
+    if (::stat(out.home.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      config.home = out.home;
     }
   }
 
-  std::optional<SifRoot> sif; // keeps a FUSE-mounted SIF mounted until the command ends
-  LS_TRY_ASSIGN(ImageRuntime rt, open_image(arg, o.sif_mount, config, sif));
-  LS_TRY(choose_command(o, arg, rt, config));
-  LS_TRY(choose_workdir(o, rt, config));
+  LS_TRY_ASSIGN(out.image, open_image(arg, o.sif_mount, config, out.sif));
+  LS_TRY(choose_command(o, arg, out.image, config));
+  LS_TRY(choose_workdir(o, out.image, config));
 
   // The environment, in Apptainer's order, then the GPU additions.
-  EnvSources sources;
-  sources.host = host_environment();
-  sources.image = rt.env;
-  sources.overrides = o.env;
-  sources.clean = o.clean_env;
-  sources.home = home;
-  LS_TRY_ASSIGN(config.env, compose_environment(sources));
+  LS_TRY_ASSIGN(config.env, compose_environment(environment_sources(o, out, host_environment())));
   if (o.gpus) {
-    LS_TRY(apply_gpus(*o.gpus, config, config.env));
+    LS_TRY_ASSIGN(out.gpu, apply_gpus(*o.gpus, config, config.env));
   }
-  prepare.stop();
+  return out;
+}
 
+Result<std::vector<std::string>> exec_environment(const ExecOptions& o, const PreparedExec& prepared,
+                                                  const std::vector<std::string>& host) {
+  LS_TRY_ASSIGN(std::vector<std::string> env, compose_environment(environment_sources(o, prepared, host)));
+  if (prepared.gpu) {
+    merge_gpu_env(*prepared.gpu, env);
+  }
+  return env;
+}
+
+Result<int> run_exec(const ExecOptions& o) {
+  LS_TRY_ASSIGN(PreparedExec prepared, prepare_exec(o));
   LS_TRY(check_interrupted());
-  return run_in_sandbox(config);
+  return run_in_sandbox(prepared.config);
 }
 
 } // namespace lockstep::runner

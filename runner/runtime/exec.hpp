@@ -3,6 +3,8 @@
 // (an unpacked OCI image from the cache, a SIF mounted or extracted, a sandbox directory), takes
 // the image's environment, entrypoint and working directory, composes the environment in
 // Apptainer's order and hands a SandboxConfig to run_in_sandbox(). docs/exec.md.
+#include "runner/runtime/gpu.hpp"
+#include "runner/runtime/join.hpp"
 #include "runner/runtime/sandbox.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "support/oci/image_arg.hpp"
@@ -86,6 +88,25 @@ struct ExecOptions {
   /// (PMIX_SERVER_TMPDIR, PMIX_SYSTEM_TMPDIR, OMPI_MCA_orte_tmpdir_base, SLURM's TmpFS) bound in.
   bool mpi_rank = false;
 };
+
+/// A container ready to start: what run_exec() runs, and what a holder keeps for the ranks that
+/// join it (runner/runtime/hold.hpp). Move-only: a FUSE-mounted SIF stays mounted while it lives.
+struct PreparedExec {
+  SandboxConfig config;       ///< its env composed from this process's environment
+  ImageRuntime image;         ///< the image config's Env, Entrypoint, Cmd, WorkingDir
+  std::string home;           ///< the caller's home: the default HOME
+  std::optional<GpuPlan> gpu; ///< --gpus: its variables are merged into every environment
+  std::optional<SifRoot> sif; ///< a SIF's root (a FUSE mount is unmounted when this goes)
+};
+
+/// Resolves the image to a root and fills the container's configuration (binds, user, /tmp, home,
+/// command, working directory, environment, GPUs): everything up to starting it.
+Result<PreparedExec> prepare_exec(const ExecOptions& options);
+
+/// The command's environment for the host environment `host` (another process's, such as a rank
+/// that joins a held container), composed as prepare_exec() composes this process's.
+Result<std::vector<std::string>> exec_environment(const ExecOptions& options, const PreparedExec& prepared,
+                                                  const std::vector<std::string>& host);
 
 /// Runs the command in the image; returns its exit status (or 128+signal). Errors before the
 /// command starts carry lockstep's exit codes (2, 3, 4, 70; 126/127 for a command that can't run).

@@ -6,6 +6,7 @@
 // symlink in the image nor a path swapped in between can redirect a mount onto the host.
 #include "runner/runtime/sandbox.hpp"
 
+#include "runner/runtime/join.hpp"
 #include "runner/runtime/seccomp.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
@@ -67,20 +68,6 @@ int open_in_root(int root_fd, std::string_view target, int extra_flags = 0) {
                        O_PATH | O_CLOEXEC | static_cast<std::uint64_t>(extra_flags),
                        RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
   return fd >= 0 ? fd : -errno;
-}
-
-// "a::b" -> {"a", "", "b"} (PATH lists, where an empty entry means the working directory).
-std::vector<std::string> split_path_list(std::string_view list) {
-  std::vector<std::string> parts;
-  std::size_t i = 0;
-  for (;;) {
-    std::size_t j = list.find(':', i);
-    parts.emplace_back(list.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
-    if (j == std::string_view::npos) {
-      return parts;
-    }
-    i = j + 1;
-  }
 }
 
 enum class EntryType { directory, file };
@@ -499,6 +486,10 @@ struct Plan {
   gid_t gid = 0;
   int report_fd = -1;
   std::vector<sock_filter> seccomp; // the confinement filter (config.confined)
+  // hold_sandbox: the child writes the working directory here instead of running a command, then
+  // waits for EOF on release_fd while the parent takes its namespaces.
+  int hold_fd = -1;
+  int release_fd = -1;
 };
 
 Result<void> write_proc_file(const char* path, const std::string& text) {
@@ -808,50 +799,7 @@ Result<void> attach_at(int tree, int dir_fd, const char* name) {
 // Runs `argv` with `env`, looking argv[0] up in the PATH of `env` (not of this process). Returns
 // only on failure, with the error to report.
 Error exec_command(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) {
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  }
-  cargv.push_back(nullptr);
-  std::vector<char*> cenv;
-  std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  for (const std::string& e : env) {
-    cenv.push_back(const_cast<char*>(e.c_str()));
-    if (e.rfind("PATH=", 0) == 0) {
-      path = e.substr(5);
-    }
-  }
-  cenv.push_back(nullptr);
-  const std::string& cmd = argv[0];
-  int err = ENOENT;
-  if (cmd.find('/') != std::string::npos) {
-    ::execve(cmd.c_str(), cargv.data(), cenv.data());
-    err = errno;
-  } else {
-    bool denied = false;
-    for (const std::string& dir : split_path_list(path)) {
-      std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + cmd;
-      ::execve(candidate.c_str(), cargv.data(), cenv.data());
-      if (errno == EACCES) {
-        denied = true;
-      } else if (errno != ENOENT && errno != ENOTDIR) {
-        err = errno;
-        break;
-      }
-    }
-    if (err == ENOENT && denied) {
-      err = EACCES;
-    }
-  }
-  if (err == ENOENT) {
-    return Error{ExitCode::external,
-                 cmd.find('/') != std::string::npos
-                     ? fmt::format("can't run {} in the container: no such file", cmd)
-                     : fmt::format("can't run {} in the container: not found in PATH ({})", cmd, path),
-                 false, k_exit_not_found};
-  }
-  return Error{ExitCode::external, fmt::format("can't run {} in the container: {}", cmd, std::strerror(err)),
-               false, k_exit_not_executable};
+  return join::exec_failure_error(argv[0], join::exec_in_path(argv, env));
 }
 
 } // namespace
@@ -1241,6 +1189,20 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   if (c.stdout_to == SandboxConfig::Stdout::to_stderr && ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
     child_fail(p.report_fd, errno_error("can't send the command's stdout to stderr", errno));
   }
+  if (p.hold_fd >= 0) {
+    // Held (hold_sandbox): no command; the parent opens this process's namespaces, then lets go.
+    std::string msg(sizeof(std::uint32_t), '\0');
+    const auto size = static_cast<std::uint32_t>(cwd->size());
+    std::memcpy(msg.data(), &size, sizeof size);
+    msg += *cwd;
+    if (::write(p.hold_fd, msg.data(), msg.size()) != static_cast<ssize_t>(msg.size())) {
+      _exit(1);
+    }
+    char byte = 0;
+    while (::read(p.release_fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
   log::debug("sandbox: exec {} in {} as uid {} gid {}", c.argv[0], *cwd, p.uid, p.gid);
 
   // 8. Without a pid namespace the command replaces this process.
@@ -1299,12 +1261,18 @@ struct ChildStart {
   const Plan* plan;
   sigset_t old_mask; // the caller's signal mask, restored for the command
   pid_t parent;
-  int report_read_end; // the parent's end of the report pipe, closed in the child
+  int report_read_end;        // the parent's end of the report pipe, closed in the child
+  int hold_read_end = -1;     // hold_sandbox: the parent's ends of its two pipes, closed in the child
+  int release_write_end = -1; //
 };
 
 int child_entry(void* arg) {
   const auto* start = static_cast<const ChildStart*>(arg);
   ::close(start->report_read_end);
+  if (start->hold_read_end >= 0) {
+    ::close(start->hold_read_end);
+    ::close(start->release_write_end);
+  }
   child_main(*start->plan, start->old_mask, start->parent);
 }
 
@@ -1442,6 +1410,99 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
                  h.status >= 0 && h.status <= 255 ? h.status : -1};
   }
   return code;
+}
+
+namespace {
+
+// The error a child reported on `report`, or a generic one when it reported nothing.
+Error reported_error(int report, const char* what) {
+  std::string record;
+  std::array<char, 4096> buf{};
+  ssize_t n = 0;
+  while ((n = ::read(report, buf.data(), buf.size())) > 0 || (n < 0 && errno == EINTR)) {
+    record.append(buf.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+  }
+  if (record.size() >= sizeof(ReportHeader)) {
+    ReportHeader h{};
+    std::memcpy(&h, record.data(), sizeof h);
+    return Error{reported_code(h.code), record.substr(sizeof h, h.length), false,
+                 h.status >= 0 && h.status <= 255 ? h.status : -1};
+  }
+  return internal_error("{}: the container process ended without a report", what);
+}
+
+} // namespace
+
+Result<HeldContainer> hold_sandbox(const SandboxConfig& config) {
+  if (config.pid_namespace || config.hostname || config.network != NetworkPolicy::host || config.confined ||
+      config.overlay || config.writable_tmpfs) {
+    return internal_error("a held container has only a mount (and user) namespace and a read-only root");
+  }
+  LS_TRY_ASSIGN(Plan plan, make_plan(config));
+  log::Timer timer("hold the container");
+  std::array<int, 2> report{-1, -1};
+  std::array<int, 2> ready{-1, -1};
+  std::array<int, 2> release{-1, -1};
+  if (::pipe2(report.data(), O_CLOEXEC) < 0 || ::pipe2(ready.data(), O_CLOEXEC) < 0 ||
+      ::pipe2(release.data(), O_CLOEXEC) < 0) {
+    int err = errno;
+    for (int fd : {report[0], report[1], ready[0], ready[1], release[0], release[1]}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+    return errno_error("can't create a pipe", err);
+  }
+  UniqueFd report_read(report[0]);
+  UniqueFd ready_read(ready[0]);
+  UniqueFd release_write(release[1]);
+  plan.report_fd = report[1];
+  plan.hold_fd = ready[1];
+  plan.release_fd = release[0];
+  ChildStart start{&plan, {}, ::getpid(), report[0], ready[0], release[1]};
+  sigset_t fwd = forwarded_signal_set();
+  sigprocmask(SIG_BLOCK, &fwd, &start.old_mask);
+  const pid_t pid = start_child(start, ChildMemory::copy);
+  const int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &start.old_mask, nullptr);
+  for (int fd : {report[1], ready[1], release[0]}) {
+    ::close(fd);
+  }
+  if (pid < 0) {
+    return errno_error("can't fork the container process", fork_errno);
+  }
+  // The child answers with the working directory once the container stands, or ends (reporting why).
+  std::uint32_t size = 0;
+  Result<std::size_t> got = read_full(ready_read.get(), &size, sizeof size, "the container process");
+  std::string cwd;
+  if (got && *got == sizeof size && size <= 4096) {
+    cwd.resize(size);
+    got = read_full(ready_read.get(), cwd.data(), cwd.size(), "the container process");
+  }
+  if (!got || *got != cwd.size() || cwd.empty()) {
+    release_write.reset();
+    (void)wait_exit_code(pid);
+    return reported_error(report_read.get(), "hold the container");
+  }
+  HeldContainer held;
+  held.cwd = cwd;
+  held.set_ids = !plan.user_namespace && (plan.uid != 0 || plan.gid != 0);
+  held.uid = plan.uid;
+  held.gid = plan.gid;
+  const std::string proc = fmt::format("/proc/{}/ns/", pid);
+  Result<UniqueFd> mnt = open_file(proc + "mnt", O_RDONLY);
+  Result<UniqueFd> user =
+      plan.user_namespace ? open_file(proc + "user", O_RDONLY) : Result<UniqueFd>(UniqueFd());
+  release_write.reset();
+  (void)wait_exit_code(pid);
+  if (!mnt || !user) {
+    return (!mnt ? mnt.error() : user.error()).with_context("can't keep the container's namespaces");
+  }
+  held.mount_ns = std::move(*mnt);
+  held.user_ns = std::move(*user);
+  log::debug("sandbox: holding the container (cwd {}{})", held.cwd,
+             plan.user_namespace ? ", user namespace" : "");
+  return held;
 }
 
 Result<PathKind> probe_in_root(const std::filesystem::path& root, const std::string& target) {

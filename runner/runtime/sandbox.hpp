@@ -2,6 +2,7 @@
 // The container runtime: namespaces, mounts, pivot_root and the command's process, with no setuid
 // helper. `lockstep exec` and the build's `run:` steps both enter containers through
 // run_in_sandbox(); docs/exec.md describes the behaviour and the security notes.
+#include "support/fs.hpp"
 #include "support/result.hpp"
 
 #include <sys/types.h>
@@ -143,6 +144,25 @@ constexpr int k_exit_not_found = 127;
 /// (exit codes 2/3/4/70; 126/127 when the command cannot be executed or found).
 /// Must be called while the process runs a single thread.
 Result<int> run_in_sandbox(const SandboxConfig& config);
+
+/// A container assembled as run_in_sandbox() assembles it, with no command in it: the namespaces a
+/// process joins (setns: the user namespace first, then the mount namespace, whose root is the
+/// container's) to run in it. Ranks of one job on one node share one (runner/runtime/hold.hpp). The
+/// namespaces live as long as these descriptors or a process in them.
+struct HeldContainer {
+  UniqueFd mount_ns;
+  UniqueFd user_ns;     ///< invalid when no user namespace was made (root)
+  std::string cwd;      ///< the working directory, resolved inside (CwdMissing applied)
+  bool set_ids = false; ///< root: setgroups/setgid/setuid to uid/gid after joining
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+/// Assembles `config`'s container (without running its command) and keeps it. Only a container
+/// with a mount (and user) namespace can be held: no pid, UTS or network namespace, no confinement,
+/// no writable overlay (internal_error otherwise). Failures are those of run_in_sandbox().
+/// Must be called while the process runs a single thread.
+Result<HeldContainer> hold_sandbox(const SandboxConfig& config);
 
 /// What a path inside a root is.
 enum class PathKind { missing, directory, other };

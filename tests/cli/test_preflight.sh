@@ -143,6 +143,24 @@ assert_eq 2 "$RC" "a malformed label is malformed input"
 assert_contains "$ERR" "label dev.lockstep.mpi.impl: 'lam' is not an MPI implementation lockstep knows" "bad label"
 pass "without --expect-* flags the image's dev.lockstep labels give the facts; a malformed one is exit 2"
 
+# `mpirun --version` is asked once while the program is unchanged (remembered in the store by its
+# path and file identity); a changed program is asked again. A program changed in the last 2 s is
+# never remembered, so the stand-in ages first.
+mkdir -p counted
+printf '#!/bin/sh\necho x >>"%s/mpirun-calls"\necho "mpirun (Open MPI) 5.0.3"\n' "$WORK" >counted/mpirun
+chmod 0755 counted/mpirun
+sleep 2.1
+for _ in 1 2 3; do
+  PATH="$WORK/counted:$PATH" ls_run preflight --json --expect-mpi "openmpi@5.0.3" "$LAYOUT"
+  assert_eq "0 ok" "$RC $(jq -r '.checks[3].status' <<<"$OUT")" "the stand-in's 5.0.3 matches"
+done
+assert_eq 1 "$(wc -l <mpirun-calls)" "mpirun --version asked once for three preflights"
+printf '#!/bin/sh\necho x >>"%s/mpirun-calls"\necho "mpirun (Open MPI) 5.0.4"\n' "$WORK" >counted/mpirun
+PATH="$WORK/counted:$PATH" ls_run preflight --json --expect-mpi "openmpi@5.0.3" "$LAYOUT"
+assert_eq "0 warn" "$RC $(jq -r '.checks[3].status' <<<"$OUT")" "the changed stand-in's 5.0.4 is seen"
+assert_eq 2 "$(wc -l <mpirun-calls)" "a changed mpirun is asked again"
+pass "the host's mpirun --version is remembered while the program is unchanged, asked again once it changes"
+
 if [ "$(ldconfig -p | grep -c 'libpmix.so.2 ')" -gt 0 ]; then
   HOST_PMIX=$(dpkg-query -W -f='${Version}' libpmix2 2>/dev/null | sed 's/-.*//')
   PMIX_MAJOR=${HOST_PMIX%%.*}

@@ -3,6 +3,8 @@
 # through an rsh agent, and real Slurm (munged, slurmctld, slurmd per node) started by the suite.
 #   - mpirun (hybrid): examples/mpi-hello's image, OCI and SIF, 4 ranks on n1..n3: the allreduce is
 #     right, the ranks report three distinct hosts, and the run record names them all;
+#   - the ranks of one node share one container (one mount namespace), under mpirun and srun, and
+#     its holder leaves with the job;
 #   - preflight: a node without the image, a node with an old (faked) NVIDIA driver and a node with
 #     another host Open MPI each stop the launch with exit 1 and a table naming them, no rank started;
 #   - teardown: a failing rank ends the job and names its rank and node; SIGINT stops every rank;
@@ -69,9 +71,11 @@ record() { # JOB
 }
 # The host's mounts, without the per-suite noise, to compare before and after.
 # The host's mount points, less those of other suites running beside this one (their own work dirs).
+# (Other suites' temporary directories and network namespaces come and go while this one runs.)
 mounts() {
-  awk -v own="$WORK" '{ m = $5 } index(m, "/tmp/lockstep-cli-") != 1 || index(m, own) == 1 { print m }' \
-    /proc/self/mountinfo | sort
+  awk -v own="$WORK" -v ns="/run/netns/$CLUSTER_PREFIX-" '{ m = $5 }
+    (index(m, "/tmp/lockstep-cli-") != 1 || index(m, own) == 1) &&
+    (index(m, "/run/netns/") != 1 || index(m, ns) == 1) { print m }' /proc/self/mountinfo | sort
 }
 mounts_before=$(mounts)
 
@@ -104,6 +108,37 @@ assert_eq 0 "$RC" "lockstep run of the SIF: $OUT $ERR"
 assert_contains "$OUT" "allreduce ok: 2 ranks, sum 3" "allreduce over 2 ranks from the SIF"
 assert_eq "n1 n2" "$(record sif-2 | jq -r '.nodes | join(" ")')" "the SIF job's nodes"
 pass "the SIF runs the same way (--ranks-per-node 1 on 2 nodes)"
+
+# ---- ranks on one node share one container -------------------------------------------------------
+# Each rank prints its node and its container's mount namespace, and stays a moment, so the ranks of
+# a node overlap: containers of their own would have distinct namespaces.
+# shellcheck disable=SC2016 # expanded by the ranks' shell
+ns_cmd='echo "ns $(hostname) $(readlink /proc/self/ns/mnt)"; sleep 0.5'
+# "NODE NAMESPACES" per node: how many distinct containers the ranks of each node ran in.
+containers_per_node() {
+  grep '^ns ' | sort -u | awk '{ print $2 }' | uniq -c | awk '{ print $2, $1 }' | tr '\n' ' '
+}
+# A holder is `lockstep exec --hold-listen ...` (started by a rank) or a child of `lockstep preflight
+# --hold-cwd ...` (started by preflight under mpirun).
+holders_gone() {
+  for _ in $(seq 50); do
+    pgrep -f -- "--hold-(listen|cwd) .*$RUNS/" >/dev/null || return 0
+    sleep 0.1
+  done
+  fail "a container holder outlived its job: $(pgrep -af -- "--hold-(listen|cwd) .*$RUNS/")"
+}
+for kind in oci sif; do
+  image=$IMG
+  [ "$kind" = oci ] || image=$SIF
+  head_run run --runs-dir "$RUNS" --job "share-$kind" --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 6 \
+    "${MPI_ARGS[@]}" "$image" -- sh -c "$ns_cmd"
+  assert_eq 0 "$RC" "6 ranks of $image: $OUT $ERR"
+  assert_eq 6 "$(grep -c '^ns n' <<<"$OUT")" "six ranks of $image reported"
+  assert_eq "n1 1 n2 1 n3 1 " "$(containers_per_node <<<"$OUT")" "one container per node for $image: $OUT"
+  assert_eq 6 "$(record "share-$kind" | jq '.rank_exits | length')" "six rank reports for $image"
+  holders_gone
+done
+pass "two ranks per node share one container (OCI and SIF); the holders leave with the job"
 
 # A node that can't be reached is a failed preflight, not a hang.
 printf 'n1 slots=1\nn9 slots=1\n' >hosts-n9
@@ -156,7 +191,7 @@ preflight_fails() { # JOB WHAT...
   local job=$1
   shift
   head_run run --runs-dir "$RUNS" --job "$job" --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 3 --gpus-per-node 1 \
-    "${MPI_ARGS[@]}" "$CU" -- /bin/true
+    --no-stage "${MPI_ARGS[@]}" "$CU" -- /bin/true
   assert_eq 1 "$RC" "$job: preflight must fail: $OUT $ERR"
   [ ! -e "$RUNS/$job/ranks" ] || [ -z "$(ls "$RUNS/$job/ranks")" ] || fail "$job: a rank started"
   [ "$(record "$job" | jq -r .outcome)" = "preflight failed" ] || fail "$job: record outcome"
@@ -168,7 +203,7 @@ hooks "mount --bind $WORK/empty $WORK/cu; $GOOD" "$GOOD" "$GOOD"
 preflight_fails missing
 assert_contains "$ERR" "preflight failed on n1 (image): no rank was started" "missing image: the message"
 assert_contains "$ERR" "n1  image: missing" "missing image: the detail line"
-pass "a node without the image stops the launch (exit 1, table, no rank)"
+pass "a node without the image stops the launch when staging is off (exit 1, table, no rank)"
 
 hooks "$GOOD" "$GOOD" "export LOCKSTEP_GPU_HOST_ROOT=$WORK/gpu-old"
 preflight_fails old-driver
@@ -238,6 +273,12 @@ assert_eq "on n1 on n2 on n3 " "$(grep -o 'on n[0-9]*:' salloc.out | sort -u | t
 jq -e '.launcher == "slurm" and .pmi == "pmix" and (.launch | index("--mpi=pmix") != null)' \
   "$RUNS"/salloc/record.json >/dev/null || fail "the salloc record: $(cat "$RUNS"/salloc/record.json)"
 pass "lockstep run inside salloc uses srun --mpi=pmix: 4 ranks, 3 nodes, right allreduce"
+
+on_head salloc -N 3 -n 6 "$LOCKSTEP" run --runs-dir "$RUNS" --job salloc-share "$SIF" -- sh -c "$ns_cmd" \
+  >share.out 2>share.err || fail "6 ranks inside salloc: $(cat share.out share.err)"
+assert_eq "n1 1 n2 1 n3 1 " "$(containers_per_node <share.out)" "one container per node under srun: $(cat share.out)"
+holders_gone
+pass "under srun too, the ranks of a node share one container"
 
 head_run run -N 3 -n 4 --runs-dir "$RUNS" --job sbatch --emit sbatch "$WORK/job.sh" "$IMG" -- python3 /opt/hello/hello.py
 assert_eq 0 "$RC" "--emit sbatch: $ERR"

@@ -94,6 +94,17 @@ TEST_CASE("run: a node's preflight command carries the image's facts", "[job]") 
   CHECK(preflight_argv("lockstep", bare) ==
         std::vector<std::string>{"lockstep", "preflight", "--json", "--launcher", "local", "--mpi-model",
                                  "container", "--unpack-bytes", "0", "sif:/x.sif"});
+  // Staging's rounds create the store; under mpirun the ranks' exec line follows the image, after --.
+  bare.prepare_store = true;
+  bare.hold_exec = {"lockstep", "exec", "--mpi-rank", "sif:/x.sif", "--", "a", "--", "b"};
+  bare.hold_cwd = "/home/u";
+  CHECK(
+      preflight_argv("lockstep", bare) ==
+      std::vector<std::string>{"lockstep",    "preflight",  "--json",         "--launcher", "local",
+                               "--mpi-model", "container",  "--unpack-bytes", "0",          "--prepare-store",
+                               "--hold-cwd",  "/home/u",    "sif:/x.sif",     "--",         "lockstep",
+                               "exec",        "--mpi-rank", "sif:/x.sif",     "--",         "a",
+                               "--",          "b"});
 }
 
 TEST_CASE("run: node reports are read from JSON lines; other lines are ignored, bad reports named", "[job]") {

@@ -70,7 +70,14 @@ TEST_CASE_METHOD(test::TempDirFixture, "run directories are 0700 and their files
       CHECK(mode(d) == 0700);
     }
     CHECK(mode(runs / "job" / "ranks" / "rank-3.json") == 0600);
+    // Written under a temporary name and renamed: only the report is there.
+    CHECK(std::distance(std::filesystem::directory_iterator(runs / "job" / "ranks"),
+                        std::filesystem::directory_iterator()) == 1);
   }
+  REQUIRE_OK(write_unsynced(dir() / "hostfile", "n1 slots=2\n", 0600));
+  REQUIRE_OK(write_unsynced(dir() / "hostfile", "n2 slots=2\n", 0600)); // replaced whole
+  CHECK(test::slurp(dir() / "hostfile") == "n2 slots=2\n");
+  CHECK_FALSE(write_unsynced(dir() / "no-such-dir" / "x", "x", 0600).ok());
   // What exists is left alone; a file in the way is an error.
   std::filesystem::create_directory(dir() / "shared");
   std::filesystem::permissions(dir() / "shared", std::filesystem::perms(0755));

@@ -1,0 +1,75 @@
+// lockstep-rank: one rank of a `lockstep run` job in the hybrid model (docs/launch.md, "Ranks on one
+// node"). The host's launcher (mpirun's orted, srun) starts it once per rank, in place of
+// `lockstep exec`:
+//
+//   lockstep-rank --report DIR -- /path/to/lockstep exec [OPTIONS] IMAGE -- CMD...
+//
+// It asks the node's holder of that container for it (starting the holder when it is the first rank
+// here), joins the container's namespaces and runs the command, then writes DIR/rank-N.json as
+// `lockstep exec --rank-report DIR` does. When the container can't be shared (the holder refuses,
+// another user holds the name, anything unexpected), it runs the `lockstep exec` line itself, as
+// every rank did before. A small static program: a rank costs one more execve than the command,
+// not a start of lockstep with its libraries. runner/runtime/join.hpp has the protocol.
+#include "runner/launch/run_record.hpp"
+#include "runner/runtime/join.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr, "usage: lockstep-rank --report DIR -- LOCKSTEP exec [OPTIONS] IMAGE -- CMD...\n"
+                       "(lockstep run starts it for each rank; see docs/launch.md)\n");
+  return 2;
+}
+
+// Runs the `lockstep exec` line itself (unshared); returns only when it can't be executed.
+int run_unshared(const std::vector<std::string>& creator) {
+  std::vector<char*> argv;
+  for (const std::string& a : creator) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  std::fprintf(stderr, "lockstep-rank: can't run %s: %s\n", argv[0], std::strerror(errno));
+  return 127;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  if (argc < 6 || std::string(argv[1]) != "--report" || std::string(argv[3]) != "--") {
+    return usage();
+  }
+  const std::string report_dir = argv[2];
+  const std::vector<std::string> creator(argv + 4, argv + argc);
+  if (creator.size() < 3 || creator[1] != "exec") {
+    return usage();
+  }
+  std::string why;
+  std::optional<runner::join::Joined> joined = runner::join::ask_holder(creator, why);
+  if (!joined) {
+    return run_unshared(creator);
+  }
+  bool could_not_join = false;
+  Result<int> code = runner::run_reporting_rank(report_dir, [&]() -> Result<int> {
+    Result<int> r = runner::join::run_joined(*joined, could_not_join);
+    if (could_not_join) {
+      joined.reset(); // the holder counts this rank as gone
+      std::exit(run_unshared(creator));
+    }
+    return r;
+  });
+  if (!code) {
+    std::fprintf(stderr, "lockstep: error: %s\n", code.error().message.c_str());
+    return code.error().process_exit() & 0xff;
+  }
+  return *code & 0xff;
+}
