@@ -319,7 +319,8 @@ Result<StageImage> stage_image_of(const ImageArg& arg, const BlobStore& store) {
   case ImageArg::Kind::sif: {
     if (arg.ref.is_remote() && arg.path.empty()) { // oras://: pulled into the store first
       ImageArg pulled = arg;
-      LS_TRY_ASSIGN(pulled.path, registry::pull_sif(arg.ref.remote, store, registry::default_client_options()));
+      LS_TRY_ASSIGN(pulled.path,
+                    registry::pull_sif(arg.ref.remote, store, registry::default_client_options()));
       return stage_image_of(pulled, store);
     }
     LS_TRY_ASSIGN(std::string hex, sif_content_key(arg.path, store.root()));
