@@ -3,9 +3,11 @@
 # python3-mpi4py) built from its committed lock with --locked, checked by skopeo, umoci and siftool,
 # built a second time into an empty store with the same digest, and run with 4 MPI ranks inside the
 # image with `lockstep exec`. Needs network access to deb.debian.org (exit 77 without it, except in
-# CI where it is a failure).
+# CI where it is a failure). Then through a registry: pushed to the real docker-registry (skopeo
+# reads the same digest), and `lockstep run docker://…` with an empty store pulls it and runs 4 ranks.
 source "$(dirname "$0")/lib.sh"
-need jq skopeo umoci siftool curl
+source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
+need jq skopeo umoci siftool curl docker-registry
 
 example="$LOCKSTEP_SOURCE_DIR/examples/mpi-hello"
 [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||
@@ -52,5 +54,26 @@ assert_eq 0 "$RC" "mpirun -n 4 in the image: $OUT $ERR"
 assert_eq 4 "$(grep -c '^hello from rank' <<<"$OUT")" "four ranks said hello"
 assert_contains "$OUT" "allreduce ok: 4 ranks, sum 10" "allreduce over 4 ranks gives 10"
 pass "a 4-rank MPI job runs inside the image with lockstep exec"
+
+# Through a registry: push, then run it from the registry with an empty store.
+registry_up hub plain
+ref="docker://$REG_HUB_HOST/examples/mpi-hello:1"
+ls_run push --tls-verify=false oci:ex/out "$ref"
+assert_eq 0 "$RC" "push examples/mpi-hello: $ERR"
+assert_eq "$digest" "$(last_line "$OUT")" "push prints the image's digest"
+assert_eq "$digest" "$(skopeo inspect --tls-verify=false --raw "$ref" | sha256sum | sed 's/^/sha256:/; s/ .*//')" \
+  "the registry serves the manifest lockstep built, byte for byte"
+LOCKSTEP_CACHE="$WORK/cache3" ls_run run --tls-verify=false --runs-dir "$WORK/runs" --job hub -n 4 \
+  --launcher-arg=--oversubscribe "$ref" -- \
+  python3 /opt/hello/hello.py
+assert_eq 0 "$RC" "run -n 4 from the registry into an empty store: $OUT $ERR"
+assert_eq 4 "$(grep -c '^hello from rank' <<<"$OUT")" "four ranks said hello"
+assert_contains "$OUT" "allreduce ok: 4 ranks, sum 10" "allreduce over 4 ranks gives 10"
+assert_eq "$ref $digest" "$(jq -r '"\(.image.pulled_from) \(.image.digest)"' "$WORK/runs/hub/record.json")" \
+  "the record names the registry image and its digest"
+layers=$(skopeo inspect --tls-verify=false --raw "$ref" | jq '.layers | length')
+assert_eq "$((layers + 1))" "$(registry_requests hub GET '/v2/examples/mpi-hello/blobs/.*' '200')" \
+  "config and layers fetched once each"
+pass "examples/mpi-hello pushed to a registry, pulled into an empty store by lockstep run and run with 4 ranks"
 
 done_testing
