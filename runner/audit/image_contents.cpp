@@ -1125,7 +1125,10 @@ Result<oci::LayerStream> open_layer(const ImageContents& contents, oci::ImageSou
                          opened.diff_ids[i].str());
   }
   LS_TRY_ASSIGN(std::unique_ptr<oci::BlobReader> blob, source.open_blob(layer));
-  oci::LayerCheck check{layer.digest, static_cast<std::uint64_t>(layer.size), std::nullopt};
+  oci::LayerCheck check{layer.digest, static_cast<std::uint64_t>(layer.size), std::nullopt, std::nullopt};
+  if (*compression != oci::Compression::none) {
+    check.max_out = oci::max_layer_expansion(static_cast<std::uint64_t>(layer.size));
+  }
   log::debug("verify: reading {}", what);
   return oci::LayerStream::open(std::move(blob), oci::layer_codec(*compression), std::move(what), check);
 }

@@ -4,6 +4,7 @@
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/oci/layer_model.hpp"
+#include "support/oci/layer_stream.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -37,10 +38,6 @@ namespace lockstep::runner {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A compressed layer unpacks to at most max(k_expansion_floor, k_max_expansion x its size) bytes.
-constexpr std::uint64_t k_max_expansion = 100;
-constexpr std::uint64_t k_expansion_floor = 1ULL << 30;
 
 constexpr std::size_t k_chunk = 1U << 20;
 constexpr std::uint64_t k_progress_min_size = 4ULL << 20;
@@ -1207,13 +1204,12 @@ Result<UnpackStats> apply_layer(int root_fd, const fs::path& blob, const oci::De
   tar_stream.hash = *compression == oci::Compression::none ? nullptr : &hashes;
   tar_stream.decompressor = decompressor.get();
   tar_stream.what = what;
-  // A compressed layer may expand at most k_max_expansion times (past a floor): far beyond what
-  // real layers do (3-10x), and it stops a decompression bomb early.
+  // A compressed layer may expand only so far (oci::max_layer_expansion): a decompression bomb
+  // stops early.
   tar_stream.max = options.max_bytes;
   if (*compression != oci::Compression::none) {
-    const std::uint64_t bound =
-        std::max(k_expansion_floor, static_cast<std::uint64_t>(layer.size) * k_max_expansion);
-    tar_stream.max = std::min(tar_stream.max, bound);
+    tar_stream.max =
+        std::min(tar_stream.max, oci::max_layer_expansion(static_cast<std::uint64_t>(layer.size)));
   }
   UnpackOptions bounded = options;
   bounded.max_bytes = tar_stream.max;

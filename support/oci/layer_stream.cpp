@@ -828,6 +828,12 @@ Result<std::span<const std::uint8_t>> LayerStream::next() {
       return *s.failed;
     }
     if (!piece->empty()) {
+      if (s.check.max_out && s.out_bytes > *s.check.max_out) {
+        s.failed = invalid_input("{}: the uncompressed layer is larger than the limit of {} bytes (100 "
+                                 "times its compressed size, at least 1 GiB)",
+                                 s.what, *s.check.max_out);
+        return *s.failed;
+      }
       return piece;
     }
     s.ended = true;

@@ -44,12 +44,21 @@ std::unique_ptr<BlobReader> memory_blob_reader(std::string_view bytes);
 /// Opens a regular file (no symlink at the last component) as a BlobReader.
 Result<std::unique_ptr<BlobReader>> open_file_blob(const std::filesystem::path& path, std::string what);
 
-/// What a LayerStream checks once the blob has been read to its end.
+/// What a LayerStream checks once the blob has been read to its end (max_out: while it streams).
 struct LayerCheck {
-  std::optional<Digest> digest;      ///< of the blob's bytes
-  std::optional<std::uint64_t> size; ///< of the blob's bytes
-  std::optional<Digest> diff_id;     ///< of the uncompressed bytes
+  std::optional<Digest> digest;         ///< of the blob's bytes
+  std::optional<std::uint64_t> size;    ///< of the blob's bytes
+  std::optional<Digest> diff_id;        ///< of the uncompressed bytes
+  std::optional<std::uint64_t> max_out; ///< uncompressed bytes beyond this fail (a decompression bomb)
 };
+
+/// The most a compressed layer of `blob_size` bytes may expand to: 100 times its size, and at least
+/// 1 GiB. Far beyond what real layers do (3-10x); it stops a decompression bomb early.
+constexpr std::uint64_t max_layer_expansion(std::uint64_t blob_size) {
+  constexpr std::uint64_t k_factor = 100;
+  constexpr std::uint64_t k_floor = 1ULL << 30;
+  return blob_size > k_floor / k_factor ? blob_size * k_factor : k_floor;
+}
 
 /// How the blob is compressed: as the media type says, or recognised by its first bytes (gzip,
 /// zstd, else an uncompressed tar).

@@ -86,6 +86,11 @@ out=$("$LOCKSTEP" exec "docker://$H/gzip-bomb/app:latest" -- /bin/true 2>&1)
 rc=$?
 set -e
 [ "$rc" = 2 ] && grep -q "limit" <<<"$out" || fail "gzip bomb: rc $rc: $out"
-pass "a gzip bomb in a layer is refused at the expansion bound (exit 2)"
+set +e
+out=$("$LOCKSTEP" verify "docker://$H/gzip-bomb/app:latest" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "larger than the limit" <<<"$out" || fail "gzip bomb, verify: rc $rc: $out"
+pass "a gzip bomb in a layer is refused at the expansion bound by exec and by verify (exit 2)"
 
 echo "all $TESTS_RUN hostile-registry checks passed"

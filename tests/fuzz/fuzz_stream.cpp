@@ -26,7 +26,7 @@ using namespace lockstep;
 
 // The decoded bytes, or "error: MESSAGE".
 std::string decode(std::string_view blob, oci::LayerCodec codec, unsigned decoders) {
-  oci::LayerCheck check{sha256_of(std::string(blob)), blob.size(), std::nullopt};
+  oci::LayerCheck check{sha256_of(std::string(blob)), blob.size(), std::nullopt, std::nullopt};
   auto stream = oci::LayerStream::open(oci::memory_blob_reader(blob), codec, "fuzz", check, decoders);
   if (!stream) {
     return "error: " + stream.error().message;

@@ -55,7 +55,7 @@ Result<std::string> read_all(const std::string& blob, LayerCodec codec, LayerChe
 }
 
 LayerCheck check_of(const std::string& blob, const std::string& plain) {
-  return LayerCheck{sha256_of(blob), blob.size(), sha256_of(plain)};
+  return LayerCheck{sha256_of(blob), blob.size(), sha256_of(plain), std::nullopt};
 }
 
 // Gzip members in sequence, each compressed from one piece at `level` (0 stores it).
@@ -214,8 +214,8 @@ TEST_CASE("members decoded ahead give exactly the bytes decoded in order", "[lay
         std::tuple{"bytes after the last member", trailing, plain}}) {
     for (unsigned decoders : k_decoders) {
       INFO(name << ", " << decoders << " decoders");
-      auto got = read_all(blob, LayerCodec::gzip, LayerCheck{sha256_of(blob), blob.size(), sha256_of(want)},
-                          decoders);
+      auto got = read_all(blob, LayerCodec::gzip,
+                          LayerCheck{sha256_of(blob), blob.size(), sha256_of(want), std::nullopt}, decoders);
       REQUIRE(got);
       CHECK(got->size() == want.size());
       CHECK(*got == want);
@@ -261,4 +261,24 @@ TEST_CASE("lockstep's layers are decoded ahead; one big member is decoded in ord
   CHECK(ahead(members, 2) == 5); // a member per MiB
   CHECK(ahead(members, 0) == 0);
   CHECK(ahead(one_member_gzip(plain), 2) == 0);
+}
+
+TEST_CASE("A layer that expands past its bound is refused while it streams, as gzip and as zstd",
+          "[layer_stream]") {
+  const std::string plain(3U << 20, '\0'); // 3 MiB of zeros: a few KiB compressed
+  for (Codec codec : {Codec::gzip, Codec::zstd}) {
+    const std::string blob = compressed(codec, plain);
+    LayerCheck bounded = check_of(blob, plain);
+    bounded.max_out = 1U << 20;
+    auto refused = read_all(blob, LayerCodec::detect, bounded);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == ExitCode::invalid_input);
+    CHECK_THAT(refused.error().message, Catch::Contains("larger than the limit of 1048576 bytes"));
+    bounded.max_out = plain.size(); // exactly at the bound is fine
+    auto read = read_all(blob, LayerCodec::detect, bounded);
+    REQUIRE(read);
+    CHECK(*read == plain);
+  }
+  CHECK(max_layer_expansion(0) == 1ULL << 30);
+  CHECK(max_layer_expansion(100ULL << 20) == 10000ULL << 20);
 }
