@@ -801,8 +801,12 @@ Result<void> SquashfsWriter::Impl::read_layer(std::size_t index,
   // Read once, front to back, through the one layer decoder (support/oci/layer_stream.hpp):
   // memory stays bounded whatever the layer's size or compression.
   LS_TRY_ASSIGN(std::unique_ptr<oci::BlobReader> blob, oci::open_file_blob(layer.path, what));
+  std::error_code ec;
+  const std::uint64_t blob_size = std::filesystem::file_size(layer.path, ec);
+  oci::LayerCheck bound;
+  bound.max_out = oci::max_layer_expansion(ec ? 0 : blob_size); // a base layer may be hostile
   LS_TRY_ASSIGN(oci::LayerStream stream,
-                oci::LayerStream::open(std::move(blob), oci::LayerCodec::detect, what));
+                oci::LayerStream::open(std::move(blob), oci::LayerCodec::detect, what, bound));
   LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(stream)));
   const oci::LayerStream* progress_of = reader.layer_stream();
   std::uint64_t consumed = 0;

@@ -366,6 +366,33 @@ void remember_blob(const BlobStore& store, const std::string& host, const std::s
   (void)store.put_record(k_records, record_key(host, digest), text); // a hint only
 }
 
+namespace {
+
+// The manifest under each of `refs`, byte for byte; the registry must keep its digest.
+Result<void> put_manifests(Client& client, const PushContent& content, const oci::RegistryRef& target,
+                           const std::vector<std::string>& refs, const Digest& digest) {
+  for (const std::string& ref : refs) {
+    ApiRequest put;
+    put.method = "PUT";
+    put.path_or_url = "/v2/" + target.repository + "/manifests/" + ref;
+    put.headers = {"Content-Type: " + content.media_type};
+    put.body = content.manifest_bytes;
+    put.scopes = {{target.repository, "pull,push"}};
+    put.what = fmt::format("manifest of {}:{}", target.name(), ref);
+    LS_TRY_ASSIGN(HttpResponse r, client.request(std::move(put)));
+    if (r.status != 201) {
+      return external_error("{}: the registry answered {}, expected 201", put.what, r.status);
+    }
+    if (auto stated = r.header("docker-content-digest"); stated && *stated != digest.str()) {
+      return invalid_input("manifest of {}:{}: the registry stored it as {}, not {} (it changed the bytes)",
+                           target.name(), ref, stated->substr(0, 80), digest.str());
+    }
+  }
+  return {};
+}
+
+} // namespace
+
 Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushContent& content,
                                           const oci::RegistryRef& target,
                                           const std::vector<std::string>& tags, const BlobStore& store,
@@ -381,6 +408,38 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
   }
   PushStats stats;
   stats.blobs = blobs.size();
+  const Digest digest = sha256_of(content.manifest_bytes);
+  std::vector<std::string> refs;
+  for (const auto& t : tags) {
+    if (std::find(refs.begin(), refs.end(), t) == refs.end()) {
+      refs.push_back(t);
+    }
+  }
+  if (refs.empty()) {
+    refs.push_back(push_reference(target));
+  }
+  // A reference that already names this manifest needs nothing; and a registry accepts a manifest
+  // only once it holds every blob the manifest names, so then none of them needs asking about.
+  std::vector<std::string> stale;
+  for (const std::string& ref : refs) {
+    ApiRequest head;
+    head.method = "HEAD";
+    head.path_or_url = "/v2/" + target.repository + "/manifests/" + ref;
+    head.headers = {"Accept: " + content.media_type};
+    head.scopes = {{target.repository, "pull,push"}};
+    head.expected = {404};
+    head.what = fmt::format("manifest of {}:{}", target.name(), ref);
+    LS_TRY_ASSIGN(HttpResponse h, client->request(std::move(head)));
+    const auto stated = h.header("docker-content-digest");
+    if (h.status != 200 || !stated || *stated != digest.str()) {
+      stale.push_back(ref);
+    }
+  }
+  if (stale.size() < refs.size()) {
+    stats.present = blobs.size();
+    LS_TRY(put_manifests(*client, content, target, stale, digest));
+    return std::pair{digest, stats};
+  }
   Pusher pusher(*client, target, source, store);
   std::vector<std::optional<Error>> errors(blobs.size());
   {
@@ -400,33 +459,7 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
     remember_blob(store, target.host, target.repository, b.digest);
   }
   // Only now the manifest, under every tag.
-  const Digest digest = sha256_of(content.manifest_bytes);
-  std::vector<std::string> refs;
-  for (const auto& t : tags) {
-    if (std::find(refs.begin(), refs.end(), t) == refs.end()) {
-      refs.push_back(t);
-    }
-  }
-  if (refs.empty()) {
-    refs.push_back(push_reference(target));
-  }
-  for (const std::string& ref : refs) {
-    ApiRequest put;
-    put.method = "PUT";
-    put.path_or_url = "/v2/" + target.repository + "/manifests/" + ref;
-    put.headers = {"Content-Type: " + content.media_type};
-    put.body = content.manifest_bytes;
-    put.scopes = {{target.repository, "pull,push"}};
-    put.what = fmt::format("manifest of {}:{}", target.name(), ref);
-    LS_TRY_ASSIGN(HttpResponse r, client->request(std::move(put)));
-    if (r.status != 201) {
-      return external_error("{}: the registry answered {}, expected 201", put.what, r.status);
-    }
-    if (auto stated = r.header("docker-content-digest"); stated && *stated != digest.str()) {
-      return invalid_input("manifest of {}:{}: the registry stored it as {}, not {} (it changed the bytes)",
-                           target.name(), ref, stated->substr(0, 80), digest.str());
-    }
-  }
+  LS_TRY(put_manifests(*client, content, target, refs, digest));
   return std::pair{digest, stats};
 }
 

@@ -57,12 +57,20 @@ back=$(sha256sum <"$WORK/back/blobs/sha256/${LOCAL#sha256:}" | cut -d' ' -f1)
 [ "sha256:$back" = "$LOCAL" ] || fail "skopeo's copy of the manifest has another digest"
 pass "push: the registry's digest is the local one under three tags; skopeo inspects and copies it back bit for bit"
 
-# Re-push: only HEADs, no upload.
-before=$(registry_requests r1 'POST|PUT|PATCH' '/v2/team/bb/blobs/.*')
+# Re-push: one HEAD of the manifest and nothing else; a new tag on it: that tag's PUT, no blob asked.
+before=$(registry_requests r1 '[A-Z]+' '/v2/team/bb/.*')
 "$LOCKSTEP" push -q --tls-verify=false "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" >/dev/null
-after=$(registry_requests r1 'POST|PUT|PATCH' '/v2/team/bb/blobs/.*')
-[ "$before" = "$after" ] || fail "a re-push uploaded blobs again ($before -> $after upload requests)"
-pass "re-push of an unchanged image uploads no blob"
+after=$(registry_requests r1 '[A-Z]+' '/v2/team/bb/.*')
+assert_eq "1 1" "$((after - before)) $(registry_requests r1 HEAD '/v2/team/bb/manifests/v1' 200)" \
+  "a re-push asks for the manifest once and sends nothing"
+before_blobs=$(registry_requests r1 '[A-Z]+' '/v2/team/bb/blobs/.*')
+"$LOCKSTEP" push -q --tls-verify=false --tag v9 "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" >/dev/null
+assert_eq "$before_blobs 1" \
+  "$(registry_requests r1 '[A-Z]+' '/v2/team/bb/blobs/.*') $(registry_requests r1 PUT '/v2/team/bb/manifests/v9' 201)" \
+  "a new tag on a pushed manifest: its PUT, no blob request"
+assert_eq "$LOCAL" "$(skopeo inspect --tls-verify=false --raw "docker://$R1/team/bb:v9" | sha256sum | sed 's/^/sha256:/; s/ .*//')" \
+  "the new tag names the manifest"
+pass "re-push of an unchanged image: one manifest HEAD, nothing sent; a new tag: one PUT, no blob asked"
 
 # build --push: the digest build prints is the one in the registry, under both tags.
 built=$("$LOCKSTEP" build -q --tls-verify=false --push "docker://$R1/built/bb:v1" --push "docker://$R1/built/bb:v2" \
