@@ -143,6 +143,7 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
     options.compression = Codec::gzip;
   }
   options.vcs_annotations = !args.no_vcs;
+  options.registry = registry::default_client_options(); // --tls-verify etc., for a docker:// base too
 
   std::vector<oci::RegistryRef> targets;
   for (const std::string& t : args.push) {

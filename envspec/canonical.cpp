@@ -34,6 +34,9 @@ json base_form(const Spec& spec) {
     static constexpr const char* variants[] = {"essential", "apt", "required"};
     return json{{"debian", spec.base.suite}, {"variant", variants[static_cast<int>(spec.base.variant)]}};
   }
+  if (spec.base.kind == BaseImage::Kind::registry) { // normalised: debian:bookworm is docker.io/library/...
+    return json{{"image", "docker://" + spec.base.remote.str()}};
+  }
   json base = json::object();
   base["oci"] = canonical_path(spec.base.path, spec.base.path_text, spec.dir);
   if (spec.base.pin) {

@@ -6,6 +6,7 @@
 #include "envspec/yaml_reader.hpp"
 #include "support/fs.hpp"
 #include "support/http.hpp"
+#include "support/oci/image_source.hpp"
 #include "support/python/pep508.hpp"
 
 #include <fmt/format.h>
@@ -242,12 +243,16 @@ private:
       out.kind = BaseImage::Kind::scratch;
       return;
     }
+    constexpr std::string_view expected = "'scratch' or a map {image: REF}, {oci: PATH} or {debian: SUITE}";
     if (v.is_scalar()) {
-      error(v.location, "base",
-            fmt::format("expected 'scratch' or a map {{oci: PATH}}, found '{}'", v.scalar));
+      std::string hint;
+      if (oci::RegistryRef::parse(v.scalar)) {
+        hint = fmt::format(" (an image in a registry is {{image: docker://{}}})", v.scalar);
+      }
+      error(v.location, "base", fmt::format("expected {}, found '{}'{}", expected, v.scalar, hint));
       return;
     }
-    if (!expect_map(v, "base", "'scratch' or a map {oci: PATH}")) {
+    if (!expect_map(v, "base", expected)) {
       return;
     }
     if (v.find("debian") != nullptr) {
@@ -255,8 +260,14 @@ private:
       return;
     }
     const MapEntry* oci = v.find("oci");
+    if (oci == nullptr && v.find("image") != nullptr) {
+      image_base(v, out);
+      return;
+    }
     if (oci == nullptr) {
-      error(v.location, "base", "missing 'oci' (an OCI layout directory or OCI archive, e.g. {oci: ./base})");
+      error(v.location, "base",
+            "missing 'image' or 'oci' (e.g. {image: docker://debian:bookworm} or {oci: ./base}, an OCI "
+            "layout directory or OCI archive)");
     }
     if (oci != nullptr) {
       out.location = oci->value.location; // later errors about the base image point at its path
@@ -266,6 +277,26 @@ private:
         base_path(e.value, out);
       } else if (e.key == "tag") {
         base_tag(e.value, out);
+      } else if (e.key == "variant") {
+        error(e.key_location, "base.variant",
+              "'variant' goes with 'debian' (e.g. {debian: bookworm, variant: apt})");
+      } else if (e.key == "image") {
+        error(e.key_location, "base.image", "a base is either {image: REF} or {oci: PATH}, not both");
+      } else {
+        unknown_key(e, "base", m_shapes.base);
+      }
+    }
+  }
+
+  // `base: {image: REF}`: an image named by reference (base_image_ref).
+  void image_base(const Node& v, BaseImage& out) {
+    out.key = "base.image";
+    for (const MapEntry& e : v.entries) {
+      if (e.key == "image") {
+        base_image_ref(e.value, out);
+      } else if (e.key == "tag") {
+        error(e.key_location, "base.tag",
+              "with 'image' the tag is part of the reference (e.g. {image: docker://debian:bookworm})");
       } else if (e.key == "variant") {
         error(e.key_location, "base.variant",
               "'variant' goes with 'debian' (e.g. {debian: bookworm, variant: apt})");
@@ -303,7 +334,7 @@ private:
           error(e.value.location, path,
                 fmt::format("expected 'essential', 'apt' or 'required', found '{}'", *s));
         }
-      } else if (e.key == "oci" || e.key == "tag") {
+      } else if (e.key == "oci" || e.key == "tag" || e.key == "image") {
         error(e.key_location, path, "a base is either {debian: SUITE} or {oci: PATH}, not both");
       } else {
         unknown_key(e, "base", m_shapes.base);
@@ -770,6 +801,81 @@ private:
     out.kind = BaseImage::Kind::oci;
     out.path = resolved;
     out.path_text = path_text;
+  }
+
+  // `base.image`: docker://[HOST[:PORT]/]REPO[:TAG][@sha256:HEX] (normalised as Docker does; nothing
+  // is fetched here, `check` stays offline), or oci:DIR[:TAG] / oci-archive:FILE[:TAG], read as the
+  // same base as {oci: PATH, tag: TAG}.
+  void base_image_ref(const Node& v, BaseImage& out) {
+    constexpr std::string_view forms =
+        "docker://[HOST[:PORT]/]REPO[:TAG][@sha256:HEX], oci:DIR[:TAG] or oci-archive:FILE[:TAG]";
+    const std::string* s = nonempty_string(v, "base.image", "an image reference");
+    if (s == nullptr) {
+      return;
+    }
+    out.location = v.location;
+    const bool known =
+        s->starts_with("docker://") || s->starts_with("oci:") || s->starts_with("oci-archive:");
+    if (!known) {
+      // A transport lockstep reads elsewhere (docker-archive:, oras://, sif:, dir:) or none at all.
+      const std::size_t scheme = s->find("://");
+      const std::size_t colon = s->find(':');
+      static const std::vector<std::string_view> others = {"docker-archive", "sif", "dir", "docker-daemon",
+                                                           "containers-storage"};
+      std::string transport;
+      if (scheme != std::string::npos) {
+        transport = s->substr(0, scheme + 3);
+      } else if (colon != std::string::npos &&
+                 std::find(others.begin(), others.end(), s->substr(0, colon)) != others.end()) {
+        transport = s->substr(0, colon + 1);
+      }
+      if (!transport.empty()) {
+        error(v.location, "base.image",
+              fmt::format("'{}' images can't be a base; expected {}", transport, forms));
+      } else {
+        error(v.location, "base.image",
+              fmt::format("'{}' names no transport; expected {}{}", *s, forms,
+                          oci::RegistryRef::parse(*s) ? fmt::format(" (e.g. docker://{})", *s) : ""));
+      }
+      return;
+    }
+    Result<oci::ImageRef> ref = oci::ImageRef::parse(*s);
+    if (!ref) {
+      error(v.location, "base.image", ref.error().message);
+      return;
+    }
+    if (ref->transport == oci::ImageRef::Transport::docker) {
+      out.kind = BaseImage::Kind::registry;
+      out.remote = ref->remote;
+      out.pin = ref->remote.digest;
+      return;
+    }
+    // oci:DIR[:TAG] or oci-archive:FILE[:TAG]: the path checked as `base.oci` is, and of the kind named.
+    const bool dir = ref->transport == oci::ImageRef::Transport::oci_dir;
+    const std::size_t prefix = s->find(':') + 1;
+    const std::string path_text = ref->path.string();
+    Node path_node = v;
+    path_node.scalar = path_text;
+    const fs::path resolved = resolve_host_path(path_node);
+    const SourceLocation path_location = sub_location(v, prefix, path_text.size());
+    std::error_code ec;
+    const fs::file_status st = fs::status(resolved, ec);
+    if (!fs::exists(st)) {
+      error(path_location, "base.image",
+            fmt::format("no such file or directory: {} (resolved to {})", path_text, resolved.string()));
+    } else if (dir && !fs::is_regular_file(resolved / "oci-layout", ec)) {
+      error(path_location, "base.image",
+            fmt::format("{} is not an OCI layout directory (it has no oci-layout file){}", resolved.string(),
+                        fs::is_regular_file(st) ? "; an OCI archive is oci-archive:FILE" : ""));
+    } else if (!dir && !fs::is_regular_file(st)) {
+      error(path_location, "base.image",
+            fmt::format("{} is not an OCI archive file{}", resolved.string(),
+                        fs::is_directory(st) ? "; an OCI layout directory is oci:DIR" : ""));
+    }
+    out.kind = BaseImage::Kind::oci;
+    out.path = resolved;
+    out.path_text = path_text;
+    out.tag = ref->tag;
   }
 
   // `base.tag`: selects a manifest by its org.opencontainers.image.ref.name annotation.

@@ -5,6 +5,7 @@
 #include "support/compress.hpp"
 #include "support/digest.hpp"
 #include "support/oci/oci.hpp"
+#include "support/oci/registry_ref.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/result.hpp"
 
@@ -60,15 +61,21 @@ enum class DebianVariant {
 
 /// The `base:` image.
 struct BaseImage {
-  enum class Kind { scratch, oci, debian };
+  /// registry: `{image: docker://REF}`; `{image: oci:DIR[:TAG]}` and `{image: oci-archive:FILE[:TAG]}`
+  /// are Kind::oci, as `{oci: PATH, tag: TAG}` is.
+  enum class Kind { scratch, oci, registry, debian };
   Kind kind = Kind::scratch;
   std::filesystem::path path; ///< OCI layout directory or OCI archive file (absolute), Kind::oci
   std::string path_text;      ///< as written
   std::string tag;            ///< optional `tag: TAG` selecting a ref.name in the layout
-  std::optional<Digest> pin;  ///< `PATH@sha256:...`: the manifest digest the base must have
-  std::string suite;          ///< Kind::debian: the suite or codename (`debian: bookworm`)
+  /// `PATH@sha256:...` (Kind::oci) or `docker://REF@sha256:...` (Kind::registry): the digest of the
+  /// base's manifest (or, in a registry, of the index it is reached through)
+  std::optional<Digest> pin;
+  oci::RegistryRef remote;      ///< Kind::registry: the image, normalised as Docker does
+  std::string key = "base.oci"; ///< the key the base was written under, for messages ("base.image")
+  std::string suite;            ///< Kind::debian: the suite or codename (`debian: bookworm`)
   DebianVariant variant = DebianVariant::apt; ///< Kind::debian
-  SourceLocation location;                    ///< of the `oci` value (or of `base` itself)
+  SourceLocation location;                    ///< of the `oci` or `image` value (or of `base` itself)
 };
 
 /// One `repos:` entry.

@@ -18,7 +18,8 @@ namespace {
 // The shapes, the named ones (Shapes) and the ones only their keys use.
 struct AllShapes : Shapes {
   Shape schema_version, image_name, extends, extends_list, platform, host_path, image_path;
-  Shape base_scratch, base_oci, base_debian, oci_path, tag, debian_suite, debian_variant;
+  Shape base_scratch, base_oci, base_image, base_debian, oci_path, image_ref, tag, debian_suite,
+      debian_variant;
   Shape repos, repo, repo_apt_dists, repo_apt_flat, repo_url, apt_suite, apt_components, apt_component,
       flat_false, flat_true;
   Shape apt_list, apt_package, pip_list, pip_item, pip_requirement;
@@ -80,8 +81,18 @@ AllShapes::AllShapes() {
            .doc = "The OCI layout directory or archive, optionally pinned: PATH@sha256:HEX.",
            .presence = Presence::required},
           {.name = "tag", .shape = &tag, .doc = "Picks the manifest whose ref.name annotation is TAG."},
-          {.name = "image", .presence = Presence::later},
       }};
+  image_ref = {.pattern = R"(^(docker://|oci:|oci-archive:).+$)"};
+  base_image = {.kind = Kind::map,
+                .name = "baseImage",
+                .doc = "An image named by reference: in a registry, an OCI layout or an OCI archive.",
+                .keys = {
+                    {.name = "image",
+                     .shape = &image_ref,
+                     .doc = "docker://[HOST[:PORT]/]REPO[:TAG][@sha256:HEX], oci:DIR[:TAG] or "
+                            "oci-archive:FILE[:TAG].",
+                     .presence = Presence::required},
+                }};
   debian_suite = {.pattern = R"(^[a-z0-9][a-z0-9.+-]*$)"};
   debian_variant = {.values = {"essential", "apt", "required"}};
   base_debian = {.kind = Kind::map,
@@ -98,8 +109,8 @@ AllShapes::AllShapes() {
                  }};
   base = {.kind = Kind::one_of,
           .name = "base",
-          .doc = "The image the layers go on: scratch, {oci: PATH} or {debian: SUITE}.",
-          .forms = {&base_scratch, &base_oci, &base_debian}};
+          .doc = "The image the layers go on: scratch, {oci: PATH}, {image: REF} or {debian: SUITE}.",
+          .forms = {&base_scratch, &base_oci, &base_image, &base_debian}};
 
   // ---- repos ---------------------------------------------------------------------------------------
   repo_url = {.name = "repositoryUrl",

@@ -97,7 +97,7 @@ struct Shape {
 /// The named shapes of the spec, for the code that reads one map of it.
 struct Shapes {
   Shape spec;          ///< the top-level map
-  Shape base;          ///< `base`: scratch, {oci: PATH, tag: TAG} or {debian: SUITE, variant: ...}
+  Shape base;          ///< `base`: scratch, {oci: PATH, tag: TAG}, {image: REF} or {debian: SUITE, ...}
   Shape repo_apt;      ///< an apt repository in `repos` (with a suite, or flat)
   Shape repo_pypi;     ///< a Python package index in `repos`
   Shape repo_wheels;   ///< a wheelhouse in `repos`

@@ -13,6 +13,7 @@
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/image_writer.hpp"
+#include "support/registry/pull.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -35,59 +36,96 @@ constexpr const char* k_annotation_lock_digest = "dev.lockstep.lock.digest";
 // The base image, resolved, with its layers in the store.
 struct Base {
   oci::OpenedImage image;
-  std::string name; ///< "oci:PATH[:TAG]" as written in the spec
+  /// "oci:PATH[:TAG]" as written in the spec, or the registry reference "HOST/REPO[:TAG][@DIGEST]"
+  /// normalised (the org.opencontainers.image.base.name annotation)
+  std::string name;
 };
 
-Error base_error(const envspec::Spec& spec, const std::string& message) {
+// An error about the base image, located at the spec's `base.oci` or `base.image` value. A registry's
+// keeps its exit code (unreachable stays 3, bad content 2); a local layout's or archive's is about its
+// content (2), as it always was.
+Error base_error(const envspec::Spec& spec, const Error& cause) {
   envspec::Diagnostics diags;
-  diags.error(spec.base.location, "base.oci", message);
-  return diags.to_error();
+  diags.error(spec.base.location, spec.base.key, cause.message);
+  Error e = diags.to_error();
+  if (spec.base.kind == envspec::BaseImage::Kind::registry) {
+    e.code = cause.code;
+  }
+  return e;
 }
 
-// Pass: open the base image, check its pin and platform, import its layers into the store.
-Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobStore& store) {
-  if (spec.base.kind != envspec::BaseImage::Kind::oci) { // scratch, or a Debian base made of packages
-    return std::optional<Base>();
-  }
+Error base_error(const envspec::Spec& spec, const std::string& message) {
+  return base_error(spec, invalid_input("{}", message));
+}
+
+// Where the base image is read from, and the name it is recorded under.
+struct BaseSource {
+  std::unique_ptr<oci::ImageSource> source;
+  std::string what; ///< in messages: "oci:../base" or "docker://HOST/REPO:TAG"
+  std::string name; ///< Base::name
+};
+
+Result<BaseSource> open_base(const envspec::Spec& spec, const BlobStore& store,
+                             const registry::ClientOptions& client) {
   oci::ImageRef ref;
+  if (spec.base.kind == envspec::BaseImage::Kind::registry) {
+    // Its manifest, config and layers land in the store: a blob already there is not fetched again.
+    ref.transport = oci::ImageRef::Transport::docker;
+    ref.remote = spec.base.remote;
+    LS_TRY_ASSIGN(auto source, registry::open_image(ref, store, client));
+    return BaseSource{std::move(source), ref.str(), spec.base.remote.str()};
+  }
   std::error_code ec;
   ref.transport = fs::is_directory(spec.base.path, ec) ? oci::ImageRef::Transport::oci_dir
                                                        : oci::ImageRef::Transport::oci_archive;
   ref.path = spec.base.path;
   ref.tag = spec.base.tag;
-  auto source = oci::ImageSource::open(ref);
-  if (!source) {
-    return base_error(spec, source.error().message);
+  LS_TRY_ASSIGN(auto source, oci::ImageSource::open(ref));
+  return BaseSource{std::move(source), spec.base.path_text,
+                    "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
+}
+
+// Pass: open the base image, check its pin and platform, import its layers into the store.
+Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobStore& store,
+                                         const registry::ClientOptions& client) {
+  if (spec.base.kind != envspec::BaseImage::Kind::oci &&
+      spec.base.kind != envspec::BaseImage::Kind::registry) { // scratch, or a Debian base made of packages
+    return std::optional<Base>();
   }
+  auto opened = open_base(spec, store, client);
+  if (!opened) {
+    return base_error(spec, opened.error());
+  }
+  oci::ImageSource& source = *opened->source;
+  const std::string& what = opened->what;
   oci::SelectOptions select;
   select.tag = spec.base.tag;
-  select.digest = spec.base.pin;
+  select.digest = spec.base.pin; // the manifest, or (in a registry) the index it is reached through
   select.platform = spec.platform;
-  auto image = (*source)->resolve(select);
+  auto image = source.resolve(select);
   if (!image) {
-    return base_error(spec, image.error().message);
+    return base_error(spec, image.error());
   }
-  if (spec.base.pin && image->manifest_digest != *spec.base.pin) {
-    return base_error(spec,
-                      fmt::format("{} has manifest digest {}, but the spec pins {}", spec.base.path_text,
-                                  image->manifest_digest.str(), spec.base.pin->str()));
+  if (spec.base.kind == envspec::BaseImage::Kind::oci && spec.base.pin &&
+      image->manifest_digest != *spec.base.pin) {
+    return base_error(spec, fmt::format("{} has manifest digest {}, but the spec pins {}", what,
+                                        image->manifest_digest.str(), spec.base.pin->str()));
   }
   if (!(image->platform == spec.platform)) {
-    return base_error(spec, fmt::format("{} is for platform {}, but the spec builds {}", spec.base.path_text,
+    return base_error(spec, fmt::format("{} is for platform {}, but the spec builds {}", what,
                                         image->platform.str(), spec.platform.str()));
   }
   for (const auto& layer : image->manifest.layers) {
     auto comp = oci::layer_compression(layer.media_type);
     if (!comp) {
-      return base_error(spec, fmt::format("{}: layer {}: {}", spec.base.path_text, layer.digest.str(),
-                                          comp.error().message));
+      return base_error(spec,
+                        fmt::format("{}: layer {}: {}", what, layer.digest.str(), comp.error().message));
     }
-    if (auto r = (*source)->fetch_blob(layer, store); !r) {
-      return base_error(spec, r.error().message);
+    if (auto r = source.fetch_blob(layer, store); !r) {
+      return base_error(spec, r.error());
     }
   }
-  Base base{std::move(*image),
-            "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
+  Base base{std::move(*image), std::move(opened->name)};
   return std::optional<Base>(std::move(base));
 }
 
@@ -363,7 +401,8 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
   }
   const bool has_debs = std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
                                     [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
-  if (has_debs && spec.base.kind == envspec::BaseImage::Kind::oci) {
+  if (has_debs && (spec.base.kind == envspec::BaseImage::Kind::oci ||
+                   spec.base.kind == envspec::BaseImage::Kind::registry)) {
     return base_error(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
                             "base image (its dpkg database would be replaced)");
   }
@@ -391,7 +430,7 @@ Result<void> read_stack_facts(ImageBuild& b) {
 Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
   {
     log::Timer t("resolve base");
-    LS_TRY_ASSIGN(b.base, resolve_base(b.spec, store));
+    LS_TRY_ASSIGN(b.base, resolve_base(b.spec, store, b.options.registry));
   }
   if (!b.base) {
     return {};

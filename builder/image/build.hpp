@@ -6,6 +6,7 @@
 #include "support/git_info.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/squashfs.hpp"
+#include "support/registry/client.hpp"
 #include "support/result.hpp"
 
 #include <cstdint>
@@ -36,6 +37,9 @@ struct BuildOptions {
   std::optional<envspec::Lock> lock;
   /// The blob store root (default BlobStore::default_root()).
   std::optional<std::filesystem::path> store_root;
+  /// How a base image in a registry (`base: {image: docker://...}`) is reached: TLS, connections,
+  /// timeouts (the CLI's registry flags).
+  registry::ClientOptions registry;
 };
 
 /// One written output.

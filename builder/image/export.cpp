@@ -383,6 +383,13 @@ std::vector<std::string> limitations(const Spec& spec, const Plan& plan, ExportF
                                 spec.base.path_text));
     }
     break;
+  case envspec::BaseImage::Kind::registry:
+    if (!spec.base.pin) {
+      out.push_back(
+          fmt::format("the base image is not pinned by digest: the spec names docker://{} without @sha256:",
+                      spec.base.remote.str()));
+    }
+    break;
   case envspec::BaseImage::Kind::scratch:
     if (!plan.debs.empty()) {
       out.push_back(docker
@@ -545,6 +552,9 @@ void docker_from(const Spec& spec, const envspec::Lock& lock, const Plan& plan, 
                      spec.base.pin ? "@" + spec.base.pin->str() : std::string());
     s += fmt::format("FROM {}${{LOCKSTEP_BASE_IMAGE}}\n", platform);
     break;
+  case envspec::BaseImage::Kind::registry: // the reference's characters are the registry grammar's
+    s += fmt::format("\nFROM {}{}\n", platform, spec.base.remote.str());
+    break;
   case envspec::BaseImage::Kind::scratch:
     if (!plan.debs.empty()) {
       s += fmt::format("\n# A scratch base has no dpkg: the packages are unpacked here and copied in.\n"
@@ -684,6 +694,9 @@ Result<std::string> apptainer_def(const Spec& spec, const envspec::Lock& lock, c
                      spec.base.tag.empty() ? "" : ":" + spec.base.tag);
     break;
   }
+  case envspec::BaseImage::Kind::registry:
+    s += fmt::format("Bootstrap: docker\nFrom: {}\n", spec.base.remote.str());
+    break;
   case envspec::BaseImage::Kind::scratch:
     s += "Bootstrap: scratch\n";
     break;

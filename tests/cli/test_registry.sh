@@ -115,6 +115,57 @@ set -e
 pass "pull by digest; a missing tag is a clear error"
 
 # ---------------------------------------------------------------------------------------------
+# A registry image as a build base (`base: {image: docker://...}`), stored by skopeo as Docker v2
+# (the same layer bytes): its layers come first, with the registry's digests and OCI media types;
+# a rebuild fetches no blob and gives the same digest; a pin the registry lacks is exit 2 and an
+# unreachable registry exit 3, both located at base.image.
+skopeo copy -q --format v2s2 "${SKDST[@]}" "oci:$WORK/img/out/layout" "docker://$R1/v2/bb:v1"
+raw=$(skopeo inspect --raw "${SK[@]}" "docker://$R1/v2/bb:v1")
+[ "$(jq -r .mediaType <<<"$raw")" = application/vnd.docker.distribution.manifest.v2+json ] || fail "not v2s2: $raw"
+mkdir -p onbase
+printf 'on the base\n' >onbase/note
+cat >onbase/lockstep.yaml <<YAML
+lockstep: 1
+name: onbase
+base: {image: "docker://$R1/v2/bb:v1"}
+copy: [{from: ./note, to: /etc/note}]
+outputs: {oci: out}
+YAML
+export LOCKSTEP_CACHE="$WORK/cache-base"
+d1=$("$LOCKSTEP" build -q --tls-verify=false onbase/lockstep.yaml)
+gets=$(registry_requests r1 GET '/v2/v2/bb/blobs/sha256:[0-9a-f]{64}')
+[ "$gets" -ge 2 ] || fail "the base's config and layer were not fetched ($gets blob GETs)"
+d2=$("$LOCKSTEP" build -q --tls-verify=false onbase/lockstep.yaml)
+[ "$d1" = "$d2" ] || fail "a rebuild on the registry base gave $d2, the first build $d1"
+[ "$(registry_requests r1 GET '/v2/v2/bb/blobs/sha256:[0-9a-f]{64}')" = "$gets" ] || fail "a rebuild fetched base blobs"
+built=$(jq -r '.manifests[0].digest' onbase/out/index.json)
+man=$(cat "onbase/out/blobs/sha256/${built#sha256:}")
+n=$(jq '.layers | length' <<<"$raw")
+[ "$(jq -c '[.layers[].digest]' <<<"$raw")" = "$(jq -c --argjson n "$n" '[.layers[:$n][].digest]' <<<"$man")" ] &&
+  [ "$(jq '.layers | length' <<<"$man")" = $((n + 1)) ] || fail "the base layers are not first: $man"
+jq -e --argjson n "$n" 'all(.layers[:$n][]; .mediaType == "application/vnd.oci.image.layer.v1.tar+gzip")' \
+  <<<"$man" >/dev/null || fail "the base layers keep Docker media types: $man"
+[ "$(jq -r '.annotations["org.opencontainers.image.base.digest"]' <<<"$man")" = \
+  "$(skopeo inspect "${SK[@]}" "docker://$R1/v2/bb:v1" | jq -r .Digest)" ] || fail "base.digest annotation: $man"
+out=$("$LOCKSTEP" exec oci:onbase/out /bin/cat /etc/marker /etc/note)
+[ "$out" = $'from the registry\non the base' ] || fail "the image built on the registry base holds: $out"
+sed -i "s|bb:v1\"|bb:v1@sha256:$(printf wrong | sha256sum | cut -d' ' -f1)\"|" onbase/lockstep.yaml
+set +e
+out=$("$LOCKSTEP" build -q --tls-verify=false onbase/lockstep.yaml 2>&1)
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "lockstep.yaml:3:15: error: base.image: .*no such image" <<<"$out" ||
+  fail "a pin the registry lacks: rc $rc: $out"
+set +e
+out=$("$LOCKSTEP" build -q onbase/lockstep.yaml 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] && grep -q "lockstep.yaml:3:15: error: base.image: .*--tls-verify=false" <<<"$out" ||
+  fail "a plain-HTTP base registry without --tls-verify=false: rc $rc: $out"
+export LOCKSTEP_CACHE="$WORK/cache2"
+pass "build on a docker:// base (Docker v2): its layers first with the registry's digests as OCI, no blob fetched twice, same digest; a missing pin is exit 2, an unreachable registry exit 3, both at base.image"
+
+# ---------------------------------------------------------------------------------------------
 # What skopeo pushes: zstd layers.
 # (recompressed locally first: pushed straight, skopeo would reuse the gzip blobs the registry has)
 skopeo copy -q --dest-compress --dest-compress-format zstd "oci:$WORK/img/out/layout" "oci:$WORK/zstd:v1"

@@ -197,3 +197,20 @@ TEST_CASE_METHOD(CanonicalFixture, "The order of copy items matters", "[canonica
       digest_in("one", "lockstep: 1\nname: app\ncopy: [{from: files, to: /b}, {from: files, to: /a}]\n");
   CHECK(ab != ba);
 }
+
+TEST_CASE_METHOD(CanonicalFixture, "A registry base enters the digest normalised, its pin too",
+                 "[canonical]") {
+  auto with_image = [&](const std::string& ref) {
+    return digest_in("one", "lockstep: 1\nname: app\nbase: {image: \"" + ref + "\"}\n");
+  };
+  const std::string short_name = with_image("docker://debian:bookworm");
+  CHECK(spec_in("one", "lockstep: 1\nname: app\nbase: {image: \"docker://debian:bookworm\"}\n")
+            .canonical["base"] == nlohmann::json{{"image", "docker://docker.io/library/debian:bookworm"}});
+  CHECK(with_image("docker://docker.io/library/debian:bookworm") == short_name);
+  CHECK(with_image("docker://index.docker.io/library/debian:bookworm") == short_name);
+  CHECK(with_image("docker://debian:trixie") != short_name);
+  CHECK(with_image("docker://debian:bookworm@sha256:" + std::string(64, 'a')) != short_name);
+  CHECK(with_image("docker://debian:bookworm@sha256:" + std::string(64, 'a')) !=
+        with_image("docker://debian:bookworm@sha256:" + std::string(64, 'b')));
+  CHECK(digest_in("one", "lockstep: 1\nname: app\nbase: {oci: base}\n") != short_name);
+}

@@ -421,32 +421,132 @@ TEST_CASE_METHOD(SpecFixture, "A base directory that is not an OCI layout is an 
 
 TEST_CASE_METHOD(SpecFixture, "A base that is neither scratch nor a map is an error", "[spec][errors]") {
   CHECK(errors("lockstep: 1\nname: a\nbase: alpine:3.19\n") ==
-        path() + ":3:7: error: base: expected 'scratch' or a map {oci: PATH}, found 'alpine:3.19'\n"
-                 "    3 | base: alpine:3.19\n"
-                 "      |       ^~~~~~~~~~~\n");
+        path() +
+            ":3:7: error: base: expected 'scratch' or a map {image: REF}, {oci: PATH} or {debian: SUITE}, "
+            "found 'alpine:3.19' (an image in a registry is {image: docker://alpine:3.19})\n"
+            "    3 | base: alpine:3.19\n"
+            "      |       ^~~~~~~~~~~\n");
   CHECK(errors("lockstep: 1\nname: a\nbase: [x]\n") ==
-        path() + ":3:7: error: base: expected 'scratch' or a map {oci: PATH}, found a list\n"
-                 "    3 | base: [x]\n"
-                 "      |       ^\n");
+        path() +
+            ":3:7: error: base: expected 'scratch' or a map {image: REF}, {oci: PATH} or {debian: SUITE}, "
+            "found a list\n"
+            "    3 | base: [x]\n"
+            "      |       ^\n");
 }
 
-TEST_CASE_METHOD(SpecFixture, "A base map needs oci, has known keys only, and a valid tag",
+TEST_CASE_METHOD(SpecFixture, "A base map needs oci or image, has known keys only, and a valid tag",
                  "[spec][errors]") {
-  CHECK(errors("lockstep: 1\nname: a\nbase: {image: alpine, tag: \"bad tag\"}\n") ==
+  CHECK(errors("lockstep: 1\nname: a\nbase: {imag: alpine, tag: \"bad tag\"}\n") ==
         path() +
-            ":3:7: error: base: missing 'oci' (an OCI layout directory or OCI archive, e.g. {oci: ./base})\n"
-            "    3 | base: {image: alpine, tag: \"bad tag\"}\n"
+            ":3:7: error: base: missing 'image' or 'oci' (e.g. {image: docker://debian:bookworm} or {oci: "
+            "./base}, an OCI layout directory or OCI archive)\n"
+            "    3 | base: {imag: alpine, tag: \"bad tag\"}\n"
             "      |       ^\n" +
             path() +
-            ":3:8: error: base.image: not supported by this lockstep version yet\n"
-            "    3 | base: {image: alpine, tag: \"bad tag\"}\n"
-            "      |        ^~~~~\n" +
+            ":3:8: error: base.imag: unknown key; did you mean 'image'?\n"
+            "    3 | base: {imag: alpine, tag: \"bad tag\"}\n"
+            "      |        ^~~~\n" +
             path() +
-            ":3:28: error: base.tag: invalid tag 'bad tag': letters and digits separated by '-', '.', '_', "
+            ":3:27: error: base.tag: invalid tag 'bad tag': letters and digits separated by '-', '.', '_', "
             "':', '@', '+' or '/'\n"
-            "    3 | base: {image: alpine, tag: \"bad tag\"}\n"
-            "      |                            ^~~~~~~~~\n"
+            "    3 | base: {imag: alpine, tag: \"bad tag\"}\n"
+            "      |                           ^~~~~~~~~\n"
             "3 errors\n");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A registry base is a docker:// reference, normalised as Docker does",
+                 "[spec]") {
+  Spec spec = load_ok("lockstep: 1\nname: a\nbase: {image: \"docker://debian:bookworm\"}\n");
+  CHECK(spec.base.kind == BaseImage::Kind::registry);
+  CHECK(spec.base.remote.str() == "docker.io/library/debian:bookworm");
+  CHECK_FALSE(spec.base.pin);
+  CHECK(spec.base.key == "base.image");
+  CHECK(spec.base.location.line == 3);
+  CHECK(spec.base.location.column == 15); // the `image` value: build errors about the image point at it
+  CHECK_FALSE(spec.needs_lock());
+
+  spec = load_ok("lockstep: 1\nname: a\nbase:\n  image: docker://127.0.0.1:5000/team/app:v1@sha256:" + k_hex +
+                 "\n");
+  CHECK(spec.base.kind == BaseImage::Kind::registry);
+  CHECK(spec.base.remote.host == "127.0.0.1:5000");
+  CHECK(spec.base.remote.repository == "team/app");
+  CHECK(spec.base.remote.tag == "v1");
+  REQUIRE(spec.base.pin);
+  CHECK(spec.base.pin->str() == "sha256:" + k_hex);
+  CHECK(spec.base.remote.digest == spec.base.pin);
+}
+
+TEST_CASE_METHOD(SpecFixture, "image: oci: and oci-archive: name the same base as oci: does", "[spec]") {
+  make_oci_layout("layouts/base");
+  write("base.tar", "load_spec only checks that it is a file");
+  Spec spec = load_ok("lockstep: 1\nname: a\nbase: {image: \"oci:layouts/base:v1.0\"}\n");
+  CHECK(spec.base.kind == BaseImage::Kind::oci);
+  CHECK(spec.base.path == dir() / "layouts/base");
+  CHECK(spec.base.path_text == "layouts/base");
+  CHECK(spec.base.tag == "v1.0");
+  CHECK(spec.base.key == "base.image");
+  const Digest same = load_ok("lockstep: 1\nname: a\nbase: {oci: ./layouts/base, tag: v1.0}\n").digest;
+  CHECK(spec.digest == same);
+
+  spec = load_ok("lockstep: 1\nname: a\nbase: {image: \"oci-archive:base.tar\"}\n");
+  CHECK(spec.base.kind == BaseImage::Kind::oci);
+  CHECK(spec.base.path == dir() / "base.tar");
+  CHECK(spec.base.tag.empty());
+}
+
+TEST_CASE_METHOD(SpecFixture, "A bad base image reference is an error at base.image", "[spec][errors]") {
+  make_oci_layout("layout");
+  write("base.tar", "x");
+  auto one = [&](const std::string& value) {
+    return errors("lockstep: 1\nname: a\nbase: {image: \"" + value + "\"}\n");
+  };
+  // The message at `column`, underlined for `length` characters.
+  auto at = [&](int column, std::size_t length, const std::string& message, const std::string& value) {
+    return path() + ":3:" + std::to_string(column) + ": error: base.image: " + message +
+           "\n    3 | base: {image: \"" + value + "\"}\n      | " + std::string(column - 1, ' ') + "^" +
+           std::string(length - 1, '~') + "\n";
+  };
+  const std::string forms =
+      "docker://[HOST[:PORT]/]REPO[:TAG][@sha256:HEX], oci:DIR[:TAG] or oci-archive:FILE[:TAG]";
+  // The whole value, quotes included, when the reference is wrong.
+  CHECK(one("debian:bookworm") ==
+        at(15, 17,
+           "'debian:bookworm' names no transport; expected " + forms + " (e.g. docker://debian:bookworm)",
+           "debian:bookworm"));
+  CHECK(one("sif:app.sif") == at(15, 13, "'sif:' images can't be a base; expected " + forms, "sif:app.sif"));
+  CHECK(one("oras://h.io/a:v1") ==
+        at(15, 18, "'oras://' images can't be a base; expected " + forms, "oras://h.io/a:v1"));
+  CHECK(one("docker://Team/App") ==
+        at(15, 19, "invalid image reference 'Team/App': repository names must be lower case",
+           "docker://Team/App"));
+  CHECK(one("docker://h.io/a@sha256:abc") ==
+        at(15, 28,
+           "invalid image reference 'h.io/a@sha256:abc': 'sha256:abc' is not a sha256 digest (sha256: and 64 "
+           "lower-case hex digits)",
+           "docker://h.io/a@sha256:abc"));
+  // The path alone when the file is wrong.
+  CHECK(one("oci:missing") ==
+        at(20, 7, "no such file or directory: missing (resolved to " + path("missing") + ")", "oci:missing"));
+  CHECK(one("oci:base.tar") == at(20, 8,
+                                  path("base.tar") + " is not an OCI layout directory (it has no oci-layout "
+                                                     "file); an OCI archive is oci-archive:FILE",
+                                  "oci:base.tar"));
+  CHECK(one("oci-archive:layout") ==
+        at(28, 6, path("layout") + " is not an OCI archive file; an OCI layout directory is oci:DIR",
+           "oci-archive:layout"));
+}
+
+TEST_CASE_METHOD(SpecFixture, "A base.image map takes no tag and no oci beside it", "[spec][errors]") {
+  make_oci_layout("layout");
+  CHECK(errors("lockstep: 1\nname: a\nbase: {image: \"docker://a\", tag: v1}\n") ==
+        path() + ":3:29: error: base.tag: with 'image' the tag is part of the reference (e.g. {image: "
+                 "docker://debian:bookworm})\n"
+                 "    3 | base: {image: \"docker://a\", tag: v1}\n"
+                 "      |                             ^~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nbase: {oci: layout, image: \"docker://a\"}\n") ==
+        path() + ":3:21: error: base.image: a base is either {image: REF} or {oci: PATH}, not both\n"
+                 "    3 | base: {oci: layout, image: \"docker://a\"}\n"
+                 "      |                     ^~~~~\n");
 }
 
 // ---------------------------------------------------------------------------------------------

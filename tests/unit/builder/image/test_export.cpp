@@ -312,6 +312,30 @@ TEST_CASE("Bases: an OCI image keeps its digest, scratch gets its packages unpac
   CHECK(def->text.find("dpkg -i") == std::string::npos);
 }
 
+TEST_CASE("Bases: a registry image is named as Docker and Apptainer pull it, pin included", "[export]") {
+  TempDirFixture tmp;
+  const std::string pin = "sha256:" + k_a;
+  const envspec::Spec pinned = spec_of(tmp, "base: {image: \"docker://debian:bookworm@" + pin + "\"}\n");
+  auto r = export_recipe(pinned, lock_of({}), as(ExportFormat::dockerfile));
+  REQUIRE_OK(r);
+  CHECK(has_line(r->text, "FROM --platform=linux/amd64 docker.io/library/debian:bookworm@" + pin));
+  CHECK(std::none_of(r->limitations.begin(), r->limitations.end(),
+                     [](const std::string& l) { return l.find("not pinned") != std::string::npos; }));
+  auto def = export_recipe(pinned, lock_of({}), as(ExportFormat::apptainer_def));
+  REQUIRE_OK(def);
+  CHECK(has_line(def->text, "Bootstrap: docker"));
+  CHECK(has_line(def->text, "From: docker.io/library/debian:bookworm@" + pin));
+
+  const envspec::Spec moving = spec_of(tmp, "base: {image: \"docker://lab.example:5000/team/cuda:12\"}\n");
+  r = export_recipe(moving, lock_of({}), as(ExportFormat::dockerfile));
+  REQUIRE_OK(r);
+  CHECK(has_line(r->text, "FROM --platform=linux/amd64 lab.example:5000/team/cuda:12"));
+  CHECK(
+      r->limitations.front() ==
+      "the base image is not pinned by digest: the spec names docker://lab.example:5000/team/cuda:12 without "
+      "@sha256:");
+}
+
 TEST_CASE("A multi-line run step keeps its newlines in the exec form", "[export]") {
   TempDirFixture tmp;
   const envspec::Spec spec = spec_of(tmp, "run:\n  - {sh: \"echo a\\necho b\", network: true}\n");
