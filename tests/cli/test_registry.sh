@@ -282,4 +282,28 @@ out=$("$LOCKSTEP" exec --tls-verify=false "docker://$REG_K1_HOST/team/bb:v1")
 [ "$out" = "from the registry" ] || fail "exec with tokens printed: $out"
 pass "bearer tokens from a realm with a query: push, a mount with merged scopes, exec after expiry"
 
+# An identity token (Docker's config.json `identitytoken`, what `docker login` keeps for OAuth
+# registries): exchanged at the realm with the OAuth2 refresh grant, never sent as a password.
+refresh=$(curl -fsS -X POST --data-urlencode grant_type=password --data-urlencode "username=$REG_K1_USER" \
+  --data-urlencode "password=$REG_K1_PASS" --data-urlencode access_type=offline \
+  --data-urlencode "service=$REG_K1_SERVICE" --data-urlencode client_id=test "$REG_K1_TOKEN_REALM" | jq -r .refresh_token)
+[ -n "$refresh" ] && [ "$refresh" != null ] || fail "the issuer gave no refresh token"
+"$LOCKSTEP" logout -q --all >/dev/null 2>&1 || true
+mkdir -p "$WORK/docker-idt"
+jq -n --arg h "$REG_K1_HOST" --arg t "$refresh" '{auths: {($h): {identitytoken: $t}}}' >"$WORK/docker-idt/config.json"
+out=$(DOCKER_CONFIG="$WORK/docker-idt" LOCKSTEP_CACHE="$WORK/cache-idt" "$LOCKSTEP" exec --tls-verify=false \
+  "docker://$REG_K1_HOST/team/bb:v1")
+[ "$out" = "from the registry" ] || fail "exec with an identity token printed: $out"
+[ "$(registry_token_requests k1 '.auth == "refresh_token" and .status == 200 and (.scopes | any(test("team/bb:pull")))')" -ge 1 ] ||
+  fail "no refresh-grant token request: $(tail -3 "$REG_K1_TOKEN_LOG")"
+jq -n --arg h "$REG_K1_HOST" '{auths: {($h): {identitytoken: "not-a-refresh-token"}}}' >"$WORK/docker-idt/config.json"
+set +e
+out=$(DOCKER_CONFIG="$WORK/docker-idt" LOCKSTEP_CACHE="$WORK/cache-idt2" "$LOCKSTEP" exec --tls-verify=false \
+  "docker://$REG_K1_HOST/team/bb:v1" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "a refused identity token: exit $rc: $out"
+! grep -q "not-a-refresh-token" <<<"$out" || fail "the identity token appears in the message: $out"
+pass "an identity token in Docker's config.json is exchanged with the refresh grant; a refused one is exit 3 and never shown"
+
 echo "all $TESTS_RUN registry checks passed"
