@@ -60,6 +60,8 @@ constexpr const char* k_examples = R"(Examples:
       the host's mpirun starts one `lockstep exec` per rank on three nodes (hybrid model)
   salloc -N 2 lockstep run --ranks-per-node 8 oci:build/train -- python3 train.py
       inside an allocation: srun --mpi=pmix (chosen from the image's MPI)
+  lockstep run --hostfile hosts -N 3 -n 24 docker://registry.lab:5000/team/train:v1 -- python3 train.py
+      pulled once, here; staged into the stores of the nodes that lack it (no node asks the registry)
   lockstep run --dry-run -N 2 --hostfile hosts oci:build/train -- python3 train.py
       print the preflight and launch commands, run nothing
   lockstep run --emit sbatch job.sh -N 4 --ranks-per-node 8 --gpus-per-node 8 train.sif -- python3 train.py
@@ -570,7 +572,7 @@ void register_run(CLI::App& app, Context& ctx) {
   runner::LaunchRequest& r = args->request;
   auto* cmd =
       app.add_subcommand("run", "Launch a (multi-node MPI) job in an image, checking every node first");
-  cmd->add_option("IMAGE", r.image, "The image: oci:DIR[:TAG], a .sif, ... (as for exec)")->required();
+  cmd->add_option("IMAGE", r.image, "The image: oci:DIR[:TAG], a .sif, docker://REF, ... (as for exec)")->required();
   cmd->add_option("COMMAND", r.command, "What each rank runs, after --")->required();
   cmd->add_option("--launcher", args->launcher, "local, mpirun or slurm (default: see below)")
       ->type_name("NAME");
