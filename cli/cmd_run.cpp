@@ -572,7 +572,8 @@ void register_run(CLI::App& app, Context& ctx) {
   runner::LaunchRequest& r = args->request;
   auto* cmd =
       app.add_subcommand("run", "Launch a (multi-node MPI) job in an image, checking every node first");
-  cmd->add_option("IMAGE", r.image, "The image: oci:DIR[:TAG], a .sif, docker://REF, ... (as for exec)")->required();
+  cmd->add_option("IMAGE", r.image, "The image: oci:DIR[:TAG], a .sif, docker://REF, ... (as for exec)")
+      ->required();
   cmd->add_option("COMMAND", r.command, "What each rank runs, after --")->required();
   cmd->add_option("--launcher", args->launcher, "local, mpirun or slurm (default: see below)")
       ->type_name("NAME");
