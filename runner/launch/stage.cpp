@@ -475,6 +475,18 @@ Result<void> BundleReader::header_line(std::string_view line) {
   return invalid_input("unexpected line in the staging bundle: '{}'", clean(line, 80));
 }
 
+// The current blob, fully received: published only when its digest and size are right.
+Result<void> BundleReader::commit_current() {
+  Result<BlobInfo> info = m_writer->commit(m_current.digest, m_current.size);
+  m_writer.reset();
+  if (!info) {
+    return info.error().with_context(
+        fmt::format("blob {}: the copy was damaged on the way, refused", m_current.digest.str()));
+  }
+  m_blobs.push_back(m_current);
+  return {};
+}
+
 Result<void> BundleReader::feed(const char* data, std::size_t size) {
   while (size > 0) {
     if (m_ended) {
@@ -488,13 +500,7 @@ Result<void> BundleReader::feed(const char* data, std::size_t size) {
       size -= n;
       m_left -= static_cast<std::int64_t>(n);
       if (m_left == 0) {
-        Result<BlobInfo> info = m_writer->commit(m_current.digest, m_current.size);
-        m_writer.reset();
-        if (!info) {
-          return info.error().with_context(
-              fmt::format("blob {}: the copy was damaged on the way, refused", m_current.digest.str()));
-        }
-        m_blobs.push_back(m_current);
+        LS_TRY(commit_current());
       }
       continue;
     }
@@ -513,13 +519,7 @@ Result<void> BundleReader::feed(const char* data, std::size_t size) {
     m_line.clear();
     LS_TRY(header_line(line));
     if (m_writer && m_left == 0) { // an empty blob
-      Result<BlobInfo> info = m_writer->commit(m_current.digest, m_current.size);
-      m_writer.reset();
-      if (!info) {
-        return info.error().with_context(
-            fmt::format("blob {}: the copy was damaged on the way, refused", m_current.digest.str()));
-      }
-      m_blobs.push_back(m_current);
+      LS_TRY(commit_current());
     }
   }
   return {};

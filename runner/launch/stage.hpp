@@ -77,6 +77,7 @@ public:
 
 private:
   Result<void> header_line(std::string_view line);
+  Result<void> commit_current();
   const BlobStore& m_store;
   std::string m_line;
   bool m_started = false;
