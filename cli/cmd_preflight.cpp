@@ -4,6 +4,7 @@
 #include "runner/launch/preflight.hpp"
 #include "runner/runtime/join.hpp"
 #include "support/fs.hpp"
+#include "support/process.hpp"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -77,11 +78,7 @@ void hold_ranks_container(const PreflightArgs& args) {
                                      "--hold-first-wait",
                                      std::to_string(k_hold_first_wait_ms)};
     argv.insert(argv.end(), exec.begin() + 2, exec.end());
-    std::vector<char*> cargv;
-    for (std::string& a : argv) {
-      cargv.push_back(a.data());
-    }
-    cargv.push_back(nullptr);
+    std::vector<char*> cargv = c_strings(argv);
     _exit(run(static_cast<int>(argv.size()), cargv.data()) & 0xff);
   }
   if (pid > 0) {

@@ -41,7 +41,8 @@ void forward_signal(int sig, siginfo_t* info, void* /*context*/) {
   }
 }
 
-// argv and envp as the exec family wants them; the strings stay owned by the vectors.
+} // namespace
+
 std::vector<char*> c_strings(const std::vector<std::string>& words) {
   std::vector<char*> out;
   out.reserve(words.size() + 1);
@@ -51,6 +52,8 @@ std::vector<char*> c_strings(const std::vector<std::string>& words) {
   out.push_back(nullptr);
   return out;
 }
+
+namespace {
 
 class SpawnAttributes {
 public:

@@ -36,6 +36,10 @@ struct CaptureResult {
   bool timed_out = false;
 };
 
+/// `words` as the exec family wants them (argv, envp): pointers into the strings, which must outlive
+/// the result, then a null pointer.
+std::vector<char*> c_strings(const std::vector<std::string>& words);
+
 /// Runs argv (argv[0] looked up in PATH) with stdin from /dev/null, capturing stdout and stderr.
 /// A command that can't be started is an `external` error naming it (exit 3).
 Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const CaptureOptions& options = {});

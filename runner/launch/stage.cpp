@@ -112,11 +112,7 @@ Result<void> start_child(Child& c, const StageFanout& how, std::vector<std::vect
   if (::pipe2(in.data(), O_CLOEXEC) != 0 || ::pipe2(out.data(), O_CLOEXEC) != 0) {
     return errno_error("can't create a pipe", errno);
   }
-  std::vector<char*> cargv;
-  for (std::string& a : argv) {
-    cargv.push_back(a.data());
-  }
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = c_strings(argv);
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::dup2(in[0], STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0) {
