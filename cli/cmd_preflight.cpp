@@ -40,7 +40,7 @@ constexpr int k_hold_first_wait_ms = 10000;
 // container while mpirun starts, as `lockstep exec --hold-listen` does for the first rank otherwise
 // (runner/runtime/hold.hpp). Anything in the way (another holder, a key too long) leaves it to the
 // ranks.
-void hold_ranks_container(const PreflightArgs& args) {
+void hold_ranks_container(const PreflightArgs& args, int gate_fd) {
   const std::vector<std::string>& exec = args.hold_exec;
   if (exec.size() < 3 || exec[1] != "exec" || ::chdir(args.hold_cwd.c_str()) != 0) {
     return;
@@ -62,6 +62,9 @@ void hold_ranks_container(const PreflightArgs& args) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid(); // the agent's session may end; the holder stays for the ranks
+    if (gate_fd >= 0) {
+      ::close(gate_fd); // the gate is this preflight's, and goes with it
+    }
     if (::fork() != 0) {
       _exit(0);
     }
@@ -86,6 +89,23 @@ void hold_ranks_container(const PreflightArgs& args) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
+}
+
+// The launching node's word on stdin ("go" or "stop", a line); anything else, or EOF, is a stop.
+runner::join::GateWord read_word() {
+  std::string line;
+  char c = 0;
+  while (line.size() < 64) {
+    const ssize_t n = ::read(0, &c, 1);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0 || c == '\n') {
+      break;
+    }
+    line += c;
+  }
+  return line == "go" ? runner::join::GateWord::go : runner::join::GateWord::stop;
 }
 
 constexpr const char* k_examples = R"(Examples:
@@ -160,6 +180,13 @@ Result<ExitCode> run_preflight_command(PreflightArgs& args, const Context& ctx) 
   if (!args.hold_exec.empty() && args.hold_cwd.empty()) {
     return invalid_input("unexpected arguments after IMAGE: {}", args.hold_exec.front());
   }
+  // --gate: the ranks mpirun starts meanwhile wait at this node's gate from now on.
+  UniqueFd gate;
+  if (!req.gate.empty()) {
+    if (Result<UniqueFd> bound = runner::join::bind_gate(req.gate)) {
+      gate = std::move(*bound);
+    } // else another preflight of this job on this node keeps it (two names for one node)
+  }
   const runner::ImageProbe image = runner::probe_image(req.image);
   if (facts_given) {
     LS_TRY_ASSIGN(req.facts, facts_from_flags(args));
@@ -184,8 +211,15 @@ Result<ExitCode> run_preflight_command(PreflightArgs& args, const Context& ctx) 
   } else {
     std::fputs(runner::render_preflight_table({report}).c_str(), stdout);
   }
-  if (report.ok() && !args.hold_exec.empty()) {
-    hold_ranks_container(args);
+  std::fflush(stdout);
+  const runner::join::GateWord word =
+      req.gate.empty() ? runner::join::GateWord::go : read_word(); // every node's verdict
+  const bool go = report.ok() && word == runner::join::GateWord::go;
+  if (go && !args.hold_exec.empty()) {
+    hold_ranks_container(args, gate.get());
+  }
+  if (gate.valid()) {
+    runner::join::keep_gate(gate.get(), go ? runner::join::GateWord::go : runner::join::GateWord::stop, 0);
   }
   return report.ok() ? ExitCode::ok : ExitCode::check_failed;
 }
@@ -217,6 +251,10 @@ void register_preflight(CLI::App& app, Context& ctx) {
   cmd->add_option("--cuda-floor", args->cuda_floor,
                   "The lowest driver the image's CUDA needs (instead of its labels)")
       ->type_name("VERSION");
+  cmd->add_option("--gate", r.gate,
+                  "Keep the ranks' gate (their report directory), then pass on the word read from "
+                  "stdin until it ends (lockstep run)")
+      ->group("");
   cmd->add_option("--hold-cwd", args->hold_cwd, "Hold the ranks' container after a pass (lockstep run)")
       ->group("");
   cmd->add_option("HOLD", args->hold_exec, "After --: the ranks' lockstep exec line (lockstep run)")

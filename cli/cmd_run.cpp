@@ -167,6 +167,7 @@ struct RunJob {
   // the run
   std::vector<std::vector<std::string>> preflight_commands;
   std::vector<runner::NodeReport> reports;
+  std::string gate; ///< a gated launch: what the nodes were told ("go", "stop"); "" when not gated
   nlohmann::ordered_json record;
   std::int64_t start = 0; ///< wall clock ns, before the preflight
 
@@ -250,16 +251,54 @@ Result<ExitCode> emit_sbatch(const RunJob& j) {
   return ExitCode::ok;
 }
 
-// The launch plan, the plan as shown (--env names only, unless --record-env-values), and what
-// preflight checks on every node.
-Result<void> plan_job(RunJob& j) {
+// The launch plan and the plan as shown (--env names only, unless --record-env-values); under
+// mpirun each node's preflight, when it passes, holds the ranks' container while mpirun starts
+// (docs/launch.md, "Ranks on one node"), not with --env: the preflight commands are recorded and
+// shown, the --env values never are.
+Result<void> plan_commands(RunJob& j) {
   const envspec::ImageFacts& facts = j.info.facts;
   LS_TRY_ASSIGN(j.plan, runner::plan_launch(j.req, j.site, facts));
+  j.shown_req.gate_seconds = j.req.gate_seconds;
+  LS_TRY_ASSIGN(j.shown, runner::plan_launch(j.shown_req, j.site, facts));
+  const auto& rank = j.plan.rank;
+  const bool env_values =
+      std::find(j.req.exec_args.begin(), j.req.exec_args.end(), "--env") != j.req.exec_args.end();
+  const auto exec_line = std::find(rank.begin(), rank.end(), "--");
+  j.pre.hold_exec.clear();
+  if (j.plan.launcher == runner::Launcher::mpirun && !j.site.rank_helper.empty() && !rank.empty() &&
+      rank[0] == j.site.rank_helper && exec_line != rank.end() && !env_values) {
+    std::error_code ec;
+    j.pre.hold_cwd = fs::current_path(ec).string();
+    j.pre.hold_exec.assign(exec_line + 1, rank.end());
+    j.pre.hold_exec.insert(j.pre.hold_exec.end(), j.req.command.begin(), j.req.command.end());
+  }
+  return {};
+}
+
+// Whether mpirun starts while the nodes are checked: each rank then waits at its node's gate for
+// the verdict on every node (docs/launch.md, "Preflight"). Under mpirun with hosts, the native
+// runtime and lockstep-rank; not in a dry run (whose commands show the gate all the same).
+bool gated(const RunJob& j) {
+  return !j.args.skip_preflight && j.plan.launcher == runner::Launcher::mpirun &&
+         j.plan.model == runner::MpiModel::hybrid && j.plan.runtime == runner::ContainerRuntime::native &&
+         !j.plan.hosts.empty() && !j.site.rank_helper.empty();
+}
+
+// Sets or clears the gate: the ranks' wait (the preflight timeout and a margin) and the nodes'.
+Result<void> set_gate(RunJob& j, bool on) {
+  j.req.gate_seconds = on ? j.args.preflight_timeout + 30 : 0;
+  j.pre.gate = on ? j.site.run_dir + "/ranks" : "";
+  return plan_commands(j);
+}
+
+// The launch plan, the plan as shown, and what preflight checks on every node.
+Result<void> plan_job(RunJob& j) {
+  const envspec::ImageFacts& facts = j.info.facts;
+  j.shown_req = j.req.record_env_values ? j.req : runner::without_env_values(j.req);
+  LS_TRY(plan_commands(j));
   for (const std::string& note : j.plan.notes) {
     log::warn("{}", note);
   }
-  j.shown_req = j.req.record_env_values ? j.req : runner::without_env_values(j.req);
-  LS_TRY_ASSIGN(j.shown, runner::plan_launch(j.shown_req, j.site, facts));
   runner::PreflightRequest& pre = j.pre;
   pre.image = j.req.image;
   pre.image_digest = j.image_digest;
@@ -268,18 +307,8 @@ Result<void> plan_job(RunJob& j) {
   pre.gpus_per_node = j.req.gpus_per_node;
   pre.facts = facts;
   pre.unpack_bytes = j.info.unpack_bytes;
-  // Under mpirun each node's preflight, when it passes, holds the ranks' container while mpirun
-  // starts (docs/launch.md, "Ranks on one node"). Not with --env: the preflight commands are
-  // recorded and shown, the --env values never are.
-  const auto& rank = j.plan.rank;
-  const bool env_values =
-      std::find(j.req.exec_args.begin(), j.req.exec_args.end(), "--env") != j.req.exec_args.end();
-  if (j.plan.launcher == runner::Launcher::mpirun && !j.site.rank_helper.empty() && rank.size() > 4 &&
-      rank[0] == j.site.rank_helper && !env_values) {
-    std::error_code ec;
-    pre.hold_cwd = fs::current_path(ec).string();
-    pre.hold_exec.assign(rank.begin() + 4, rank.end());
-    pre.hold_exec.insert(pre.hold_exec.end(), j.req.command.begin(), j.req.command.end());
+  if (gated(j)) {
+    LS_TRY(set_gate(j, true));
   }
   return {};
 }
@@ -442,23 +471,18 @@ Result<void> stage_if_missing(RunJob& j) {
   return {};
 }
 
-// Every node checked in parallel before any rank starts; a failure is recorded and ends the run
-// (exit 1).
-Result<void> check_nodes(RunJob& j) {
-  if (j.args.skip_preflight) {
-    log::warn("preflight skipped (--skip-preflight): nodes were not checked");
-    j.record["preflight"] = {{"skipped", true}};
-    return {};
-  }
-  log::Timer timer("preflight");
-  LS_TRY_ASSIGN(j.reports, runner::preflight_nodes(j.plan, j.pre, fanout(j.args, j.site.lockstep, false),
-                                                   j.preflight_commands));
+// The nodes' reports judged: an image some node lacks is staged, the reports recorded and shown;
+// a failure is recorded and ends the run (exit 1).
+Result<void> judge_nodes(RunJob& j) {
   LS_TRY(stage_if_missing(j));
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array();
   for (const runner::NodeReport& r : j.reports) {
     nodes.push_back(runner::to_json(r));
   }
   j.record["preflight"] = {{"skipped", false}, {"commands", j.preflight_commands}, {"nodes", nodes}};
+  if (!j.gate.empty()) {
+    j.record["preflight"]["gate"] = j.gate;
+  }
   const bool failed = std::any_of(j.reports.begin(), j.reports.end(), [](const auto& r) { return !r.ok(); });
   if (failed || (log::level() >= log::Level::normal && !j.ctx.json)) {
     std::cerr << runner::render_preflight_table(j.reports);
@@ -477,8 +501,21 @@ Result<void> check_nodes(RunJob& j) {
                            fmt::join(names, ", "), j.site.run_dir)};
 }
 
-// Runs the launch command in the foreground: this process's environment plus the plan's.
-Result<int> run_launcher(RunJob& j) {
+// Every node checked in parallel before any rank starts.
+Result<void> check_nodes(RunJob& j) {
+  if (j.args.skip_preflight) {
+    log::warn("preflight skipped (--skip-preflight): nodes were not checked");
+    j.record["preflight"] = {{"skipped", true}};
+    return {};
+  }
+  log::Timer timer("preflight");
+  LS_TRY_ASSIGN(j.reports, runner::preflight_nodes(j.plan, j.pre, fanout(j.args, j.site.lockstep, false),
+                                                   j.preflight_commands));
+  return judge_nodes(j);
+}
+
+// The launch command with this process's environment plus the plan's, started in the foreground.
+Result<ForegroundChild> start_launcher(RunJob& j, bool hold_stderr = false) {
   j.record["launch"] = j.shown.argv;
   j.record["env"] = j.shown.env;
   std::optional<std::vector<std::string>> env;
@@ -490,7 +527,52 @@ Result<int> run_launcher(RunJob& j) {
     env->insert(env->end(), j.plan.env.begin(), j.plan.env.end());
   }
   log::debug("run: {}", shell_join(j.shown.argv));
-  return run_foreground(j.plan.argv, env);
+  return ForegroundChild::start(j.plan.argv, env, hold_stderr);
+}
+
+// Runs the launch command in the foreground, after the preflight.
+Result<int> run_launcher(RunJob& j) {
+  LS_TRY_ASSIGN(ForegroundChild launcher, start_launcher(j));
+  return launcher.wait();
+}
+
+// A gated launch: mpirun starts while every node's preflight runs, its ranks waiting at their
+// nodes' gates; every node is then told the verdict. On a stop mpirun ends as its ranks leave; an
+// image some node lacks is then staged and the job launched again, after the preflight. Errors are
+// the preflight's and the staging's; the launcher's outcome goes to `status`.
+Result<void> run_gated(RunJob& j, Result<int>& status) {
+  runner::GatedPreflight preflight = runner::GatedPreflight::start(
+      j.plan, j.pre, fanout(j.args, j.site.lockstep, false), j.preflight_commands);
+  // mpirun's complaints (a node it can't reach) show only when the launch goes ahead.
+  Result<ForegroundChild> launcher = start_launcher(j, true);
+  {
+    log::Timer timer("preflight");
+    j.reports = preflight.reports();
+  }
+  const bool pass =
+      launcher && std::all_of(j.reports.begin(), j.reports.end(), [](const auto& r) { return r.ok(); });
+  preflight.tell(pass);
+  j.gate = pass ? "go" : "stop";
+  if (launcher) {
+    launcher->release_stderr(pass);
+  }
+  if (pass) {
+    LS_TRY(judge_nodes(j));
+    status = launcher->wait();
+    preflight.finish();
+    return {};
+  }
+  if (!launcher) {
+    status = launcher.error();
+    preflight.finish();
+    return judge_nodes(j);
+  }
+  (void)launcher->end_within(std::chrono::seconds(10)); // its ranks leave at once on a stop
+  preflight.finish();
+  LS_TRY(set_gate(j, false));
+  LS_TRY(judge_nodes(j)); // stages an image only missing, else ends the run
+  status = run_launcher(j);
+  return {};
 }
 
 // The ranks' reports and the launcher's status judged into the run's verdict, and the record
@@ -558,8 +640,13 @@ Result<ExitCode> run_run_command(RunArgs& args, Context& ctx) {
   }
   // The run: its record directory, the preflight, the launch, the verdict, the record.
   LS_TRY(start_record(j));
-  LS_TRY(check_nodes(j));
-  const Result<int> status = run_launcher(j);
+  Result<int> status = 0;
+  if (j.req.gate_seconds > 0) {
+    LS_TRY(run_gated(j, status));
+  } else {
+    LS_TRY(check_nodes(j));
+    status = run_launcher(j);
+  }
   const std::int64_t end = runner::wall_clock_ns();
   const runner::RunVerdict verdict = judge_and_record(j, status, end);
   return finish(j, verdict);

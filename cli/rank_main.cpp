@@ -2,8 +2,12 @@
 // node"). The host's launcher (mpirun's orted, srun) starts it once per rank, in place of
 // `lockstep exec`:
 //
-//   lockstep-rank --report DIR -- /path/to/lockstep exec [OPTIONS] IMAGE -- CMD...
+//   lockstep-rank --report DIR [--gate SECONDS] -- /path/to/lockstep exec [OPTIONS] IMAGE -- CMD...
 //
+// With --gate (mpirun with preflight: the launcher starts while the nodes are checked) it first
+// waits at the node's gate, which the node's preflight keeps, for the launching node's verdict: on
+// "stop" it leaves at once with status 0 and no report (the job was called off; `lockstep run` says
+// why), and when no verdict comes within SECONDS it fails without running anything.
 // It asks the node's holder of that container for it (starting the holder when it is the first rank
 // here), joins the container's namespaces and runs the command, then writes DIR/rank-N.json as
 // `lockstep exec --rank-report DIR` does. When the container can't be shared (the holder refuses,
@@ -16,7 +20,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,8 +30,10 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: lockstep-rank --report DIR -- LOCKSTEP exec [OPTIONS] IMAGE -- CMD...\n"
-                       "(lockstep run starts it for each rank; see docs/launch.md)\n");
+  std::fprintf(stderr,
+               "usage: lockstep-rank --report DIR [--gate SECONDS] -- LOCKSTEP exec [OPTIONS] IMAGE -- "
+               "CMD...\n"
+               "(lockstep run starts it for each rank; see docs/launch.md)\n");
   return 2;
 }
 
@@ -45,13 +53,42 @@ int run_unshared(const std::vector<std::string>& creator) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  if (argc < 6 || std::string(argv[1]) != "--report" || std::string(argv[3]) != "--") {
+  if (argc < 6 || std::string(argv[1]) != "--report") {
     return usage();
   }
   const std::string report_dir = argv[2];
-  const std::vector<std::string> creator(argv + 4, argv + argc);
+  int next = 3;
+  int gate_seconds = 0;
+  if (std::string(argv[next]) == "--gate" && next + 1 < argc) {
+    gate_seconds = std::atoi(argv[next + 1]);
+    next += 2;
+    if (gate_seconds <= 0) {
+      return usage();
+    }
+  }
+  if (next >= argc || std::string(argv[next]) != "--") {
+    return usage();
+  }
+  const std::vector<std::string> creator(argv + next + 1, argv + argc);
   if (creator.size() < 3 || creator[1] != "exec") {
     return usage();
+  }
+  if (gate_seconds > 0) {
+    std::string why;
+    switch (runner::join::wait_at_gate(report_dir, std::chrono::seconds(gate_seconds), why)) {
+    case runner::join::GateOutcome::go:
+      break;
+    case runner::join::GateOutcome::stop:
+      return 0;
+    case runner::join::GateOutcome::timed_out:
+    case runner::join::GateOutcome::failed: {
+      (void)runner::run_reporting_rank(report_dir, [&]() -> Result<int> {
+        return Error{ExitCode::external, "not started: " + why};
+      });
+      std::fprintf(stderr, "lockstep: error: not started: %s\n", why.c_str());
+      return static_cast<int>(ExitCode::external);
+    }
+    }
   }
   std::string why;
   std::optional<runner::join::Joined> joined = runner::join::ask_holder(creator, why);

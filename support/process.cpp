@@ -9,15 +9,20 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 extern char** environ; // NOLINT(readability-redundant-declaration)
 
@@ -276,22 +281,286 @@ Result<CaptureResult> run_capture_with_input(const std::vector<std::string>& arg
   return capture(argv, input, options);
 }
 
-Result<int> run_foreground(const std::vector<std::string>& argv,
-                           const std::optional<std::vector<std::string>>& env) {
+// The held stderr of a ForegroundChild: a thread reads the pipe, keeps what comes (bounded) until
+// release_stderr() says show (written out, then passed on) or drop.
+struct ForegroundChild::Relay {
+  enum class Mode { hold, show, drop };
+  UniqueFd pipe;
+  std::mutex mutex;
+  Mode mode = Mode::hold;
+  std::string held;
+  std::atomic<bool> child_gone{false};
+  std::thread thread;
+
+  static constexpr std::size_t k_max_held = 1U << 20;
+
+  void run() {
+    std::array<char, 16384> buf{};
+    int idle_after_exit = 0;
+    for (;;) {
+      pollfd p{pipe.get(), POLLIN, 0};
+      const int n = ::poll(&p, 1, 100);
+      if (n == 0) {
+        // A process the child started may keep the pipe open: 2 s after the child, stop reading.
+        if (child_gone && ++idle_after_exit >= 20) {
+          break;
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      const ssize_t got = n > 0 ? ::read(pipe.get(), buf.data(), buf.size()) : -1;
+      if (got < 0 && errno == EINTR) {
+        continue;
+      }
+      if (got <= 0) {
+        break;
+      }
+      std::lock_guard lock(mutex);
+      if (mode == Mode::show) {
+        (void)write_all(2, buf.data(), static_cast<std::size_t>(got), "stderr");
+      } else if (mode == Mode::hold && held.size() < k_max_held) {
+        held.append(buf.data(), std::min(static_cast<std::size_t>(got), k_max_held - held.size()));
+      }
+    }
+  }
+};
+
+ForegroundChild::ForegroundChild(pid_t pid, std::unique_ptr<SignalForwarding> forwarding)
+    : m_pid(pid), m_forwarding(std::move(forwarding)) {
+}
+
+ForegroundChild::ForegroundChild(ForegroundChild&& o) noexcept
+    : m_pid(std::exchange(o.m_pid, -1)), m_forwarding(std::move(o.m_forwarding)),
+      m_relay(std::move(o.m_relay)) {
+}
+
+ForegroundChild::~ForegroundChild() {
+  if (m_pid > 0) {
+    end_within(std::chrono::milliseconds(0));
+  }
+  end_relay();
+}
+
+Result<ForegroundChild> ForegroundChild::start(const std::vector<std::string>& argv,
+                                               const std::optional<std::vector<std::string>>& env,
+                                               bool hold_stderr) {
+  auto relay = hold_stderr ? std::make_unique<Relay>() : nullptr;
+  UniqueFd err_write;
+  if (relay) {
+    std::array<int, 2> fds{-1, -1};
+    if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
+      return errno_error("pipe", errno);
+    }
+    relay->pipe = UniqueFd(fds[0]);
+    err_write = UniqueFd(fds[1]);
+  }
   // Block the forwarded signals until the handlers know the child, so none is lost in between.
   const sigset_t block = forwarded_signal_set();
   sigset_t old_mask;
   sigprocmask(SIG_BLOCK, &block, &old_mask);
   SpawnAttributes sa;
   reset_child_signals(sa, false);
+  if (err_write.valid()) {
+    posix_spawn_file_actions_adddup2(&sa.actions, err_write.get(), 2);
+  }
   Result<pid_t> pid = spawn(argv, env, sa);
   if (!pid) {
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     return pid.error();
   }
-  SignalForwarding forwarding(*pid);
+  auto forwarding = std::make_unique<SignalForwarding>(*pid);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  return wait_exit_code(*pid);
+  ForegroundChild child(*pid, std::move(forwarding));
+  if (relay) {
+    err_write.reset();
+    Relay* r = relay.get();
+    relay->thread = std::thread([r] { r->run(); });
+    child.m_relay = std::move(relay);
+  }
+  return child;
+}
+
+void ForegroundChild::release_stderr(bool show) {
+  if (!m_relay) {
+    return;
+  }
+  std::lock_guard lock(m_relay->mutex);
+  if (m_relay->mode == Relay::Mode::hold && show) {
+    (void)write_all(2, m_relay->held.data(), m_relay->held.size(), "stderr");
+  }
+  m_relay->held.clear();
+  m_relay->mode = show ? Relay::Mode::show : Relay::Mode::drop;
+}
+
+void ForegroundChild::end_relay() {
+  if (m_relay) {
+    m_relay->child_gone = true;
+    if (m_relay->thread.joinable()) {
+      m_relay->thread.join();
+    }
+    m_relay.reset();
+  }
+}
+
+int ForegroundChild::wait() {
+  const int code = wait_exit_code(std::exchange(m_pid, -1));
+  m_forwarding.reset();
+  end_relay();
+  return code;
+}
+
+int ForegroundChild::end_within(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  int signal_sent = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(m_pid, &status, WNOHANG);
+    if (r == m_pid || (r < 0 && errno != EINTR)) {
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline && signal_sent == 0) {
+      ::kill(m_pid, SIGTERM);
+      signal_sent = SIGTERM;
+    } else if (now >= deadline + std::chrono::seconds(5) && signal_sent == SIGTERM) {
+      ::kill(m_pid, SIGKILL);
+      signal_sent = SIGKILL;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  m_pid = -1;
+  m_forwarding.reset();
+  end_relay();
+  return exit_code_of_status(status);
+}
+
+Result<int> run_foreground(const std::vector<std::string>& argv,
+                           const std::optional<std::vector<std::string>>& env) {
+  LS_TRY_ASSIGN(ForegroundChild child, ForegroundChild::start(argv, env));
+  return child.wait();
+}
+
+Result<Dialogue> Dialogue::start(const std::vector<std::string>& argv, std::size_t max_output) {
+  std::array<int, 2> in{-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in.data()) != 0) {
+    return errno_error("socketpair", errno);
+  }
+  UniqueFd in_mine(in[0]);
+  UniqueFd in_theirs(in[1]);
+  std::array<int, 2> out{-1, -1};
+  if (::pipe2(out.data(), O_CLOEXEC) != 0) {
+    return errno_error("pipe", errno);
+  }
+  UniqueFd out_r(out[0]);
+  UniqueFd out_w(out[1]);
+  std::array<int, 2> err{-1, -1};
+  if (::pipe2(err.data(), O_CLOEXEC) != 0) {
+    return errno_error("pipe", errno);
+  }
+  UniqueFd err_r(err[0]);
+  UniqueFd err_w(err[1]);
+  SpawnAttributes sa;
+  posix_spawn_file_actions_adddup2(&sa.actions, in_theirs.get(), 0);
+  posix_spawn_file_actions_adddup2(&sa.actions, out_w.get(), 1);
+  posix_spawn_file_actions_adddup2(&sa.actions, err_w.get(), 2);
+  reset_child_signals(sa, true);
+  LS_TRY_ASSIGN(pid_t pid, spawn(argv, std::nullopt, sa));
+  Dialogue d;
+  d.m_pid = pid;
+  d.m_in = std::move(in_mine);
+  d.m_out = std::move(out_r);
+  d.m_err = std::move(err_r);
+  d.m_max_output = max_output;
+  return d;
+}
+
+Dialogue::Dialogue(Dialogue&& o) noexcept
+    : m_pid(std::exchange(o.m_pid, -1)), m_in(std::move(o.m_in)), m_out(std::move(o.m_out)),
+      m_err(std::move(o.m_err)), m_max_output(o.m_max_output), m_scanned(o.m_scanned),
+      m_result(std::move(o.m_result)), m_waited(o.m_waited) {
+}
+
+Dialogue::~Dialogue() {
+  if (m_pid > 0 && !m_waited) {
+    ::kill(-m_pid, SIGKILL);
+    ::kill(m_pid, SIGKILL);
+    (void)wait_exit_code(m_pid);
+  }
+}
+
+bool Dialogue::pump(Clock::time_point deadline) {
+  std::array<struct pollfd, 2> fds{{{m_out.get(), POLLIN, 0}, {m_err.get(), POLLIN, 0}}};
+  if (!m_out.valid() && !m_err.valid()) {
+    return false;
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) {
+    m_result.timed_out = true;
+    return false;
+  }
+  const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1 << 30)));
+  if (n < 0) {
+    return errno == EINTR;
+  }
+  std::array<UniqueFd*, 2> owners{&m_out, &m_err};
+  std::array<std::string*, 2> sinks{&m_result.out, &m_result.err};
+  std::array<char, 16384> buf{};
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+      continue;
+    }
+    const ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
+    if (got > 0) {
+      std::string& sink = *sinks[i];
+      sink.append(buf.data(), std::min(static_cast<std::size_t>(got),
+                                       m_max_output - std::min(m_max_output, sink.size())));
+    } else if (got == 0 || errno != EINTR) {
+      owners[i]->reset();
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> Dialogue::read_line(const std::function<bool(std::string_view)>& wanted,
+                                               Clock::time_point deadline) {
+  for (;;) {
+    const std::string& out = m_result.out;
+    for (std::size_t nl = out.find('\n', m_scanned); nl != std::string::npos;
+         nl = out.find('\n', m_scanned)) {
+      std::string line = out.substr(m_scanned, nl - m_scanned);
+      m_scanned = nl + 1;
+      if (wanted(line)) {
+        return line;
+      }
+    }
+    if (!m_out.valid() || !pump(deadline)) {
+      return std::nullopt;
+    }
+  }
+}
+
+void Dialogue::say(std::string_view text) {
+  if (m_in.valid()) {
+    (void)!::send(m_in.get(), text.data(), text.size(), MSG_NOSIGNAL);
+  }
+}
+
+CaptureResult Dialogue::finish(Clock::time_point deadline) {
+  m_in.reset();
+  if (m_waited) {
+    return m_result;
+  }
+  while (pump(deadline)) {
+  }
+  if (m_result.timed_out) {
+    ::kill(-m_pid, SIGKILL);
+    ::kill(m_pid, SIGKILL);
+  }
+  m_result.status = wait_exit_code(m_pid);
+  m_waited = true;
+  return m_result;
 }
 
 namespace {

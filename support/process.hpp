@@ -2,6 +2,7 @@
 // Child processes: run a tool and capture its bounded output (with a timeout), run a command in
 // the foreground with signals forwarded to it, shell quoting for command lines handed to ssh-like
 // agents and batch scripts, and PATH lookup.
+#include "support/fs.hpp"
 #include "support/result.hpp"
 
 #include <sys/types.h>
@@ -11,6 +12,8 @@
 #include <csignal>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +58,85 @@ Result<CaptureResult> run_capture_with_input(const std::vector<std::string>& arg
 /// Returns its exit code, or 128+N when signal N killed it.
 Result<int> run_foreground(const std::vector<std::string>& argv,
                            const std::optional<std::vector<std::string>>& env = std::nullopt);
+
+class SignalForwarding;
+
+/// run_foreground() in two steps: the child starts now (with the caller's stdio, the signals above
+/// forwarded to it) and is waited for later; `lockstep run` starts mpirun while the nodes'
+/// preflights run. A child never waited for is ended (end_within(0)) when the object goes.
+class ForegroundChild {
+public:
+  /// With `hold_stderr` the child's stderr goes through a pipe and is held back until
+  /// release_stderr() (`lockstep run` shows mpirun's complaints only when the launch went ahead).
+  static Result<ForegroundChild> start(const std::vector<std::string>& argv,
+                                       const std::optional<std::vector<std::string>>& env = std::nullopt,
+                                       bool hold_stderr = false);
+  ForegroundChild(ForegroundChild&&) noexcept;
+  ForegroundChild& operator=(ForegroundChild&&) = delete;
+  ForegroundChild(const ForegroundChild&) = delete;
+  ForegroundChild& operator=(const ForegroundChild&) = delete;
+  ~ForegroundChild();
+
+  /// Waits for the child: its exit code, or 128+N when signal N killed it.
+  int wait();
+  /// Waits at most `limit`, then sends SIGTERM, and SIGKILL 5 s later; the exit code as wait().
+  int end_within(std::chrono::milliseconds limit);
+  /// With hold_stderr: writes what the child wrote to stderr so far to this process's stderr and
+  /// passes the rest on as it comes (`show`), or drops all of it.
+  void release_stderr(bool show);
+
+private:
+  struct Relay;
+  ForegroundChild(pid_t pid, std::unique_ptr<SignalForwarding> forwarding);
+  void end_relay();
+  pid_t m_pid = -1;
+  std::unique_ptr<SignalForwarding> m_forwarding;
+  std::unique_ptr<Relay> m_relay;
+};
+
+/// A child the caller talks to: its standard input is a socket the caller writes to (a child that
+/// went away is no error; no SIGPIPE), its stdout and stderr are captured (bounded). The preflight
+/// gate (docs/launch.md): each node's preflight is asked, its report read, then it is told go or stop.
+class Dialogue {
+public:
+  using Clock = std::chrono::steady_clock;
+  /// Starts argv (looked up in PATH) in a process group of its own.
+  static Result<Dialogue> start(const std::vector<std::string>& argv, std::size_t max_output = 1U << 20);
+  Dialogue(Dialogue&& o) noexcept;
+  Dialogue& operator=(Dialogue&&) = delete;
+  Dialogue(const Dialogue&) = delete;
+  Dialogue& operator=(const Dialogue&) = delete;
+  ~Dialogue();
+
+  /// Reads the child's output until its stdout holds a whole line `wanted` accepts (returned), its
+  /// stdout ends, or `deadline` passes (nullopt: timed_out() tells which).
+  std::optional<std::string> read_line(const std::function<bool(std::string_view)>& wanted,
+                                       Clock::time_point deadline);
+  /// Writes `text` to the child's standard input.
+  void say(std::string_view text);
+  /// Closes the child's standard input (it reads EOF).
+  void close_input() { m_in.reset(); }
+  /// Closes the child's standard input, reads the rest of its output until `deadline` (then kills
+  /// its process group) and waits for it.
+  CaptureResult finish(Clock::time_point deadline);
+
+  [[nodiscard]] bool timed_out() const { return m_result.timed_out; }
+  /// The child's stderr so far.
+  [[nodiscard]] const std::string& err() const { return m_result.err; }
+
+private:
+  Dialogue() = default;
+  // One poll of the output pipes until `deadline`; false when both are closed or the time is up.
+  bool pump(Clock::time_point deadline);
+  pid_t m_pid = -1;
+  UniqueFd m_in;
+  UniqueFd m_out;
+  UniqueFd m_err;
+  std::size_t m_max_output = 0;
+  std::size_t m_scanned = 0; ///< stdout bytes already split into lines by read_line
+  CaptureResult m_result;
+  bool m_waited = false;
+};
 
 /// Forwards the signals above to `pid` for its lifetime (restoring the previous handlers after).
 /// Allocates nothing, so a forked child may use it too.

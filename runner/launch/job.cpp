@@ -150,6 +150,9 @@ std::vector<std::string> preflight_argv(const std::string& lockstep, const Prefl
   if (request.prepare_store) {
     argv.emplace_back("--prepare-store");
   }
+  if (!request.gate.empty()) {
+    argv.insert(argv.end(), {"--gate", request.gate});
+  }
   if (!request.hold_exec.empty()) {
     argv.insert(argv.end(), {"--hold-cwd", request.hold_cwd});
   }
@@ -214,6 +217,112 @@ Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const Pr
     reports.push_back(f.get()); // in the plan's host order
   }
   return reports;
+}
+
+struct GatedPreflight::Node {
+  std::string host;
+  std::optional<Dialogue> agent; ///< nullopt: could not be started (why)
+  std::string why;
+};
+
+GatedPreflight GatedPreflight::start(const LaunchPlan& plan, const PreflightRequest& request,
+                                     const PreflightFanout& how,
+                                     std::vector<std::vector<std::string>>& commands) {
+  GatedPreflight g;
+  g.m_timeout = how.timeout;
+  const std::vector<std::string> agent = rsh_agent(how.launcher_args, how.env_agent);
+  const std::string remote = shell_join(preflight_argv(how.lockstep, request));
+  for (const HostSlots& h : plan.hosts) {
+    std::vector<std::string> argv = agent;
+    argv.insert(argv.end(), {h.host, remote});
+    commands.push_back(argv);
+    Node node{h.host, std::nullopt, ""};
+    if (Result<Dialogue> d = Dialogue::start(argv)) {
+      node.agent.emplace(std::move(*d));
+    } else {
+      node.why = d.error().message;
+    }
+    g.m_nodes.push_back(std::move(node));
+  }
+  return g;
+}
+
+GatedPreflight::GatedPreflight(GatedPreflight&& o) noexcept
+    : m_nodes(std::move(o.m_nodes)), m_timeout(o.m_timeout), m_told(o.m_told), m_finished(o.m_finished) {
+  o.m_finished = true;
+}
+
+GatedPreflight::~GatedPreflight() {
+  if (!m_finished) {
+    if (!m_told) {
+      tell(false);
+    }
+    finish();
+  }
+}
+
+std::vector<NodeReport> GatedPreflight::reports() {
+  const auto deadline = Dialogue::Clock::now() + m_timeout;
+  auto read_one = [deadline](Node& n) -> NodeReport {
+    if (!n.agent) {
+      return unreachable(n.host, n.why);
+    }
+    std::string bad;
+    std::optional<std::string> line = n.agent->read_line(
+        [&bad](std::string_view l) {
+          if (l.empty() || l.front() != '{') {
+            return false;
+          }
+          Result<NodeReport> r = node_report_from_json(l);
+          bad = r ? "" : r.error().message;
+          return static_cast<bool>(r);
+        },
+        deadline);
+    if (!line && n.agent->timed_out()) {
+      return unreachable(n.host, "no answer within the preflight timeout");
+    }
+    if (!line) { // its output ended: it has ended, or soon will
+      const CaptureResult end = n.agent->finish(Dialogue::Clock::now() + std::chrono::seconds(5));
+      return unreachable(n.host, fmt::format("`lockstep preflight` didn't report (exit {}): {}", end.status,
+                                             bad.empty() ? last_line(end.err) : bad));
+    }
+    NodeReport r = std::move(*node_report_from_json(*line));
+    r.node = r.node.empty() ? n.host : r.node;
+    return r;
+  };
+  std::vector<std::future<NodeReport>> pending;
+  for (Node& n : m_nodes) {
+    pending.push_back(std::async(std::launch::async, read_one, std::ref(n)));
+  }
+  std::vector<NodeReport> out;
+  for (auto& f : pending) {
+    out.push_back(f.get()); // in the plan's host order
+  }
+  return out;
+}
+
+void GatedPreflight::tell(bool go) {
+  m_told = true;
+  for (Node& n : m_nodes) {
+    if (n.agent) {
+      n.agent->say(go ? "go\n" : "stop\n");
+    }
+  }
+}
+
+void GatedPreflight::finish() {
+  m_finished = true;
+  for (Node& n : m_nodes) {
+    if (n.agent) {
+      n.agent->close_input();
+    }
+  }
+  const auto deadline = Dialogue::Clock::now() + std::chrono::seconds(10);
+  for (Node& n : m_nodes) {
+    if (n.agent) {
+      (void)n.agent->finish(deadline);
+    }
+  }
 }
 
 RunVerdict judge_run(const Result<int>& launcher_status, const std::vector<RankReport>& ranks,

@@ -50,6 +50,39 @@ Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const Pr
                                                 const PreflightFanout& how,
                                                 std::vector<std::vector<std::string>>& commands);
 
+/// The preflight of a gated launch (PreflightRequest::gate; docs/launch.md, "Preflight"): under
+/// mpirun, every host's preflight starts through the rsh agent, and mpirun starts meanwhile; each
+/// node keeps its ranks waiting at its gate and prints its report; once every report is in, every
+/// node is told go or stop, and keeps telling its ranks until finish() ends its preflight.
+class GatedPreflight {
+public:
+  /// Starts the preflight on every host of `plan` (`request.gate` set); the commands are appended to
+  /// `commands`. A host the agent can't start for is a failed "reach" check in reports().
+  static GatedPreflight start(const LaunchPlan& plan, const PreflightRequest& request,
+                              const PreflightFanout& how, std::vector<std::vector<std::string>>& commands);
+  GatedPreflight(GatedPreflight&&) noexcept;
+  GatedPreflight& operator=(GatedPreflight&&) = delete;
+  GatedPreflight(const GatedPreflight&) = delete;
+  GatedPreflight& operator=(const GatedPreflight&) = delete;
+  /// A preflight never told is told stop, and finished.
+  ~GatedPreflight();
+
+  /// Every host's report, in the plan's host order (read in parallel, each within the timeout).
+  std::vector<NodeReport> reports();
+  /// Tells every node the verdict: go (every rank may start) or stop (no rank runs its command).
+  void tell(bool go);
+  /// Ends every node's preflight (closes its standard input) and waits for them, at most 10 s.
+  void finish();
+
+private:
+  GatedPreflight() = default;
+  struct Node;
+  std::vector<Node> m_nodes;
+  std::chrono::seconds m_timeout{60};
+  bool m_told = false;
+  bool m_finished = false;
+};
+
 /// The verdict of a finished launch.
 struct RunVerdict {
   int exit_status = 0;               ///< lockstep run's exit status: 0, or the failure's own

@@ -60,6 +60,9 @@ struct LaunchRequest {
   std::string job;                        ///< --job, repeated by run_command_line
   bool record_env_values = false;         ///< --record-env-values, repeated by run_command_line
   bool stage = true; ///< stage an image some node lacks (--no-stage: fail preflight instead), repeated too
+  /// Seconds each rank waits at its node's preflight gate (lockstep-rank --gate) for the launching
+  /// node's verdict; 0: no gate (the launcher starts after the preflight).
+  int gate_seconds = 0;
 };
 
 /// Where `lockstep run` itself runs.

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -604,6 +605,104 @@ Result<UniqueFd> bind_rendezvous(std::string_view key) {
     return errno_error("can't listen on the ranks' rendezvous", errno);
   }
   return listener;
+}
+
+namespace {
+
+std::string gate_name(std::string_view report_dir) {
+  std::string name("\0lockstep-gate-", 15);
+  name += fmt::format("{:016x}{:016x}", hash64(report_dir, 0xcbf29ce484222325ULL),
+                      hash64(report_dir, 0x84222325cbf29ce4ULL));
+  return name;
+}
+
+} // namespace
+
+Result<UniqueFd> bind_gate(std::string_view report_dir) {
+  socklen_t len = 0;
+  const sockaddr_un addr = abstract_address(gate_name(report_dir), len);
+  UniqueFd listener = unix_socket();
+  if (!listener.valid() || ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
+      ::listen(listener.get(), SOMAXCONN) != 0) {
+    return errno_error("can't listen on the ranks' gate", errno);
+  }
+  return listener;
+}
+
+void keep_gate(int listener, GateWord word, int until_fd) {
+  const char byte = static_cast<char>(word);
+  std::array<pollfd, 2> fds{{{listener, POLLIN, 0}, {until_fd, POLLIN, 0}}};
+  for (;;) {
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return;
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      UniqueFd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (conn.valid()) {
+        (void)!::send(conn.get(), &byte, 1, MSG_NOSIGNAL);
+      }
+    }
+    if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      std::array<char, 256> buf{};
+      const ssize_t n = ::read(until_fd, buf.data(), buf.size());
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        return;
+      }
+    }
+  }
+}
+
+GateOutcome wait_at_gate(std::string_view report_dir, std::chrono::milliseconds limit, std::string& why) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  socklen_t len = 0;
+  const sockaddr_un addr = abstract_address(gate_name(report_dir), len);
+  auto pause = std::chrono::microseconds(500);
+  for (;;) {
+    UniqueFd conn = unix_socket();
+    if (!conn.valid()) {
+      why = fmt::format("can't create a unix socket: {}", std::strerror(errno));
+      return GateOutcome::failed;
+    }
+    if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
+      Result<uid_t> peer = peer_uid(conn.get());
+      if (!peer || *peer != ::geteuid()) {
+        why = "the gate's name is taken by another user's process";
+        return GateOutcome::failed;
+      }
+      pollfd p{conn.get(), POLLIN, 0};
+      for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+          why = fmt::format("no preflight verdict came within {} s", limit.count() / 1000);
+          return GateOutcome::timed_out;
+        }
+        const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (n == 0 || (n < 0 && errno == EINTR)) {
+          continue;
+        }
+        char word = 0;
+        const ssize_t got = n > 0 ? ::read(conn.get(), &word, 1) : -1;
+        if (got < 0 && errno == EINTR) {
+          continue;
+        }
+        return got == 1 && word == static_cast<char>(GateWord::go) ? GateOutcome::go : GateOutcome::stop;
+      }
+    }
+    if (errno != ECONNREFUSED && errno != EAGAIN && errno != ENOENT) {
+      why = fmt::format("can't reach the node's gate: {}", std::strerror(errno));
+      return GateOutcome::failed;
+    }
+    if (std::chrono::steady_clock::now() + pause >= deadline) {
+      why = fmt::format("no preflight kept this node's gate within {} s", limit.count() / 1000);
+      return GateOutcome::timed_out;
+    }
+    std::this_thread::sleep_for(pause); // the node's preflight has not started yet
+    pause = std::min(pause * 2, std::chrono::microseconds(8000));
+  }
 }
 
 std::optional<Joined> ask_holder(const std::vector<std::string>& creator, std::string& why) {

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -131,6 +132,29 @@ std::optional<int> local_rank_count(const std::vector<std::string>& env);
 /// Binds and listens on the rendezvous of `key` (socket_name): the caller then starts its holder.
 /// Fails (EADDRINUSE) when another process has bound it.
 Result<UniqueFd> bind_rendezvous(std::string_view key);
+
+// ---- the preflight gate (docs/launch.md, "Preflight"): under mpirun the ranks start while every
+// node's preflight runs; each waits at its node's gate, which the node's `lockstep preflight --gate`
+// keeps, until the launching node's verdict on all the reports comes back through the agent.
+
+/// What a gate says: every rank may start, or the job is called off (no rank runs its command).
+enum class GateWord : char { go = 'g', stop = 's' };
+
+/// Binds and listens on the gate of the job whose ranks report to `report_dir` (an abstract unix
+/// socket named after it, as the rendezvous is). EADDRINUSE: another process keeps it.
+Result<UniqueFd> bind_gate(std::string_view report_dir);
+
+/// Answers every rank that connects to `listener` with `word` until `until_fd` reads EOF (or fails):
+/// the launching node closes the preflight's standard input when the job is over.
+void keep_gate(int listener, GateWord word, int until_fd);
+
+/// How a rank's wait at its gate ended.
+enum class GateOutcome { go, stop, timed_out, failed };
+
+/// Waits at the gate of `report_dir`: connects (retrying while nobody listens yet, until `limit`),
+/// checks the keeper is this user's process, reads its word. `why` says why on timed_out and failed;
+/// a keeper that closes the connection without a word is a stop.
+GateOutcome wait_at_gate(std::string_view report_dir, std::chrono::milliseconds limit, std::string& why);
 
 /// A rank's connection to the node's holder, and what it granted.
 struct Joined {

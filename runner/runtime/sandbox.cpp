@@ -318,8 +318,8 @@ struct MountRequest {
   std::string label; // names the mount in messages ("/dev", "--bind /data:/mnt")
 };
 
-BindSpec bind(const std::string& source, const std::string& target, BindSpec::Access access,
-              BindSpec::Need need, BindSpec::Depth depth) {
+BindSpec bind_spec(const std::string& source, const std::string& target, BindSpec::Access access,
+                   BindSpec::Need need, BindSpec::Depth depth) {
   return BindSpec{source, target, access, need, depth};
 }
 
@@ -336,26 +336,26 @@ std::vector<MountRequest> mount_table(const SandboxConfig& c) {
   };
   if (c.default_binds) {
     if (c.dev.mode == DevPolicy::Mode::host) {
-      add_bind(bind("/dev", "/dev", A::read_write, N::required, D::recursive), "/dev");
+      add_bind(bind_spec("/dev", "/dev", A::read_write, N::required, D::recursive), "/dev");
     } else {
       t.push_back(MountRequest{MountRequest::Kind::dev_tmpfs,
-                               bind("", "/dev", A::read_write, N::required, D::single), false,
+                               bind_spec("", "/dev", A::read_write, N::required, D::single), false,
                                "/dev (minimal)"});
       for (const char* node :
            {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
-        add_bind(bind(node, node, A::read_write, N::required, D::single), node);
+        add_bind(bind_spec(node, node, A::read_write, N::required, D::single), node);
       }
       if (c.confined) {
         // The host's terminals and shared memory stay out of reach: instances of their own.
         t.push_back(MountRequest{MountRequest::Kind::devpts,
-                                 bind("", "/dev/pts", A::read_write, N::required, D::single), false,
+                                 bind_spec("", "/dev/pts", A::read_write, N::required, D::single), false,
                                  "/dev/pts (new instance)"});
         t.push_back(MountRequest{MountRequest::Kind::tmpfs,
-                                 bind("", "/dev/shm", A::read_write, N::required, D::single), false,
+                                 bind_spec("", "/dev/shm", A::read_write, N::required, D::single), false,
                                  "/dev/shm (tmpfs)"});
       } else {
-        add_bind(bind("/dev/pts", "/dev/pts", A::read_write, N::optional, D::single), "/dev/pts");
-        add_bind(bind("/dev/shm", "/dev/shm", A::read_write, N::optional, D::single), "/dev/shm");
+        add_bind(bind_spec("/dev/pts", "/dev/pts", A::read_write, N::optional, D::single), "/dev/pts");
+        add_bind(bind_spec("/dev/shm", "/dev/shm", A::read_write, N::optional, D::single), "/dev/shm");
       }
       for (const BindSpec& node : c.dev.nodes) {
         add_bind(node, node.source.string() == node.target
@@ -365,30 +365,32 @@ std::vector<MountRequest> mount_table(const SandboxConfig& c) {
     }
     if (c.pid_namespace) {
       t.push_back(MountRequest{MountRequest::Kind::proc,
-                               bind("", "/proc", A::read_write, N::required, D::single), false,
+                               bind_spec("", "/proc", A::read_write, N::required, D::single), false,
                                "/proc (new)"});
     } else {
-      add_bind(bind("/proc", "/proc", A::read_write, N::required, D::recursive), "/proc");
+      add_bind(bind_spec("/proc", "/proc", A::read_write, N::required, D::recursive), "/proc");
     }
     if (c.network == NetworkPolicy::none) {
       // sysfs shows the network namespace of whoever mounted it: a new one for the new namespace.
       t.push_back(MountRequest{MountRequest::Kind::sysfs,
-                               bind("", "/sys", A::read_only, N::required, D::single), false, "/sys (new)"});
+                               bind_spec("", "/sys", A::read_only, N::required, D::single), false,
+                               "/sys (new)"});
     } else {
-      add_bind(bind("/sys", "/sys", A::read_only, N::required, D::recursive), "/sys");
+      add_bind(bind_spec("/sys", "/sys", A::read_only, N::required, D::recursive), "/sys");
     }
-    add_bind(bind("/etc/resolv.conf", "/etc/resolv.conf", A::read_only, N::optional, D::single),
+    add_bind(bind_spec("/etc/resolv.conf", "/etc/resolv.conf", A::read_only, N::optional, D::single),
              "/etc/resolv.conf", true);
-    add_bind(bind("/etc/hosts", "/etc/hosts", A::read_only, N::optional, D::single), "/etc/hosts", true);
+    add_bind(bind_spec("/etc/hosts", "/etc/hosts", A::read_only, N::optional, D::single), "/etc/hosts", true);
   }
   if (c.tmp == TmpPolicy::tmpfs) {
     t.push_back(MountRequest{MountRequest::Kind::tmpfs,
-                             bind("", "/tmp", A::read_write, N::required, D::single), false, "/tmp (tmpfs)"});
+                             bind_spec("", "/tmp", A::read_write, N::required, D::single), false,
+                             "/tmp (tmpfs)"});
   } else {
-    add_bind(bind("/tmp", "/tmp", A::read_write, N::required, D::single), "/tmp (host)");
+    add_bind(bind_spec("/tmp", "/tmp", A::read_write, N::required, D::single), "/tmp (host)");
   }
   if (c.home) {
-    add_bind(bind(c.home->string(), c.home->string(), A::read_write, N::required, D::recursive), "home");
+    add_bind(bind_spec(c.home->string(), c.home->string(), A::read_write, N::required, D::recursive), "home");
   }
   for (const BindSpec& b : c.binds) {
     add_bind(

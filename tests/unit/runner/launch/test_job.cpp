@@ -190,6 +190,67 @@ TEST_CASE("run: the preflight reaches every host through the rsh agent, in paral
   CHECK_FALSE((*r)[3].ok());
 }
 
+TEST_CASE("run: a gated preflight reads every node's report, then tells every node the verdict and ends",
+          "[job]") {
+  test::TempDirFixture tmp;
+  NodeReport ok;
+  ok.node = "NODE";
+  ok.checks.push_back({"image", Check::Status::ok, "present"});
+  // The stand-in agent: "up*" hosts report, then write down the word they are told and wait for the
+  // end of their input; "down" fails as ssh does.
+  const std::string dir = tmp.dir().string();
+  const fs::path agent =
+      tmp.write("agent", "#!/bin/sh\n"
+                         "case \"$1\" in\n"
+                         "  up*) echo '" +
+                             to_json(ok).dump() + "' | sed \"s/NODE/$1/\"; read word; echo \"$word\" >" +
+                             dir + "/heard-$1; cat >/dev/null; touch " + dir +
+                             "/ended-$1 ;;\n"
+                             "  *) echo \"ssh: connect to host $1 port 22: Connection "
+                             "refused\" >&2; exit 255 ;;\n"
+                             "esac\n");
+  REQUIRE(::chmod(agent.c_str(), 0755) == 0);
+  PreflightFanout how;
+  how.lockstep = "lockstep";
+  how.launcher_args = {"--mca", "plm_rsh_agent", agent.string()};
+  how.timeout = std::chrono::seconds(30);
+  PreflightRequest req = request();
+  req.gate = "/runs/job/ranks";
+  for (const bool go : {true, false}) {
+    std::vector<std::vector<std::string>> commands;
+    for (const char* f : {"heard-up1", "heard-up2", "ended-up1", "ended-up2"}) {
+      fs::remove(tmp.dir() / f);
+    }
+    GatedPreflight pre = GatedPreflight::start(mpirun_plan({"up1", "down", "up2"}), req, how, commands);
+    REQUIRE(commands.size() == 3);
+    CHECK_THAT(commands[0].back(), Catch::Contains("--gate /runs/job/ranks"));
+    const std::vector<NodeReport> r = pre.reports();
+    REQUIRE(r.size() == 3);
+    CHECK(r[0].node == "up1");
+    CHECK(r[0].ok());
+    CHECK(r[2].node == "up2");
+    REQUIRE(r[1].find("reach") != nullptr);
+    CHECK_THAT(r[1].find("reach")->detail,
+               Catch::Contains("didn't report (exit 255)") && Catch::Contains("Connection refused"));
+    // Nobody has been told anything yet: the nodes wait.
+    CHECK_FALSE(fs::exists(tmp.dir() / "heard-up1"));
+    pre.tell(go);
+    pre.finish();
+    for (const char* host : {"up1", "up2"}) {
+      CHECK(test::slurp(tmp.dir() / (std::string("heard-") + host)) == (go ? "go\n" : "stop\n"));
+      CHECK(fs::exists(tmp.dir() / (std::string("ended-") + host)));
+    }
+  }
+  // A preflight never told is told stop when it goes.
+  {
+    std::vector<std::vector<std::string>> commands;
+    fs::remove(tmp.dir() / "heard-up1");
+    GatedPreflight pre = GatedPreflight::start(mpirun_plan({"up1"}), req, how, commands);
+    REQUIRE(pre.reports().at(0).ok());
+  }
+  CHECK(test::slurp(tmp.dir() / "heard-up1") == "stop\n");
+}
+
 TEST_CASE("run: the verdict is the first failed rank's own status, else the launcher's", "[job]") {
   RunVerdict v = judge_run(0, {rank(0, "a", 0), rank(1, "b", 0)}, "mpirun", 2);
   CHECK(v.exit_status == 0);

@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <thread>
 
 using namespace lockstep;
 using namespace lockstep::runner;
@@ -297,4 +299,39 @@ TEST_CASE("processes join a held container: its mount namespace and root, the wo
   REQUIRE_FALSE(refused.ok());
   CHECK(could_not_join);
   CHECK_THAT(refused.error().message, Catch::Contains("can't join the node's container"));
+}
+
+TEST_CASE("a rank waits at its node's gate for the word; nobody keeping it is a timeout, not a start",
+          "[join]") {
+  const std::string dir = "/runs/gate-test-" + std::to_string(::getpid()) + "/ranks";
+  std::string why;
+  // Nobody keeps the gate yet: the rank keeps trying until its limit.
+  CHECK(join::wait_at_gate(dir, std::chrono::milliseconds(60), why) == join::GateOutcome::timed_out);
+  CHECK_THAT(why, Catch::Contains("no preflight kept this node's gate"));
+  for (const join::GateWord word : {join::GateWord::go, join::GateWord::stop}) {
+    Result<UniqueFd> gate = join::bind_gate(dir);
+    REQUIRE(gate);
+    CHECK_FALSE(join::bind_gate(dir)); // one keeper per job and node
+    std::array<int, 2> until{-1, -1};
+    REQUIRE(::pipe2(until.data(), O_CLOEXEC) == 0);
+    UniqueFd until_read(until[0]);
+    UniqueFd until_write(until[1]);
+    std::thread keeper([&] { join::keep_gate(gate->get(), word, until_read.get()); });
+    // Every rank that comes hears the same word, however many come.
+    for (int i = 0; i < 3; ++i) {
+      CHECK(join::wait_at_gate(dir, std::chrono::seconds(10), why) ==
+            (word == join::GateWord::go ? join::GateOutcome::go : join::GateOutcome::stop));
+    }
+    until_write.reset(); // the launching node ends the preflight: the keeper leaves
+    keeper.join();
+  }
+  // A keeper that goes without a word is a stop: the rank never runs on a guess.
+  Result<UniqueFd> gate = join::bind_gate(dir);
+  REQUIRE(gate);
+  std::thread closer([&] {
+    UniqueFd conn(::accept4(gate->get(), nullptr, nullptr, SOCK_CLOEXEC));
+    // closes without a word
+  });
+  CHECK(join::wait_at_gate(dir, std::chrono::seconds(10), why) == join::GateOutcome::stop);
+  closer.join();
 }
