@@ -14,7 +14,7 @@
 # Prints mean ± sd and ratios (ours / peer).
 #
 # Usage: bench/drift.sh [RUNS]   (from the repository root; default 10 hyperfine runs each, 2 warm-up)
-# Needs: a built lockstep (build/release or $LOCKSTEP), scripts/install-deps.sh bench (hyperfine, jq,
+# Needs: a built lockstep (build/bench or $LOCKSTEP), scripts/install-deps.sh bench (hyperfine, jq,
 # umoci, dpkg, python3-venv), and deb.debian.org (the image's packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."

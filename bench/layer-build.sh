@@ -4,7 +4,7 @@
 # 250 MB, 8,500 files), built once and cached in $BENCH_DIR.
 #
 # Usage: bench/layer-build.sh [RUNS]         (default 3; the median of RUNS is reported)
-# Needs: a built lockstep (build/release or $LOCKSTEP), umoci, mmdebstrap, gzip; root for mmdebstrap.
+# Needs: a built lockstep (build/bench or $LOCKSTEP), umoci, mmdebstrap, gzip; root for mmdebstrap.
 # Targets (issue 2): gzip cold <= 0.6 x umoci at a size within 5 %; zstd cold <= 0.3 x umoci;
 # no-change rebuild <= 2 % of the cold build.
 set -euo pipefail

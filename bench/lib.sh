@@ -1,11 +1,13 @@
 # Shared by the benchmarks (sourced from the repository root).
 
-# Sets LOCKSTEP to $LOCKSTEP, else to a Release build in build/release (built now).
+# Sets LOCKSTEP to $LOCKSTEP, else to the release binary as shipped (libraries linked statically,
+# CMakeLists.txt LOCKSTEP_STATIC_DEPS) in build/bench, with lockstep-rank beside it (built now).
 bench_lockstep() {
   if [ -z "${LOCKSTEP:-}" ]; then
-    cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF >/dev/null
-    ninja -C build/release lockstep >/dev/null
-    LOCKSTEP=build/release/lockstep
+    cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF \
+      -DLOCKSTEP_STATIC_DEPS=ON >/dev/null
+    ninja -C build/bench lockstep lockstep-rank >/dev/null
+    LOCKSTEP=build/bench/lockstep
   fi
   LOCKSTEP=$(realpath "$LOCKSTEP")
 }

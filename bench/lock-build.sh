@@ -11,7 +11,7 @@
 # Both tools fetch from the same mirror; both start with no package cache.
 #
 # Usage: bench/lock-build.sh [RUNS]          (default 3; the median of RUNS is reported)
-# Needs: a built lockstep (build/release or $LOCKSTEP), mmdebstrap, python3, network access to
+# Needs: a built lockstep (build/bench or $LOCKSTEP), mmdebstrap, python3, network access to
 # deb.debian.org, root (mmdebstrap's root mode). Run it on a quiet machine (load average below 1).
 # Targets (issue 4): rebuilds after an application-file or wheel change at most 5% of a cold build.
 set -euo pipefail

@@ -16,7 +16,7 @@
 #
 # Usage: bench/sif-build.sh [RUNS]          (default 3; the median of RUNS is reported)
 #        bench/sif-build.sh --memory [--no-peer]   (one run of each combination; about half an hour)
-# Needs: a built lockstep (build/release or $LOCKSTEP), mksquashfs, tar2sqfs, siftool, mmdebstrap;
+# Needs: a built lockstep (build/bench or $LOCKSTEP), mksquashfs, tar2sqfs, siftool, mmdebstrap;
 # root for mmdebstrap. Run it on a quiet machine (load average below 1).
 # Targets (issue 3): lockstep at least 5 x faster than mksquashfs, at most 1.05 x its size.
 # Target (issue 14): peak memory at most 512 MB for every codec combination.

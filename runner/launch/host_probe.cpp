@@ -3,6 +3,7 @@
 #include "runner/launch/host_probe.hpp"
 
 #include "runner/runtime/gpu.hpp"
+#include "runner/runtime/ld_cache.hpp"
 #include "support/blob_store.hpp"
 #include "support/digest.hpp"
 #include "support/fs.hpp"
@@ -89,6 +90,79 @@ std::string library_text(const char* soname, const char* symbol) {
     return {};
   }
   return std::string(text, ::strnlen(text, k_library_text_limit));
+}
+
+// The identity of a file a probe's answer comes from (its path, the path it resolves to, device,
+// inode, size, mtime, ctime, and `extra`), as the key of a remembered answer.
+std::string file_identity_key(const fs::path& found, const fs::path& real, const struct stat& st,
+                              std::string_view extra) {
+  return sha256_of(fmt::format("{}\n{}\n{}:{}:{}:{}.{}:{}.{}\n{}", found.string(), real.string(), st.st_dev,
+                               st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
+                               st.st_ctim.tv_nsec, extra))
+      .hex();
+}
+
+// Whether a file changed in the last 2 s (its times may not have ticked yet): its answer is not
+// remembered.
+bool recently_changed(const struct stat& st) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return now - std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)) <= std::chrono::seconds(2);
+}
+
+// The file the dynamic loader loads for `soname` when lockstep (no RUNPATH) dlopens it:
+// LD_LIBRARY_PATH's directories, then /etc/ld.so.cache's entry for this ABI, then /lib and /usr/lib.
+std::optional<fs::path> loader_path(std::string_view soname) {
+  std::error_code ec;
+  if (const char* llp = std::getenv("LD_LIBRARY_PATH"); llp != nullptr) {
+    for (std::string_view rest = llp; !rest.empty();) {
+      const std::size_t colon = rest.find(':');
+      const std::string_view dir = rest.substr(0, colon);
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+      if (!dir.empty() && fs::exists(fs::path(dir) / soname, ec)) {
+        return fs::path(dir) / soname;
+      }
+    }
+  }
+  if (Result<LdCache> cache = read_ld_cache("/etc/ld.so.cache")) {
+    for (const LdCacheEntry& e : cache->entries) {
+      if (e.name == soname && e.flags == native_ld_cache_flags()) {
+        return fs::path(e.path);
+      }
+    }
+  }
+  for (const char* dir : {"/lib", "/usr/lib"}) {
+    if (fs::exists(fs::path(dir) / soname, ec)) {
+      return fs::path(dir) / soname;
+    }
+  }
+  return std::nullopt;
+}
+
+// library_text(), remembered in the store's records as mpirun's answer is (below), keyed by the
+// identity of the file the loader would load: loading UCX runs its constructors, several
+// milliseconds at every preflight on every node.
+std::string library_text_remembered(const char* soname, const char* symbol) {
+  const std::optional<fs::path> found = loader_path(soname);
+  std::error_code ec;
+  const fs::path real = found ? fs::canonical(*found, ec) : fs::path();
+  struct stat st {};
+  if (!found || ec || ::stat(real.c_str(), &st) != 0) {
+    return library_text(soname, symbol);
+  }
+  const char* llp = std::getenv("LD_LIBRARY_PATH");
+  const std::string key =
+      file_identity_key(*found, real, st, fmt::format("{}\n{}\n{}", soname, symbol, llp != nullptr ? llp : ""));
+  Result<BlobStore> store = BlobStore::open(BlobStore::default_root());
+  if (store) {
+    if (std::optional<std::string> known = store->get_record("host-library", key)) {
+      return *known;
+    }
+  }
+  std::string text = library_text(soname, symbol);
+  if (store && !text.empty() && !recently_changed(st)) {
+    (void)store->put_record("host-library", key, text);
+  }
+  return text;
 }
 
 // A small procfs/sysfs file's first word, "" when it can't be read.
@@ -204,11 +278,11 @@ std::string pmix_version_from(std::string_view text) {
 }
 
 std::string probe_pmix() {
-  return pmix_version_from(library_text("libpmix.so.2", "PMIx_Get_version"));
+  return pmix_version_from(library_text_remembered("libpmix.so.2", "PMIx_Get_version"));
 }
 
 std::string probe_ucx() {
-  return version_word(first_word(library_text("libucp.so.0", "ucp_get_version_string")));
+  return version_word(first_word(library_text_remembered("libucp.so.0", "ucp_get_version_string")));
 }
 
 HostUserns probe_user_namespaces() {
@@ -279,11 +353,7 @@ HostMpi probe_mpirun_remembered(std::string_view path_list) {
   if (!found || ec || ::stat(real.c_str(), &st) != 0) {
     return probe_mpirun(path_list);
   }
-  const std::string key =
-      sha256_of(fmt::format("{}\n{}\n{}:{}:{}:{}.{}:{}.{}", found->string(), real.string(), st.st_dev,
-                            st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
-                            st.st_ctim.tv_nsec))
-          .hex();
+  const std::string key = file_identity_key(*found, real, st, "");
   Result<BlobStore> store = BlobStore::open(BlobStore::default_root());
   if (store) {
     if (std::optional<std::string> known = store->get_record("host-mpirun", key)) {
@@ -305,9 +375,7 @@ HostMpi probe_mpirun_remembered(std::string_view path_list) {
     }
   }
   HostMpi mpi = probe_mpirun(path_list);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto changed = std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec));
-  if (store && mpi.error.empty() && !mpi.impl.empty() && now - changed > std::chrono::seconds(2)) {
+  if (store && mpi.error.empty() && !mpi.impl.empty() && !recently_changed(st)) {
     (void)store->put_record("host-mpirun", key, fmt::format("{}\n{}\n{}", mpi.impl, mpi.version, mpi.banner));
   }
   return mpi;

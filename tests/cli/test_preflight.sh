@@ -161,6 +161,27 @@ assert_eq "0 warn" "$RC $(jq -r '.checks[3].status' <<<"$OUT")" "the changed sta
 assert_eq 2 "$(wc -l <mpirun-calls)" "a changed mpirun is asked again"
 pass "the host's mpirun --version is remembered while the program is unchanged, asked again once it changes"
 
+# The PMIx and UCX versions come from loading the libraries (their constructors run), remembered the
+# same way by the identity of the file the loader would load; a changed library is loaded again.
+mkdir -p fakepmix
+fake_pmix() { # VERSION
+  printf '#include <stdio.h>\n__attribute__((constructor)) static void loaded(void) { FILE* f = fopen("%s/pmix-loads", "a"); if (f) { fputs("x\\n", f); fclose(f); } }\nconst char* PMIx_Get_version(void) { return "OpenPMIx %s (fake)"; }\n' \
+    "$WORK" "$1" >fakepmix/pmix.c
+  cc -shared -fPIC -o fakepmix/libpmix.so.2.new fakepmix/pmix.c && mv fakepmix/libpmix.so.2.new fakepmix/libpmix.so.2
+}
+fake_pmix 9.1.0
+sleep 2.1
+for _ in 1 2 3; do
+  LD_LIBRARY_PATH="$WORK/fakepmix" ls_run preflight --json --expect-mpi "openmpi@$HOST_MPI" "$LAYOUT"
+  assert_eq "9.1.0" "$(jq -r .host.pmix <<<"$OUT")" "the fake libpmix's version: $OUT $ERR"
+done
+assert_eq 1 "$(wc -l <pmix-loads)" "libpmix loaded once for three preflights"
+fake_pmix 9.2.0
+LD_LIBRARY_PATH="$WORK/fakepmix" ls_run preflight --json --expect-mpi "openmpi@$HOST_MPI" "$LAYOUT"
+assert_eq "9.2.0" "$(jq -r .host.pmix <<<"$OUT")" "the changed libpmix's version"
+assert_eq 2 "$(wc -l <pmix-loads)" "a changed libpmix is loaded again"
+pass "the host's PMIx version is remembered by the library's identity, read again once it changes"
+
 if [ "$(ldconfig -p | grep -c 'libpmix.so.2 ')" -gt 0 ]; then
   HOST_PMIX=$(dpkg-query -W -f='${Version}' libpmix2 2>/dev/null | sed 's/-.*//')
   PMIX_MAJOR=${HOST_PMIX%%.*}
