@@ -1278,8 +1278,16 @@ int child_entry(void* arg) {
   child_main(*start->plan, start->old_mask, start->parent);
 }
 
+// ASan can't follow a child running on a stack of our own (g++ says __SANITIZE_ADDRESS__, clang
+// __has_feature(address_sanitizer)).
 #if defined(__SANITIZE_ADDRESS__)
-constexpr bool k_sanitized = true; // ASan can't follow a child running on a stack of our own
+constexpr bool k_sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool k_sanitized = true;
+#else
+constexpr bool k_sanitized = false;
+#endif
 #else
 constexpr bool k_sanitized = false;
 #endif
