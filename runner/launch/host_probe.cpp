@@ -97,8 +97,8 @@ std::string library_text(const char* soname, const char* symbol) {
 std::string file_identity_key(const fs::path& found, const fs::path& real, const struct stat& st,
                               std::string_view extra) {
   return sha256_of(fmt::format("{}\n{}\n{}:{}:{}:{}.{}:{}.{}\n{}", found.string(), real.string(), st.st_dev,
-                               st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
-                               st.st_ctim.tv_nsec, extra))
+                               st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                               st.st_ctim.tv_sec, st.st_ctim.tv_nsec, extra))
       .hex();
 }
 
@@ -106,7 +106,8 @@ std::string file_identity_key(const fs::path& found, const fs::path& real, const
 // remembered.
 bool recently_changed(const struct stat& st) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return now - std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)) <= std::chrono::seconds(2);
+  return now - std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)) <=
+         std::chrono::seconds(2);
 }
 
 // The file the dynamic loader loads for `soname` when lockstep (no RUNPATH) dlopens it:
@@ -150,8 +151,8 @@ std::string library_text_remembered(const char* soname, const char* symbol) {
     return library_text(soname, symbol);
   }
   const char* llp = std::getenv("LD_LIBRARY_PATH");
-  const std::string key =
-      file_identity_key(*found, real, st, fmt::format("{}\n{}\n{}", soname, symbol, llp != nullptr ? llp : ""));
+  const std::string key = file_identity_key(
+      *found, real, st, fmt::format("{}\n{}\n{}", soname, symbol, llp != nullptr ? llp : ""));
   Result<BlobStore> store = BlobStore::open(BlobStore::default_root());
   if (store) {
     if (std::optional<std::string> known = store->get_record("host-library", key)) {
