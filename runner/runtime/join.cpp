@@ -233,9 +233,18 @@ std::string key_of(const KeyInputs& in) {
   return out;
 }
 
+namespace {
+
+// "\0lockstep-KIND-" and 32 hex digits of a 128-bit hash of `text`: an abstract socket's name.
+std::string abstract_name(std::string_view kind, std::string_view text) {
+  return fmt::format("{}lockstep-{}-{:016x}{:016x}", '\0', kind, hash64(text, 0xcbf29ce484222325ULL),
+                     hash64(text, 0x84222325cbf29ce4ULL));
+}
+
+} // namespace
+
 std::string socket_name(std::string_view key) {
-  return fmt::format("{}lockstep-join-{:016x}{:016x}", '\0', hash64(key, 0xcbf29ce484222325ULL),
-                     hash64(key, 0x84222325cbf29ce4ULL));
+  return abstract_name("join", key);
 }
 
 std::string encode(const Request& r) {
@@ -596,37 +605,33 @@ std::optional<Joined> ask(UniqueFd conn, const std::string& key, std::string& wh
 
 } // namespace
 
-Result<UniqueFd> bind_rendezvous(std::string_view key) {
+namespace {
+
+// A unix socket bound to the abstract `name` and listening; `what` names it in the error.
+Result<UniqueFd> listen_abstract(const std::string& name, std::string_view what) {
   socklen_t len = 0;
-  const sockaddr_un addr = abstract_address(socket_name(key), len);
+  const sockaddr_un addr = abstract_address(name, len);
   UniqueFd listener = unix_socket();
   if (!listener.valid() || ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
       ::listen(listener.get(), SOMAXCONN) != 0) {
-    return errno_error("can't listen on the ranks' rendezvous", errno);
+    const int err = errno;
+    return errno_error(fmt::format("can't listen on the ranks' {}", what), err);
   }
   return listener;
 }
 
-namespace {
-
 std::string gate_name(std::string_view report_dir) {
-  std::string name("\0lockstep-gate-", 15);
-  name += fmt::format("{:016x}{:016x}", hash64(report_dir, 0xcbf29ce484222325ULL),
-                      hash64(report_dir, 0x84222325cbf29ce4ULL));
-  return name;
+  return abstract_name("gate", report_dir);
 }
 
 } // namespace
 
+Result<UniqueFd> bind_rendezvous(std::string_view key) {
+  return listen_abstract(socket_name(key), "rendezvous");
+}
+
 Result<UniqueFd> bind_gate(std::string_view report_dir) {
-  socklen_t len = 0;
-  const sockaddr_un addr = abstract_address(gate_name(report_dir), len);
-  UniqueFd listener = unix_socket();
-  if (!listener.valid() || ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
-      ::listen(listener.get(), SOMAXCONN) != 0) {
-    return errno_error("can't listen on the ranks' gate", errno);
-  }
-  return listener;
+  return listen_abstract(gate_name(report_dir), "gate");
 }
 
 void keep_gate(int listener, GateWord word, int until_fd) {
