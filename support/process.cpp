@@ -184,6 +184,48 @@ int exit_code_of_status(int status) {
 
 namespace {
 
+// One poll of a child's stdout and stderr pipes: what comes is appended to result.out and result.err
+// (each kept up to `max_output` bytes, the rest read and dropped), a pipe at its end is closed. False
+// when both are closed, or when `deadline` (nullopt: none) has passed: result.timed_out is set then.
+bool pump_outputs(UniqueFd& out, UniqueFd& err, CaptureResult& result, std::size_t max_output,
+                  std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (!out.valid() && !err.valid()) {
+    return false;
+  }
+  int wait_ms = -1;
+  if (deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now())
+            .count();
+    if (left <= 0) {
+      result.timed_out = true;
+      return false;
+    }
+    wait_ms = static_cast<int>(std::min<long long>(left, 1 << 30));
+  }
+  std::array<struct pollfd, 2> fds{{{out.get(), POLLIN, 0}, {err.get(), POLLIN, 0}}};
+  if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
+    return errno == EINTR;
+  }
+  std::array<UniqueFd*, 2> owners{&out, &err};
+  std::array<std::string*, 2> sinks{&result.out, &result.err};
+  std::array<char, 16384> buf{};
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+      continue;
+    }
+    const ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
+    if (got > 0) {
+      std::string& sink = *sinks[i];
+      sink.append(buf.data(),
+                  std::min(static_cast<std::size_t>(got), max_output - std::min(max_output, sink.size())));
+    } else if (got == 0 || errno != EINTR) {
+      owners[i]->reset();
+    }
+  }
+  return true;
+}
+
 Result<CaptureResult> capture(const std::vector<std::string>& argv, std::optional<std::string_view> input,
                               const CaptureOptions& options) {
   std::array<int, 2> out_pipe{-1, -1};
@@ -225,46 +267,15 @@ Result<CaptureResult> capture(const std::vector<std::string>& argv, std::optiona
   err_w.reset();
 
   CaptureResult result;
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  std::array<struct pollfd, 2> fds{{{out_r.get(), POLLIN, 0}, {err_r.get(), POLLIN, 0}}};
-  std::array<std::string*, 2> sinks{&result.out, &result.err};
-  int open_count = 2;
-  std::array<char, 16384> buf{};
-  while (open_count > 0) {
-    int wait_ms = -1;
-    if (options.timeout.count() > 0) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        result.timed_out = true;
-        ::kill(-pid, SIGKILL);
-        ::kill(pid, SIGKILL);
-        break;
-      }
-      wait_ms = static_cast<int>(left.count());
-    }
-    int n = ::poll(fds.data(), fds.size(), wait_ms);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      break;
-    }
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
-        continue;
-      }
-      ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
-      if (got > 0) {
-        std::string& sink = *sinks[i];
-        std::size_t keep = std::min(static_cast<std::size_t>(got),
-                                    options.max_output - std::min(options.max_output, sink.size()));
-        sink.append(buf.data(), keep);
-      } else if (got == 0 || errno != EINTR) {
-        fds[i].fd = -1;
-        --open_count;
-      }
-    }
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (options.timeout.count() > 0) {
+    deadline = std::chrono::steady_clock::now() + options.timeout;
+  }
+  while (pump_outputs(out_r, err_r, result, options.max_output, deadline)) {
+  }
+  if (result.timed_out) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
   }
   result.status = wait_exit_code(pid);
   return result;
@@ -491,36 +502,7 @@ Dialogue::~Dialogue() {
 }
 
 bool Dialogue::pump(Clock::time_point deadline) {
-  std::array<struct pollfd, 2> fds{{{m_out.get(), POLLIN, 0}, {m_err.get(), POLLIN, 0}}};
-  if (!m_out.valid() && !m_err.valid()) {
-    return false;
-  }
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  if (left <= 0) {
-    m_result.timed_out = true;
-    return false;
-  }
-  const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1 << 30)));
-  if (n < 0) {
-    return errno == EINTR;
-  }
-  std::array<UniqueFd*, 2> owners{&m_out, &m_err};
-  std::array<std::string*, 2> sinks{&m_result.out, &m_result.err};
-  std::array<char, 16384> buf{};
-  for (std::size_t i = 0; i < fds.size(); ++i) {
-    if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
-      continue;
-    }
-    const ssize_t got = ::read(fds[i].fd, buf.data(), buf.size());
-    if (got > 0) {
-      std::string& sink = *sinks[i];
-      sink.append(buf.data(), std::min(static_cast<std::size_t>(got),
-                                       m_max_output - std::min(m_max_output, sink.size())));
-    } else if (got == 0 || errno != EINTR) {
-      owners[i]->reset();
-    }
-  }
-  return true;
+  return pump_outputs(m_out, m_err, m_result, m_max_output, deadline);
 }
 
 std::optional<std::string> Dialogue::read_line(const std::function<bool(std::string_view)>& wanted,
