@@ -74,6 +74,23 @@ NodeReport preflight_host(const std::vector<std::string>& argv, const CaptureOpt
   return rs[0];
 }
 
+// `AGENT HOST 'LOCKSTEP preflight ...'` for every host of `plan`, in its order, appended to `commands`.
+std::vector<std::vector<std::string>> agent_commands(const LaunchPlan& plan,
+                                                     const std::vector<std::string>& node_cmd,
+                                                     const PreflightFanout& how,
+                                                     std::vector<std::vector<std::string>>& commands) {
+  const std::vector<std::string> agent = rsh_agent(how.launcher_args, how.env_agent);
+  const std::string remote = shell_join(node_cmd);
+  std::vector<std::vector<std::string>> out;
+  for (const HostSlots& h : plan.hosts) {
+    std::vector<std::string> argv = agent;
+    argv.insert(argv.end(), {h.host, remote});
+    commands.push_back(argv);
+    out.push_back(std::move(argv));
+  }
+  return out;
+}
+
 } // namespace
 
 std::string absolute_image(const ImageArg& image) {
@@ -202,16 +219,10 @@ Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const Pr
     }
     return reports;
   }
-  const std::vector<std::string> agent = rsh_agent(how.launcher_args, how.env_agent);
-  const std::string remote = shell_join(node_cmd);
+  const std::vector<std::vector<std::string>> argvs = agent_commands(plan, node_cmd, how, commands);
   std::vector<std::future<NodeReport>> pending;
-  for (const HostSlots& h : plan.hosts) {
-    std::vector<std::string> argv = agent;
-    argv.insert(argv.end(), {h.host, remote});
-    commands.push_back(argv);
-    if (!how.dry_run) {
-      pending.push_back(std::async(std::launch::async, preflight_host, argv, capture, h.host));
-    }
+  for (std::size_t i = 0; i < argvs.size() && !how.dry_run; ++i) {
+    pending.push_back(std::async(std::launch::async, preflight_host, argvs[i], capture, plan.hosts[i].host));
   }
   for (auto& f : pending) {
     reports.push_back(f.get()); // in the plan's host order
@@ -230,14 +241,11 @@ GatedPreflight GatedPreflight::start(const LaunchPlan& plan, const PreflightRequ
                                      std::vector<std::vector<std::string>>& commands) {
   GatedPreflight g;
   g.m_timeout = how.timeout;
-  const std::vector<std::string> agent = rsh_agent(how.launcher_args, how.env_agent);
-  const std::string remote = shell_join(preflight_argv(how.lockstep, request));
-  for (const HostSlots& h : plan.hosts) {
-    std::vector<std::string> argv = agent;
-    argv.insert(argv.end(), {h.host, remote});
-    commands.push_back(argv);
-    Node node{h.host, std::nullopt, ""};
-    if (Result<Dialogue> d = Dialogue::start(argv)) {
+  const std::vector<std::vector<std::string>> argvs =
+      agent_commands(plan, preflight_argv(how.lockstep, request), how, commands);
+  for (std::size_t i = 0; i < argvs.size(); ++i) {
+    Node node{plan.hosts[i].host, std::nullopt, ""};
+    if (Result<Dialogue> d = Dialogue::start(argvs[i])) {
       node.agent.emplace(std::move(*d));
     } else {
       node.why = d.error().message;
