@@ -92,27 +92,49 @@ std::string library_text(const char* soname, const char* symbol) {
   return std::string(text, ::strnlen(text, k_library_text_limit));
 }
 
-// The identity of a file a probe's answer comes from (its path, the path it resolves to, device,
-// inode, size, mtime, ctime, and `extra`), as the key of a remembered answer.
-std::string file_identity_key(const fs::path& found, const fs::path& real, const struct stat& st,
-                              std::string_view extra) {
-  return sha256_of(fmt::format("{}\n{}\n{}:{}:{}:{}.{}:{}.{}\n{}", found.string(), real.string(), st.st_dev,
-                               st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-                               st.st_ctim.tv_sec, st.st_ctim.tv_nsec, extra))
-      .hex();
-}
+// An answer about a file (mpirun's version, a library's) remembered in the store's records under
+// `kind`, keyed by the path it was found at, the file it resolves to and that file's identity
+// (device, inode, size, mtime, ctime), as SIF digests are, and by `extra`. A file changed in the last
+// 2 s (its times may not have ticked yet) is not remembered; a file that can't be identified, or no
+// store, remembers nothing.
+class Remembered {
+public:
+  Remembered(BlobStore* store, std::string_view kind, const std::optional<fs::path>& found,
+             std::string_view extra)
+      : m_store(store), m_kind(kind) {
+    std::error_code ec;
+    const fs::path real = found ? fs::canonical(*found, ec) : fs::path();
+    if (store == nullptr || !found || ec || ::stat(real.c_str(), &m_st) != 0) {
+      return;
+    }
+    m_key = sha256_of(fmt::format("{}\n{}\n{}:{}:{}:{}.{}:{}.{}\n{}", found->string(), real.string(),
+                                  m_st.st_dev, m_st.st_ino, m_st.st_size, m_st.st_mtim.tv_sec,
+                                  m_st.st_mtim.tv_nsec, m_st.st_ctim.tv_sec, m_st.st_ctim.tv_nsec, extra))
+                .hex();
+  }
 
-// Whether a file changed in the last 2 s (its times may not have ticked yet): its answer is not
-// remembered.
-bool recently_changed(const struct stat& st) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return now - std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)) <=
-         std::chrono::seconds(2);
-}
+  [[nodiscard]] std::optional<std::string> known() const {
+    return m_key.empty() ? std::nullopt : m_store->get_record(m_kind, m_key);
+  }
+
+  void remember(const std::string& text) const {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const auto changed = std::chrono::seconds(std::max(m_st.st_mtim.tv_sec, m_st.st_ctim.tv_sec));
+    if (!m_key.empty() && now - changed > std::chrono::seconds(2)) {
+      (void)m_store->put_record(m_kind, m_key, text);
+    }
+  }
+
+private:
+  BlobStore* m_store;
+  std::string m_kind;
+  std::string m_key; ///< "" when nothing is remembered
+  struct stat m_st {};
+};
 
 // The file the dynamic loader loads for `soname` when lockstep (no RUNPATH) dlopens it:
 // LD_LIBRARY_PATH's directories, then /etc/ld.so.cache's entry for this ABI, then /lib and /usr/lib.
-std::optional<fs::path> loader_path(std::string_view soname) {
+std::optional<fs::path> loader_path(std::string_view soname, const LdCache* cache) {
   std::error_code ec;
   if (const char* llp = std::getenv("LD_LIBRARY_PATH"); llp != nullptr) {
     for (std::string_view rest = llp; !rest.empty();) {
@@ -124,7 +146,7 @@ std::optional<fs::path> loader_path(std::string_view soname) {
       }
     }
   }
-  if (Result<LdCache> cache = read_ld_cache("/etc/ld.so.cache")) {
+  if (cache != nullptr) {
     for (const LdCacheEntry& e : cache->entries) {
       if (e.name == soname && e.flags == native_ld_cache_flags()) {
         return fs::path(e.path);
@@ -139,29 +161,19 @@ std::optional<fs::path> loader_path(std::string_view soname) {
   return std::nullopt;
 }
 
-// library_text(), remembered in the store's records as mpirun's answer is (below), keyed by the
-// identity of the file the loader would load: loading UCX runs its constructors, several
-// milliseconds at every preflight on every node.
-std::string library_text_remembered(const char* soname, const char* symbol) {
-  const std::optional<fs::path> found = loader_path(soname);
-  std::error_code ec;
-  const fs::path real = found ? fs::canonical(*found, ec) : fs::path();
-  struct stat st {};
-  if (!found || ec || ::stat(real.c_str(), &st) != 0) {
-    return library_text(soname, symbol);
-  }
+// library_text(), remembered by the file the loader would load (`cache`: /etc/ld.so.cache, when
+// readable): loading UCX runs its constructors, several milliseconds at every preflight on every node.
+std::string library_text_remembered(const char* soname, const char* symbol, const LdCache* cache,
+                                    BlobStore* store) {
   const char* llp = std::getenv("LD_LIBRARY_PATH");
-  const std::string key = file_identity_key(
-      *found, real, st, fmt::format("{}\n{}\n{}", soname, symbol, llp != nullptr ? llp : ""));
-  Result<BlobStore> store = BlobStore::open(BlobStore::default_root());
-  if (store) {
-    if (std::optional<std::string> known = store->get_record("host-library", key)) {
-      return *known;
-    }
+  const Remembered answer(store, "host-library", loader_path(soname, cache),
+                          fmt::format("{}\n{}\n{}", soname, symbol, llp != nullptr ? llp : ""));
+  if (std::optional<std::string> known = answer.known()) {
+    return *known;
   }
   std::string text = library_text(soname, symbol);
-  if (store && !text.empty() && !recently_changed(st)) {
-    (void)store->put_record("host-library", key, text);
+  if (!text.empty()) {
+    answer.remember(text);
   }
   return text;
 }
@@ -278,12 +290,39 @@ std::string pmix_version_from(std::string_view text) {
   return {};
 }
 
+namespace {
+
+// What the probes that remember their answers share: the store (nullptr when it can't be opened) and
+// the loader's cache (nullptr when unreadable), each opened or read once.
+struct ProbeContext {
+  ProbeContext()
+      : opened(BlobStore::open(BlobStore::default_root())), ld_cache(read_ld_cache("/etc/ld.so.cache")) {}
+  BlobStore* store() { return opened ? &*opened : nullptr; }
+  const LdCache* cache() const { return ld_cache ? &*ld_cache : nullptr; }
+  Result<BlobStore> opened;
+  Result<LdCache> ld_cache;
+};
+
+std::string pmix_of(ProbeContext& context) {
+  return pmix_version_from(
+      library_text_remembered("libpmix.so.2", "PMIx_Get_version", context.cache(), context.store()));
+}
+
+std::string ucx_of(ProbeContext& context) {
+  return version_word(first_word(
+      library_text_remembered("libucp.so.0", "ucp_get_version_string", context.cache(), context.store())));
+}
+
+} // namespace
+
 std::string probe_pmix() {
-  return pmix_version_from(library_text_remembered("libpmix.so.2", "PMIx_Get_version"));
+  ProbeContext context;
+  return pmix_of(context);
 }
 
 std::string probe_ucx() {
-  return version_word(first_word(library_text_remembered("libucp.so.0", "ucp_get_version_string")));
+  ProbeContext context;
+  return ucx_of(context);
 }
 
 HostUserns probe_user_namespaces() {
@@ -342,42 +381,31 @@ HostSpace probe_space(const fs::path& cache_root) {
 namespace {
 
 // `mpirun --version` starts Open MPI's launcher, a dozen libraries, on every node at every
-// preflight: its answer is remembered in the store's records, keyed by the program's path and the
-// identity of the file it resolves to (device, inode, size, mtime, ctime), as SIF digests are. An
-// answer with an error, or for a program changed in the last 2 s (its times may not have ticked
-// yet), is not remembered.
-HostMpi probe_mpirun_remembered(std::string_view path_list) {
+// preflight: its answer is remembered (Remembered) by the program found in PATH; an answer with an
+// error is not.
+HostMpi probe_mpirun_remembered(std::string_view path_list, BlobStore* store) {
   const std::optional<fs::path> found = find_in_path("mpirun", path_list);
-  std::error_code ec;
-  const fs::path real = found ? fs::canonical(*found, ec) : fs::path();
-  struct stat st {};
-  if (!found || ec || ::stat(real.c_str(), &st) != 0) {
-    return probe_mpirun(path_list);
-  }
-  const std::string key = file_identity_key(*found, real, st, "");
-  Result<BlobStore> store = BlobStore::open(BlobStore::default_root());
-  if (store) {
-    if (std::optional<std::string> known = store->get_record("host-mpirun", key)) {
-      std::vector<std::string> f;
-      for (std::size_t pos = 0; pos <= known->size() && f.size() < 4;) {
-        const std::size_t end = std::min(known->find('\n', pos), known->size());
-        f.push_back(known->substr(pos, end - pos));
-        pos = end + 1;
-      }
-      if (f.size() == 3 && !f[0].empty()) {
-        HostMpi mpi;
-        mpi.path = printable_ascii(found->string(), PATH_MAX);
-        mpi.impl = f[0];
-        mpi.version = f[1];
-        mpi.banner = f[2];
-        log::debug("preflight: mpirun {}: {} {} (remembered)", mpi.path, mpi.impl, mpi.version);
-        return mpi;
-      }
+  const Remembered answer(store, "host-mpirun", found, "");
+  if (std::optional<std::string> known = answer.known()) {
+    std::vector<std::string> f;
+    for (std::size_t pos = 0; pos <= known->size() && f.size() < 4;) {
+      const std::size_t end = std::min(known->find('\n', pos), known->size());
+      f.push_back(known->substr(pos, end - pos));
+      pos = end + 1;
+    }
+    if (f.size() == 3 && !f[0].empty()) {
+      HostMpi mpi;
+      mpi.path = printable_ascii(found->string(), PATH_MAX);
+      mpi.impl = f[0];
+      mpi.version = f[1];
+      mpi.banner = f[2];
+      log::debug("preflight: mpirun {}: {} {} (remembered)", mpi.path, mpi.impl, mpi.version);
+      return mpi;
     }
   }
   HostMpi mpi = probe_mpirun(path_list);
-  if (store && mpi.error.empty() && !mpi.impl.empty() && !recently_changed(st)) {
-    (void)store->put_record("host-mpirun", key, fmt::format("{}\n{}\n{}", mpi.impl, mpi.version, mpi.banner));
+  if (mpi.error.empty() && !mpi.impl.empty()) {
+    answer.remember(fmt::format("{}\n{}\n{}", mpi.impl, mpi.version, mpi.banner));
   }
   return mpi;
 }
@@ -391,11 +419,13 @@ HostProbe probe_host() {
   if (::gethostname(name.data(), name.size() - 1) == 0) {
     probe.hostname = printable_ascii(name.data(), HOST_NAME_MAX);
   }
+  ProbeContext context;
   const char* path = std::getenv("PATH");
   probe.mpi = probe_mpirun_remembered(
-      path != nullptr ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  probe.pmix = probe_pmix();
-  probe.ucx = probe_ucx();
+      path != nullptr ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      context.store());
+  probe.pmix = pmix_of(context);
+  probe.ucx = ucx_of(context);
   if (Result<GpuInventory> gpus = gpu_inventory(gpu_host_from_env()); gpus) {
     probe.driver_version = gpus->driver_version;
     probe.gpu_count = gpus->gpu_count;

@@ -35,6 +35,7 @@ HostMpi probe_mpirun(std::string_view path_list);
 std::string pmix_version_from(std::string_view text);
 
 /// The version of the host's libpmix.so.2 (dlopen, PMIx_Get_version, dlclose); "" when absent.
+/// Remembered in the store by the identity of the file the loader would load, as UCX's is.
 std::string probe_pmix();
 /// The version of the host's libucp.so.0 (ucp_get_version_string); "" when absent.
 std::string probe_ucx();
