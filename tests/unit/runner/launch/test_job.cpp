@@ -41,6 +41,31 @@ LaunchPlan mpirun_plan(const std::vector<std::string>& hosts) {
   return p;
 }
 
+// A stand-in rsh agent (HOST REMOTE-COMMAND) and the fan-out through it: "up*" hosts print a line
+// of noise and a passing report naming themselves, then run the shell text `up_then`; "mute" prints
+// nothing; any other host fails as ssh does.
+PreflightFanout stand_in_agent(const test::TempDirFixture& tmp, const std::string& up_then) {
+  NodeReport ok;
+  ok.node = "NODE";
+  ok.checks.push_back({"image", Check::Status::ok, "present"});
+  const fs::path agent =
+      tmp.write("agent", "#!/bin/sh\n"
+                         "case \"$1\" in\n"
+                         "  up*) echo 'Warning: permanently added'; echo '" +
+                             to_json(ok).dump() + "' | sed \"s/NODE/$1/\"; " + up_then +
+                             " ;;\n"
+                             "  mute) exit 0 ;;\n"
+                             "  *) echo \"ssh: connect to host $1 port 22: Connection refused\" "
+                             ">&2; exit 255 ;;\n"
+                             "esac\n");
+  REQUIRE(::chmod(agent.c_str(), 0755) == 0);
+  PreflightFanout how;
+  how.lockstep = "lockstep";
+  how.launcher_args = {"--mca", "plm_rsh_agent", agent.string()};
+  how.timeout = std::chrono::seconds(30);
+  return how;
+}
+
 RankReport rank(int r, const std::string& node, int exit_code, const std::string& error = "") {
   RankReport x;
   x.rank = r;
@@ -153,26 +178,7 @@ TEST_CASE("run: a dry run lists the preflight command of every launcher without 
 TEST_CASE("run: the preflight reaches every host through the rsh agent, in parallel, in the plan's order",
           "[job]") {
   test::TempDirFixture tmp;
-  NodeReport ok;
-  ok.node = "NODE";
-  ok.checks.push_back({"image", Check::Status::ok, "present"});
-  // The stand-in agent: HOST REMOTE-COMMAND. "up*" hosts answer with a report naming themselves,
-  // "mute" prints nothing, "down" fails as ssh does.
-  const fs::path agent =
-      tmp.write("agent", "#!/bin/sh\n"
-                         "case \"$1\" in\n"
-                         "  up*) echo 'Warning: permanently added'; echo '" +
-                             to_json(ok).dump() +
-                             "' | sed \"s/NODE/$1/\" ;;\n"
-                             "  mute) exit 0 ;;\n"
-                             "  *) echo \"ssh: connect to host $1 port 22: Connection refused\" "
-                             ">&2; exit 255 ;;\n"
-                             "esac\n");
-  REQUIRE(::chmod(agent.c_str(), 0755) == 0);
-  PreflightFanout how;
-  how.lockstep = "lockstep";
-  how.launcher_args = {"--mca", "plm_rsh_agent", agent.string()};
-  how.timeout = std::chrono::seconds(30);
+  const PreflightFanout how = stand_in_agent(tmp, "true");
   std::vector<std::vector<std::string>> commands;
   auto r = preflight_nodes(mpirun_plan({"up1", "down", "up2", "mute"}), request(), how, commands);
   REQUIRE(r);
@@ -193,27 +199,10 @@ TEST_CASE("run: the preflight reaches every host through the rsh agent, in paral
 TEST_CASE("run: a gated preflight reads every node's report, then tells every node the verdict and ends",
           "[job]") {
   test::TempDirFixture tmp;
-  NodeReport ok;
-  ok.node = "NODE";
-  ok.checks.push_back({"image", Check::Status::ok, "present"});
-  // The stand-in agent: "up*" hosts report, then write down the word they are told and wait for the
-  // end of their input; "down" fails as ssh does.
+  // The "up*" hosts write down the word they are told, then wait for the end of their input.
   const std::string dir = tmp.dir().string();
-  const fs::path agent =
-      tmp.write("agent", "#!/bin/sh\n"
-                         "case \"$1\" in\n"
-                         "  up*) echo '" +
-                             to_json(ok).dump() + "' | sed \"s/NODE/$1/\"; read word; echo \"$word\" >" +
-                             dir + "/heard-$1; cat >/dev/null; touch " + dir +
-                             "/ended-$1 ;;\n"
-                             "  *) echo \"ssh: connect to host $1 port 22: Connection "
-                             "refused\" >&2; exit 255 ;;\n"
-                             "esac\n");
-  REQUIRE(::chmod(agent.c_str(), 0755) == 0);
-  PreflightFanout how;
-  how.lockstep = "lockstep";
-  how.launcher_args = {"--mca", "plm_rsh_agent", agent.string()};
-  how.timeout = std::chrono::seconds(30);
+  const PreflightFanout how = stand_in_agent(
+      tmp, "read word; echo \"$word\" >" + dir + "/heard-$1; cat >/dev/null; touch " + dir + "/ended-$1");
   PreflightRequest req = request();
   req.gate = "/runs/job/ranks";
   for (const bool go : {true, false}) {
