@@ -150,6 +150,22 @@ assert_contains "$ERR" "n9  reach: \`lockstep preflight\` didn't report (exit 25
 case "$ERR" in *ORTE*) fail "an unreachable node: mpirun's own complaint shows: $ERR" ;; esac
 pass "a node the agent can't reach fails preflight (reach), naming it"
 
+# A rank whose node's preflight never opens the gate runs nothing: it fails after its wait, saying why,
+# and its rank report says so.
+mkdir -p "$WORK/gate-ranks"
+set +e
+GATE_ERR=$("$(dirname "$LOCKSTEP")/lockstep-rank" --report "$WORK/gate-ranks" --gate 1 -- "$LOCKSTEP" exec \
+  "$IMG" -- sh -c "touch $WORK/gate-ran" 2>&1 >/dev/null)
+GATE_RC=$?
+set -e
+assert_eq 3 "$GATE_RC" "a rank at a gate nobody keeps: $GATE_ERR"
+assert_contains "$GATE_ERR" "lockstep: error: not started: no preflight kept this node's gate within 1 s" \
+  "a rank at a gate nobody keeps: the message"
+[ ! -e "$WORK/gate-ran" ] || fail "a rank at a gate nobody keeps ran its command"
+assert_contains "$(cat "$WORK"/gate-ranks/rank-*.json)" "not started: no preflight kept this node's gate" \
+  "a rank at a gate nobody keeps: its report"
+pass "a rank whose node's preflight never opens the gate runs nothing and says why (exit 3, rank report)"
+
 # ---- preflight failures --------------------------------------------------------------------------
 "$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-mpi-facts >/dev/null 2>&1 ||
   fail "make-repo.sh --with-mpi-facts failed"
