@@ -15,13 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-300}
-if [ -z "${LOCKSTEP:-}" ]; then
-  # The release binary as shipped: libraries linked statically (CMakeLists.txt LOCKSTEP_STATIC_DEPS).
-  cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF -DLOCKSTEP_STATIC_DEPS=ON >/dev/null
-  ninja -C build/bench lockstep >/dev/null
-  LOCKSTEP=build/bench/lockstep
-fi
-LOCKSTEP=$(realpath "$LOCKSTEP")
+source bench/lib.sh
+bench_lockstep # the release binary as shipped: libraries linked statically
 for t in hyperfine bwrap unshare jq; do
   command -v "$t" >/dev/null || { echo "bench: '$t' is missing (scripts/install-deps.sh bench)" >&2; exit 3; }
 done
