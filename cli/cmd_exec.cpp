@@ -65,8 +65,9 @@ constexpr const char* k_examples = R"(Examples:
 IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE, dir:PATH, or a
 path recognised by what it holds: an OCI layout directory, an OCI or docker archive, a .sif file, a
 root directory (the same IMAGE every command takes). OCI images are unpacked once into the cache ($LOCKSTEP_CACHE, default
-~/.cache/lockstep) and shared; a SIF's squashfs is loop-mounted (root), mounted with squashfuse, or
-extracted into the cache, in that order of preference (--sif-mount, --debug says which).
+~/.cache/lockstep) and shared; a SIF runs from its root when one is already extracted into the cache,
+else its squashfs is loop-mounted (root), mounted with squashfuse, or extracted into the cache, in
+that order of preference (--sif-mount, --debug says which). The ranks of `lockstep run` extract it.
 
 The container: a user namespace (unless root), its own mounts, the image root read-only, the host's
 /dev, /proc, /sys, /etc/resolv.conf, /etc/hosts and your home, a tmpfs /tmp, the host network.
@@ -98,6 +99,11 @@ Result<ExitCode> run_exec_command(ExecArgs& args, Context& ctx) {
   }
   LS_TRY_ASSIGN(o.sif_mount, runner::parse_sif_mount_mode(mode));
   if (args.hold_listen >= 0 || args.hold_key >= 0) {
+    // A job's container (docs/launch.md, "Ranks on one node"): a SIF is extracted once per node
+    // and store, so neither this job's ranks nor later jobs decompress what they read again.
+    if (o.sif_mount == runner::SifMountMode::automatic) {
+      o.sif_mount = runner::SifMountMode::extract;
+    }
     return hold_container(args);
   }
   auto run = [&o] { return runner::run_exec(o); };

@@ -154,6 +154,53 @@ Result<void> make_private_dir(const fs::path& dir) {
   return {};
 }
 
+// STORE/roots/sif-<key>: the extracted root of the SIF whose content key is `key`.
+fs::path extracted_dir(const fs::path& store_root, std::string_view key) {
+  return store_root / "roots" / ("sif-" + std::string(key));
+}
+
+// Whether `dir` (extracted_dir) holds a complete extracted root.
+bool is_published(const fs::path& dir) {
+  struct stat st {};
+  return ::lstat((dir / "info.json").c_str(), &st) == 0 && ::lstat((dir / "rootfs").c_str(), &st) == 0 &&
+         S_ISDIR(st.st_mode);
+}
+
+// The store's record of a SIF's content key: the sha256 of its identity (device, inode, size and
+// times), so a changed file is hashed again.
+Result<std::pair<std::string, struct stat>> content_record_key(const fs::path& sif) {
+  struct stat st {};
+  if (::stat(sif.c_str(), &st) != 0) {
+    return errno_error("can't stat " + sif.string(), errno);
+  }
+  const std::string identity =
+      fmt::format("{}:{}:{}:{}.{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                  st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+  return std::pair{sha256_of(identity).hex(), st};
+}
+
+// The extracted root of `sif` when the store already has one and knows the SIF's content key
+// (never hashes the file): auto uses it before mounting anything.
+std::optional<fs::path> existing_extracted_root(const fs::path& sif, const fs::path& store_root) {
+  Result<std::pair<std::string, struct stat>> record = content_record_key(sif);
+  if (!record) {
+    return std::nullopt;
+  }
+  Result<BlobStore> store = BlobStore::open(store_root);
+  if (!store) {
+    return std::nullopt;
+  }
+  std::optional<std::string> key = store->get_record("sif-digests", record->first);
+  if (!key || key->size() != 64) {
+    return std::nullopt;
+  }
+  fs::path dir = extracted_dir(store_root, *key);
+  if (!is_published(dir)) {
+    return std::nullopt;
+  }
+  return dir / "rootfs";
+}
+
 // Extracts the partition into STORE/roots/sif-<key>/rootfs once; later calls reuse it. Built in
 // roots/tmp and published by renaming the directory (info.json marks it complete), like the
 // unpack cache.
@@ -161,12 +208,8 @@ Result<fs::path> extracted_root(const fs::path& sif, const sif::Descriptor& part
                                 const fs::path& store_root) {
   LS_TRY_ASSIGN(std::string key, sif_content_key(sif, store_root));
   const fs::path roots = store_root / "roots";
-  const fs::path dir = roots / ("sif-" + key);
-  auto published = [&] {
-    struct stat st {};
-    return ::lstat((dir / "info.json").c_str(), &st) == 0 && ::lstat((dir / "rootfs").c_str(), &st) == 0 &&
-           S_ISDIR(st.st_mode);
-  };
+  const fs::path dir = extracted_dir(store_root, key);
+  auto published = [&] { return is_published(dir); };
   if (published()) {
     log::debug("sif: extracted root cached at {}", dir.string());
     return dir / "rootfs";
@@ -370,14 +413,8 @@ Result<SifMountMode> parse_sif_mount_mode(std::string_view text) {
 }
 
 Result<std::string> sif_content_key(const fs::path& sif, const fs::path& store_root) {
-  struct stat st {};
-  if (::stat(sif.c_str(), &st) != 0) {
-    return errno_error("can't stat " + sif.string(), errno);
-  }
-  const std::string identity =
-      fmt::format("{}:{}:{}:{}.{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
-                  st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
-  const std::string record_key = sha256_of(identity).hex();
+  LS_TRY_ASSIGN(auto record, content_record_key(sif));
+  const auto& [record_key, st] = record;
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
   if (auto known = store.get_record("sif-digests", record_key); known && known->size() == 64) {
     return *known;
@@ -429,6 +466,15 @@ Result<SifRoot> SifRoot::prepare(const fs::path& sif, SifMountMode mode, const f
   SifRoot root;
   LS_TRY_ASSIGN(root.m_oci_config, read_oci_config(image));
 
+  // An extracted root the store already has costs nothing to use: no mount, nothing decompressed.
+  if (mode == SifMountMode::automatic) {
+    if (std::optional<fs::path> dir = existing_extracted_root(fs::absolute(sif), store_root)) {
+      log::debug("sif: auto: extract (already extracted at {})", dir->string());
+      root.m_kind = Kind::extracted;
+      root.m_dir = std::move(*dir);
+      return root;
+    }
+  }
   // Choose the path: the first that works here, or the forced one (an error if it can't work).
   std::string loop_why = loop_unavailable_reason();
   std::string fuse_why = loop_why.empty() && mode == SifMountMode::automatic ? "" : fuse_unavailable_reason();
