@@ -541,10 +541,11 @@ Result<int> run_launcher(RunJob& j) {
 // image some node lacks is then staged and the job launched again, after the preflight. Errors are
 // the preflight's and the staging's; the launcher's outcome goes to `status`.
 Result<void> run_gated(RunJob& j, Result<int>& status) {
+  // mpirun first: its daemons take longer to come up than a node's preflight. Its complaints (a
+  // node it can't reach) show only when the launch goes ahead.
+  Result<ForegroundChild> launcher = start_launcher(j, true);
   runner::GatedPreflight preflight = runner::GatedPreflight::start(
       j.plan, j.pre, fanout(j.args, j.site.lockstep, false), j.preflight_commands);
-  // mpirun's complaints (a node it can't reach) show only when the launch goes ahead.
-  Result<ForegroundChild> launcher = start_launcher(j, true);
   {
     log::Timer timer("preflight");
     j.reports = preflight.reports();

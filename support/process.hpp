@@ -43,6 +43,16 @@ struct CaptureResult {
 /// the result, then a null pointer.
 std::vector<char*> c_strings(const std::vector<std::string>& words);
 
+/// Starts a child that runs `entry(arg)` on a stack of its own, sharing this process's memory until
+/// it executes a program or exits, this process waiting meanwhile (CLONE_VM | CLONE_VFORK, as
+/// posix_spawn does): no page tables copied and no copy-on-write faults after, most of what a fork
+/// costs a process that only sets itself up and executes. The child has its own descriptor table,
+/// signal handlers and file system context, and must not return from `entry`. Only for a process
+/// with one thread (the child may then allocate), and never when the child keeps running after
+/// this process resumes. Under AddressSanitizer (which can't follow a stack of our own) it is a
+/// plain fork. Returns the child's pid, or -1 with errno.
+pid_t start_sharing_child(int (*entry)(void*), void* arg);
+
 /// Runs argv (argv[0] looked up in PATH) with stdin from /dev/null, capturing stdout and stderr.
 /// A command that can't be started is an `external` error naming it (exit 3).
 Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const CaptureOptions& options = {});

@@ -175,11 +175,26 @@ Result<void> write_unsynced(const fs::path& path, const std::string& data, mode_
 }
 
 Result<void> write_rank_report(const fs::path& dir, const RankReport& report) {
+  const fs::path path = dir / fmt::format("rank-{}.json", report.rank);
+  const std::string data =
+      to_json(report).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  // Every rank of a job writes one: usually the directory is there and no report of this rank is,
+  // so the file is created in place (a reader reads reports only once the launcher has ended).
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, k_record_file_mode));
+  if (fd.valid()) {
+    Result<void> written = ::fchmod(fd.get(), k_record_file_mode) == 0
+                               ? write_all(fd.get(), data.data(), data.size(), path.string())
+                               : errno_error("can't chmod " + path.string(), errno);
+    if (!written) {
+      (void)::unlink(path.c_str());
+    }
+    return written;
+  }
+  if (errno != ENOENT && errno != EEXIST) {
+    return errno_error("can't create " + path.string(), errno);
+  }
   LS_TRY(make_record_dirs(dir));
-  return write_unsynced(
-      dir / fmt::format("rank-{}.json", report.rank),
-      to_json(report).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
-      k_record_file_mode);
+  return write_unsynced(path, data, k_record_file_mode); // replaces an earlier report of this rank
 }
 
 std::vector<RankReport> read_rank_reports(const fs::path& dir) {

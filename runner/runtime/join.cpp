@@ -834,12 +834,22 @@ Result<int> run_joined(const Joined& j, bool& could_not_join) {
   sigset_t fwd = forwarded_signal_set();
   sigset_t old_mask;
   ::sigprocmask(SIG_BLOCK, &fwd, &old_mask);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(pipe[0]);
-    joined_child(j, pipe[1], parent, old_mask);
-  }
+  // The child shares this process's memory until it executes the command (start_sharing_child;
+  // lockstep-rank has one thread): nothing copied for a process that only joins and executes.
+  struct ChildArgs {
+    const Joined* joined;
+    int read_end;
+    int report;
+    pid_t parent;
+    const sigset_t* old_mask;
+  } args{&j, pipe[0], pipe[1], ::getpid(), &old_mask};
+  const pid_t pid = start_sharing_child(
+      [](void* p) -> int {
+        const auto* a = static_cast<const ChildArgs*>(p);
+        ::close(a->read_end);
+        joined_child(*a->joined, a->report, a->parent, *a->old_mask);
+      },
+      &args);
   ::close(pipe[1]);
   if (pid < 0) {
     const int err = errno;

@@ -1278,47 +1278,22 @@ int child_entry(void* arg) {
   child_main(*start->plan, start->old_mask, start->parent);
 }
 
-// ASan can't follow a child running on a stack of our own (g++ says __SANITIZE_ADDRESS__, clang
-// __has_feature(address_sanitizer)).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool k_sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool k_sanitized = true;
-#else
-constexpr bool k_sanitized = false;
-#endif
-#else
-constexpr bool k_sanitized = false;
-#endif
-
 // How the child gets its memory: a copy (fork), or this process's memory shared until it execs
-// the command, this process waiting meanwhile (CLONE_VM | CLONE_VFORK, as posix_spawn does). The
-// shared form skips copying the page tables and the copy-on-write faults that follow, a good part
-// of the start-up cost; it can't be used when the child keeps running lockstep code (the waiter
-// of a pid namespace). The child never writes to anything the parent owns.
+// the command (start_sharing_child). The shared form skips copying the page tables and the
+// copy-on-write faults that follow, a good part of the start-up cost; it can't be used when the
+// child keeps running lockstep code (the waiter of a pid namespace). The child never writes to
+// anything the parent owns.
 enum class ChildMemory { copy, share };
 
 pid_t start_child(ChildStart& start, ChildMemory memory) {
-  if (memory == ChildMemory::copy || k_sanitized) {
+  if (memory == ChildMemory::copy) {
     pid_t pid = ::fork();
     if (pid == 0) {
       child_entry(&start);
     }
     return pid;
   }
-  constexpr std::size_t k_stack_size = 1U << 20;
-  void* stack =
-      ::mmap(nullptr, k_stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) {
-    return -1;
-  }
-  pid_t pid = ::clone(child_entry, static_cast<char*>(stack) + k_stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                      &start);
-  int err = errno;
-  ::munmap(stack, k_stack_size); // the child has executed the command or exited by now
-  errno = err;
-  return pid;
+  return start_sharing_child(child_entry, &start);
 }
 
 // Checks the config before anything is forked; returns the plan the child follows.
