@@ -182,6 +182,10 @@ Result<std::pair<std::string, struct stat>> content_record_key(const fs::path& s
 // The extracted root of `sif` when the store already has one and knows the SIF's content key
 // (never hashes the file): auto uses it before mounting anything.
 std::optional<fs::path> existing_extracted_root(const fs::path& sif, const fs::path& store_root) {
+  struct stat roots {};
+  if (::stat((store_root / "roots").c_str(), &roots) != 0) {
+    return std::nullopt; // nothing was ever extracted or unpacked here: don't create the store to look
+  }
   Result<std::pair<std::string, struct stat>> record = content_record_key(sif);
   if (!record) {
     return std::nullopt;
