@@ -282,10 +282,6 @@ Result<CaptureResult> capture(const std::vector<std::string>& argv, std::optiona
   return result;
 }
 
-} // namespace
-
-namespace {
-
 // ASan can't follow a child running on a stack of our own (g++ says __SANITIZE_ADDRESS__, clang
 // __has_feature(address_sanitizer)).
 #if defined(__SANITIZE_ADDRESS__)

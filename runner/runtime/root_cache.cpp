@@ -54,12 +54,6 @@ void sweep_stale_builds(const fs::path& tmp) {
   }
 }
 
-bool is_published(const fs::path& dir) {
-  struct stat st {};
-  return ::lstat((dir / "info.json").c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         ::lstat((dir / "rootfs").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // A build directory under roots/tmp, removed (read-only directories too) unless published.
 class BuildDir {
 public:
@@ -153,6 +147,12 @@ Result<void> build_root(const BlobStore& store, const fs::path& build,
 }
 
 } // namespace
+
+bool is_published(const fs::path& dir) {
+  struct stat st {};
+  return ::lstat((dir / "info.json").c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         ::lstat((dir / "rootfs").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
 
 Digest chain_id_of(const std::vector<Digest>& diff_ids) {
   if (diff_ids.empty()) {

@@ -27,6 +27,10 @@ struct UnpackedRoot {
   bool cached = false;          ///< true when it was already there (built by an earlier or concurrent call)
 };
 
+/// Whether `dir` (STORE_ROOT/roots/<key>, of an unpacked image or an extracted SIF) holds a
+/// published root: info.json a regular file, rootfs a directory.
+bool is_published(const std::filesystem::path& dir);
+
 /// The OCI ChainID: ChainID(L0) = DiffID(L0), ChainID(L0..n) = sha256("ChainID(L0..n-1) DiffID(Ln)").
 /// No layers give sha256 of the empty string.
 Digest chain_id_of(const std::vector<Digest>& diff_ids);

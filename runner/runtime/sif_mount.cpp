@@ -1,5 +1,6 @@
 #include "runner/runtime/sif_mount.hpp"
 
+#include "runner/runtime/root_cache.hpp"
 #include "runner/runtime/unpack.hpp"
 #include "support/blob_store.hpp"
 #include "support/digest.hpp"
@@ -159,13 +160,6 @@ fs::path extracted_dir(const fs::path& store_root, std::string_view key) {
   return store_root / "roots" / ("sif-" + std::string(key));
 }
 
-// Whether `dir` (extracted_dir) holds a complete extracted root.
-bool is_published(const fs::path& dir) {
-  struct stat st {};
-  return ::lstat((dir / "info.json").c_str(), &st) == 0 && ::lstat((dir / "rootfs").c_str(), &st) == 0 &&
-         S_ISDIR(st.st_mode);
-}
-
 // The store's record of a SIF's content key: the sha256 of its identity (device, inode, size and
 // times), so a changed file is hashed again.
 Result<std::pair<std::string, struct stat>> content_record_key(const fs::path& sif) {
@@ -177,6 +171,12 @@ Result<std::pair<std::string, struct stat>> content_record_key(const fs::path& s
       fmt::format("{}:{}:{}:{}.{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
                   st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
   return std::pair{sha256_of(identity).hex(), st};
+}
+
+// The SIF's sha256 the store remembers under `record_key` (content_record_key), if any.
+std::optional<std::string> remembered_content_key(const BlobStore& store, const std::string& record_key) {
+  std::optional<std::string> known = store.get_record("sif-digests", record_key);
+  return known && known->size() == 64 ? known : std::nullopt;
 }
 
 // The extracted root of `sif` when the store already has one and knows the SIF's content key
@@ -194,8 +194,8 @@ std::optional<fs::path> existing_extracted_root(const fs::path& sif, const fs::p
   if (!store) {
     return std::nullopt;
   }
-  std::optional<std::string> key = store->get_record("sif-digests", record->first);
-  if (!key || key->size() != 64) {
+  std::optional<std::string> key = remembered_content_key(*store, record->first);
+  if (!key) {
     return std::nullopt;
   }
   fs::path dir = extracted_dir(store_root, *key);
@@ -420,7 +420,7 @@ Result<std::string> sif_content_key(const fs::path& sif, const fs::path& store_r
   LS_TRY_ASSIGN(auto record, content_record_key(sif));
   const auto& [record_key, st] = record;
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
-  if (auto known = store.get_record("sif-digests", record_key); known && known->size() == 64) {
+  if (std::optional<std::string> known = remembered_content_key(store, record_key)) {
     return *known;
   }
   log::Timer timer("hash the SIF");
