@@ -34,6 +34,29 @@ TEST_CASE_METHOD(test::TempDirFixture, "rank reports round-trip and the first fa
   CHECK_FALSE(first_failure({a}));
 }
 
+TEST_CASE_METHOD(
+    test::TempDirFixture,
+    "a rank's second report replaces its first, and a link in its place; a file in the way is an error",
+    "[run_record]") {
+  const std::filesystem::path ranks = dir() / "ranks";
+  REQUIRE_OK(write_rank_report(ranks, RankReport{4, 0, "n1", 0, "", 1, 2}));
+  REQUIRE_OK(write_rank_report(ranks, RankReport{4, 0, "n2", 3, "", 5, 6})); // a relaunch, say
+  std::ofstream(dir() / "elsewhere") << "untouched\n";
+  std::filesystem::create_symlink(dir() / "elsewhere", ranks / "rank-5.json");
+  REQUIRE_OK(write_rank_report(ranks, RankReport{5, 0, "n1", 0, "", 1, 2}));
+  CHECK(test::slurp(dir() / "elsewhere") == "untouched\n"); // the link was replaced, not followed
+  CHECK_FALSE(std::filesystem::is_symlink(ranks / "rank-5.json"));
+  std::vector<RankReport> back = read_rank_reports(ranks);
+  REQUIRE(back.size() == 2);
+  CHECK(back[0] == RankReport{4, 0, "n2", 3, "", 5, 6});
+  CHECK(back[1] == RankReport{5, 0, "n1", 0, "", 1, 2});
+  std::ofstream(dir() / "file") << "x";
+  Result<void> blocked = write_rank_report(dir() / "file" / "ranks", RankReport{6, 0, "n1", 0, "", 1, 2});
+  REQUIRE_FALSE(blocked.ok());
+  CHECK(blocked.error().message ==
+        "can't create " + (dir() / "file" / "ranks" / "rank-6.json").string() + ": Not a directory");
+}
+
 TEST_CASE("rank reports are parsed strictly", "[run_record]") {
   CHECK(rank_report_from_json("[]", "r").error().message == "r: not a JSON object");
   CHECK(rank_report_from_json("{\"rank\":1,\"exit_code\":300}", "r").error().message ==
@@ -70,7 +93,7 @@ TEST_CASE_METHOD(test::TempDirFixture, "run directories are 0700 and their files
       CHECK(mode(d) == 0700);
     }
     CHECK(mode(runs / "job" / "ranks" / "rank-3.json") == 0600);
-    // Written under a temporary name and renamed: only the report is there.
+    // Nothing but the report is left there (no temporary file).
     CHECK(std::distance(std::filesystem::directory_iterator(runs / "job" / "ranks"),
                         std::filesystem::directory_iterator()) == 1);
   }
