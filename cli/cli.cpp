@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include "runner/launch/relay.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/registry/client.hpp"
@@ -73,6 +74,10 @@ void add_registry_flags(CLI::App& cmd, Context& ctx) {
 }
 
 int run(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "rsh-relay") {
+    // mpirun's rsh agent during a gated `lockstep run`: mpirun's words follow, not lockstep's options.
+    return runner::rsh_relay_main(std::vector<std::string>(argv + 2, argv + argc));
+  }
   install_interrupt_handlers();
   CLI::App app{"lockstep: one spec, pinned to the byte; reproducible OCI images without a daemon",
                "lockstep"};

@@ -215,6 +215,15 @@ Result<ExitCode> run_preflight_command(PreflightArgs& args, const Context& ctx) 
   const runner::join::GateWord word =
       req.gate.empty() ? runner::join::GateWord::go : read_word(); // every node's verdict
   const bool go = report.ok() && word == runner::join::GateWord::go;
+  if (gate.valid()) {
+    // The report is out: let go of the agent's output, so an ssh session carrying mpirun's daemon
+    // beside this preflight (the rsh relay) ends with the daemon, not with the job's gate.
+    if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+      (void)::dup2(null, 1);
+      (void)::dup2(null, 2);
+      ::close(null);
+    }
+  }
   if (go && !args.hold_exec.empty()) {
     hold_ranks_container(args, gate.get());
   }

@@ -7,6 +7,7 @@
 #include "runner/launch/job.hpp"
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
+#include "runner/launch/relay.hpp"
 #include "runner/launch/run_record.hpp"
 #include "runner/launch/stage.hpp"
 #include "runner/runtime/exec.hpp"
@@ -259,6 +260,7 @@ Result<void> plan_commands(RunJob& j) {
   const envspec::ImageFacts& facts = j.info.facts;
   LS_TRY_ASSIGN(j.plan, runner::plan_launch(j.req, j.site, facts));
   j.shown_req.gate_seconds = j.req.gate_seconds;
+  j.shown_req.relay_agent = j.req.relay_agent;
   LS_TRY_ASSIGN(j.shown, runner::plan_launch(j.shown_req, j.site, facts));
   const auto& rank = j.plan.rank;
   const bool env_values =
@@ -288,6 +290,17 @@ bool gated(const RunJob& j) {
 Result<void> set_gate(RunJob& j, bool on) {
   j.req.gate_seconds = on ? j.args.preflight_timeout + 30 : 0;
   j.pre.gate = on ? j.site.run_dir + "/ranks" : "";
+  // Open MPI's mpirun calls lockstep's relay as its agent: each node's preflight rides on the call
+  // that starts the node's daemon (docs/launch.md, "Preflight").
+  j.req.relay_agent.clear();
+  const std::string& mpi = j.info.facts.mpi_impl;
+  const char* relay = std::getenv("LOCKSTEP_RSH_RELAY");
+  if (on && (mpi.empty() || mpi == "openmpi") && (relay == nullptr || std::string_view(relay) != "0")) {
+    const runner::PreflightFanout how = fanout(j.args, j.site.lockstep, false);
+    j.req.relay_agent = runner::relay_agent(j.site.lockstep, j.site.run_dir,
+                                            runner::rsh_agent(how.launcher_args, how.env_agent))
+                            .value_or(std::vector<std::string>());
+  }
   return plan_commands(j);
 }
 
@@ -541,18 +554,34 @@ Result<int> run_launcher(RunJob& j) {
 // image some node lacks is then staged and the job launched again, after the preflight. Errors are
 // the preflight's and the staging's; the launcher's outcome goes to `status`.
 Result<void> run_gated(RunJob& j, Result<int>& status) {
-  // mpirun first: its daemons take longer to come up than a node's preflight. Its complaints (a
-  // node it can't reach) show only when the launch goes ahead.
+  const runner::PreflightFanout how = fanout(j.args, j.site.lockstep, false);
+  std::optional<runner::GatedPreflight> preflight;
+  if (!j.req.relay_agent.empty()) { // the nodes' preflights come with mpirun's calls to its agent
+    Result<runner::GatedPreflight> relayed =
+        runner::GatedPreflight::start(j.plan, j.pre, how, j.preflight_commands, j.site.run_dir);
+    if (!relayed) {
+      return relayed.error();
+    }
+    preflight.emplace(std::move(*relayed));
+  }
+  // Else mpirun first: its daemons take longer to come up than a node's preflight. Its complaints
+  // (a node it can't reach) show only when the launch goes ahead.
   Result<ForegroundChild> launcher = start_launcher(j, true);
-  runner::GatedPreflight preflight = runner::GatedPreflight::start(
-      j.plan, j.pre, fanout(j.args, j.site.lockstep, false), j.preflight_commands);
+  if (!preflight) {
+    Result<runner::GatedPreflight> direct =
+        runner::GatedPreflight::start(j.plan, j.pre, how, j.preflight_commands);
+    if (!direct) {
+      return direct.error();
+    }
+    preflight.emplace(std::move(*direct));
+  }
   {
     log::Timer timer("preflight");
-    j.reports = preflight.reports();
+    j.reports = preflight->reports([&launcher] { return launcher && launcher->running(); });
   }
   const bool pass =
       launcher && std::all_of(j.reports.begin(), j.reports.end(), [](const auto& r) { return r.ok(); });
-  preflight.tell(pass);
+  preflight->tell(pass);
   j.gate = pass ? "go" : "stop";
   if (launcher) {
     launcher->release_stderr(pass);
@@ -560,16 +589,16 @@ Result<void> run_gated(RunJob& j, Result<int>& status) {
   if (pass) {
     LS_TRY(judge_nodes(j));
     status = launcher->wait();
-    preflight.finish();
+    preflight->finish();
     return {};
   }
   if (!launcher) {
     status = launcher.error();
-    preflight.finish();
+    preflight->finish();
     return judge_nodes(j);
   }
   (void)launcher->end_within(std::chrono::seconds(10)); // its ranks leave at once on a stop
-  preflight.finish();
+  preflight->finish();
   LS_TRY(set_gate(j, false));
   LS_TRY(judge_nodes(j)); // stages an image only missing, else ends the run
   status = run_launcher(j);

@@ -453,6 +453,15 @@ void ForegroundChild::end_relay() {
   }
 }
 
+bool ForegroundChild::running() const {
+  if (m_pid <= 0) {
+    return false;
+  }
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(m_pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
+}
+
 int ForegroundChild::wait() {
   const int code = wait_exit_code(std::exchange(m_pid, -1));
   m_forwarding.reset();
@@ -491,6 +500,15 @@ Result<int> run_foreground(const std::vector<std::string>& argv,
   return child.wait();
 }
 
+Result<pid_t> spawn_with_stdio(const std::vector<std::string>& argv, int in, int out, int err) {
+  SpawnAttributes sa;
+  posix_spawn_file_actions_adddup2(&sa.actions, in, 0);
+  posix_spawn_file_actions_adddup2(&sa.actions, out, 1);
+  posix_spawn_file_actions_adddup2(&sa.actions, err, 2);
+  reset_child_signals(sa, false);
+  return spawn(argv, std::nullopt, sa);
+}
+
 Result<Dialogue> Dialogue::start(const std::vector<std::string>& argv, std::size_t max_output) {
   std::array<int, 2> in{-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in.data()) != 0) {
@@ -521,6 +539,15 @@ Result<Dialogue> Dialogue::start(const std::vector<std::string>& argv, std::size
   d.m_in = std::move(in_mine);
   d.m_out = std::move(out_r);
   d.m_err = std::move(err_r);
+  d.m_max_output = max_output;
+  return d;
+}
+
+Dialogue Dialogue::adopt(UniqueFd in, UniqueFd out, UniqueFd err, std::size_t max_output) {
+  Dialogue d;
+  d.m_in = std::move(in);
+  d.m_out = std::move(out);
+  d.m_err = std::move(err);
   d.m_max_output = max_output;
   return d;
 }
@@ -574,12 +601,16 @@ CaptureResult Dialogue::finish(Clock::time_point deadline) {
   }
   while (pump(deadline)) {
   }
+  m_waited = true;
+  if (m_pid <= 0) { // adopted: its process is another's to wait for
+    m_result.status = -1;
+    return m_result;
+  }
   if (m_result.timed_out) {
     ::kill(-m_pid, SIGKILL);
     ::kill(m_pid, SIGKILL);
   }
   m_result.status = wait_exit_code(m_pid);
-  m_waited = true;
   return m_result;
 }
 

@@ -53,6 +53,10 @@ std::vector<char*> c_strings(const std::vector<std::string>& words);
 /// plain fork. Returns the child's pid, or -1 with errno.
 pid_t start_sharing_child(int (*entry)(void*), void* arg);
 
+/// Starts argv (looked up in PATH) in the caller's process group with `in`, `out` and `err` as its
+/// standard input, output and error, its signals reset as run_foreground() does; the caller waits.
+Result<pid_t> spawn_with_stdio(const std::vector<std::string>& argv, int in, int out, int err);
+
 /// Runs argv (argv[0] looked up in PATH) with stdin from /dev/null, capturing stdout and stderr.
 /// A command that can't be started is an `external` error naming it (exit 3).
 Result<CaptureResult> run_capture(const std::vector<std::string>& argv, const CaptureOptions& options = {});
@@ -89,6 +93,8 @@ public:
 
   /// Waits for the child: its exit code, or 128+N when signal N killed it.
   int wait();
+  /// Whether the child has not ended yet (it is not waited for: wait() still gives its status).
+  [[nodiscard]] bool running() const;
   /// Waits at most `limit`, then sends SIGTERM, and SIGKILL 5 s later; the exit code as wait().
   int end_within(std::chrono::milliseconds limit);
   /// With hold_stderr: writes what the child wrote to stderr so far to this process's stderr and
@@ -112,6 +118,10 @@ public:
   using Clock = std::chrono::steady_clock;
   /// Starts argv (looked up in PATH) in a process group of its own.
   static Result<Dialogue> start(const std::vector<std::string>& argv, std::size_t max_output = 1U << 20);
+  /// A dialogue with a process that another one started and handed over: `in` (a socket) is its
+  /// standard input, `out` and `err` its output. finish() then reads to their end and waits for no
+  /// process (status -1).
+  static Dialogue adopt(UniqueFd in, UniqueFd out, UniqueFd err, std::size_t max_output = 1U << 20);
   Dialogue(Dialogue&& o) noexcept;
   Dialogue& operator=(Dialogue&&) = delete;
   Dialogue(const Dialogue&) = delete;
@@ -133,6 +143,8 @@ public:
   [[nodiscard]] bool timed_out() const { return m_result.timed_out; }
   /// The child's stderr so far.
   [[nodiscard]] const std::string& err() const { return m_result.err; }
+  /// The child's stdout so far.
+  [[nodiscard]] const std::string& out() const { return m_result.out; }
 
 private:
   Dialogue() = default;

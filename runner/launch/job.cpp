@@ -1,11 +1,21 @@
 #include "runner/launch/job.hpp"
 
+#include "runner/launch/relay.hpp"
+#include "runner/runtime/join.hpp"
+#include "support/log.hpp"
 #include "support/process.hpp"
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <future>
+#include <thread>
 #include <utility>
 
 namespace lockstep::runner {
@@ -232,23 +242,94 @@ Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const Pr
 
 struct GatedPreflight::Node {
   std::string host;
-  std::optional<Dialogue> agent; ///< nullopt: could not be started (why)
+  std::optional<Dialogue> agent; ///< nullopt: not started (yet), or could not be (why)
   std::string why;
+  std::vector<std::string> argv; ///< the agent command that starts its preflight directly
+  bool awaiting_relay = false;   ///< relayed: its preflight waits for mpirun's agent call
+
+  void start_directly() {
+    if (Result<Dialogue> d = Dialogue::start(argv)) {
+      agent.emplace(std::move(*d));
+    } else {
+      why = d.error().message;
+    }
+  }
 };
 
-GatedPreflight GatedPreflight::start(const LaunchPlan& plan, const PreflightRequest& request,
-                                     const PreflightFanout& how,
-                                     std::vector<std::vector<std::string>>& commands) {
+// The relay socket, and after reports() the thread that answers every later call with a pass:
+// mpirun's daemon alone, for a host whose preflight already runs.
+struct GatedPreflight::Desk {
+  UniqueFd listener;
+  std::string preflight; ///< the node's preflight command, for the remote shell
+  UniqueFd wake_read;    ///< readable when stop() wants the thread to end
+  UniqueFd wake_write;
+  std::thread late;
+
+  void answer_late() const {
+    std::array<pollfd, 2> fds{{{listener.get(), POLLIN, 0}, {wake_read.get(), POLLIN, 0}}};
+    for (;;) {
+      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+        return;
+      }
+      if (fds[1].revents != 0) {
+        return;
+      }
+      if ((fds[0].revents & POLLIN) != 0) {
+        UniqueFd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (conn.valid() && relay_call_words(conn.get())) {
+          relay_pass(conn.get());
+        }
+      }
+    }
+  }
+  void stop() {
+    wake_write.reset(); // the thread sees the pipe's end
+    if (late.joinable()) {
+      late.join();
+    }
+  }
+};
+
+namespace {
+
+// The index of the first word naming `node`'s host, [USER@]HOST as mpirun gives it to its agent.
+std::optional<std::size_t> host_word(const std::vector<std::string>& words, const std::string& host) {
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const std::size_t at = w.find('@');
+    if ((at == std::string::npos ? w : w.substr(at + 1)) == host) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+Result<GatedPreflight> GatedPreflight::start(const LaunchPlan& plan, const PreflightRequest& request,
+                                             const PreflightFanout& how,
+                                             std::vector<std::vector<std::string>>& commands,
+                                             const std::string& relay_run_dir) {
   GatedPreflight g;
   g.m_timeout = how.timeout;
-  const std::vector<std::vector<std::string>> argvs =
-      agent_commands(plan, preflight_argv(how.lockstep, request), how, commands);
+  const std::vector<std::string> node_cmd = preflight_argv(how.lockstep, request);
+  std::vector<std::vector<std::string>> argvs = agent_commands(plan, node_cmd, how, commands);
+  if (!relay_run_dir.empty()) {
+    g.m_desk = std::make_unique<Desk>();
+    LS_TRY_ASSIGN(g.m_desk->listener, join::bind_relay(relay_run_dir));
+    std::array<int, 2> wake{-1, -1};
+    if (::pipe2(wake.data(), O_CLOEXEC) != 0) {
+      return errno_error("pipe", errno);
+    }
+    g.m_desk->wake_read = UniqueFd(wake[0]);
+    g.m_desk->wake_write = UniqueFd(wake[1]);
+    g.m_desk->preflight = shell_join(node_cmd);
+  }
   for (std::size_t i = 0; i < argvs.size(); ++i) {
-    Node node{plan.hosts[i].host, std::nullopt, ""};
-    if (Result<Dialogue> d = Dialogue::start(argvs[i])) {
-      node.agent.emplace(std::move(*d));
-    } else {
-      node.why = d.error().message;
+    Node node{plan.hosts[i].host, std::nullopt, "", std::move(argvs[i]),
+              g.m_desk && !names_this_node(plan.hosts[i].host)};
+    if (!node.awaiting_relay) {
+      node.start_directly();
     }
     g.m_nodes.push_back(std::move(node));
   }
@@ -256,7 +337,8 @@ GatedPreflight GatedPreflight::start(const LaunchPlan& plan, const PreflightRequ
 }
 
 GatedPreflight::GatedPreflight(GatedPreflight&& o) noexcept
-    : m_nodes(std::move(o.m_nodes)), m_timeout(o.m_timeout), m_told(o.m_told), m_finished(o.m_finished) {
+    : m_nodes(std::move(o.m_nodes)), m_desk(std::move(o.m_desk)), m_timeout(o.m_timeout), m_told(o.m_told),
+      m_finished(o.m_finished) {
   o.m_finished = true;
 }
 
@@ -269,7 +351,65 @@ GatedPreflight::~GatedPreflight() {
   }
 }
 
-std::vector<NodeReport> GatedPreflight::reports() {
+void GatedPreflight::take_relay_calls(const std::function<bool()>& launching) {
+  if (!m_desk) {
+    return;
+  }
+  const auto deadline = Dialogue::Clock::now() + m_timeout;
+  std::optional<Dialogue::Clock::time_point> grace; // the others' calls come right after the first
+  auto awaiting = [this] {
+    return std::any_of(m_nodes.begin(), m_nodes.end(), [](const Node& n) { return n.awaiting_relay; });
+  };
+  while (awaiting()) {
+    const auto now = Dialogue::Clock::now();
+    if (now >= deadline || (grace && now >= *grace) || (launching && !launching())) {
+      break;
+    }
+    pollfd p{m_desk->listener.get(), POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) {
+      continue;
+    }
+    UniqueFd conn(::accept4(m_desk->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    Result<std::vector<std::string>> words =
+        conn.valid() ? relay_call_words(conn.get())
+                     : Result<std::vector<std::string>>(std::vector<std::string>());
+    if (!words) {
+      log::debug("relay socket: {}", words.error().message);
+      continue;
+    }
+    Node* node = nullptr;
+    std::optional<std::size_t> index;
+    for (Node& n : m_nodes) {
+      if (n.awaiting_relay && (index = host_word(*words, n.host))) {
+        node = &n;
+        break;
+      }
+    }
+    if (node == nullptr) {
+      if (conn.valid()) {
+        relay_pass(conn.get());
+      }
+      continue;
+    }
+    node->awaiting_relay = false;
+    if (Result<Dialogue> d = relay_preflight(std::move(conn), *index, m_desk->preflight)) {
+      node->agent.emplace(std::move(*d));
+    } else {
+      node->why = "mpirun's agent call through lockstep's relay failed: " + d.error().message;
+    }
+    grace = grace ? grace : Dialogue::Clock::now() + std::chrono::seconds(2);
+  }
+  for (Node& n : m_nodes) {
+    if (std::exchange(n.awaiting_relay, false)) {
+      log::debug("preflight on {}: mpirun did not call its agent for it; starting it directly", n.host);
+      n.start_directly();
+    }
+  }
+  m_desk->late = std::thread([desk = m_desk.get()] { desk->answer_late(); });
+}
+
+std::vector<NodeReport> GatedPreflight::reports(const std::function<bool()>& launching) {
+  take_relay_calls(launching);
   const auto deadline = Dialogue::Clock::now() + m_timeout;
   auto read_one = [deadline](Node& n) -> NodeReport {
     if (!n.agent) {
@@ -290,9 +430,18 @@ std::vector<NodeReport> GatedPreflight::reports() {
       return unreachable(n.host, "no answer within the preflight timeout");
     }
     if (!line) { // its output ended: it has ended, or soon will
-      const CaptureResult end = n.agent->finish(Dialogue::Clock::now() + std::chrono::seconds(5));
-      return unreachable(n.host, fmt::format("`lockstep preflight` didn't report (exit {}): {}", end.status,
-                                             bad.empty() ? last_line(end.err) : bad));
+      CaptureResult end = n.agent->finish(Dialogue::Clock::now() + std::chrono::seconds(5));
+      if (end.status <
+          0) { // relayed: the preflight's stderr is in its stdout, the agent's on the relay socket
+        end.status = relayed_exit_status(end.err);
+      }
+      const std::string said = !bad.empty()                  ? bad
+                               : !last_line(end.err).empty() ? last_line(end.err)
+                                                             : last_line(end.out);
+      return unreachable(
+          n.host, end.status < 0
+                      ? fmt::format("`lockstep preflight` didn't report: {}", said)
+                      : fmt::format("`lockstep preflight` didn't report (exit {}): {}", end.status, said));
     }
     NodeReport r = std::move(*node_report_from_json(*line));
     r.node = r.node.empty() ? n.host : r.node;
@@ -320,6 +469,9 @@ void GatedPreflight::tell(bool go) {
 
 void GatedPreflight::finish() {
   m_finished = true;
+  if (m_desk) {
+    m_desk->stop();
+  }
   for (Node& n : m_nodes) {
     if (n.agent) {
       n.agent->close_input();

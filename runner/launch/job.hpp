@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,12 +56,21 @@ Result<std::vector<NodeReport>> preflight_nodes(const LaunchPlan& plan, const Pr
 /// mpirun, every host's preflight starts through the rsh agent, and mpirun starts meanwhile; each
 /// node keeps its ranks waiting at its gate and prints its report; once every report is in, every
 /// node is told go or stop, and keeps telling its ranks until finish() ends its preflight.
+///
+/// Relayed (mpirun's agent is relay.hpp's relay, listening on `relay_run_dir`'s socket), a host's
+/// preflight rides on the agent call mpirun makes to start its daemon: start() comes before mpirun
+/// and starts only this node's (where mpirun starts no daemon), reports() takes each call as it
+/// comes. A host mpirun has not called for within 2 s of the first call, or by the time mpirun ends,
+/// gets its preflight through the agent directly.
 class GatedPreflight {
 public:
-  /// Starts the preflight on every host of `plan` (`request.gate` set); the commands are appended to
-  /// `commands`. A host the agent can't start for is a failed "reach" check in reports().
-  static GatedPreflight start(const LaunchPlan& plan, const PreflightRequest& request,
-                              const PreflightFanout& how, std::vector<std::vector<std::string>>& commands);
+  /// Starts the preflight on every host of `plan` (`request.gate` set), or with `relay_run_dir`
+  /// binds the relay socket (an error when it can't) and starts this node's. The commands are
+  /// appended to `commands`. A host the agent can't start for is a failed "reach" check in reports().
+  static Result<GatedPreflight> start(const LaunchPlan& plan, const PreflightRequest& request,
+                                      const PreflightFanout& how,
+                                      std::vector<std::vector<std::string>>& commands,
+                                      const std::string& relay_run_dir = "");
   GatedPreflight(GatedPreflight&&) noexcept;
   GatedPreflight& operator=(GatedPreflight&&) = delete;
   GatedPreflight(const GatedPreflight&) = delete;
@@ -68,7 +79,8 @@ public:
   ~GatedPreflight();
 
   /// Every host's report, in the plan's host order (read in parallel, each within the timeout).
-  std::vector<NodeReport> reports();
+  /// Relayed, `launching` says whether mpirun still runs (so may still call for a host).
+  std::vector<NodeReport> reports(const std::function<bool()>& launching = {});
   /// Tells every node the verdict: go (every rank may start) or stop (no rank runs its command).
   void tell(bool go);
   /// Ends every node's preflight (closes its standard input) and waits for them, at most 10 s.
@@ -77,7 +89,10 @@ public:
 private:
   GatedPreflight() = default;
   struct Node;
+  struct Desk;
+  void take_relay_calls(const std::function<bool()>& launching);
   std::vector<Node> m_nodes;
+  std::unique_ptr<Desk> m_desk; ///< relayed: the socket, and who answers calls after reports()
   std::chrono::seconds m_timeout{60};
   bool m_told = false;
   bool m_finished = false;

@@ -319,6 +319,34 @@ Result<void> single_process_command(const LaunchRequest& r, LaunchPlan& plan) {
   return {};
 }
 
+// Whether launcher_args[i] starts `--mca NAME VALUE` (or -mca) for the MCA parameter `name`.
+bool mca_at(const std::vector<std::string>& args, std::size_t i, std::string_view name) {
+  return i + 2 < args.size() && (args[i] == "--mca" || args[i] == "-mca") && args[i + 1] == name;
+}
+
+// The launcher arguments, with the relay as mpirun's rsh agent (the user's
+// agent, if any, is inside it) and daemons started by mpirun itself, unless the user chose the
+// tree spawn: a daemon another daemon starts has no relay to talk to (docs/launch.md, "Preflight").
+void add_relay_agent(const LaunchRequest& r, std::vector<std::string>& argv) {
+  bool tree_chosen = false;
+  for (std::size_t i = 0; i < r.launcher_args.size(); ++i) {
+    if (mca_at(r.launcher_args, i, "plm_rsh_agent")) {
+      i += 2;
+      continue;
+    }
+    tree_chosen = tree_chosen || mca_at(r.launcher_args, i, "plm_rsh_no_tree_spawn");
+    argv.push_back(r.launcher_args[i]);
+  }
+  std::string agent;
+  for (const std::string& w : r.relay_agent) {
+    agent += (agent.empty() ? "" : " ") + w;
+  }
+  argv.insert(argv.end(), {"--mca", "plm_rsh_agent", agent});
+  if (!tree_chosen) {
+    argv.insert(argv.end(), {"--mca", "plm_rsh_no_tree_spawn", "1"});
+  }
+}
+
 // The host's mpirun starting one container per rank (Open MPI's or MPICH's options).
 void mpirun_command(const LaunchRequest& r, const LaunchSite& site, const envspec::ImageFacts& facts,
                     LaunchPlan& plan) {
@@ -339,7 +367,11 @@ void mpirun_command(const LaunchRequest& r, const LaunchSite& site, const envspe
   } else if (plan.ranks_per_node > 0 && !plan.hosts.empty()) {
     plan.argv.insert(plan.argv.end(), {"-ppn", std::to_string(plan.ranks_per_node)});
   }
-  plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+  if (openmpi && !r.relay_agent.empty()) {
+    add_relay_agent(r, plan.argv);
+  } else {
+    plan.argv.insert(plan.argv.end(), r.launcher_args.begin(), r.launcher_args.end());
+  }
   plan.argv.insert(plan.argv.end(), plan.rank.begin(), plan.rank.end());
   plan.argv.insert(plan.argv.end(), r.command.begin(), r.command.end());
 }

@@ -63,6 +63,9 @@ struct LaunchRequest {
   /// Seconds each rank waits at its node's preflight gate (lockstep-rank --gate) for the launching
   /// node's verdict; 0: no gate (the launcher starts after the preflight).
   int gate_seconds = 0;
+  /// Under Open MPI's mpirun, the words of its rsh agent (relay.hpp's relay_agent): every node's
+  /// preflight rides on mpirun's call to start the node's daemon. Empty: mpirun's own agent.
+  std::vector<std::string> relay_agent;
 };
 
 /// Where `lockstep run` itself runs.

@@ -328,7 +328,8 @@ Result<void> send_message(int socket, std::string_view bytes, const std::vector<
   while ((n = ::sendmsg(socket, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
   }
   if (n < 0) {
-    return errno_error("can't send to the node's container holder", errno);
+    return errno_error("can't send on a local socket (to the node's container holder, or lockstep run)",
+                       errno);
   }
   std::size_t sent = static_cast<std::size_t>(n);
   std::string rest = header.substr(sent) + std::string(bytes);
@@ -339,7 +340,8 @@ Result<void> send_message(int socket, std::string_view bytes, const std::vector<
       continue;
     }
     if (n < 0) {
-      return errno_error("can't send to the node's container holder", errno);
+      return errno_error("can't send on a local socket (to the node's container holder, or lockstep run)",
+                         errno);
     }
     off += static_cast<std::size_t>(n);
   }
@@ -615,7 +617,7 @@ Result<UniqueFd> listen_abstract(const std::string& name, std::string_view what)
   if (!listener.valid() || ::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0 ||
       ::listen(listener.get(), SOMAXCONN) != 0) {
     const int err = errno;
-    return errno_error(fmt::format("can't listen on the ranks' {}", what), err);
+    return errno_error(fmt::format("can't listen on the {}", what), err);
   }
   return listener;
 }
@@ -627,11 +629,25 @@ std::string gate_name(std::string_view report_dir) {
 } // namespace
 
 Result<UniqueFd> bind_rendezvous(std::string_view key) {
-  return listen_abstract(socket_name(key), "rendezvous");
+  return listen_abstract(socket_name(key), "ranks' rendezvous");
 }
 
 Result<UniqueFd> bind_gate(std::string_view report_dir) {
-  return listen_abstract(gate_name(report_dir), "gate");
+  return listen_abstract(gate_name(report_dir), "ranks' gate");
+}
+
+Result<UniqueFd> bind_relay(std::string_view run_dir) {
+  return listen_abstract(abstract_name("relay", run_dir), "relay socket");
+}
+
+UniqueFd connect_relay(std::string_view run_dir) {
+  socklen_t len = 0;
+  const sockaddr_un addr = abstract_address(abstract_name("relay", run_dir), len);
+  UniqueFd conn = unix_socket();
+  if (conn.valid() && ::connect(conn.get(), reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    conn.reset();
+  }
+  return conn;
 }
 
 void keep_gate(int listener, GateWord word, int until_fd) {

@@ -156,6 +156,17 @@ enum class GateOutcome { go, stop, timed_out, failed };
 /// a keeper that closes the connection without a word is a stop.
 GateOutcome wait_at_gate(std::string_view report_dir, std::chrono::milliseconds limit, std::string& why);
 
+// ---- the rsh relay (docs/launch.md, "Preflight"): under a gated mpirun, `lockstep run` listens
+// on an abstract socket named after its record directory; each call mpirun makes to its rsh agent
+// goes through `lockstep rsh-relay`, which asks there whether to start the node's preflight too.
+
+/// Binds and listens on the relay socket of the run recording to `run_dir`.
+Result<UniqueFd> bind_relay(std::string_view run_dir);
+
+/// Connected to the relay socket of `run_dir` (blocking); invalid (errno set) when no run listens
+/// there in this network namespace.
+UniqueFd connect_relay(std::string_view run_dir);
+
 /// A rank's connection to the node's holder, and what it granted.
 struct Joined {
   UniqueFd socket; ///< kept open while the command runs: the holder counts the ranks inside

@@ -80,14 +80,24 @@ mounts() {
 mounts_before=$(mounts)
 
 # ---- mpirun across three nodes -------------------------------------------------------------------
+# Every entry of the agent into a node is counted: the preflight rides on mpirun's call.
+for n in n1 n2 n3; do
+  printf 'echo entered >>%s\n' "$WORK/entered-$n" >"$CLUSTER_DIR/node-$n.sh"
+done
 head_run run --runs-dir "$RUNS" --job oci-4 --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 4 "${MPI_ARGS[@]}" \
   "$IMG" -- python3 /opt/hello/hello.py
+rm -f "$CLUSTER_DIR"/node-n[123].sh
 assert_eq 0 "$RC" "lockstep run --launcher mpirun: $OUT $ERR"
 assert_eq 4 "$(grep -c '^hello from rank' <<<"$OUT")" "four ranks said hello"
 assert_contains "$OUT" "allreduce ok: 4 ranks, sum 10" "allreduce over 4 ranks across 3 nodes"
 hosts=$(grep -o 'on n[0-9]*:' <<<"$OUT" | sort -u | tr -d ':' | tr '\n' ' ')
 assert_eq "on n1 on n2 on n3 " "$hosts" "the ranks ran on three distinct hosts"
 pass "lockstep run -N 3 -n 4 (mpirun, hybrid) runs mpi-hello on n1, n2 and n3"
+
+for n in n1 n2 n3; do
+  assert_eq 1 "$(wc -l <"$WORK/entered-$n")" "agent calls into $n (mpirun's daemon and the preflight in one)"
+done
+pass "one agent call per node: the preflight rides on the call that starts mpirun's daemon"
 
 rec=$(record oci-4)
 assert_eq "$digest" "$(jq -r .image.digest <<<"$rec")" "the record's image digest"

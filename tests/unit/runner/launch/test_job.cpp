@@ -210,7 +210,8 @@ TEST_CASE("run: a gated preflight reads every node's report, then tells every no
     for (const char* f : {"heard-up1", "heard-up2", "ended-up1", "ended-up2"}) {
       fs::remove(tmp.dir() / f);
     }
-    GatedPreflight pre = GatedPreflight::start(mpirun_plan({"up1", "down", "up2"}), req, how, commands);
+    GatedPreflight pre =
+        std::move(*GatedPreflight::start(mpirun_plan({"up1", "down", "up2"}), req, how, commands));
     REQUIRE(commands.size() == 3);
     CHECK_THAT(commands[0].back(), Catch::Contains("--gate /runs/job/ranks"));
     const std::vector<NodeReport> r = pre.reports();
@@ -234,7 +235,7 @@ TEST_CASE("run: a gated preflight reads every node's report, then tells every no
   {
     std::vector<std::vector<std::string>> commands;
     fs::remove(tmp.dir() / "heard-up1");
-    GatedPreflight pre = GatedPreflight::start(mpirun_plan({"up1"}), req, how, commands);
+    GatedPreflight pre = std::move(*GatedPreflight::start(mpirun_plan({"up1"}), req, how, commands));
     REQUIRE(pre.reports().at(0).ok());
   }
   CHECK(test::slurp(tmp.dir() / "heard-up1") == "stop\n");

@@ -114,6 +114,27 @@ TEST_CASE("mpirun across a hostfile: hybrid, one lockstep exec per rank", "[laun
         "--mpi-rank --rank-report /runs/job1/ranks sif:/img/mpi.sif -- python3 /opt/hello/hello.py");
 }
 
+TEST_CASE("a relayed mpirun gets lockstep's relay as its one rsh agent, and no tree spawn", "[launch]") {
+  LaunchRequest r = request({"true"});
+  r.hostfile = "hosts";
+  r.launcher_args = {"--mca", "plm_rsh_agent", "/site/ssh-wrap", "--mca", "btl", "tcp,self"};
+  r.relay_agent = {"/opt/ls/bin/lockstep", "rsh-relay", "/runs/job1", "1", "/site/ssh-wrap"};
+  const std::string text = plan_text(r, site_with(k_three));
+  CHECK(text ==
+        "mpirun -n 6 --hostfile /runs/job1/hostfile --map-by node --mca btl tcp,self --mca plm_rsh_agent "
+        "'/opt/ls/bin/lockstep rsh-relay /runs/job1 1 /site/ssh-wrap' --mca plm_rsh_no_tree_spawn 1 "
+        "/opt/ls/bin/lockstep exec --mpi-rank --rank-report /runs/job1/ranks sif:/img/mpi.sif -- true");
+  // A tree spawn the user asks for stays (those daemons' nodes get their preflight directly).
+  r.launcher_args = {"-mca", "plm_rsh_no_tree_spawn", "0"};
+  const std::string tree = plan_text(r, site_with(k_three));
+  CHECK(tree.find("-mca plm_rsh_no_tree_spawn 0 --mca plm_rsh_agent") != std::string::npos);
+  CHECK(tree.find("plm_rsh_no_tree_spawn 1") == std::string::npos);
+  // MPICH's mpirun has no such agent: its arguments stay as given.
+  envspec::ImageFacts mpich = openmpi_facts();
+  mpich.mpi_impl = "mpich";
+  CHECK(plan_text(r, site_with(k_three), mpich).find("rsh-relay") == std::string::npos);
+}
+
 TEST_CASE("ranks per node map with ppr with ppr and sizes the hostfile", "[launch]") {
   LaunchRequest r = request();
   r.nodes = 2;
