@@ -99,6 +99,15 @@ for n in n1 n2 n3; do
 done
 pass "one agent call per node: the preflight rides on the call that starts mpirun's daemon"
 
+# The launching node in the hostfile: mpirun starts no daemon there, so its preflight comes directly.
+printf 'head slots=2\nn1 slots=2\n' >"$WORK/with-head"
+head_run run --runs-dir "$RUNS" --job with-head --hostfile "$WORK/with-head" -N 2 -n 4 "${MPI_ARGS[@]}" \
+  "$IMG" -- /bin/hostname
+assert_eq 0 "$RC" "lockstep run with the launching node in the hostfile: $ERR"
+assert_eq "head head n1 n1 " "$(sort <<<"$OUT" | tr '\n' ' ')" "two ranks on head, two on n1"
+assert_eq '["head","n1"]' "$(jq -c '[.preflight.nodes[].node]' <<<"$(record with-head)")" "both nodes checked"
+pass "with the launching node in the hostfile, it is checked directly and the others through mpirun's calls"
+
 rec=$(record oci-4)
 assert_eq "$digest" "$(jq -r .image.digest <<<"$rec")" "the record's image digest"
 assert_eq "mpirun hybrid 4" "$(jq -r '"\(.launcher) \(.model) \(.ranks)"' <<<"$rec")" "launcher, model, ranks"
