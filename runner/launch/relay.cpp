@@ -212,6 +212,13 @@ int rsh_relay_main(const std::vector<std::string>& args) {
   if (!conn.valid()) {
     return become(direct); // no run listens here: a daemon another daemon starts, or a run that ended
   }
+  if (Result<uid_t> peer = peer_uid(conn.get()); !peer || *peer != ::geteuid()) {
+    // Another user's process holds the name: it gets nothing of this call, and runs nothing.
+    std::cerr << "lockstep rsh-relay: the run's relay socket is held by another user's process; "
+                 "starting mpirun's daemon alone\n";
+    conn.reset();
+    return become(direct);
+  }
   limit_waits(conn.get());
   Result<std::optional<std::pair<std::size_t, std::string>>> wanted = ask(conn.get(), call);
   if (!wanted || !*wanted || (*wanted)->first + 1 >= call.size()) {
@@ -254,6 +261,7 @@ Result<Dialogue> relay_preflight(UniqueFd conn, std::size_t host_index, const st
   std::vector<int> fds;
   Result<std::string> message = receive_message(conn.get(), k_max_relay_message, fds);
   std::vector<UniqueFd> owned;
+  owned.reserve(fds.size());
   for (int fd : fds) {
     owned.emplace_back(fd);
   }
