@@ -297,7 +297,8 @@ Result<void> set_gate(RunJob& j, bool on) {
   const char* relay = std::getenv("LOCKSTEP_RSH_RELAY");
   if (on && (mpi.empty() || mpi == "openmpi") && (relay == nullptr || std::string_view(relay) != "0")) {
     const runner::PreflightFanout how = fanout(j.args, j.site.lockstep, false);
-    j.req.relay_agent = runner::relay_agent(j.site.lockstep, j.site.run_dir,
+    // The relay runs here, beside mpirun: this lockstep, not --remote-lockstep's.
+    j.req.relay_agent = runner::relay_agent(this_lockstep(), j.site.run_dir,
                                             runner::rsh_agent(how.launcher_args, how.env_agent))
                             .value_or(std::vector<std::string>());
   }
