@@ -286,22 +286,31 @@ bool gated(const RunJob& j) {
          !j.plan.hosts.empty() && !j.site.rank_helper.empty();
 }
 
+// mpirun's agent words when each node's preflight can ride on the call that starts the node's
+// daemon (docs/launch.md, "Preflight"): Open MPI before 5 (PRRTE, in 5, names its agent parameters
+// otherwise), unless LOCKSTEP_RSH_RELAY=0. Empty: the separate call.
+std::vector<std::string> relay_for(const RunJob& j) {
+  const std::string& mpi = j.info.facts.mpi_impl;
+  const std::string& version = j.info.facts.mpi.version;
+  const bool before_5 =
+      version.empty() || (version[0] >= '1' && version[0] <= '4' && version.size() > 1 && version[1] == '.');
+  const char* relay = std::getenv("LOCKSTEP_RSH_RELAY");
+  if ((!mpi.empty() && mpi != "openmpi") || !before_5 ||
+      (relay != nullptr && std::string_view(relay) == "0")) {
+    return {};
+  }
+  const runner::PreflightFanout how = fanout(j.args, j.site.lockstep, false);
+  // The relay runs here, beside mpirun: this lockstep, not --remote-lockstep's.
+  return runner::relay_agent(this_lockstep(), j.site.run_dir,
+                             runner::rsh_agent(how.launcher_args, how.env_agent))
+      .value_or(std::vector<std::string>());
+}
+
 // Sets or clears the gate: the ranks' wait (the preflight timeout and a margin) and the nodes'.
 Result<void> set_gate(RunJob& j, bool on) {
   j.req.gate_seconds = on ? j.args.preflight_timeout + 30 : 0;
   j.pre.gate = on ? j.site.run_dir + "/ranks" : "";
-  // Open MPI's mpirun calls lockstep's relay as its agent: each node's preflight rides on the call
-  // that starts the node's daemon (docs/launch.md, "Preflight").
-  j.req.relay_agent.clear();
-  const std::string& mpi = j.info.facts.mpi_impl;
-  const char* relay = std::getenv("LOCKSTEP_RSH_RELAY");
-  if (on && (mpi.empty() || mpi == "openmpi") && (relay == nullptr || std::string_view(relay) != "0")) {
-    const runner::PreflightFanout how = fanout(j.args, j.site.lockstep, false);
-    // The relay runs here, beside mpirun: this lockstep, not --remote-lockstep's.
-    j.req.relay_agent = runner::relay_agent(this_lockstep(), j.site.run_dir,
-                                            runner::rsh_agent(how.launcher_args, how.env_agent))
-                            .value_or(std::vector<std::string>());
-  }
+  j.req.relay_agent = on ? relay_for(j) : std::vector<std::string>();
   return plan_commands(j);
 }
 
