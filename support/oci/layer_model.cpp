@@ -520,6 +520,11 @@ Result<void> LayerApplier::apply_hardlink(const Member& m, const std::string& pa
   if (target == path) {
     return {}; // already that file (the same place reached through a symbolic link)
   }
+  if (target.starts_with(path + "/")) { // replacing `path` would remove the target with it
+    return refuse_member(
+        m_what, m.raw,
+        fmt::format("is a hard link to '{}', which is inside the entry it would replace", m.link));
+  }
   if (m_tree.lookup(path).type != Entry::Type::missing) {
     m_tree.remove(path);
   }
