@@ -325,9 +325,16 @@ Result<GatedPreflight> GatedPreflight::start(const LaunchPlan& plan, const Prefl
     g.m_desk->wake_write = UniqueFd(wake[1]);
     g.m_desk->preflight = shell_join(node_cmd);
   }
+  std::vector<bool> here(plan.hosts.size(), true); // not relayed: every host's preflight starts now
+  if (g.m_desk) {
+    std::vector<std::string> hosts;
+    for (const HostSlots& h : plan.hosts) {
+      hosts.push_back(h.host);
+    }
+    here = name_this_node(hosts);
+  }
   for (std::size_t i = 0; i < argvs.size(); ++i) {
-    Node node{plan.hosts[i].host, std::nullopt, "", std::move(argvs[i]),
-              g.m_desk && !names_this_node(plan.hosts[i].host)};
+    Node node{plan.hosts[i].host, std::nullopt, "", std::move(argvs[i]), !here[i]};
     if (!node.awaiting_relay) {
       node.start_directly();
     }
@@ -370,9 +377,10 @@ void GatedPreflight::take_relay_calls(const std::function<bool()>& launching) {
       continue;
     }
     UniqueFd conn(::accept4(m_desk->listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    Result<std::vector<std::string>> words =
-        conn.valid() ? relay_call_words(conn.get())
-                     : Result<std::vector<std::string>>(std::vector<std::string>());
+    if (!conn.valid()) {
+      continue;
+    }
+    Result<std::vector<std::string>> words = relay_call_words(conn.get());
     if (!words) {
       log::debug("relay socket: {}", words.error().message);
       continue;
@@ -386,9 +394,7 @@ void GatedPreflight::take_relay_calls(const std::function<bool()>& launching) {
       }
     }
     if (node == nullptr) {
-      if (conn.valid()) {
-        relay_pass(conn.get());
-      }
+      relay_pass(conn.get());
       continue;
     }
     node->awaiting_relay = false;
@@ -431,8 +437,9 @@ std::vector<NodeReport> GatedPreflight::reports(const std::function<bool()>& lau
     }
     if (!line) { // its output ended: it has ended, or soon will
       CaptureResult end = n.agent->finish(Dialogue::Clock::now() + std::chrono::seconds(5));
-      if (end.status <
-          0) { // relayed: the preflight's stderr is in its stdout, the agent's on the relay socket
+      // Relayed (no process of ours): the preflight's stderr is in its stdout, and the agent's
+      // stderr and exit status came on the relay socket.
+      if (end.status < 0) {
         end.status = relayed_exit_status(end.err);
       }
       const std::string said = !bad.empty()                  ? bad

@@ -337,11 +337,7 @@ void add_relay_agent(const LaunchRequest& r, std::vector<std::string>& argv) {
     tree_chosen = tree_chosen || mca_at(r.launcher_args, i, "plm_rsh_no_tree_spawn");
     argv.push_back(r.launcher_args[i]);
   }
-  std::string agent;
-  for (const std::string& w : r.relay_agent) {
-    agent += (agent.empty() ? "" : " ") + w;
-  }
-  argv.insert(argv.end(), {"--mca", "plm_rsh_agent", agent});
+  argv.insert(argv.end(), {"--mca", "plm_rsh_agent", fmt::format("{}", fmt::join(r.relay_agent, " "))});
   if (!tree_chosen) {
     argv.insert(argv.end(), {"--mca", "plm_rsh_no_tree_spawn", "1"});
   }

@@ -50,6 +50,16 @@ void limit_waits(int socket) {
   (void)::setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
 }
 
+// One message on a relay socket; descriptors sent with it (none are expected) are closed.
+Result<std::string> receive_words(int conn) {
+  std::vector<int> fds;
+  Result<std::string> message = receive_message(conn, k_max_relay_message, fds);
+  for (int fd : fds) {
+    ::close(fd);
+  }
+  return message;
+}
+
 // Becomes `argv` (the agent), as a relay with nothing to add does; 255 when it can't, as ssh.
 int become(const std::vector<std::string>& argv) {
   std::vector<char*> cargv = c_strings(argv);
@@ -68,11 +78,7 @@ Result<std::optional<std::pair<std::size_t, std::string>>> ask(int conn,
     message += (i == 0 ? "" : "\n") + words[i];
   }
   LS_TRY(send_message(conn, message));
-  std::vector<int> fds;
-  LS_TRY_ASSIGN(std::string reply, receive_message(conn, k_max_relay_message, fds));
-  for (int fd : fds) {
-    ::close(fd);
-  }
+  LS_TRY_ASSIGN(std::string reply, receive_words(conn));
   std::size_t index = 0;
   const std::size_t colon = reply.find(':', k_preflight.size());
   if (!reply.starts_with(k_preflight) || colon == std::string::npos ||
@@ -180,12 +186,9 @@ std::optional<std::vector<std::string>> relay_agent(const std::string& lockstep,
 }
 
 std::string relayed_command(const std::string& preflight, const std::vector<std::string>& daemon) {
-  std::string joined;
-  for (const std::string& w : daemon) {
-    joined += (joined.empty() ? "" : " ") + w;
-  }
   const std::string script =
-      fmt::format("exec 3<&0; {{ {} ; }} <&3 3<&- 2>&1 & {{ {} ; }} </dev/null >&2 3<&-", preflight, joined);
+      fmt::format("exec 3<&0; {{ {} ; }} <&3 3<&- 2>&1 & {{ {} ; }} </dev/null >&2 3<&-", preflight,
+                  fmt::join(daemon, " "));
   return "/bin/sh -c " + shell_quote(script);
 }
 
@@ -238,11 +241,7 @@ Result<std::vector<std::string>> relay_call_words(int conn) {
   if (peer != ::geteuid()) {
     return invalid_input("a process of uid {} connected to the run's relay socket", peer);
   }
-  std::vector<int> fds;
-  LS_TRY_ASSIGN(std::string message, receive_message(conn, k_max_relay_message, fds));
-  for (int fd : fds) {
-    ::close(fd);
-  }
+  LS_TRY_ASSIGN(std::string message, receive_words(conn));
   if (!message.starts_with(k_call)) {
     return invalid_input("a malformed message on the run's relay socket ({} bytes)", message.size());
   }
@@ -296,44 +295,51 @@ void relay_pass(int conn) {
   (void)send_message(conn, k_pass);
 }
 
-bool names_this_node(const std::string& host) {
-  if (host == "localhost" || host == "127.0.0.1" || host == "::1") {
-    return true;
-  }
+std::vector<bool> name_this_node(const std::vector<std::string>& hosts) {
   std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) == 0) {
-    const std::string mine(name.data());
-    const std::string_view short_mine = std::string_view(mine).substr(0, mine.find('.'));
-    const std::string_view short_host = std::string_view(host).substr(0, host.find('.'));
-    if (host == mine || (short_host == short_mine &&
-                         (host.find('.') == std::string::npos || mine.find('.') == std::string::npos))) {
+  const std::string mine = ::gethostname(name.data(), name.size() - 1) == 0 ? name.data() : "";
+  const std::string_view short_mine = std::string_view(mine).substr(0, mine.find('.'));
+  std::set<std::string> local; // this node's interface addresses, read once
+  if (ifaddrs* ifs = nullptr; ::getifaddrs(&ifs) == 0) {
+    for (const ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr != nullptr) {
+        local.insert(address_text(i->ifa_addr));
+      }
+    }
+    ::freeifaddrs(ifs);
+  }
+  local.erase("");
+  auto names = [&](const std::string& host) {
+    if (host == "localhost" || host == "127.0.0.1" || host == "::1") {
       return true;
     }
+    const std::string_view short_host = std::string_view(host).substr(0, host.find('.'));
+    if (!mine.empty() &&
+        (host == mine || (short_host == short_mine &&
+                          (host.find('.') == std::string::npos || mine.find('.') == std::string::npos)))) {
+      return true;
+    }
+    // An address of one of this node's interfaces?
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
+      return false;
+    }
+    bool is_local = false;
+    for (const addrinfo* i = found; i != nullptr && !is_local; i = i->ai_next) {
+      is_local = local.contains(address_text(i->ai_addr));
+    }
+    ::freeaddrinfo(found);
+    return is_local;
+  };
+  std::vector<bool> out;
+  out.reserve(hosts.size());
+  for (const std::string& h : hosts) {
+    out.push_back(names(h));
   }
-  // An address of one of this node's interfaces?
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) {
-    return false;
-  }
-  std::set<std::string> wanted;
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    wanted.insert(address_text(a->ai_addr));
-  }
-  ::freeaddrinfo(found);
-  wanted.erase("");
-  ifaddrs* ifs = nullptr;
-  if (::getifaddrs(&ifs) != 0) {
-    return false;
-  }
-  bool local = false;
-  for (const ifaddrs* i = ifs; i != nullptr && !local; i = i->ifa_next) {
-    local = i->ifa_addr != nullptr && wanted.contains(address_text(i->ifa_addr));
-  }
-  ::freeifaddrs(ifs);
-  return local;
+  return out;
 }
 
 } // namespace lockstep::runner

@@ -52,8 +52,9 @@ int relayed_exit_status(std::string& err);
 /// Tells the relay on `conn` to start mpirun's daemon alone.
 void relay_pass(int conn);
 
-/// Whether mpirun would start no daemon on `host` because it names this node: "localhost", this
-/// node's host name (whole or up to the first dot), or an address of one of its interfaces.
-bool names_this_node(const std::string& host);
+/// For each of `hosts`, whether mpirun would start no daemon there because it names this node:
+/// "localhost", this node's host name (whole or up to the first dot), or an address of one of its
+/// interfaces (read once for all the hosts).
+std::vector<bool> name_this_node(const std::vector<std::string>& hosts);
 
 } // namespace lockstep::runner

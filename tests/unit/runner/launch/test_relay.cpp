@@ -56,12 +56,10 @@ TEST_CASE("the agent's exit status is read from the end of the relayed stderr an
 }
 
 TEST_CASE("this node's names are recognised as mpirun recognises them", "[relay]") {
-  CHECK(names_this_node("localhost"));
-  CHECK(names_this_node("127.0.0.1"));
   std::array<char, 256> name{};
   REQUIRE(::gethostname(name.data(), name.size() - 1) == 0);
-  CHECK(names_this_node(name.data()));
-  CHECK_FALSE(names_this_node("no-such-node.invalid"));
+  CHECK(name_this_node({"localhost", "127.0.0.1", name.data(), "no-such-node.invalid"}) ==
+        std::vector<bool>{true, true, true, false});
 }
 
 namespace {
