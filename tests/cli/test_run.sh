@@ -51,6 +51,22 @@ bad_run "-N 2 needs more than this node: give --hostfile (mpirun) or run inside 
   --launcher local -N 2 "$IMG" -- true
 pass "bad lockstep run command lines exit 2 with what to write instead"
 
+# mpirun's relay (docs/launch.md, "Preflight") fails as ssh does: 255, saying why.
+set +e
+ERR=$("$LOCKSTEP" rsh-relay 2>&1 >/dev/null)
+RC=$?
+set -e
+assert_eq 255 "$RC" "rsh-relay without arguments"
+assert_contains "$ERR" "usage: lockstep rsh-relay RUN_DIR K AGENT_1..AGENT_K HOST COMMAND..." "rsh-relay usage"
+set +e
+ERR=$("$LOCKSTEP" rsh-relay "$WORK/no-run" 1 "$WORK/no-such-agent" n1 true 2>&1 >/dev/null)
+RC=$?
+set -e
+assert_eq 255 "$RC" "rsh-relay with an agent that does not exist"
+assert_contains "$ERR" "lockstep rsh-relay: can't run the rsh agent $WORK/no-such-agent: No such file or directory" \
+  "rsh-relay names the agent it can't run"
+pass "lockstep rsh-relay fails as ssh does (exit 255), with its usage or the agent it can't run"
+
 cluster_up 3
 # mpirun's transport on the cluster: the agent, and TCP only on the cluster's subnet.
 MPI_ARGS=(--launcher-arg=--mca --launcher-arg=plm_rsh_agent "--launcher-arg=$CLUSTER_AGENT"
