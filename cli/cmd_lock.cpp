@@ -1,5 +1,6 @@
 // `lockstep lock`: resolve the spec's packages and sources into the lockfile, check it, or update it.
 #include "builder/image/epoch.hpp"
+#include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
 #include "cli/cli.hpp"
 #include "envspec/lockfile.hpp"
@@ -32,6 +33,7 @@ constexpr const char* k_examples = R"(Examples:
   lockstep lock                          resolve ./lockstep.yaml into ./lockstep.lock
   lockstep lock --check                  exit 1 if the lock is missing or stale (CI), naming what changed
   lockstep lock --update openmpi-bin     move only openmpi-bin (and what it needs) to the newest versions
+  lockstep lock --update base            move an image base to the manifest its reference names now
   lockstep lock --update                 re-resolve everything to the newest versions
   lockstep lock examples/mpi-hello/lockstep.yaml --json
 
@@ -93,9 +95,28 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   if (args.check) {
     LS_TRY_ASSIGN(envspec::Lock lock, envspec::read_lock(lock_path));
     std::vector<std::string> changes = envspec::describe_input_changes(lock.inputs, inputs);
+    bool base_moved = false;
+    if (changes.empty() && builder::is_image_base(spec)) {
+      // The same reference may name another manifest now (a tag that moved, a layout rebuilt).
+      LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+      Result<std::optional<std::string>> moved =
+          builder::base_change(spec, lock, store, registry::default_client_options());
+      if (!moved) {
+        log::warn("can't check whether the base image moved since it was locked: {}", moved.error().message);
+      } else if (*moved) {
+        changes.push_back(**moved);
+        base_moved = true;
+      }
+    }
     if (ctx.json) {
       nlohmann::json j{{"lock", lock_path.string()}, {"up_to_date", changes.empty()}, {"changes", changes}};
       std::printf("%s\n", j.dump(2).c_str());
+    }
+    if (base_moved) {
+      return Error{ExitCode::check_failed,
+                   fmt::format("{} is stale: {}\nbuilds keep using the locked manifest; run `lockstep lock "
+                               "--update base` to move the lock to the new one",
+                               lock_path.string(), changes.front())};
     }
     if (!changes.empty()) {
       return stale_error("", lock_path, changes, "run `lockstep lock` to update it");
@@ -135,6 +156,13 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
   if (!names.empty() && previous) {
     for (const std::string& name : names) {
+      if (name == "base") {
+        if (!builder::is_image_base(spec)) {
+          return invalid_input("--update base: the spec's base is not an image (base: {{image: ...}} or "
+                               "{{oci: ...}})");
+        }
+        continue;
+      }
       const bool known = std::any_of(lock.artifacts.begin(), lock.artifacts.end(),
                                      [&name](const envspec::LockedArtifact& a) { return a.name == name; });
       if (!known) {
@@ -209,7 +237,8 @@ void register_lock(CLI::App& app, Context& ctx) {
   cmd->add_option("--lock", args->lock, "The lockfile (default: the spec's name with .lock)")
       ->type_name("FILE");
   cmd->add_flag("--check", args->check, "Exit 1 if the lock is missing or stale; change nothing");
-  cmd->add_option("--update", args->update, "Move only these packages (none named: everything)")
+  cmd->add_option("--update", args->update,
+                  "Move only these packages, or the image base with 'base' (none named: everything)")
       ->type_name("NAME")
       ->expected(0, -1);
   cmd->add_flag("--allow-outside", args->allow_outside,

@@ -211,12 +211,33 @@ LockedStack read_stack(const LockReader& r, const json& j) {
   return st;
 }
 
+LockedBase read_base(const LockReader& r, const json& j) {
+  r.only_keys(j, "base", {"image", "manifest", "config", "platform"});
+  LockedBase b;
+  b.image = r.str(j, "base", "image");
+  if (b.image.rfind("docker://", 0) != 0 && b.image.rfind("oci:", 0) != 0) {
+    r.fail("base.image", fmt::format("expected docker://REF or oci:PATH, found '{}'", b.image));
+  }
+  for (auto [key, out] : {std::pair{"manifest", &b.manifest}, std::pair{"config", &b.config}}) {
+    Result<Digest> d = Digest::parse(r.str(j, "base", key));
+    if (!d || d->algorithm() != "sha256") {
+      r.fail(std::string("base.") + key, "expected sha256:<64 hex digits>");
+    }
+    *out = *d;
+  }
+  b.platform = r.str(j, "base", "platform");
+  if (!oci::Platform::parse(b.platform)) {
+    r.fail("base.platform", fmt::format("invalid platform '{}'", b.platform));
+  }
+  return b;
+}
+
 } // namespace
 
 json lock_inputs(const Spec& spec) {
   json in = json::object();
   in["platform"] = spec.platform.str();
-  if (spec.base.kind == BaseImage::Kind::debian) {
+  if (spec.base.kind != BaseImage::Kind::scratch) { // scratch stays out: older locks keep their inputs
     in["base"] = spec.canonical["base"];
   }
   if (spec.canonical.contains("repos")) {
@@ -328,6 +349,14 @@ std::string render_lock(const Lock& lock) {
   out += fmt::format("  \"epoch\": {},\n", lock.epoch);
   out += fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
   out += fmt::format("  \"inputs\": {},\n", lock.inputs.dump());
+  if (lock.base) {
+    ordered b;
+    b["image"] = lock.base->image;
+    b["manifest"] = lock.base->manifest.str();
+    b["config"] = lock.base->config.str();
+    b["platform"] = lock.base->platform;
+    out += "  \"base\": " + json_line(b) + ",\n";
+  }
   if (lock.stack) {
     ordered head = locked_stack_json(*lock.stack);
     const ordered choices = std::move(head["choices"]);
@@ -396,8 +425,8 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
   Lock lock;
   try {
     r.only_keys(root, "",
-                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "inputs", "stack", "repos",
-                 "artifacts"});
+                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "inputs", "base", "stack",
+                 "repos", "artifacts"});
     const json& schema = r.field(root, "", "lockstep-lock");
     if (!schema.is_number_integer() || schema.get<std::int64_t>() != k_lock_schema) {
       r.fail("lockstep-lock", fmt::format("unsupported lock schema {}; this lockstep reads schema {}",
@@ -420,6 +449,9 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     lock.inputs = r.field(root, "", "inputs");
     if (!lock.inputs.is_object()) {
       r.fail("inputs", "expected an object");
+    }
+    if (root.contains("base")) {
+      lock.base = read_base(r, root["base"]);
     }
     if (root.contains("stack")) {
       lock.stack = read_stack(r, root["stack"]);

@@ -75,6 +75,17 @@ struct LockedStack {
   bool operator==(const LockedStack&) const = default;
 };
 
+/// The base image a lock builds on (`base: {image: ...}` or `{oci: ...}`): the manifest a build uses,
+/// whatever the reference's tag points at later. docs/lockfile.md, "The base image".
+struct LockedBase {
+  std::string
+      image; ///< the reference as the spec names it, normalised: "docker://HOST/REPO:TAG", "oci:PATH[:TAG]"
+  Digest manifest;      ///< the platform's image manifest (not an index)
+  Digest config;        ///< its config blob
+  std::string platform; ///< "linux/amd64"
+  bool operator==(const LockedBase&) const = default;
+};
+
 /// A locked stack as the lock writes it (its `stack` object; also `lockstep check --json`).
 nlohmann::ordered_json locked_stack_json(const LockedStack& stack);
 
@@ -86,6 +97,7 @@ struct Lock {
   std::int64_t epoch = 0; ///< the image epoch builds from this lock use
   std::string platform;
   nlohmann::json inputs;            ///< lock_inputs() of the spec it was made from
+  std::optional<LockedBase> base;   ///< an image base, resolved when the lock was made
   std::optional<LockedStack> stack; ///< the `stack:` solver's choices, when the spec has a stack
   std::vector<LockedRepo> repos;
   std::vector<LockedArtifact> artifacts;

@@ -74,8 +74,8 @@ Result<Spec> load_spec_from_string(const std::string& text, const fs::path& file
 }
 
 bool Spec::needs_lock() const {
-  return base.kind == BaseImage::Kind::debian || !packages.apt.empty() || !packages.pip.empty() ||
-         stack.has_value() ||
+  return base.kind == BaseImage::Kind::debian || base.kind == BaseImage::Kind::registry ||
+         !packages.apt.empty() || !packages.pip.empty() || stack.has_value() ||
          std::any_of(copy.begin(), copy.end(), [](const CopyItem& c) { return !c.git.empty(); });
 }
 

@@ -191,7 +191,7 @@ struct Spec {
   Digest digest;            ///< sha256 of canonical.dump()
 
   /// True when the spec names anything that must be pinned in a lock before building: packages, a
-  /// Debian base, or git sources.
+  /// Debian base, a registry base (its tag may move), or git sources.
   [[nodiscard]] bool needs_lock() const;
 };
 

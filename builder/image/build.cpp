@@ -7,6 +7,7 @@
 #include "builder/image/run_step.hpp"
 #include "builder/image/sif_output.hpp"
 #include "builder/image/wheel_layers.hpp"
+#include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/host_paths.hpp"
 #include "envspec/stack.hpp"
@@ -41,91 +42,38 @@ struct Base {
   std::string name;
 };
 
-// An error about the base image, located at the spec's `base.oci` or `base.image` value. A registry's
-// keeps its exit code (unreachable stays 3, bad content 2); a local layout's or archive's is about its
-// content (2), as it always was.
-Error base_error(const envspec::Spec& spec, const Error& cause) {
-  envspec::Diagnostics diags;
-  diags.error(spec.base.location, spec.base.key, cause.message);
-  Error e = diags.to_error();
-  if (spec.base.kind == envspec::BaseImage::Kind::registry) {
-    e.code = cause.code;
-  }
-  return e;
-}
-
-Error base_error(const envspec::Spec& spec, const std::string& message) {
+Error base_refusal(const envspec::Spec& spec, const std::string& message) {
   return base_error(spec, invalid_input("{}", message));
 }
 
-// Where the base image is read from, and the name it is recorded under.
-struct BaseSource {
-  std::unique_ptr<oci::ImageSource> source;
-  std::string what; ///< in messages: "oci:../base" or "docker://HOST/REPO:TAG"
-  std::string name; ///< Base::name
-};
-
-Result<BaseSource> open_base(const envspec::Spec& spec, const BlobStore& store,
-                             const registry::ClientOptions& client) {
-  oci::ImageRef ref;
-  if (spec.base.kind == envspec::BaseImage::Kind::registry) {
-    // Its manifest, config and layers land in the store: a blob already there is not fetched again.
-    ref.transport = oci::ImageRef::Transport::docker;
-    ref.remote = spec.base.remote;
-    LS_TRY_ASSIGN(auto source, registry::open_image(ref, store, client));
-    return BaseSource{std::move(source), ref.str(), spec.base.remote.str()};
-  }
-  std::error_code ec;
-  ref.transport = fs::is_directory(spec.base.path, ec) ? oci::ImageRef::Transport::oci_dir
-                                                       : oci::ImageRef::Transport::oci_archive;
-  ref.path = spec.base.path;
-  ref.tag = spec.base.tag;
-  LS_TRY_ASSIGN(auto source, oci::ImageSource::open(ref));
-  return BaseSource{std::move(source), spec.base.path_text,
-                    "oci:" + spec.base.path_text + (spec.base.tag.empty() ? "" : ":" + spec.base.tag)};
-}
-
-// Pass: open the base image, check its pin and platform, import its layers into the store.
+// Pass: open the base image (the lock's manifest when the lock records one), check its platform,
+// import its layers into the store.
 Result<std::optional<Base>> resolve_base(const envspec::Spec& spec, const BlobStore& store,
-                                         const registry::ClientOptions& client) {
-  if (spec.base.kind != envspec::BaseImage::Kind::oci &&
-      spec.base.kind != envspec::BaseImage::Kind::registry) { // scratch, or a Debian base made of packages
+                                         const registry::ClientOptions& client,
+                                         const std::optional<envspec::Lock>& lock) {
+  if (!is_image_base(spec)) { // scratch, or a Debian base made of packages
     return std::optional<Base>();
   }
-  auto opened = open_base(spec, store, client);
-  if (!opened) {
-    return base_error(spec, opened.error());
+  std::optional<envspec::LockedBase> locked;
+  if (lock) {
+    if (!lock->base) {
+      return base_error(spec, Error{ExitCode::check_failed,
+                                    "the lock does not record this base image; run `lockstep lock`"});
+    }
+    locked = lock->base;
   }
-  oci::ImageSource& source = *opened->source;
-  const std::string& what = opened->what;
-  oci::SelectOptions select;
-  select.tag = spec.base.tag;
-  select.digest = spec.base.pin; // the manifest, or (in a registry) the index it is reached through
-  select.platform = spec.platform;
-  auto image = source.resolve(select);
-  if (!image) {
-    return base_error(spec, image.error());
-  }
-  if (spec.base.kind == envspec::BaseImage::Kind::oci && spec.base.pin &&
-      image->manifest_digest != *spec.base.pin) {
-    return base_error(spec, fmt::format("{} has manifest digest {}, but the spec pins {}", what,
-                                        image->manifest_digest.str(), spec.base.pin->str()));
-  }
-  if (!(image->platform == spec.platform)) {
-    return base_error(spec, fmt::format("{} is for platform {}, but the spec builds {}", what,
-                                        image->platform.str(), spec.platform.str()));
-  }
-  for (const auto& layer : image->manifest.layers) {
+  LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, client, locked));
+  for (const auto& layer : opened.image.manifest.layers) {
     auto comp = oci::layer_compression(layer.media_type);
     if (!comp) {
-      return base_error(spec,
-                        fmt::format("{}: layer {}: {}", what, layer.digest.str(), comp.error().message));
+      return base_refusal(
+          spec, fmt::format("{}: layer {}: {}", opened.what, layer.digest.str(), comp.error().message));
     }
-    if (auto r = source.fetch_blob(layer, store); !r) {
+    if (auto r = opened.source->fetch_blob(layer, store); !r) {
       return base_error(spec, r.error());
     }
   }
-  Base base{std::move(*image), std::move(opened->name)};
+  Base base{std::move(opened.image), std::move(opened.name)};
   return std::optional<Base>(std::move(base));
 }
 
@@ -403,8 +351,8 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
                                     [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
   if (has_debs && (spec.base.kind == envspec::BaseImage::Kind::oci ||
                    spec.base.kind == envspec::BaseImage::Kind::registry)) {
-    return base_error(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
-                            "base image (its dpkg database would be replaced)");
+    return base_refusal(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
+                              "base image (its dpkg database would be replaced)");
   }
   return {};
 }
@@ -430,7 +378,7 @@ Result<void> read_stack_facts(ImageBuild& b) {
 Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
   {
     log::Timer t("resolve base");
-    LS_TRY_ASSIGN(b.base, resolve_base(b.spec, store, b.options.registry));
+    LS_TRY_ASSIGN(b.base, resolve_base(b.spec, store, b.options.registry, b.options.lock));
   }
   if (!b.base) {
     return {};

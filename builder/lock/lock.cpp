@@ -2,6 +2,7 @@
 
 #include "builder/lock/apt_repo.hpp"
 #include "builder/lock/apt_resolver.hpp"
+#include "builder/lock/base_image.hpp"
 #include "builder/lock/git_source.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "builder/lock/wheel_lock.hpp"
@@ -271,6 +272,28 @@ bool reuse_apt(const LockOptions& options, envspec::Lock& lock) {
   return true;
 }
 
+// The image base: the previous lock's, when the spec still names the same reference and the base is
+// not being updated; else what the reference names now.
+Result<void> lock_base(const envspec::Spec& spec, const BlobStore& store, const LockOptions& options,
+                       envspec::Lock& lock) {
+  if (!is_image_base(spec)) {
+    return {};
+  }
+  const auto same_reference = [&](const envspec::Lock& previous) {
+    return previous.base && previous.base->image == locked_base_name(spec) &&
+           previous.inputs.value("base", nlohmann::json()) == lock.inputs.value("base", nlohmann::json());
+  };
+  if (options.previous && !options.update_all && options.update.count("base") == 0 &&
+      same_reference(*options.previous)) {
+    lock.base = options.previous->base;
+    return {};
+  }
+  log::info("resolving the base image {}", locked_base_name(spec));
+  LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, std::nullopt));
+  lock.base = locked_base_of(spec, opened);
+  return {};
+}
+
 // Local files under the spec's directory are recorded relative to it (`wheels/x.whl`), so the
 // lock, and the lock digest an image records, are the same on every machine; a build resolves
 // them against the spec's directory again (resolve_lock_urls).
@@ -381,6 +404,7 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
                                                                : "wheels";
     lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
   }
+  LS_TRY(lock_base(spec, store, options, lock));
   // The stack solver's packages join the spec's own requests (envspec/stack.hpp).
   envspec::Spec effective = spec;
   if (spec.stack) {
@@ -410,6 +434,21 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   return lock;
 }
 
+Result<std::optional<std::string>> base_change(const envspec::Spec& spec, const envspec::Lock& lock,
+                                               const BlobStore& store,
+                                               const registry::ClientOptions& client) {
+  if (!is_image_base(spec) || !lock.base || lock.base->image != locked_base_name(spec)) {
+    return std::optional<std::string>(); // no image base, or a reference change the inputs name
+  }
+  LS_TRY_ASSIGN(OpenedBase now, open_base_image(spec, store, client, std::nullopt));
+  if (now.image.manifest_digest == lock.base->manifest) {
+    return std::optional<std::string>();
+  }
+  return std::optional<std::string>(fmt::format("base: {} now names manifest {}, the lock has {}",
+                                                lock.base->image, now.image.manifest_digest.str(),
+                                                lock.base->manifest.str()));
+}
+
 std::vector<std::string> describe_lock_changes(const envspec::Lock& before, const envspec::Lock& after) {
   using Key = std::pair<std::string, std::string>; // kind, name(:arch)
   std::map<Key, const envspec::LockedArtifact*> a;
@@ -424,6 +463,11 @@ std::vector<std::string> describe_lock_changes(const envspec::Lock& before, cons
     b[key(x)] = &x;
   }
   std::vector<std::string> out;
+  if (before.base != after.base) {
+    out.push_back(fmt::format("~ base {} -> {}",
+                              before.base ? before.base->image + " " + before.base->manifest.str() : "none",
+                              after.base ? after.base->image + " " + after.base->manifest.str() : "none"));
+  }
   for (const auto& [k, x] : b) {
     auto it = a.find(k);
     if (it == a.end()) {

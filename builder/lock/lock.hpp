@@ -4,6 +4,7 @@
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
 #include "support/blob_store.hpp"
+#include "support/registry/client.hpp"
 #include "support/result.hpp"
 
 #include <filesystem>
@@ -19,11 +20,14 @@ struct LockOptions {
   /// `update` (when the repositories still have them and they fit), so re-locking moves nothing
   /// unasked.
   std::optional<envspec::Lock> previous;
-  /// Package names (or git URLs) to move to their newest candidates (`lock --update NAME...`).
+  /// Package names (or git URLs) to move to their newest candidates (`lock --update NAME...`);
+  /// "base" moves an image base to what its reference names now.
   std::set<std::string> update;
   /// Ignore `previous` entirely (`lock --update` without names).
   bool update_all = false;
   std::int64_t epoch = 0;
+  /// How an image base in a registry is reached (TLS, credentials).
+  registry::ClientOptions registry = registry::default_client_options();
 };
 
 /// Resolves `spec` into a lock. Network and tool failures are external errors; an impossible
@@ -45,6 +49,12 @@ Result<void> check_lock_local_files(const envspec::Lock& lock, const envspec::Sp
 /// The layer group a Debian package belongs to when it is requested by name: "mpi", "cuda",
 /// "python" or "app" (base packages are those of the Debian base's closure).
 std::string apt_group_of(const std::string& name);
+
+/// For `lock --check`: when the spec's image base now names another manifest than `lock` records
+/// (a tag that moved, a local layout rebuilt), the line saying so; nullopt when it names the same
+/// one. Reading the reference may fail (an unreachable registry): that is the error.
+Result<std::optional<std::string>> base_change(const envspec::Spec& spec, const envspec::Lock& lock,
+                                               const BlobStore& store, const registry::ClientOptions& client);
 
 /// Lines describing how `after` differs from `before` ("~ libc6 2.36-9 -> 2.36-10", "+ htop 3.2.2-2").
 std::vector<std::string> describe_lock_changes(const envspec::Lock& before, const envspec::Lock& after);

@@ -165,6 +165,43 @@ set -e
 export LOCKSTEP_CACHE="$WORK/cache2"
 pass "build on a docker:// base (Docker v2): its layers first with the registry's digests as OCI, no blob fetched twice, same digest; a missing pin is exit 2, an unreachable registry exit 3, both at base.image"
 
+# The base in the lock: locked by manifest digest, config digest and platform. A tag that moves
+# after locking still builds the locked manifest (from an empty store too); `lock --check` names
+# the move (exit 1); `lock --update base` moves the lock.
+skopeo copy -q --format v2s2 "${SKDST[@]}" "oci:$WORK/img/out/layout" "docker://$R1/mv/bb:v1"
+old=$(skopeo inspect "${SK[@]}" "docker://$R1/mv/bb:v1" | jq -r .Digest)
+old_cfg=$(skopeo inspect --raw "${SK[@]}" "docker://$R1/mv/bb:v1" | jq -r .config.digest)
+mkdir -p moving
+cp onbase/note moving/note
+sed "s|docker://$R1/v2/bb:v1[^\"]*|docker://$R1/mv/bb:v1|; s|name: onbase|name: moving|" onbase/lockstep.yaml >moving/lockstep.yaml
+"$LOCKSTEP" lock -q --tls-verify=false moving/lockstep.yaml
+jq -e --arg m "$old" --arg c "$old_cfg" --arg i "docker://$R1/mv/bb:v1" \
+  '.base == {image: $i, manifest: $m, config: $c, platform: "linux/amd64"}' moving/lockstep.lock >/dev/null ||
+  fail "the lock's base: $(jq -c .base moving/lockstep.lock)"
+d1=$("$LOCKSTEP" build -q --locked --tls-verify=false moving/lockstep.yaml)
+skopeo copy -q --format oci "${SKDST[@]}" "oci:$WORK/img/out/layout" "docker://$R1/mv/bb:v1" # the tag moves
+new=$(skopeo inspect "${SK[@]}" "docker://$R1/mv/bb:v1" | jq -r .Digest)
+[ "$new" != "$old" ] || fail "the tag did not move"
+export LOCKSTEP_CACHE="$WORK/cache-moved"
+d2=$("$LOCKSTEP" build -q --locked --tls-verify=false moving/lockstep.yaml)
+[ "$d1" = "$d2" ] || fail "after the tag moved, a locked build gave $d2, not $d1"
+[ "$(jq -r '.annotations["org.opencontainers.image.base.digest"]' \
+  "moving/out/blobs/sha256/$(jq -r '.manifests[0].digest' moving/out/index.json | cut -d: -f2)")" = "$old" ] ||
+  fail "the locked build is not on the locked manifest"
+set +e
+out=$("$LOCKSTEP" lock --check --tls-verify=false moving/lockstep.yaml 2>&1)
+rc=$?
+set -e
+[ "$rc" = 1 ] && grep -q "base: docker://$R1/mv/bb:v1 now names manifest $new, the lock has $old" <<<"$out" &&
+  grep -q "lockstep lock --update base" <<<"$out" || fail "lock --check after the tag moved: rc $rc: $out"
+"$LOCKSTEP" lock -q --tls-verify=false moving/lockstep.yaml
+[ "$(jq -r .base.manifest moving/lockstep.lock)" = "$old" ] || fail "a plain lock moved the base"
+"$LOCKSTEP" lock -q --update base --tls-verify=false moving/lockstep.yaml
+[ "$(jq -r .base.manifest moving/lockstep.lock)" = "$new" ] || fail "lock --update base did not move it"
+"$LOCKSTEP" lock --check -q --tls-verify=false moving/lockstep.yaml
+export LOCKSTEP_CACHE="$WORK/cache2"
+pass "the base in the lock: manifest, config and platform; a moved tag still builds the locked manifest; lock --check names the move; lock --update base moves it"
+
 # ---------------------------------------------------------------------------------------------
 # What skopeo pushes: zstd layers.
 # (recompressed locally first: pushed straight, skopeo would reuse the gzip blobs the registry has)

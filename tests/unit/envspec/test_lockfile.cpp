@@ -279,3 +279,38 @@ TEST_CASE("A pypi or wheels repository in a lock has no apt keys", "[lock][error
   CHECK(r.error().message ==
         "lockstep.lock: repos[1].suite: unknown key; run `lockstep lock` to write a new lock");
 }
+
+namespace {
+
+TEST_CASE("An image base is locked on one line and parses back; a malformed one names its key", "[lock]") {
+  Lock lock = sample_lock();
+  lock.base = envspec::LockedBase{"docker://docker.io/library/debian:bookworm", sha256_of("manifest"),
+                                  sha256_of("config"), "linux/amd64"};
+  const std::string text = envspec::render_lock(lock);
+  CHECK(text.find("\n  \"base\": {\"image\":\"docker://docker.io/library/debian:bookworm\",\"manifest\":\"" +
+                  sha256_of("manifest").str() + "\",\"config\":\"" + sha256_of("config").str() +
+                  "\",\"platform\":\"linux/amd64\"},\n") != std::string::npos);
+  auto parsed = envspec::parse_lock(text, "lockstep.lock");
+  REQUIRE(parsed);
+  REQUIRE(parsed->base);
+  CHECK(*parsed->base == *lock.base);
+  CHECK(envspec::render_lock(*parsed) == text);
+
+  const auto error_of = [&text](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    auto r = envspec::parse_lock(t, "lockstep.lock");
+    REQUIRE_FALSE(r);
+    return r.error().message;
+  };
+  CHECK(error_of("\"manifest\":\"sha256:", "\"manifest\":\"md5:") ==
+        "lockstep.lock: base.manifest: expected sha256:<64 hex digits>; run `lockstep lock` to write a new "
+        "lock");
+  CHECK(error_of("\"image\":\"docker://", "\"image\":\"http://") ==
+        "lockstep.lock: base.image: expected docker://REF or oci:PATH, found "
+        "'http://docker.io/library/debian:bookworm'; run `lockstep lock` to write a new lock");
+  CHECK(error_of("{\"image\":", "{\"tag\":\"x\",\"image\":") ==
+        "lockstep.lock: base.tag: unknown key; run `lockstep lock` to write a new lock");
+}
+
+} // namespace
