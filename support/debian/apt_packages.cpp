@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 namespace lockstep {
@@ -60,6 +61,55 @@ class ParagraphReader {
 public:
   ParagraphReader(const Deb822Paragraph& p, std::string_view what, int line0)
       : m_p(p), m_what(what), m_line0(line0) {}
+
+  // A dpkg status paragraph: Status instead of Filename, Size and SHA256; a package that is not
+  // installed (not-installed, config-files) needs no Version or Architecture.
+  Result<InstalledPackage> read_status(std::string control) {
+    InstalledPackage out;
+    const Deb822Field* name = find_field(m_p, "Package");
+    if (name == nullptr) {
+      return invalid_input("{}:{}: a paragraph without a Package field", m_what, m_line0 + m_p.line);
+    }
+    m_name = name->value;
+    const Deb822Field* status = find_field(m_p, "Status");
+    if (status == nullptr) {
+      return invalid_input("{}:{}: {} has no Status field", m_what, m_line0 + m_p.line, m_name);
+    }
+    const std::vector<std::string_view> words = split_words(status->value);
+    static constexpr std::array<std::string_view, 5> k_wants = {"unknown", "install", "hold", "deinstall",
+                                                                "purge"};
+    static constexpr std::array<std::string_view, 8> k_states = {
+        "not-installed",   "config-files",     "half-installed",   "unpacked",
+        "half-configured", "triggers-awaited", "triggers-pending", "installed"};
+    if (words.size() != 3 || std::find(k_wants.begin(), k_wants.end(), words[0]) == k_wants.end() ||
+        std::find(k_states.begin(), k_states.end(), words[2]) == k_states.end()) {
+      return fail(*status,
+                  fmt::format("Status '{}' is not 'WANT FLAG STATE' as dpkg writes it", status->value));
+    }
+    out.want = std::string(words[0]);
+    out.flag = std::string(words[1]);
+    out.state = std::string(words[2]);
+    if (out.state == "not-installed" || out.state == "config-files") {
+      if (!valid_debian_package_name(m_name)) {
+        return fail(*name, fmt::format("'{}' is not a valid package name", m_name));
+      }
+      out.package.name = m_name;
+      out.package.source = m_name;
+      out.package.control = std::move(control);
+      if (const Deb822Field* f = find_field(m_p, "Version"); f != nullptr) {
+        if (auto v = DebianVersion::parse(f->value)) {
+          out.package.version = std::move(*v);
+        }
+      }
+      if (const Deb822Field* f = find_field(m_p, "Architecture"); f != nullptr) {
+        out.package.architecture = f->value;
+      }
+      return out;
+    }
+    m_status = true;
+    LS_TRY_ASSIGN(out.package, read(std::move(control), -1));
+    return out;
+  }
 
   Result<AptPackage> read(std::string control, int repo) {
     AptPackage pkg;
@@ -136,6 +186,10 @@ public:
       pkg.provides.push_back(std::move(group.front()));
     }
 
+    if (m_status) {
+      pkg.control = std::move(control);
+      return pkg;
+    }
     LS_TRY_ASSIGN(const Deb822Field* filename, required("Filename"));
     // Flat repositories made by apt-ftparchive or NVIDIA's repo-debian.sh (the CUDA repositories)
     // write "./NAME.deb": the leading "./" is dropped, so the URL is the file's own.
@@ -201,10 +255,29 @@ private:
     return std::move(*parsed);
   }
 
+  static std::vector<std::string_view> split_words(std::string_view s) {
+    std::vector<std::string_view> out;
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+      while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) {
+        ++pos;
+      }
+      const std::size_t start = pos;
+      while (pos < s.size() && s[pos] != ' ' && s[pos] != '\t') {
+        ++pos;
+      }
+      if (pos > start) {
+        out.push_back(s.substr(start, pos - start));
+      }
+    }
+    return out;
+  }
+
   const Deb822Paragraph& m_p;
   std::string_view m_what;
   int m_line0;
   std::string m_name;
+  bool m_status = false; ///< reading a dpkg status paragraph (no Filename, Size, SHA256)
 };
 
 } // namespace
@@ -221,14 +294,14 @@ bool valid_debian_package_name(std::string_view name) {
                      [&](char c) { return alnum(c) || c == '+' || c == '-' || c == '.'; });
 }
 
-Result<std::vector<AptPackage>> parse_packages_index(std::string_view text, std::string_view what, int repo) {
-  if (text.size() > k_max_apt_index_size) {
-    return invalid_input("{}: the index is {} bytes, more than the {} lockstep accepts", what, text.size(),
-                         k_max_apt_index_size);
-  }
-  std::vector<AptPackage> out;
-  // Each paragraph is cut out of the text (so its exact bytes can be kept) and parsed on its own,
-  // which keeps memory to one paragraph's fields at a time.
+namespace {
+
+// Calls `each(chunk, first_line)` for every paragraph of `text` (cut out verbatim, so its exact
+// bytes can be kept, and parsed on its own, which keeps memory to one paragraph's fields).
+template <typename Each>
+Result<void> for_each_paragraph(std::string_view text, std::string_view what, std::size_t max_paragraphs,
+                                Each&& each) {
+  std::size_t count = 0;
   auto paragraph = [&](std::size_t begin, std::size_t end, int first_line) -> Result<void> {
     std::string_view chunk = text.substr(begin, end - begin);
     if (chunk.size() > k_max_apt_paragraph) {
@@ -244,20 +317,16 @@ Result<std::vector<AptPackage>> parse_packages_index(std::string_view text, std:
     if (parsed->empty()) {
       return {}; // only comments
     }
-    if (out.size() >= k_max_apt_index_paragraphs) {
+    if (++count > max_paragraphs) {
       return invalid_input("{}: more than {} packages; lockstep refuses an index this large", what,
-                           k_max_apt_index_paragraphs);
+                           max_paragraphs);
     }
     std::string control(chunk);
     if (control.back() != '\n') {
       control += '\n';
     }
-    ParagraphReader reader(parsed->front(), what, first_line - 1);
-    LS_TRY_ASSIGN(AptPackage pkg, reader.read(std::move(control), repo));
-    out.push_back(std::move(pkg));
-    return {};
+    return each(parsed->front(), std::move(control), first_line);
   };
-
   std::size_t pos = 0;
   std::size_t begin = std::string_view::npos;
   int line_no = 0;
@@ -280,6 +349,42 @@ Result<std::vector<AptPackage>> parse_packages_index(std::string_view text, std:
   if (begin != std::string_view::npos) {
     LS_TRY(paragraph(begin, text.size(), first_line));
   }
+  return {};
+}
+
+} // namespace
+
+Result<std::vector<AptPackage>> parse_packages_index(std::string_view text, std::string_view what, int repo) {
+  if (text.size() > k_max_apt_index_size) {
+    return invalid_input("{}: the index is {} bytes, more than the {} lockstep accepts", what, text.size(),
+                         k_max_apt_index_size);
+  }
+  std::vector<AptPackage> out;
+  LS_TRY(
+      for_each_paragraph(text, what, k_max_apt_index_paragraphs,
+                         [&](const Deb822Paragraph& p, std::string control, int first_line) -> Result<void> {
+                           ParagraphReader reader(p, what, first_line - 1);
+                           LS_TRY_ASSIGN(AptPackage pkg, reader.read(std::move(control), repo));
+                           out.push_back(std::move(pkg));
+                           return {};
+                         }));
+  return out;
+}
+
+Result<std::vector<InstalledPackage>> parse_dpkg_status(std::string_view text, std::string_view what) {
+  if (text.size() > k_max_apt_index_size) {
+    return invalid_input("{}: {} bytes, more than the {} lockstep accepts", what, text.size(),
+                         k_max_apt_index_size);
+  }
+  std::vector<InstalledPackage> out;
+  LS_TRY(
+      for_each_paragraph(text, what, k_max_apt_index_paragraphs,
+                         [&](const Deb822Paragraph& p, std::string control, int first_line) -> Result<void> {
+                           ParagraphReader reader(p, what, first_line - 1);
+                           LS_TRY_ASSIGN(InstalledPackage pkg, reader.read_status(std::move(control)));
+                           out.push_back(std::move(pkg));
+                           return {};
+                         }));
   return out;
 }
 

@@ -36,6 +36,22 @@ struct AptPackage {
   int repo = 0; ///< the repository it came from (its index in the spec, which is its priority)
 };
 
+/// One package of a dpkg status file (/var/lib/dpkg/status): the package's fields as an index has
+/// them (without Filename, Size and SHA256), and its Status.
+struct InstalledPackage {
+  /// For a package that is not installed (not-installed, config-files) only the name, and the
+  /// version and architecture when the paragraph has them. `control` is the paragraph verbatim.
+  AptPackage package;
+  std::string want;  ///< the selection: unknown, install, hold, deinstall or purge
+  std::string flag;  ///< "ok" or "reinstreq"
+  std::string state; ///< not-installed, config-files, half-installed, unpacked, half-configured,
+                     ///< triggers-awaited, triggers-pending or installed
+  /// Installed: its files are in place (dpkg's states from unpacked on count, as apt counts them).
+  [[nodiscard]] bool installed() const { return state != "not-installed" && state != "config-files"; }
+  /// On hold: apt never upgrades, downgrades or removes it on its own (`apt-mark hold`).
+  [[nodiscard]] bool held() const { return want == "hold"; }
+};
+
 /// The largest Packages index text parse_packages_index() accepts.
 inline constexpr std::uint64_t k_max_apt_index_size = std::uint64_t{1} << 30;
 /// The most paragraphs parse_packages_index() accepts.
@@ -54,5 +70,11 @@ bool valid_debian_package_name(std::string_view name);
 /// Text over k_max_apt_index_size bytes or with more than k_max_apt_index_paragraphs paragraphs is
 /// refused. Packages keep the index's order.
 Result<std::vector<AptPackage>> parse_packages_index(std::string_view text, std::string_view what, int repo);
+
+/// Parses a dpkg status file; `what` names it in errors ("base image: /var/lib/dpkg/status"). Every
+/// paragraph needs Package and a Status of three words as dpkg writes it; an installed package also
+/// needs a valid Version and Architecture, and its relationship fields must parse. The limits are
+/// those of parse_packages_index. Packages keep the file's order.
+Result<std::vector<InstalledPackage>> parse_dpkg_status(std::string_view text, std::string_view what);
 
 } // namespace lockstep

@@ -202,3 +202,90 @@ TEST_CASE("Debian package names follow policy 5.6.7", "[apt][packages]") {
   CHECK_FALSE(valid_debian_package_name("a_b"));
   CHECK_FALSE(valid_debian_package_name("a b"));
 }
+
+namespace {
+
+// As dpkg writes /var/lib/dpkg/status (bookworm's, trimmed), with one package on hold, one whose
+// configuration files are all that is left and one never installed.
+const std::string k_status = R"(Package: libc6
+Status: install ok installed
+Priority: optional
+Section: libs
+Installed-Size: 12988
+Maintainer: GNU Libc Maintainers <debian-glibc@lists.debian.org>
+Architecture: amd64
+Multi-Arch: same
+Source: glibc
+Version: 2.36-9+deb12u10
+Replaces: libc6-amd64
+Depends: libgcc-s1
+Breaks: aide (<< 0.17.3-4+b3), busybox (<< 1.30.1-6)
+Conffiles:
+ /etc/ld.so.conf.d/x86_64-linux-gnu.conf d4e7a7b88a71b5ffd9e2644e71a0cfab
+Description: GNU C Library: Shared libraries
+ Contains the standard libraries that are used by nearly all programs on
+ the system.
+
+Package: libnccl2
+Status: hold ok installed
+Architecture: amd64
+Version: 2.21.5-1+cuda12.4
+Provides: libnccl (= 2.21.5)
+Description: NVIDIA Collective Communication Library (NCCL) Runtime
+
+Package: old-tool
+Status: deinstall ok config-files
+Architecture: amd64
+Version: 1.0-1
+Conffiles:
+ /etc/old-tool.conf 0123456789abcdef0123456789abcdef
+
+Package: never
+Status: purge ok not-installed
+)";
+
+TEST_CASE("A dpkg status file gives each package with its selection and state", "[debian][dpkg]") {
+  auto r = parse_dpkg_status(k_status, "status");
+  REQUIRE(r);
+  REQUIRE(r->size() == 4);
+  const InstalledPackage& libc = (*r)[0];
+  CHECK(libc.installed());
+  CHECK_FALSE(libc.held());
+  CHECK(libc.package.name == "libc6");
+  CHECK(libc.package.version.str() == "2.36-9+deb12u10");
+  CHECK(libc.package.multi_arch == "same");
+  CHECK(libc.package.source == "glibc");
+  CHECK(libc.package.breaks.size() == 2);
+  CHECK(libc.package.control.rfind("Package: libc6\nStatus: install ok installed\n", 0) == 0);
+  CHECK(libc.package.control.find(" the system.\n") != std::string::npos);
+  const InstalledPackage& nccl = (*r)[1];
+  CHECK(nccl.installed());
+  CHECK(nccl.held());
+  REQUIRE(nccl.package.provides.size() == 1);
+  CHECK(nccl.package.provides[0].name == "libnccl");
+  CHECK_FALSE((*r)[2].installed());
+  CHECK((*r)[2].state == "config-files");
+  CHECK((*r)[2].package.version.str() == "1.0-1");
+  CHECK_FALSE((*r)[3].installed());
+  CHECK((*r)[3].want == "purge");
+}
+
+TEST_CASE("A malformed dpkg status is refused naming the line and package", "[debian][dpkg][errors]") {
+  const auto error_of_status = [](const std::string& text) {
+    auto r = parse_dpkg_status(text, "status");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    return r.error().message;
+  };
+  CHECK(error_of_status("Package: a1\nArchitecture: all\nVersion: 1\n") ==
+        "status:1: a1 has no Status field");
+  CHECK(error_of_status("Package: a1\nStatus: install ok\nVersion: 1\n") ==
+        "status:2: a1: Status 'install ok' is not 'WANT FLAG STATE' as dpkg writes it");
+  CHECK(error_of_status("Package: a1\nStatus: install ok installed\nArchitecture: all\n") ==
+        "status:1: a1 has no Version field");
+  CHECK(error_of_status("Package: a1\nStatus: install ok installed\nArchitecture: all\nVersion: 1\n"
+                        "Depends: b1 (>> )\n")
+            .rfind("status:5: a1: Depends: ", 0) == 0);
+}
+
+} // namespace
