@@ -79,4 +79,30 @@ assert_contains "$ERR" "$wrong" "wrong pin names the pinned digest"
 [ ! -e app-wrong ] || fail "output written despite a wrong pin"
 pass "a wrong pin is a located error (exit 2) and writes nothing"
 
+# A local base in the lock: `lockstep lock` records its manifest, config and platform; the tag
+# rebuilt with other content is named by `lock --check` (exit 1), and `lock --update base` moves it.
+sed -i "s|{oci: ../base-layout@$wrong}|{image: \"oci:../base-layout:v1\"}|" app/lockstep.yaml
+ls_run lock app/lockstep.yaml
+assert_eq 0 "$RC" "lock on a local base ($ERR)"
+assert_eq "$base_digest" "$(jq -r .base.manifest app/lockstep.lock)" \
+  "the lock's base manifest"
+assert_eq "oci:../base-layout:v1" "$(jq -r .base.image app/lockstep.lock)" "the lock's base reference"
+assert_eq "$(skopeo inspect --raw oci:base-layout:v1 | jq -r .config.digest)" "$(jq -r .base.config app/lockstep.lock)" \
+  "the lock's base config"
+ls_run lock --check app/lockstep.yaml
+assert_eq 0 "$RC" "lock --check before the base moved ($ERR)"
+printf 'base-os 2\n' >base/rootfs/etc/os-release
+ls_run build base/lockstep.yaml --tag v1
+assert_eq 0 "$RC" "base rebuild ($ERR)"
+moved=$(last_line "$OUT")
+[ "$moved" != "$base_digest" ] || fail "the rebuilt base has the same digest"
+ls_run lock --check app/lockstep.yaml
+assert_eq 1 "$RC" "lock --check after the base moved"
+assert_contains "$ERR" "base: oci:../base-layout:v1 now names manifest $moved, the lock has $base_digest" \
+  "lock --check names the move"
+ls_run lock app/lockstep.yaml --update base
+assert_eq 0 "$RC" "lock --update base ($ERR)"
+assert_eq "$moved" "$(jq -r .base.manifest app/lockstep.lock)" "lock --update base moved it"
+pass "a local base is locked by manifest, config and platform; lock --check names a rebuilt tag; lock --update base moves it"
+
 done_testing
