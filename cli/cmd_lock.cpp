@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 
@@ -249,6 +250,17 @@ void register_lock(CLI::App& app, Context& ctx) {
   cmd->callback([args, &ctx, cmd] {
     if (cmd->count("--update") > 0) {
       args->update_given = true;
+      // `lock --update NAME... SPEC`: --update takes every word after it, SPEC included. A last
+      // name that is an existing .yaml/.yml file is the spec (no package name ends that way).
+      std::error_code ec;
+      if (cmd->count("SPEC") == 0 && !args->update.empty()) {
+        const std::filesystem::path last = args->update.back();
+        if ((last.extension() == ".yaml" || last.extension() == ".yml") &&
+            std::filesystem::is_regular_file(last, ec)) {
+          args->spec = last.string();
+          args->update.pop_back();
+        }
+      }
     }
     if (args->check && args->update_given) {
       throw CLI::ValidationError("--check and --update can't be used together");

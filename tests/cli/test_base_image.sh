@@ -100,7 +100,7 @@ ls_run lock --check app/lockstep.yaml
 assert_eq 1 "$RC" "lock --check after the base moved"
 assert_contains "$ERR" "base: oci:../base-layout:v1 now names manifest $moved, the lock has $base_digest" \
   "lock --check names the move"
-ls_run lock app/lockstep.yaml --update base
+ls_run lock --update base app/lockstep.yaml # SPEC after the names
 assert_eq 0 "$RC" "lock --update base ($ERR)"
 assert_eq "$moved" "$(jq -r .base.manifest app/lockstep.lock)" "lock --update base moved it"
 pass "a local base is locked by manifest, config and platform; lock --check names a rebuilt tag; lock --update base moves it"
