@@ -463,7 +463,7 @@ TEST_CASE_METHOD(SpecFixture, "A registry base is a docker:// reference, normali
   CHECK(spec.base.key == "base.image");
   CHECK(spec.base.location.line == 3);
   CHECK(spec.base.location.column == 15); // the `image` value: build errors about the image point at it
-  CHECK(spec.needs_lock()); // its tag may move: the lock pins the manifest
+  CHECK(spec.needs_lock());               // its tag may move: the lock pins the manifest
 
   spec = load_ok("lockstep: 1\nname: a\nbase:\n  image: docker://127.0.0.1:5000/team/app:v1@sha256:" + k_hex +
                  "\n");
