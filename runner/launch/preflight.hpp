@@ -14,6 +14,7 @@
 #include "runner/launch/host_probe.hpp"
 #include "runner/runtime/exec.hpp"
 #include "support/digest.hpp"
+#include "support/oci/oci.hpp"
 #include "support/result.hpp"
 
 #include <nlohmann/json.hpp>
@@ -105,8 +106,8 @@ ImageProbe probe_image(std::string_view image);
 /// facts for a directory or an image without them. A malformed label is invalid_input.
 Result<envspec::ImageFacts> image_facts(const ImageArg& image);
 
-/// The annotation (OCI manifest) or label (SIF) naming the digest of the lock an image was built from.
-inline constexpr std::string_view k_lock_digest_key = "dev.lockstep.lock.digest";
+/// The lock digest annotation or label (oci::k_annotation_lock_digest), by the name runner/ uses.
+inline constexpr std::string_view k_lock_digest_key = oci::k_annotation_lock_digest;
 
 /// What `lockstep run` needs to know of an image before anything starts.
 struct ImageDescription {

@@ -40,6 +40,8 @@ inline constexpr std::string_view k_annotation_revision = "org.opencontainers.im
 inline constexpr std::string_view k_annotation_source = "org.opencontainers.image.source";
 inline constexpr std::string_view k_annotation_title = "org.opencontainers.image.title";
 inline constexpr std::string_view k_annotation_version = "org.opencontainers.image.version";
+/// The annotation (OCI manifest) or label (SIF) naming the digest of the lock an image was built from.
+inline constexpr std::string_view k_annotation_lock_digest = "dev.lockstep.lock.digest";
 
 /// Layer compression of a blob, from its media type.
 enum class Compression { none, gzip, zstd };
