@@ -807,15 +807,30 @@ bool wants_sha256(std::string_view path) {
 }
 
 bool is_metadata_path(std::string_view path) {
-  if (path == "var/lib/dpkg/status" || path == "var/lib/dpkg/diversions" || path == "var/lib/dpkg/arch") {
+  if (path == "var/lib/dpkg/status" || path == "var/lib/dpkg/diversions" || path == "var/lib/dpkg/arch" ||
+      path == "var/lib/dpkg/statoverride" || path == "etc/apt/sources.list" || path == "etc/passwd" ||
+      path == "etc/group") {
     return true;
   }
-  constexpr std::string_view info = "var/lib/dpkg/info/";
-  if (path.substr(0, info.size()) == info) {
-    std::string_view name = path.substr(info.size());
-    constexpr std::string_view ext = ".md5sums";
-    return name.find('/') == std::string_view::npos && name.size() > ext.size() &&
-           name.substr(name.size() - ext.size()) == ext;
+  // NAME directly inside `dir`, ending in one of `exts` (any name when `exts` is empty).
+  auto directly_in = [&](std::string_view dir, std::initializer_list<std::string_view> exts) {
+    if (path.substr(0, dir.size()) != dir) {
+      return false;
+    }
+    std::string_view name = path.substr(dir.size());
+    if (name.empty() || name.find('/') != std::string_view::npos) {
+      return false;
+    }
+    return exts.size() == 0 || std::any_of(exts.begin(), exts.end(), [&](std::string_view ext) {
+             return name.size() > ext.size() && name.substr(name.size() - ext.size()) == ext;
+           });
+  };
+  if (directly_in("var/lib/dpkg/info/", {".md5sums", ".list"}) || directly_in("var/lib/dpkg/triggers/", {}) ||
+      directly_in("etc/apt/sources.list.d/", {".list", ".sources"})) {
+    return true;
+  }
+  if (path.substr(0, 13) == "var/lib/dpkg/" || path.substr(0, 8) == "etc/apt/") {
+    return false;
   }
   auto [dir, base] = split_last(path);
   if (base != "METADATA" && base != "RECORD" && base != "INSTALLER") {

@@ -44,8 +44,9 @@ struct ImageEntry {
 /// Lowercase hex of a digest's bytes.
 std::string hex_of(const std::uint8_t* bytes, std::size_t size);
 
-/// True for the image paths whose text is kept: var/lib/dpkg/{status,diversions,arch},
-/// var/lib/dpkg/info/*.md5sums, and METADATA, RECORD and INSTALLER directly inside a
+/// True for the image paths whose text is kept: var/lib/dpkg/{status,diversions,arch,statoverride},
+/// var/lib/dpkg/info/*.{md5sums,list}, var/lib/dpkg/triggers/*, etc/passwd, etc/group, etc/apt/sources.list and
+/// sources.list.d/*.{list,sources}, and METADATA, RECORD and INSTALLER directly inside a
 /// `*.dist-info` directory. `path` is relative to the image root, normalised ("var/lib/dpkg/status").
 bool is_metadata_path(std::string_view path);
 

@@ -1,0 +1,174 @@
+#include "builder/lock/base_contents.hpp"
+
+#include "support/json.hpp"
+#include "support/log.hpp"
+#include "support/oci/image_contents.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace lockstep::builder {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* k_record_ns = "base-metadata";
+constexpr const char* k_record_version = "v1";
+constexpr std::uint64_t k_max_record = 1ULL << 30;
+
+json to_json(const BaseMetadata& m) {
+  return json{{"has_dpkg_status", m.has_dpkg_status},
+              {"dpkg_status", m.dpkg_status},
+              {"dpkg_arch", m.dpkg_arch},
+              {"dpkg_diversions", m.dpkg_diversions},
+              {"dpkg_statoverride", m.dpkg_statoverride},
+              {"dpkg_lists", m.dpkg_lists},
+              {"dpkg_triggers", m.dpkg_triggers},
+              {"apt_sources", m.apt_sources},
+              {"dist_info", m.dist_info},
+              {"dpkg_info_names", m.dpkg_info_names},
+              {"symlinks", m.symlinks},
+              {"passwd", m.passwd},
+              {"group", m.group},
+              {"merged_usr", m.merged_usr},
+              {"has_sh", m.has_sh},
+              {"has_dpkg", m.has_dpkg}};
+}
+
+std::optional<BaseMetadata> from_json(const std::string& text, const Digest& manifest) {
+  Result<json> parsed = parse_json(text, "base image metadata record");
+  if (!parsed) {
+    return std::nullopt;
+  }
+  try {
+    const json& j = *parsed;
+    BaseMetadata m;
+    m.manifest = manifest;
+    m.has_dpkg_status = j.at("has_dpkg_status").get<bool>();
+    m.dpkg_status = j.at("dpkg_status").get<std::string>();
+    m.dpkg_arch = j.at("dpkg_arch").get<std::string>();
+    m.dpkg_diversions = j.at("dpkg_diversions").get<std::string>();
+    m.dpkg_statoverride = j.at("dpkg_statoverride").get<std::string>();
+    m.dpkg_lists = j.at("dpkg_lists").get<std::map<std::string, std::string>>();
+    m.dpkg_triggers = j.at("dpkg_triggers").get<std::map<std::string, std::string>>();
+    m.apt_sources = j.at("apt_sources").get<std::map<std::string, std::string>>();
+    m.dist_info = j.at("dist_info").get<std::map<std::string, std::string>>();
+    m.dpkg_info_names = j.at("dpkg_info_names").get<std::vector<std::string>>();
+    m.symlinks = j.at("symlinks").get<std::map<std::string, std::string>>();
+    m.passwd = j.at("passwd").get<std::string>();
+    m.group = j.at("group").get<std::string>();
+    m.merged_usr = j.at("merged_usr").get<bool>();
+    m.has_sh = j.at("has_sh").get<bool>();
+    m.has_dpkg = j.at("has_dpkg").get<bool>();
+    return m;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string text_or_empty(const oci::ImageContents& contents, std::string_view path) {
+  const std::string* t = contents.text(path);
+  return t == nullptr ? std::string() : *t;
+}
+
+bool is_file(const oci::ImageContents& contents, std::string_view path) {
+  const oci::ImageEntry* e = contents.resolve(path, oci::FollowLast::yes);
+  return e != nullptr && e->type == oci::ImageEntry::Type::file;
+}
+
+// Everything kept directly under `dir` (with a trailing '/') whose name ends in `suffix`, by the
+// rest of its name without the suffix (or by its whole path with `by_path`).
+void collect(const oci::ImageContents& contents, std::string_view dir, std::string_view suffix, bool by_path,
+             std::map<std::string, std::string>& out) {
+  const auto& entries = contents.entries();
+  for (auto it = entries.lower_bound(std::string(dir)); it != entries.end(); ++it) {
+    const std::string& path = it->first;
+    if (path.compare(0, dir.size(), dir) != 0) {
+      break;
+    }
+    std::string_view name = std::string_view(path).substr(dir.size());
+    if (name.empty() || name.find('/') != std::string_view::npos || !it->second.text ||
+        name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) {
+      continue;
+    }
+    out[by_path ? path : std::string(name.substr(0, name.size() - suffix.size()))] = *it->second.text;
+  }
+}
+
+BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manifest) {
+  BaseMetadata m;
+  m.manifest = manifest;
+  const std::string* status = contents.text("var/lib/dpkg/status");
+  m.has_dpkg_status = status != nullptr;
+  if (status != nullptr) {
+    m.dpkg_status = *status;
+  }
+  m.dpkg_arch = text_or_empty(contents, "var/lib/dpkg/arch");
+  m.dpkg_diversions = text_or_empty(contents, "var/lib/dpkg/diversions");
+  m.dpkg_statoverride = text_or_empty(contents, "var/lib/dpkg/statoverride");
+  collect(contents, "var/lib/dpkg/info/", ".list", false, m.dpkg_lists);
+  collect(contents, "var/lib/dpkg/triggers/", "", false, m.dpkg_triggers);
+  if (const std::string* t = contents.text("etc/apt/sources.list")) {
+    m.apt_sources["etc/apt/sources.list"] = *t;
+  }
+  collect(contents, "etc/apt/sources.list.d/", ".list", true, m.apt_sources);
+  collect(contents, "etc/apt/sources.list.d/", ".sources", true, m.apt_sources);
+  for (const auto& [path, entry] : contents.entries()) {
+    constexpr std::string_view metadata = ".dist-info/METADATA";
+    if (entry.text && path.size() > metadata.size() &&
+        path.compare(path.size() - metadata.size(), metadata.size(), metadata) == 0) {
+      m.dist_info[path.substr(0, path.size() - std::string_view("/METADATA").size())] = *entry.text;
+    }
+  }
+  m.passwd = text_or_empty(contents, "etc/passwd");
+  m.group = text_or_empty(contents, "etc/group");
+  constexpr std::string_view info = "var/lib/dpkg/info/";
+  for (const auto& [path, entry] : contents.entries()) {
+    if (entry.type == oci::ImageEntry::Type::symlink) {
+      m.symlinks[path] = entry.link_target;
+    }
+    if (path.compare(0, info.size(), info) == 0 && path.find('/', info.size()) == std::string::npos) {
+      m.dpkg_info_names.push_back(path.substr(info.size()));
+    }
+  }
+  m.merged_usr = true;
+  for (const char* dir : {"bin", "sbin", "lib"}) {
+    auto it = m.symlinks.find(dir);
+    m.merged_usr = m.merged_usr && it != m.symlinks.end() &&
+                   (it->second == std::string("usr/") + dir || it->second == std::string("/usr/") + dir);
+  }
+  m.has_sh = is_file(contents, "bin/sh");
+  m.has_dpkg = is_file(contents, "usr/bin/dpkg");
+  return m;
+}
+
+} // namespace
+
+Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore& store) {
+  const Digest& manifest = base.image.manifest_digest;
+  const std::string key = manifest.hex() + "-" + k_record_version;
+  if (auto record = store.get_record(k_record_ns, key)) {
+    if (auto digest = Digest::parse(*record)) {
+      if (auto text = store.read(*digest, k_max_record)) {
+        if (auto m = from_json(*text, manifest)) {
+          return std::move(*m);
+        }
+      }
+    }
+  }
+  log::Timer timer("read base image");
+  oci::ContentsOptions options;
+  options.digests = false;
+  LS_TRY_ASSIGN(oci::ImageContents contents, oci::read_opened_image(*base.source, base.image, base.what, options));
+  BaseMetadata m = metadata_of(contents, manifest);
+  // The record is an optimisation: failing to write it costs a re-read next time.
+  if (auto blob = store.put(to_json(m).dump())) {
+    if (auto r = store.put_record(k_record_ns, key, blob->digest.str()); !r) {
+      log::debug("can't record the base image's metadata: {}", r.error().message);
+    }
+  }
+  return m;
+}
+
+} // namespace lockstep::builder

@@ -1,0 +1,51 @@
+#pragma once
+// What lockstep reads of a base image's filesystem before installing over it: the dpkg database
+// (status, diversions, statoverride, file lists, trigger interests), apt's sources, whether the
+// image has /bin/sh and dpkg, and each Python distribution's METADATA. Read from the layers once
+// (without hashing), then kept in the store by manifest digest, so locking and building again cost
+// nothing. docs/debs.md, "Installing over a base image".
+#include "builder/lock/base_image.hpp"
+#include "support/blob_store.hpp"
+#include "support/digest.hpp"
+#include "support/result.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lockstep::builder {
+
+/// A base image's installed state, as the resolver and the package layers need it.
+struct BaseMetadata {
+  Digest manifest;                ///< the base's manifest digest
+  bool has_dpkg_status = false;   ///< /var/lib/dpkg/status exists
+  std::string dpkg_status;        ///< its text
+  std::string dpkg_arch;          ///< /var/lib/dpkg/arch ("" when absent)
+  std::string dpkg_diversions;    ///< /var/lib/dpkg/diversions ("" when absent)
+  std::string dpkg_statoverride;  ///< /var/lib/dpkg/statoverride ("" when absent)
+  /// /var/lib/dpkg/info/NAME.list by NAME ("libc6:amd64", "base-files"): each package's paths.
+  std::map<std::string, std::string> dpkg_lists;
+  /// /var/lib/dpkg/triggers/NAME by NAME ("File", "ldconfig", ...): trigger interests and state.
+  std::map<std::string, std::string> dpkg_triggers;
+  /// apt's sources by image path ("etc/apt/sources.list", "etc/apt/sources.list.d/cuda.list").
+  std::map<std::string, std::string> apt_sources;
+  /// Each *.dist-info directory (image path) and its METADATA text.
+  std::map<std::string, std::string> dist_info;
+  /// Every file name in /var/lib/dpkg/info ("libc6:amd64.postinst", ...), sorted.
+  std::vector<std::string> dpkg_info_names;
+  /// Every symbolic link of the final view (image path -> target as stored), so files installed
+  /// over the base are placed through its links, never replacing one with a directory.
+  std::map<std::string, std::string> symlinks;
+  std::string passwd;     ///< /etc/passwd ("" when absent): names in statoverride
+  std::string group;      ///< /etc/group ("" when absent)
+  bool merged_usr = false; ///< /bin, /sbin and /lib are links into /usr (Debian 12, Ubuntu 22.04)
+  bool has_sh = false;   ///< /bin/sh resolves to a file
+  bool has_dpkg = false; ///< /usr/bin/dpkg resolves to a file
+};
+
+/// Reads `base`'s metadata: from the store's record for its manifest when there is one, else from
+/// its layers (streamed where they lie; nothing is unpacked), recording it for next time. A
+/// malformed layer is invalid_input naming the base.
+Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore& store);
+
+} // namespace lockstep::builder
