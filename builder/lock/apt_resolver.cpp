@@ -16,7 +16,18 @@ namespace lockstep::builder {
 
 // ---- the universe ----------------------------------------------------------------------------------
 
-AptUniverse::AptUniverse(std::vector<AptPackage> packages) {
+AptUniverse::AptUniverse(std::vector<AptPackage> packages, std::vector<InstalledPackage> installed) {
+  std::set<std::pair<std::string, std::string>> held;
+  for (InstalledPackage& i : installed) {
+    if (!i.installed()) {
+      continue;
+    }
+    if (i.held()) {
+      held.emplace(i.package.name, i.package.architecture);
+    }
+    i.package.repo = k_installed_repo;
+    packages.push_back(std::move(i.package));
+  }
   std::vector<std::uint32_t> order(packages.size());
   std::iota(order.begin(), order.end(), 0U);
   auto key = [&](std::uint32_t i) {
@@ -51,6 +62,15 @@ AptUniverse::AptUniverse(std::vector<AptPackage> packages) {
   }
   m_order.resize(m_packages.size());
   std::iota(m_order.begin(), m_order.end(), 0U);
+  for (std::uint32_t i = 0; i < m_packages.size(); ++i) {
+    const AptPackage& p = m_packages[i];
+    if (p.repo == k_installed_repo) {
+      m_installed.push_back(i);
+      if (held.count({p.name, p.architecture}) != 0) {
+        m_held.insert(i);
+      }
+    }
+  }
   for (std::size_t i = 0; i < m_packages.size();) {
     std::size_t j = i;
     while (j < m_packages.size() && m_packages[j].name == m_packages[i].name) {
@@ -181,7 +201,8 @@ std::string asked_text(const AptRequest& r) {
 // not to satisfy a later dependency (or given by a pin).
 struct Constraint {
   DebRelation relation;
-  std::string from; // "ls-b 1.0-1 (Depends: ls-lib (<< 3.0))" or "packages.apt[0] (ls-lib=1.0-1)"
+  std::string from;       // "ls-b 1.0-1 (Depends: ls-lib (<< 3.0))" or "packages.apt[0] (ls-lib=1.0-1)"
+  std::string chain = {}; // how `from` came to be selected: "packages.apt[0] -> ls-b", or empty
 };
 
 struct Narrowing {
@@ -199,6 +220,8 @@ struct Node {
   std::string group; // the dependency of `parent` it satisfies
   std::vector<std::string> origins;
   bool expanded = false;
+  bool base = false; // the base's installed package, unchanged
+  std::string why;   // an upgrade of a base package: the constraints that moved it
 };
 
 // "node `from` has dependency `group` (field), satisfied by node `to`".
@@ -230,14 +253,19 @@ public:
       LS_TRY_ASSIGN(int node, select_request(r));
       roots.push_back(node);
     }
+    // Then the base's packages, as installed, except those a request or a constraint moves.
+    LS_TRY(select_base(roots));
     for (int root : roots) {
       LS_TRY_ASSIGN(Outcome outcome, expand(root));
       if (outcome == Outcome::restart) {
         return outcome;
       }
     }
-    LS_TRY(check_conflicts());
-    return Outcome::done;
+    LS_TRY_ASSIGN(Outcome outcome, check_base());
+    if (outcome == Outcome::restart) {
+      return outcome;
+    }
+    return check_conflicts();
   }
 
   std::vector<ResolvedPackage> result() const {
@@ -249,14 +277,29 @@ public:
     out.reserve(m_nodes.size());
     for (std::size_t i = 0; i < m_nodes.size(); ++i) {
       ResolvedPackage r;
+      const Node& n = m_nodes[i];
       r.package = &pkg_of(static_cast<int>(i));
-      for (const std::string& origin : m_nodes[i].origins) {
+      r.in_base = n.base || is_installed(*r.package);
+      for (const std::string& origin : n.origins) {
         r.reasons.push_back("requested by " + origin);
       }
       auto& more = edge_reasons[i];
       std::sort(more.begin(), more.end());
       more.erase(std::unique(more.begin(), more.end()), more.end());
       r.reasons.insert(r.reasons.end(), more.begin(), more.end());
+      if (!r.in_base) {
+        if (std::int64_t old = installed_of(r.package->name, eff_arch(*r.package)); old >= 0) {
+          r.replaces = &m_u.packages()[static_cast<std::uint32_t>(old)];
+          std::string because = !n.origins.empty() ? "requested by " + n.origins.front()
+                                : !more.empty()    ? "needed by " + more.front()
+                                                   : "needed by " + n.why;
+          r.reasons.insert(r.reasons.begin(),
+                           fmt::format("{} base's {} {} -> {}, {}",
+                                       r.package->version > r.replaces->version ? "upgrades" : "downgrades",
+                                       display(*r.package), r.replaces->version.str(),
+                                       r.package->version.str(), because));
+        }
+      }
       out.push_back(std::move(r));
     }
     std::sort(out.begin(), out.end(), [](const ResolvedPackage& a, const ResolvedPackage& b) {
@@ -309,6 +352,158 @@ private:
 
   const AptPackage& pkg_of(int node) const { return m_u.packages()[m_nodes[node].pkg]; }
 
+  // ---- the base image ----
+
+  static bool is_installed(const AptPackage& p) { return p.repo == k_installed_repo; }
+
+  // The base's installed package of (name, architecture), or -1. The universe lists a name's
+  // installed package before its repositories' versions.
+  std::int64_t installed_of(std::string_view name, std::string_view arch) const {
+    for (std::uint32_t i : m_u.versions(name)) {
+      const AptPackage& q = m_u.packages()[i];
+      if (!is_installed(q)) {
+        break;
+      }
+      if (eff_arch(q) == arch) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  // Whether the base's own packages satisfy one of `group`'s alternatives (for a package of
+  // architecture `ctx`): a dependency broken in the base already is not lockstep's to fix.
+  bool installed_satisfies(const std::vector<DebRelation>& group, std::string_view ctx) const {
+    return std::any_of(group.begin(), group.end(), [&](const DebRelation& r) {
+      for (std::uint32_t i : m_u.versions(r.name)) {
+        const AptPackage& q = m_u.packages()[i];
+        if (is_installed(q) && arch_ok(q, r, ctx, false) && fits(q.version, r)) {
+          return true;
+        }
+      }
+      for (const AptUniverse::Provider& prov : m_u.providers(r.name)) {
+        const AptPackage& q = m_u.packages()[prov.package];
+        if (is_installed(q) && q.name != r.name && arch_ok(q, r, ctx, false) &&
+            provide_fits(q.provides[prov.provides], r)) {
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  // The constraints on `p`'s (name, architecture) that `p` fails, joined for a message.
+  std::string failed_constraints(const AptPackage& p, bool with_chain) const {
+    std::vector<std::string> parts;
+    if (const Narrowing* n = narrowing(p)) {
+      for (const Constraint& c : n->constraints) {
+        if (!fits(p.version, c.relation)) {
+          std::string part = c.from;
+          if (with_chain && !c.chain.empty()) {
+            part += "\n  chain: " + c.chain;
+          }
+          parts.push_back(std::move(part));
+        }
+      }
+    }
+    return join(parts, with_chain ? "\n" : "; ");
+  }
+
+  // Selects the base's packages: each as installed, unless a request chose another version of it
+  // (then it is replaced) or a constraint rules the installed version out (then it is upgraded to
+  // the best candidate that fits, and that node becomes a root). A held package that must change
+  // is refused.
+  Result<void> select_base(std::vector<int>& roots) {
+    std::vector<std::uint32_t> moving;
+    for (std::uint32_t i : m_u.installed()) {
+      const AptPackage& p = m_u.packages()[i];
+      if (m_node_of[i] >= 0 || selected_sibling(p) >= 0) {
+        continue;
+      }
+      if (narrowing_ok(p)) {
+        const int node = select(i, -1, Field::depends, {});
+        m_nodes[node].base = true;
+        m_nodes[node].expanded = true; // its dependencies were the base's business
+      } else {
+        moving.push_back(i);
+      }
+    }
+    for (std::uint32_t i : moving) {
+      const AptPackage& p = m_u.packages()[i];
+      if (m_u.held(i)) {
+        return invalid_input(
+            "the base image holds {} at {} (apt-mark hold), but\n  {}\nneeds another version; "
+            "lockstep never changes a held package: change the request, or build on a base "
+            "whose {} fits",
+            display(p), p.version.str(), failed_constraints(p, true), p.name);
+      }
+      std::optional<std::uint32_t> best;
+      for (std::uint32_t j : m_u.versions(p.name)) {
+        const AptPackage& q = m_u.packages()[j];
+        if (!is_installed(q) && eff_arch(q) == eff_arch(p) && candidate(q) &&
+            (!best || (is_preferred(q) && !is_preferred(m_u.packages()[*best])))) {
+          best = j;
+        }
+      }
+      if (!best) {
+        return invalid_input("{} needs a version of the base's {} other than {}, but {}",
+                             failed_constraints(p, false), display(p), p.version.str(),
+                             describe(DebRelation{p.name, {}, {}, {}, {}}, eff_arch(p)));
+      }
+      const int node = select(*best, -1, Field::depends, {});
+      m_nodes[node].why = failed_constraints(p, false);
+      roots.push_back(node);
+    }
+    return {};
+  }
+
+  // After the new packages are in: every base package whose Depends or Pre-Depends an upgrade
+  // broke is upgraded too (a constraint, then a restart), or refused when it is held.
+  Result<Outcome> check_base() {
+    for (std::size_t n = 0; n < m_nodes.size(); ++n) {
+      if (!m_nodes[n].base) {
+        continue;
+      }
+      const AptPackage& p = pkg_of(static_cast<int>(n));
+      for (Field field : {Field::pre_depends, Field::depends}) {
+        for (const auto& group : field_of(p, field)) {
+          const bool ok = std::any_of(group.begin(), group.end(), [&](const DebRelation& r) {
+            return satisfier(r, eff_arch(p), false) >= 0;
+          });
+          if (ok || !installed_satisfies(group, eff_arch(p))) {
+            continue;
+          }
+          const std::string what =
+              fmt::format("the base's {} ({}: {})", display_version(p), field_name(field), group_str(group));
+          if (m_u.held(m_nodes[n].pkg)) {
+            return invalid_input("the base image holds {} at {} (apt-mark hold), and {} would no longer be "
+                                 "satisfied by{}\nlockstep never changes a held package: change the request, "
+                                 "or build on a base whose {} fits",
+                                 display(p), p.version.str(), what, replacements(group), p.name);
+          }
+          m_narrowings[key_of(p)].constraints.push_back(
+              Constraint{DebRelation{p.name, {}, VersionRelation::later, p.version, {}},
+                         what + ", which the new packages no longer satisfy", ""});
+          return Outcome::restart;
+        }
+      }
+    }
+    return Outcome::done;
+  }
+
+  // "\n  ls-lib 2.0-1: requested by packages.apt[0]" for each selected package named in `group`.
+  std::string replacements(const std::vector<DebRelation>& group) const {
+    std::string s;
+    for (const DebRelation& r : group) {
+      if (auto it = m_by_name.find(r.name); it != m_by_name.end()) {
+        for (int node : it->second) {
+          s += fmt::format("\n  {}: {}", display_version(pkg_of(node)), long_chain(node));
+        }
+      }
+    }
+    return s;
+  }
+
   // ---- candidates ----
 
   const Narrowing* narrowing(const AptPackage& p) const {
@@ -330,7 +525,7 @@ private:
   int best_repo(std::string_view name, std::string_view arch) const {
     for (std::uint32_t i : m_u.versions(name)) {
       const AptPackage& p = m_u.packages()[i];
-      if (eff_arch(p) == arch) {
+      if (!is_installed(p) && eff_arch(p) == arch) {
         return p.repo;
       }
     }
@@ -339,10 +534,20 @@ private:
 
   // Whether `p` is a candidate at all: its repository is the best one for its name (unless pinned)
   // and it satisfies the constraints learnt so far.
+  // Over a base: its installed version is a candidate while the constraints allow it; another
+  // version of a held package never is, nor a lower version than the installed one unless pinned.
   bool candidate(const AptPackage& p) const {
+    if (is_installed(p)) {
+      return narrowing_ok(p);
+    }
     const Narrowing* n = narrowing(p);
-    if (n == nullptr || !n->any_repo) {
-      if (p.repo != best_repo(p.name, eff_arch(p))) {
+    const bool pinned = n != nullptr && n->any_repo;
+    if (!pinned && p.repo != best_repo(p.name, eff_arch(p))) {
+      return false;
+    }
+    if (std::int64_t i = installed_of(p.name, eff_arch(p)); i >= 0) {
+      const auto installed = static_cast<std::uint32_t>(i);
+      if (m_u.held(installed) || (!pinned && p.version < m_u.packages()[installed].version)) {
         return false;
       }
     }
@@ -438,7 +643,7 @@ private:
 
   int select(std::uint32_t pkg, int parent, Field field, std::string group) {
     const int node = static_cast<int>(m_nodes.size());
-    m_nodes.push_back(Node{pkg, parent, field, std::move(group), {}, false});
+    m_nodes.push_back(Node{pkg, parent, field, std::move(group), {}, false, false, {}});
     m_node_of[pkg] = node;
     const AptPackage& p = m_u.packages()[pkg];
     m_by_name[p.name].push_back(node);
@@ -548,6 +753,16 @@ private:
         opts.push_back(Option{i, nullptr});
       }
     }
+    // apt's candidate: the highest version, the installed one when it is that high.
+    std::stable_sort(opts.begin(), opts.end(), [&](const Option& a, const Option& b) {
+      const AptPackage& x = m_u.packages()[a.pkg];
+      const AptPackage& y = m_u.packages()[b.pkg];
+      if (x.version != y.version) {
+        return x.version > y.version;
+      }
+      return is_installed(x) && !is_installed(y);
+    });
+    LS_TRY(check_held_request(req, ctx, asked));
     prefer_locked(opts);
     if (opts.empty()) {
       if (!m_u.versions(req.name).empty()) {
@@ -585,6 +800,29 @@ private:
     }
     m_nodes[node].origins.push_back(req.origin);
     return node;
+  }
+
+  // apt would move a held package a request names to its newer candidate; lockstep refuses instead
+  // (a pin to the held version is fine).
+  Result<void> check_held_request(const AptRequest& req, std::string_view ctx,
+                                  const std::string& asked) const {
+    const std::int64_t i = installed_of(req.name, ctx);
+    if (i < 0 || !m_u.held(static_cast<std::uint32_t>(i)) || req.pin) {
+      return {};
+    }
+    const AptPackage& held = m_u.packages()[static_cast<std::uint32_t>(i)];
+    const int repo = best_repo(req.name, ctx);
+    for (std::uint32_t j : m_u.versions(req.name)) {
+      const AptPackage& q = m_u.packages()[j];
+      if (!is_installed(q) && q.repo == repo && eff_arch(q) == ctx && q.version > held.version) {
+        return invalid_input(
+            "{} asks for {}, which the base image holds at {} (apt-mark hold); apt would move "
+            "it to {}, and lockstep never changes a held package: ask for {}={} or drop "
+            "the request",
+            req.origin, asked, held.version.str(), q.version.str(), req.name, held.version.str());
+      }
+    }
+    return {};
   }
 
   std::string suggestions(std::string_view name) const {
@@ -683,9 +921,10 @@ private:
               c = DebRelation{q.name, {}, VersionRelation::equal, q.version, {}};
             }
             c.arch_qualifier.clear();
-            narrow.emplace(key_of(q),
-                           Constraint{std::move(c), fmt::format("{} ({}: {})", display_version(p),
-                                                                field_name(field), group_str(group))});
+            narrow.emplace(key_of(q), Constraint{std::move(c),
+                                                 fmt::format("{} ({}: {})", display_version(p),
+                                                             field_name(field), group_str(group)),
+                                                 short_chain(node)});
           }
           continue;
         }
@@ -796,6 +1035,14 @@ private:
         s += " (a versioned dependency needs a matching versioned Provides)";
       }
     }
+    if (std::int64_t i = installed_of(r.name, ctx); i >= 0) {
+      const AptPackage& inst = m_u.packages()[static_cast<std::uint32_t>(i)];
+      s += m_u.held(static_cast<std::uint32_t>(i))
+               ? fmt::format(" (the base image holds {} at {} (apt-mark hold), and lockstep never changes a "
+                             "held package)",
+                             r.name, inst.version.str())
+               : fmt::format(" (the base image has {} {})", r.name, inst.version.str());
+    }
     if (!hidden.empty()) {
       std::reverse(hidden.begin(), hidden.end());
       hidden.erase(std::unique(hidden.begin(), hidden.end()), hidden.end());
@@ -816,11 +1063,26 @@ private:
     return path;
   }
 
+  // What put a root node there: "requested by packages.apt[0]", "installed in the base image" or
+  // "upgraded because WHY".
+  std::string root_text(int node) const {
+    const Node& n = m_nodes[node];
+    if (!n.origins.empty()) {
+      return "requested by " + n.origins.front();
+    }
+    if (n.base) {
+      return "installed in the base image";
+    }
+    return n.why.empty() ? std::string("?") : "upgraded from the base's version for " + n.why;
+  }
+
   // "packages.apt[3] -> ls-app -> ls-needs-new"
   std::string short_chain(int node) const {
     std::vector<int> path = path_to(node);
-    std::string s =
-        m_nodes[path.front()].origins.empty() ? std::string("?") : m_nodes[path.front()].origins.front();
+    const Node& root = m_nodes[path.front()];
+    std::string s = !root.origins.empty() ? root.origins.front()
+                    : root.base           ? std::string("the base image")
+                                          : std::string("an upgrade of the base");
     for (int n : path) {
       s += " -> " + display(n);
     }
@@ -830,9 +1092,7 @@ private:
   // "requested by packages.apt[0] -> ls-app (Depends: ls-lib (>= 1.0))"
   std::string long_chain(int node) const {
     std::vector<int> path = path_to(node);
-    std::string s =
-        "requested by " +
-        (m_nodes[path.front()].origins.empty() ? std::string("?") : m_nodes[path.front()].origins.front());
+    std::string s = root_text(path.front());
     for (std::size_t i = 1; i < path.size(); ++i) {
       const Node& n = m_nodes[path[i]];
       s += fmt::format(" -> {} ({}: {})", display(n.parent), field_name(n.field), n.group);
@@ -842,7 +1102,27 @@ private:
 
   // ---- the final check ----
 
-  Result<void> check_conflicts() const {
+  // When `a` conflicts with the base's unchanged, unheld package `b` and a newer candidate of `b`
+  // exists, `b` must move (apt upgrades it): a constraint, then a restart.
+  bool move_base_package(int b, const std::string& because) {
+    if (!m_nodes[b].base || m_u.held(m_nodes[b].pkg)) {
+      return false;
+    }
+    const AptPackage& p = pkg_of(b);
+    const bool newer =
+        std::any_of(m_u.versions(p.name).begin(), m_u.versions(p.name).end(), [&](std::uint32_t j) {
+          const AptPackage& q = m_u.packages()[j];
+          return !is_installed(q) && eff_arch(q) == eff_arch(p) && q.version > p.version && candidate(q);
+        });
+    if (!newer) {
+      return false;
+    }
+    m_narrowings[key_of(p)].constraints.push_back(
+        Constraint{DebRelation{p.name, {}, VersionRelation::later, p.version, {}}, because, ""});
+    return true;
+  }
+
+  Result<Outcome> check_conflicts() {
     std::vector<int> nodes(m_nodes.size());
     std::iota(nodes.begin(), nodes.end(), 0);
     std::sort(nodes.begin(), nodes.end(), [&](int a, int b) {
@@ -857,7 +1137,8 @@ private:
       const AptPackage& p = pkg_of(a);
       for (int b : m_by_name.at(p.name)) {
         const AptPackage& q = pkg_of(b);
-        if (b != a && (p.multi_arch != "same" || q.multi_arch != "same")) {
+        if (b != a && !(m_nodes[a].base && m_nodes[b].base) &&
+            (p.multi_arch != "same" || q.multi_arch != "same")) {
           return invalid_input("{} and {} can't be installed together ({} is not Multi-Arch: same):{}",
                                display(a), display(b), p.name, both(a, b));
         }
@@ -866,17 +1147,30 @@ private:
         for (const auto& g : *f) {
           for (const DebRelation& r : g) {
             int b = satisfier(r, eff_arch(p), true, p.name);
-            if (b < 0) {
-              continue;
+            if (b < 0 || (m_nodes[a].base && m_nodes[b].base)) {
+              continue; // the base's own conflicts are the base's business
             }
             std::string what = r.relation ? r.str() : r.str() + " (any version)";
             std::string via = pkg_of(b).name == r.name ? "" : ", which " + display(b) + " provides";
-            return invalid_input("{} {} {}{}:{}", display(a), verb, what, via, both(a, b));
+            const std::string because = fmt::format("{} ({} {})", display_version(p), verb, what);
+            if (move_base_package(b, because) || move_base_package(a, because)) {
+              return Outcome::restart;
+            }
+            std::string held;
+            for (int x : {a, b}) {
+              if (m_nodes[x].base && m_u.held(m_nodes[x].pkg)) {
+                held +=
+                    fmt::format("; the base image holds {} at {} (apt-mark hold), and lockstep never changes "
+                                "a held package",
+                                display(x), pkg_of(x).version.str());
+              }
+            }
+            return invalid_input("{} {} {}{}{}:{}", display(a), verb, what, via, held, both(a, b));
           }
         }
       }
     }
-    return {};
+    return Outcome::done;
   }
 
   const AptUniverse& m_u;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -60,9 +61,17 @@ struct ResolveOptions {
 struct ResolvedPackage {
   const AptPackage* package = nullptr; ///< points into the AptUniverse resolved against
   /// "requested by ORIGIN" for each request, then "DEPENDER (Depends: GROUP)" for each selected
-  /// package whose dependency it satisfies, sorted.
+  /// package whose dependency it satisfies, sorted. A package that replaces the base's version
+  /// starts with "upgrades base's NAME OLD -> NEW, needed by ..." (or "downgrades", for a pin).
   std::vector<std::string> reasons;
+  /// The base image's own package, unchanged (nothing to fetch or install).
+  bool in_base = false;
+  /// The base's installed version this package replaces, or null.
+  const AptPackage* replaces = nullptr;
 };
+
+/// The `repo` of a package the base image has installed (its dpkg status), in an AptUniverse.
+inline constexpr int k_installed_repo = -1;
 
 /// Every package of every repository, indexed by name and by provided name.
 class AptUniverse {
@@ -73,11 +82,12 @@ public:
     std::uint32_t provides = 0;
   };
 
-  /// Takes the packages of all repositories (each with its `repo` set). They are sorted by name,
-  /// repository, version (highest first), architecture and digest, so the input order never
-  /// matters; identical duplicates (same repository, name, version, architecture and SHA256) are
-  /// dropped.
-  explicit AptUniverse(std::vector<AptPackage> packages);
+  /// Takes the packages of all repositories (each with its `repo` set) and what a base image has
+  /// installed (its dpkg status; entries that are not installed are ignored). They are sorted by
+  /// name, repository (the installed ones first, with repo k_installed_repo), version (highest
+  /// first), architecture and digest, so the input order never matters; identical duplicates
+  /// (same repository, name, version, architecture and SHA256) are dropped.
+  explicit AptUniverse(std::vector<AptPackage> packages, std::vector<InstalledPackage> installed = {});
   AptUniverse(const AptUniverse&) = delete;
   AptUniverse& operator=(const AptUniverse&) = delete;
   AptUniverse(AptUniverse&&) = default;
@@ -90,6 +100,10 @@ public:
   [[nodiscard]] std::span<const std::uint32_t> versions(std::string_view name) const;
   /// Every package that provides `name`, in packages() order.
   [[nodiscard]] std::span<const Provider> providers(std::string_view name) const;
+  /// Indexes into packages() of the base's installed packages.
+  [[nodiscard]] const std::vector<std::uint32_t>& installed() const { return m_installed; }
+  /// Whether packages()[index] is installed in the base and on hold (`apt-mark hold`).
+  [[nodiscard]] bool held(std::uint32_t index) const { return m_held.count(index) != 0; }
 
 private:
   std::vector<AptPackage> m_packages;
@@ -97,12 +111,20 @@ private:
   // Keys point into m_packages, whose elements never move once built.
   std::unordered_map<std::string_view, std::span<const std::uint32_t>> m_by_name;
   std::unordered_map<std::string_view, std::vector<Provider>> m_providers;
+  std::vector<std::uint32_t> m_installed;
+  std::set<std::uint32_t> m_held;
 };
 
-/// Resolves the requests (and the base set the options ask for) against `universe`. The result is
-/// sorted by name, then architecture. An unknown or unsatisfiable request, a dependency no
-/// repository can satisfy, or two selected packages that conflict is invalid_input with the chain
-/// of packages that led there.
+/// Resolves the requests (and the base set the options ask for) against `universe`, as
+/// `apt-get install --no-install-recommends` does over the base's dpkg status when the universe has
+/// one: installed packages count as installed; a request for an installed package moves it to the
+/// candidate (the highest of its installed and best-repository versions; a lower version only when
+/// pinned); a dependency the installed version doesn't satisfy upgrades it, and so does a base
+/// package whose dependency an upgrade breaks, or that a new package Breaks; a held package is
+/// never changed (what would need it to is refused, naming the hold and the chain). The result is
+/// sorted by name, then architecture, and lists the base's unchanged packages too (in_base). An unknown or
+/// unsatisfiable request, a dependency no repository can satisfy, or two selected packages that conflict is
+/// invalid_input with the chain of packages that led there.
 Result<std::vector<ResolvedPackage>> resolve(const AptUniverse& universe, const ResolveOptions& options);
 
 } // namespace lockstep::builder

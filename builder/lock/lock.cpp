@@ -2,6 +2,7 @@
 
 #include "builder/lock/apt_repo.hpp"
 #include "builder/lock/apt_resolver.hpp"
+#include "builder/lock/base_contents.hpp"
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/git_source.hpp"
 #include "builder/lock/recipes_source.hpp"
@@ -90,8 +91,26 @@ std::map<std::string, std::string> assign_groups(const std::vector<ResolvedPacka
   return group;
 }
 
+// What an image base has installed, as the resolver takes it: over a base image, apt packages
+// install like `apt-get install` over the base's dpkg status.
+Result<std::vector<InstalledPackage>> base_installed(const envspec::Spec& spec, const BaseMetadata* base) {
+  if (base == nullptr) {
+    return std::vector<InstalledPackage>();
+  }
+  if (!base->has_dpkg_status) {
+    return base_error(spec, invalid_input("{} has no dpkg database (/var/lib/dpkg/status), so packages.apt "
+                                          "can't be installed over it; build on a Debian or Ubuntu image",
+                                          locked_base_name(spec)));
+  }
+  auto installed = parse_dpkg_status(base->dpkg_status, locked_base_name(spec) + ": /var/lib/dpkg/status");
+  if (!installed) {
+    return base_error(spec, installed.error());
+  }
+  return installed;
+}
+
 Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const LockOptions& options,
-                      envspec::Lock& lock) {
+                      const BaseMetadata* base, envspec::Lock& lock) {
   const std::string arch = envspec::debian_arch(spec.platform);
   std::vector<AptPackage> all;
   std::vector<std::string> pool_urls(spec.repos.size());
@@ -119,7 +138,8 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
                                  a.version == b.version;
                         }),
             all.end());
-  AptUniverse universe(std::move(all));
+  LS_TRY_ASSIGN(std::vector<InstalledPackage> installed, base_installed(spec, base));
+  AptUniverse universe(std::move(all), std::move(installed));
 
   ResolveOptions ro;
   ro.native_arch = arch;
@@ -163,6 +183,12 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
   const auto groups = assign_groups(selected, root_groups);
   for (const ResolvedPackage& r : selected) {
     const AptPackage& p = *r.package;
+    if (r.in_base) {
+      continue; // the base image has it: the lock pins the base's manifest
+    }
+    if (r.replaces != nullptr) {
+      log::info("{}", r.reasons.front());
+    }
     envspec::LockedArtifact a;
     a.kind = "deb";
     a.name = p.name;
@@ -235,7 +261,7 @@ nlohmann::json apt_inputs(const nlohmann::json& inputs) {
 bool reuse_apt(const LockOptions& options, envspec::Lock& lock) {
   if (!options.previous || options.update_all ||
       apt_inputs(options.previous->inputs) != apt_inputs(lock.inputs) ||
-      options.previous->repos.size() != lock.repos.size()) {
+      options.previous->repos.size() != lock.repos.size() || options.previous->base != lock.base) {
     return false;
   }
   // The stack's apt requests come from the recipes too, which may have changed since.
@@ -424,7 +450,12 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   }
   if (effective.base.kind == envspec::BaseImage::Kind::debian || !effective.packages.apt.empty()) {
     if (!reuse_apt(options, lock)) {
-      LS_TRY(lock_apt(effective, store, options, lock));
+      std::optional<BaseMetadata> base;
+      if (is_image_base(spec)) {
+        LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, lock.base));
+        LS_TRY_ASSIGN(base, read_base_metadata(opened, store));
+      }
+      LS_TRY(lock_apt(effective, store, options, base ? &*base : nullptr, lock));
     }
   }
   LS_TRY(lock_git(effective, store, options, lock));

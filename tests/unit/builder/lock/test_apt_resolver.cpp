@@ -537,6 +537,136 @@ TEST_CASE("The result does not depend on the order of the index", "[apt][resolve
   CHECK(std::all_of(results.begin(), results.end(), [&](const auto& x) { return x == results.front(); }));
 }
 
+// ---- over a base image's dpkg status ---------------------------------------------------------------
+
+namespace {
+
+// One dpkg status paragraph; `want` is install or hold.
+std::string installed(const std::string& name, const std::string& version, const std::string& extra = "",
+                      const std::string& want = "install", const std::string& arch = "amd64") {
+  return fmt::format("Package: {}\nStatus: {} ok installed\nArchitecture: {}\nVersion: {}\n{}\n", name, want,
+                     arch, version, extra);
+}
+
+AptUniverse over_base(const std::vector<std::string>& repos, const std::string& status) {
+  std::vector<AptPackage> all;
+  for (std::size_t i = 0; i < repos.size(); ++i) {
+    auto r = parse_packages_index(repos[i], fmt::format("repo{}", i), static_cast<int>(i));
+    REQUIRE_OK(r);
+    std::move(r->begin(), r->end(), std::back_inserter(all));
+  }
+  auto base = parse_dpkg_status(status, "base image: /var/lib/dpkg/status");
+  REQUIRE_OK(base);
+  return AptUniverse(std::move(all), std::move(*base));
+}
+
+// What the lock gets: the packages that are not the base's own, with their first reason.
+std::vector<std::string> changes(const AptUniverse& u, const ResolveOptions& o) {
+  auto r = resolve(u, o);
+  REQUIRE_OK(r);
+  std::vector<std::string> out;
+  for (const ResolvedPackage& p : *r) {
+    if (!p.in_base) {
+      out.push_back(p.package->name + " " + p.package->version.str() + ": " + p.reasons.front());
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Over a base, installed packages satisfy dependencies and only what is missing is added",
+          "[apt][resolver][base]") {
+  auto u = over_base({pkg("ls-lib", "1.0-1") + pkg("ls-lib", "1.1-1") +
+                      pkg("ls-app", "2", "Depends: ls-lib (>= 1.0), ls-new\n") + pkg("ls-new", "1") +
+                      pkg("ls-other", "1")},
+                     installed("ls-lib", "1.0-1") + installed("ls-other", "1"));
+  CHECK(changes(u, asking({request("ls-app", 0)})) ==
+        Strings{"ls-app 2: requested by packages.apt[0]", "ls-new 1: ls-app (Depends: ls-new)"});
+  // Asking for what is installed at the candidate changes nothing.
+  CHECK(changes(u, asking({request("ls-other", 0)})).empty());
+  auto r = resolve(u, asking({request("ls-app", 0)}));
+  REQUIRE_OK(r);
+  CHECK(chosen(*r) == Strings{"ls-app 2", "ls-lib 1.0-1", "ls-new 1", "ls-other 1"});
+  CHECK((*r)[1].in_base);
+  CHECK((*r)[1].reasons == Strings{"ls-app (Depends: ls-lib (>= 1.0))"});
+}
+
+TEST_CASE("Over a base, a request or a dependency upgrades an installed package and says so",
+          "[apt][resolver][base]") {
+  auto u = over_base({pkg("ls-lib", "1.0-1") + pkg("ls-lib", "1.1-1") +
+                      pkg("ls-app", "2", "Depends: ls-lib (>= 1.1)\n") + pkg("ls-newer", "3")},
+                     installed("ls-lib", "1.0-1") + installed("ls-newer", "4"));
+  CHECK(changes(u, asking({request("ls-lib", 0)})) ==
+        Strings{"ls-lib 1.1-1: upgrades base's ls-lib 1.0-1 -> 1.1-1, requested by packages.apt[0]"});
+  CHECK(changes(u, asking({request("ls-app", 0)})) ==
+        Strings{"ls-app 2: requested by packages.apt[0]",
+                "ls-lib 1.1-1: upgrades base's ls-lib 1.0-1 -> 1.1-1, needed by ls-app (Depends: ls-lib (>= "
+                "1.1))"});
+  // No downgrade: the installed 4 is above the repository's 3; a pin may go down.
+  CHECK(changes(u, asking({request("ls-newer", 0)})).empty());
+  CHECK(changes(u, asking({request("ls-newer", 0, "3")})) ==
+        Strings{"ls-newer 3: downgrades base's ls-newer 4 -> 3, requested by packages.apt[0]"});
+}
+
+TEST_CASE("Over a base, an upgrade that breaks an installed package upgrades that one too",
+          "[apt][resolver][base]") {
+  auto u = over_base({pkg("ls-lib", "1.1-1") + pkg("ls-lib-dev", "1.1-1", "Depends: ls-lib (= 1.1-1)\n") +
+                      pkg("ls-app", "2", "Depends: ls-lib (>= 1.1)\n")},
+                     installed("ls-lib", "1.0-1") +
+                         installed("ls-lib-dev", "1.0-1", "Depends: ls-lib (= 1.0-1)\n"));
+  CHECK(
+      changes(u, asking({request("ls-app", 0)})) ==
+      Strings{"ls-app 2: requested by packages.apt[0]",
+              "ls-lib 1.1-1: upgrades base's ls-lib 1.0-1 -> 1.1-1, needed by ls-app (Depends: ls-lib (>= "
+              "1.1))",
+              "ls-lib-dev 1.1-1: upgrades base's ls-lib-dev 1.0-1 -> 1.1-1, needed by the base's ls-lib-dev "
+              "1.0-1 (Depends: ls-lib (= 1.0-1)), which the new packages no longer satisfy"});
+}
+
+TEST_CASE("Over a base, a held package is never changed; what needs it to is refused with the chain",
+          "[apt][resolver][base][errors]") {
+  auto u = over_base({pkg("libnccl2", "2.21.5-1") + pkg("libnccl2", "2.22.3-1") +
+                      pkg("ls-trainer", "1", "Depends: ls-comm\n") +
+                      pkg("ls-comm", "1", "Depends: libnccl2 (>= 2.22)\n") +
+                      pkg("ls-fits", "1", "Depends: libnccl2 (>= 2.21)\n") + pkg("ls-cublas", "12.4.6-1") +
+                      pkg("ls-cuda-libs", "12.4.6-1", "Depends: ls-cublas (= 12.4.6-1)\n")},
+                     installed("libnccl2", "2.21.5-1", "", "hold") + installed("ls-cublas", "12.4.5-1") +
+                         installed("ls-cuda-libs", "12.4.5-1", "Depends: ls-cublas (= 12.4.5-1)\n", "hold"));
+  CHECK(changes(u, asking({request("ls-fits", 0)})) == Strings{"ls-fits 1: requested by packages.apt[0]"});
+  CHECK(error_of(u, asking({request("ls-trainer", 0)})) ==
+        "ls-comm 1 depends on libnccl2 (>= 2.22), but the repositories have libnccl2 2.21.5-1, 2.22.3-1 (the "
+        "base image holds libnccl2 at 2.21.5-1 (apt-mark hold), and lockstep never changes a held "
+        "package)\n"
+        "  chain: packages.apt[0] -> ls-trainer -> ls-comm");
+  CHECK(
+      error_of(u, asking({request("libnccl2", 0)})) ==
+      "packages.apt[0] asks for libnccl2, which the base image holds at 2.21.5-1 (apt-mark hold); apt would "
+      "move it to 2.22.3-1, and lockstep never changes a held package: ask for libnccl2=2.21.5-1 or drop "
+      "the request");
+  CHECK(changes(u, asking({request("libnccl2", 0, "2.21.5-1")})).empty());
+  // Upgrading ls-cublas would break the held ls-cuda-libs.
+  CHECK(error_of(u, asking({request("ls-cublas", 0)})) ==
+        "the base image holds ls-cuda-libs at 12.4.5-1 (apt-mark hold), and the base's ls-cuda-libs 12.4.5-1 "
+        "(Depends: ls-cublas (= 12.4.5-1)) would no longer be satisfied by\n"
+        "  ls-cublas 12.4.6-1: requested by packages.apt[0]\n"
+        "lockstep never changes a held package: change the request, or build on a base whose ls-cuda-libs "
+        "fits");
+}
+
+TEST_CASE("Over a base, Breaks against an installed package upgrade it, or name both sides",
+          "[apt][resolver][base][errors]") {
+  auto u = over_base({pkg("ls-old", "2") + pkg("ls-new", "1", "Breaks: ls-old (<< 2)\n") +
+                      pkg("ls-rival", "1", "Conflicts: ls-stuck\n")},
+                     installed("ls-old", "1") + installed("ls-stuck", "1"));
+  CHECK(changes(u, asking({request("ls-new", 0)})) ==
+        Strings{"ls-new 1: requested by packages.apt[0]",
+                "ls-old 2: upgrades base's ls-old 1 -> 2, needed by ls-new 1 (breaks ls-old (<< 2))"});
+  CHECK(error_of(u, asking({request("ls-rival", 0)})) == "ls-rival conflicts with ls-stuck (any version):\n"
+                                                         "  ls-rival 1: requested by packages.apt[0]\n"
+                                                         "  ls-stuck 1: installed in the base image");
+}
+
 // ---- real Debian bookworm, judged by apt-get --------------------------------------------------------
 
 namespace {
@@ -559,8 +689,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // the sources in `sources_list` only.
 std::set<std::string> apt_get_install(const TempDirFixture& tmp, const std::string& sources_list,
                                       const std::vector<std::string>& names,
-                                      const std::string& preferences = "") {
-  tmp.write("status", "");
+                                      const std::string& preferences = "", const std::string& status = "",
+                                      std::string* output = nullptr) {
+  tmp.write("status", status);
   tmp.write("preferences", preferences);
   tmp.write("sources.list", sources_list);
   fs::create_directories(tmp.dir() / "empty");
@@ -575,10 +706,16 @@ std::set<std::string> apt_get_install(const TempDirFixture& tmp, const std::stri
   for (const std::string& n : names) {
     cmd += " " + n;
   }
-  std::istringstream out(run_command(cmd + " 2>&1"));
+  const std::string text =
+      run_command(cmd + " 2>&1", output != nullptr ? test::ExitCheck::ignore : test::ExitCheck::must_succeed);
+  if (output != nullptr) {
+    *output = text;
+  }
+  std::istringstream out(text);
   std::set<std::string> installed;
   std::string line;
-  // "Inst libc6 (2.36-9+deb12u10 Debian:12.11/stable [amd64])"
+  // "Inst libc6 (2.36-9+deb12u10 Debian:12.11/stable [amd64])", or for an upgrade
+  // "Inst libgomp1 [0.1-1] (12.2.0-14 Debian:12.11/stable [amd64])"
   while (std::getline(out, line)) {
     if (line.rfind("Inst ", 0) != 0) {
       continue;
@@ -586,6 +723,9 @@ std::set<std::string> apt_get_install(const TempDirFixture& tmp, const std::stri
     std::istringstream words(line.substr(5));
     std::string name, version;
     words >> name >> version;
+    if (version.starts_with("[")) {
+      words >> version;
+    }
     installed.insert(name + " " + version.substr(1));
   }
   return installed;
@@ -714,4 +854,94 @@ TEST_CASE("Repository priority on real bookworm matches apt pinning with decreas
                                    "deb http://deb.debian.org/debian bookworm-updates main\n"
                                    "deb http://deb.debian.org/debian-security bookworm-security main\n",
                                    names, preferences));
+}
+
+namespace {
+
+std::set<std::string> changed(const std::vector<ResolvedPackage>& r) {
+  std::set<std::string> out;
+  for (const ResolvedPackage& p : r) {
+    if (!p.in_base) {
+      out.insert(p.package->name + " " + p.package->version.str());
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Over this machine's dpkg status, lockstep installs and upgrades what apt-get would",
+          "[apt][resolver][real][base]") {
+  if (!have_list(k_main) || !test::have_tool("lz4") || !test::have_tool("apt-get") ||
+      !fs::exists("/var/lib/dpkg/status")) {
+    WARN("skipped: needs " << k_lists << k_main << ", lz4, apt-get and a dpkg status");
+    return;
+  }
+  TempDirFixture tmp;
+  const std::vector<AptPackage> main_index = read_index(k_main, 0);
+  const std::string sources = "deb http://deb.debian.org/debian bookworm main\n";
+  const std::vector<std::string> names = {"libhdf5-openmpi-dev", "python3-scipy", "gfortran", "emacs-nox"};
+  std::vector<AptRequest> requests;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    requests.push_back(request(names[i], static_cast<int>(i)));
+  }
+  auto over = [&](const std::string& status) {
+    auto base = parse_dpkg_status(status, "dpkg status");
+    REQUIRE_OK(base);
+    return AptUniverse(std::vector<AptPackage>(main_index), std::move(*base));
+  };
+
+  // As installed here.
+  const std::string status = run_command("cat /var/lib/dpkg/status");
+  AptUniverse u = over(status);
+  auto r = resolve(u, asking(requests));
+  REQUIRE_OK(r);
+  compare_with_apt(changed(*r), apt_get_install(tmp, sources, names, "", status));
+
+  // A small base made from bookworm itself (Essential, apt and two libraries that nothing in it
+  // depends on) with those libraries set back to 0.1-1: apt upgrades them for the new packages,
+  // and so must lockstep.
+  ResolveOptions base_set = asking({request("apt", 0), request("libgomp1", 1), request("libquadmath0", 2)});
+  base_set.with_essential = true;
+  AptUniverse plain{std::vector<AptPackage>(main_index)};
+  auto base = resolve(plain, base_set);
+  REQUIRE_OK(base);
+  const std::set<std::string> lowered = {"libgomp1", "libquadmath0"};
+  std::string small;
+  for (const ResolvedPackage& p : *base) {
+    std::string control = p.package->control;
+    const std::string name = p.package->name;
+    control.insert(control.find('\n') + 1, "Status: install ok installed\n");
+    if (lowered.count(name) != 0) {
+      const std::size_t v = control.find("\nVersion: ") + 10;
+      control.replace(v, control.find('\n', v) - v, "0.1-1");
+    }
+    small += control + "\n";
+  }
+  const std::string older = small;
+  AptUniverse u_older = over(older);
+  r = resolve(u_older, asking(requests));
+  REQUIRE_OK(r);
+  compare_with_apt(changed(*r), apt_get_install(tmp, sources, names, "", older));
+  for (const std::string& name : lowered) {
+    const bool upgraded = std::any_of(r->begin(), r->end(), [&](const ResolvedPackage& p) {
+      return p.package->name == name && p.replaces != nullptr && p.replaces->version.str() == "0.1-1" &&
+             p.reasons.front().starts_with("upgrades base's " + name + " 0.1-1 -> ");
+    });
+    CHECK(upgraded);
+  }
+
+  // Held at the old version: apt can't install, lockstep refuses naming the hold.
+  std::string held = older;
+  const std::size_t at = held.find("Package: libgomp1\nStatus: install ");
+  REQUIRE(at != std::string::npos);
+  held.replace(at + 26, 7, "hold");
+  AptUniverse u_held = over(held);
+  r = resolve(u_held, asking(requests));
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("the base image holds libgomp1 at 0.1-1"));
+  std::string apt_output;
+  apt_get_install(tmp, sources, names, "", held, &apt_output);
+  CHECK_THAT(apt_output,
+             Catch::Contains("held broken packages") || Catch::Contains("held packages will be changed"));
 }
