@@ -109,6 +109,15 @@ std::string fill_pattern(std::string_view pattern, const std::string& version, c
   return out;
 }
 
+// Where the image's Python comes from: "Debian bookworm's python3" or "python3.10 of the base image
+// docker://…".
+std::string python_source(const StackContext& context, const std::string& version) {
+  if (!context.base_python.empty()) {
+    return fmt::format("python{} of the base image {}", version, context.base_name);
+  }
+  return fmt::format("Debian {}'s python3", context.debian_suite);
+}
+
 // ---- one candidate combination -------------------------------------------------------------------
 
 struct Pick {
@@ -143,7 +152,9 @@ struct Request {
 class Solver {
 public:
   Solver(const RecipeSet& recipes, const StackContext& context)
-      : m_r(recipes), m_suite_python(find_suite_python(recipes, context.debian_suite)) {}
+      : m_r(recipes),
+        m_suite_python(context.base_python.empty() ? find_suite_python(recipes, context.debian_suite)
+                                                   : find_python(recipes, context.base_python)) {}
 
   // Every combination satisfying `q`, in preference order (at most `limit`).
   std::vector<Pick> search(const Request& q, std::size_t limit) const {
@@ -369,6 +380,15 @@ public:
   }
 
 private:
+  static const PythonVersion* find_python(const RecipeSet& r, const std::string& version) {
+    for (const PythonVersion& py : r.python.versions) {
+      if (py.why.usable() && py.version == version) {
+        return &py;
+      }
+    }
+    return nullptr;
+  }
+
   static const PythonVersion* find_suite_python(const RecipeSet& r, const std::string& suite) {
     if (suite.empty()) {
       return nullptr;
@@ -574,8 +594,8 @@ Error explain_failure(const Solver& solver, const Request& rq, const StackReques
                            framework_builds(solver, rq, blame->name));
     } else if (std::string_view(blame->name) == "python") {
       const PythonVersion* py = solver.suite_python();
-      reason = py != nullptr ? fmt::format("Python {} is not Debian {}'s python3 ({})", request.python.text,
-                                           context.debian_suite, py->version)
+      reason = py != nullptr ? fmt::format("Python {} is not {} ({})", request.python.text,
+                                           python_source(context, py->version), py->version)
                              : fmt::format("the recipes know no Python {}", request.python.text);
     } else {
       std::vector<std::string> parts;
@@ -597,9 +617,9 @@ Error explain_failure(const Solver& solver, const Request& rq, const StackReques
   } else if (!request.framework.empty() && solver.suite_python() != nullptr && !request.python.given()) {
     key_path = "stack.framework";
     at = request.framework_location;
-    reason = fmt::format("{} supports {}, but the image's Python is {} (Debian {}'s python3)", fw,
+    reason = fmt::format("{} supports {}, but the image's Python is {} ({})", fw,
                          framework_builds(solver, rq, "python"), solver.suite_python()->version,
-                         context.debian_suite);
+                         python_source(context, solver.suite_python()->version));
   } else if (!request.framework.empty()) {
     key_path = "stack.framework";
     at = request.framework_location;
@@ -728,6 +748,10 @@ public:
       add_apt(c, pat, p.python->version, p.cuda, at(m_request.python));
     }
     const std::string& suite = m_context.debian_suite;
+    if (!m_context.base_python.empty() && m_context.base_python == p.python->version) {
+      c.facts.push_back(fmt::format("the base image {} has Python {} (python{} installed)",
+                                    m_context.base_name, p.python->version, p.python->version));
+    }
     if (!suite.empty() &&
         std::find(p.python->debian.begin(), p.python->debian.end(), suite) != p.python->debian.end()) {
       c.facts.push_back(fmt::format("Debian {}'s python3 is Python {} ({})", suite, p.python->version,
@@ -762,6 +786,10 @@ public:
       if (p.cuda_line != nullptr) {
         c.facts.push_back(
             fmt::format("CUDA {} is a known CUDA release ({})", p.cuda, describe_why(p.cuda_line->why)));
+      }
+      if (m_context.base_cuda == p.cuda) {
+        c.facts.push_back(fmt::format("the base image {} has CUDA {} ({} installed)", m_context.base_name,
+                                      p.cuda, m_context.base_cuda_package));
       }
       if (v != nullptr && !v->cuda.empty()) {
         c.facts.push_back(fmt::format("{} {} {} needs system CUDA {} ({})", p.fw->name, p.fw_version, v->tag,
@@ -967,7 +995,20 @@ StackContext stack_context(const Spec& spec) {
 Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
                                   const StackContext& context) {
   const Solver solver(recipes, context);
-  const Request rq = request_of(request);
+  Request rq = request_of(request);
+  // Over a base with CUDA, the stack uses the base's.
+  if (!context.base_cuda.empty()) {
+    if (request.cuda.given() && !rq.cuda.matches(context.base_cuda)) {
+      Diagnostics diags;
+      diags.error(request.cuda.location, "stack.cuda",
+                  fmt::format("the base image {} has CUDA {} ({} installed), and a stack over it uses that "
+                              "CUDA; ask for cuda: \"{}\", or build on a base with CUDA {}",
+                              context.base_name, context.base_cuda, context.base_cuda_package,
+                              context.base_cuda, request.cuda.text));
+      return diags.to_error();
+    }
+    rq.cuda = want(context.base_cuda);
+  }
   // Unknown recipes first: nothing else can be said about them.
   LS_TRY(check_framework_known(solver, request, rq));
   LS_TRY(check_mpi_known(recipes, request));

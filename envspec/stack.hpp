@@ -28,6 +28,11 @@ namespace lockstep::envspec {
 /// What the solver needs to know of the rest of the spec.
 struct StackContext {
   std::string debian_suite; ///< `base: {debian: SUITE}`, "" for other bases
+  /// Over an image base, what its dpkg database says it has (builder::stack_context_over_base):
+  std::string base_name;         ///< the base as the lock names it, for messages
+  std::string base_cuda;         ///< "12.4" when cuda-cudart-12-4 is installed, else ""
+  std::string base_cuda_package; ///< "cuda-cudart-12-4 12.4.127-1"
+  std::string base_python;       ///< "3.10" when python3.10 is installed, else ""
 };
 
 /// The solver's answer.
@@ -42,6 +47,8 @@ StackContext stack_context(const Spec& spec);
 
 /// Solves `request` against `recipes`. An impossible request is invalid_input whose message is a
 /// rendered diagnostic at the offending `stack` key (Error::rendered), listing what would work.
+/// Over a base with CUDA the stack's CUDA is the base's (another `stack.cuda` is refused there, naming
+/// the base); over a base with a Debian python3.X, that is the stack's Python.
 Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
                                   const StackContext& context);
 

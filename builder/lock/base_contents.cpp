@@ -1,5 +1,6 @@
 #include "builder/lock/base_contents.hpp"
 
+#include "support/debian/apt_packages.hpp"
 #include "support/json.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_contents.hpp"
@@ -160,7 +161,8 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
   log::Timer timer("read base image");
   oci::ContentsOptions options;
   options.digests = false;
-  LS_TRY_ASSIGN(oci::ImageContents contents, oci::read_opened_image(*base.source, base.image, base.what, options));
+  LS_TRY_ASSIGN(oci::ImageContents contents,
+                oci::read_opened_image(*base.source, base.image, base.what, options));
   BaseMetadata m = metadata_of(contents, manifest);
   // The record is an optimisation: failing to write it costs a re-read next time.
   if (auto blob = store.put(to_json(m).dump())) {
@@ -169,6 +171,48 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
     }
   }
   return m;
+}
+
+Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec, const BaseMetadata& base,
+                                                      const std::string& base_name) {
+  envspec::StackContext ctx = envspec::stack_context(spec);
+  if (!base.has_dpkg_status) {
+    return ctx;
+  }
+  LS_TRY_ASSIGN(std::vector<InstalledPackage> installed,
+                parse_dpkg_status(base.dpkg_status, base_name + ": /var/lib/dpkg/status"));
+  ctx.base_name = base_name;
+  // "cuda-cudart-12-4" -> (12, 4); "python3.10" -> (3, 10).
+  const auto numbers = [](std::string_view rest, char sep) -> std::optional<std::pair<int, int>> {
+    const std::size_t at = rest.find(sep);
+    if (at == std::string_view::npos || at == 0 || at + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789", 0) != at ||
+        rest.find_first_not_of("0123456789", at + 1) != std::string_view::npos || rest.size() > 12) {
+      return std::nullopt;
+    }
+    return std::pair{std::stoi(std::string(rest.substr(0, at))), std::stoi(std::string(rest.substr(at + 1)))};
+  };
+  std::optional<std::pair<int, int>> cuda;
+  std::optional<std::pair<int, int>> python;
+  for (const InstalledPackage& i : installed) {
+    if (!i.installed()) {
+      continue;
+    }
+    const std::string& name = i.package.name;
+    if (name.starts_with("cuda-cudart-")) {
+      if (auto v = numbers(std::string_view(name).substr(12), '-'); v && (!cuda || *v > *cuda)) {
+        cuda = v;
+        ctx.base_cuda = fmt::format("{}.{}", v->first, v->second);
+        ctx.base_cuda_package = name + " " + i.package.version.str();
+      }
+    } else if (name.starts_with("python3.")) {
+      if (auto v = numbers(std::string_view(name).substr(6), '.'); v && (!python || *v > *python)) {
+        python = v;
+        ctx.base_python = fmt::format("{}.{}", v->first, v->second);
+      }
+    }
+  }
+  return ctx;
 }
 
 } // namespace lockstep::builder

@@ -5,6 +5,7 @@
 // (without hashing), then kept in the store by manifest digest, so locking and building again cost
 // nothing. docs/debs.md, "Installing over a base image".
 #include "builder/lock/base_image.hpp"
+#include "envspec/stack.hpp"
 #include "support/blob_store.hpp"
 #include "support/digest.hpp"
 #include "support/result.hpp"
@@ -17,12 +18,12 @@ namespace lockstep::builder {
 
 /// A base image's installed state, as the resolver and the package layers need it.
 struct BaseMetadata {
-  Digest manifest;                ///< the base's manifest digest
-  bool has_dpkg_status = false;   ///< /var/lib/dpkg/status exists
-  std::string dpkg_status;        ///< its text
-  std::string dpkg_arch;          ///< /var/lib/dpkg/arch ("" when absent)
-  std::string dpkg_diversions;    ///< /var/lib/dpkg/diversions ("" when absent)
-  std::string dpkg_statoverride;  ///< /var/lib/dpkg/statoverride ("" when absent)
+  Digest manifest;               ///< the base's manifest digest
+  bool has_dpkg_status = false;  ///< /var/lib/dpkg/status exists
+  std::string dpkg_status;       ///< its text
+  std::string dpkg_arch;         ///< /var/lib/dpkg/arch ("" when absent)
+  std::string dpkg_diversions;   ///< /var/lib/dpkg/diversions ("" when absent)
+  std::string dpkg_statoverride; ///< /var/lib/dpkg/statoverride ("" when absent)
   /// /var/lib/dpkg/info/NAME.list by NAME ("libc6:amd64", "base-files"): each package's paths.
   std::map<std::string, std::string> dpkg_lists;
   /// /var/lib/dpkg/triggers/NAME by NAME ("File", "ldconfig", ...): trigger interests and state.
@@ -36,16 +37,22 @@ struct BaseMetadata {
   /// Every symbolic link of the final view (image path -> target as stored), so files installed
   /// over the base are placed through its links, never replacing one with a directory.
   std::map<std::string, std::string> symlinks;
-  std::string passwd;     ///< /etc/passwd ("" when absent): names in statoverride
-  std::string group;      ///< /etc/group ("" when absent)
+  std::string passwd;      ///< /etc/passwd ("" when absent): names in statoverride
+  std::string group;       ///< /etc/group ("" when absent)
   bool merged_usr = false; ///< /bin, /sbin and /lib are links into /usr (Debian 12, Ubuntu 22.04)
-  bool has_sh = false;   ///< /bin/sh resolves to a file
-  bool has_dpkg = false; ///< /usr/bin/dpkg resolves to a file
+  bool has_sh = false;     ///< /bin/sh resolves to a file
+  bool has_dpkg = false;   ///< /usr/bin/dpkg resolves to a file
 };
 
 /// Reads `base`'s metadata: from the store's record for its manifest when there is one, else from
 /// its layers (streamed where they lie; nothing is unpacked), recording it for next time. A
 /// malformed layer is invalid_input naming the base.
 Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore& store);
+
+/// The stack solver's context over `base`: the spec's, plus the base's CUDA (the highest X.Y of an
+/// installed cuda-cudart-X-Y) and Python (the highest installed python3.X), named after `base_name`.
+/// A status that doesn't parse is invalid_input.
+Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec, const BaseMetadata& base,
+                                                      const std::string& base_name);
 
 } // namespace lockstep::builder

@@ -431,12 +431,21 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
     lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
   }
   LS_TRY(lock_base(spec, store, options, lock));
+  // What the base image has installed, when packages or a stack go over it.
+  std::optional<BaseMetadata> base;
+  if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty())) {
+    LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, lock.base));
+    LS_TRY_ASSIGN(base, read_base_metadata(opened, store));
+  }
   // The stack solver's packages join the spec's own requests (envspec/stack.hpp).
   envspec::Spec effective = spec;
   if (spec.stack) {
     LS_TRY_ASSIGN(const envspec::RecipeSet recipes, recipes_for_spec(spec, store.root()));
-    LS_TRY_ASSIGN(envspec::StackSolution solution,
-                  envspec::solve_stack(*spec.stack, recipes, envspec::stack_context(spec)));
+    envspec::StackContext context = envspec::stack_context(spec);
+    if (base) {
+      LS_TRY_ASSIGN(context, stack_context_over_base(spec, *base, locked_base_name(spec)));
+    }
+    LS_TRY_ASSIGN(envspec::StackSolution solution, envspec::solve_stack(*spec.stack, recipes, context));
     for (const std::string& line : envspec::describe_stack(solution.locked)) {
       log::info("stack: {}", line);
     }
@@ -450,11 +459,6 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   }
   if (effective.base.kind == envspec::BaseImage::Kind::debian || !effective.packages.apt.empty()) {
     if (!reuse_apt(options, lock)) {
-      std::optional<BaseMetadata> base;
-      if (is_image_base(spec)) {
-        LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, lock.base));
-        LS_TRY_ASSIGN(base, read_base_metadata(opened, store));
-      }
       LS_TRY(lock_apt(effective, store, options, base ? &*base : nullptr, lock));
     }
   }

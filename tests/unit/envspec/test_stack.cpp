@@ -33,12 +33,14 @@ class StackFixture : public SpecFixture {
 public:
   StackFixture() { write("keys/debian.gpg", "key"); }
 
-  Result<envspec::StackSolution> solve(const std::string& stack, const std::string& suite = "bookworm") {
+  Result<envspec::StackSolution> solve(const std::string& stack, const std::string& suite = "bookworm",
+                                       const envspec::StackContext* over_base = nullptr) {
     const envspec::Spec spec = load_ok(spec_text(stack, suite));
     REQUIRE(spec.stack.has_value());
     Result<const envspec::RecipeSet*> recipes = envspec::builtin_recipes();
     REQUIRE(recipes.ok());
-    return envspec::solve_stack(*spec.stack, **recipes, envspec::stack_context(spec));
+    return envspec::solve_stack(*spec.stack, **recipes,
+                                over_base != nullptr ? *over_base : envspec::stack_context(spec));
   }
 
   envspec::LockedStack solved(const std::string& stack, const std::string& suite = "bookworm") {
@@ -130,6 +132,39 @@ TEST_CASE_METHOD(StackFixture, "stack: system CUDA and NCCL from NVIDIA's reposi
 
   const envspec::LockedStack cudnn8 = solved(R"({cuda: "12.1", cudnn: "8.9"})");
   CHECK(packages(cudnn8, "cudnn") == std::vector<std::string>{"libcudnn8=8.9*-1+cuda12.*"});
+}
+
+TEST_CASE_METHOD(StackFixture, "stack: over a base image with CUDA and Python, the stack uses them",
+                 "[stack][base]") {
+  envspec::StackContext base;
+  base.base_name = "docker://nvcr.example/cuda:12.4.1-runtime-ubuntu22.04";
+  base.base_cuda = "12.4";
+  base.base_cuda_package = "cuda-cudart-12-4 12.4.127-1";
+  base.base_python = "3.10";
+  Result<envspec::StackSolution> r = solve(R"({cuda: "12", nccl: "2.21"})", "", &base);
+  REQUIRE(r.ok());
+  CHECK(summary(r->locked) == std::vector<std::string>{"cuda=12.4(apt)", "nccl=2.21(apt)"});
+  CHECK(r->locked.driver_floor == "550.54.14");
+  const auto& facts = r->locked.choices.front().facts;
+  CHECK(std::find(facts.begin(), facts.end(),
+                  "the base image docker://nvcr.example/cuda:12.4.1-runtime-ubuntu22.04 has CUDA 12.4 "
+                  "(cuda-cudart-12-4 12.4.127-1 installed)") != facts.end());
+  CHECK(packages(r->locked, "nccl") ==
+        std::vector<std::string>{"libnccl2=2.21*-*+cuda12.4", "libnccl-dev=2.21*-*+cuda12.4"});
+
+  r = solve(R"({cuda: "12.1"})", "", &base);
+  REQUIRE_FALSE(r.ok());
+  INFO(r.error().message);
+  CHECK(r.error().message.find(":6:16: error: stack.cuda: the base image "
+                               "docker://nvcr.example/cuda:12.4.1-runtime-ubuntu22.04 has CUDA 12.4 "
+                               "(cuda-cudart-12-4 12.4.127-1 installed), and a stack over it uses that CUDA; "
+                               "ask for cuda: \"12.4\", or build on a base with CUDA 12.1") !=
+        std::string::npos);
+
+  // The framework's Python is the base's python3.10.
+  r = solve(R"({framework: pytorch, cuda: "12"})", "", &base);
+  REQUIRE(r.ok());
+  CHECK(summary(r->locked).front() == "python=3.10(apt)");
 }
 
 TEST_CASE_METHOD(StackFixture, "stack: MPI series map to Debian packages", "[stack]") {
