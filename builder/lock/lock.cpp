@@ -433,7 +433,7 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   LS_TRY(lock_base(spec, store, options, lock));
   // What the base image has installed, when packages or a stack go over it.
   std::optional<BaseMetadata> base;
-  if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty())) {
+  if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty() || !spec.packages.pip.empty())) {
     LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, lock.base));
     LS_TRY_ASSIGN(base, read_base_metadata(opened, store));
   }
@@ -463,7 +463,7 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
     }
   }
   LS_TRY(lock_git(effective, store, options, lock));
-  LS_TRY(lock_wheels(effective, lock, store, options));
+  LS_TRY(lock_wheels(effective, lock, store, options, base ? &*base : nullptr));
   relative_urls(spec, lock);
   envspec::sort_artifacts(lock.artifacts);
   return lock;

@@ -5,6 +5,7 @@
 #include "builder/lock/pypi_index.hpp"
 #include "envspec/diagnostics.hpp"
 #include "envspec/host_paths.hpp"
+#include "support/debian/apt_packages.hpp"
 #include "support/debian/debian_version.hpp"
 #include "support/http.hpp"
 #include "support/log.hpp"
@@ -358,8 +359,28 @@ std::string PythonTarget::describe() const {
   return fmt::format("{} manylinux {} (CPython {}, glibc {})", cp, machine, full_version, glibc);
 }
 
-Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platform& platform) {
+Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platform& platform,
+                                   const BaseMetadata* base) {
   const std::string arch = envspec::debian_arch(platform);
+  // Over a base, its installed packages join the lock's where the lock has no deb of that name.
+  envspec::Lock merged;
+  if (base != nullptr && base->has_dpkg_status) {
+    merged.artifacts = locked.artifacts;
+    LS_TRY_ASSIGN(std::vector<InstalledPackage> installed,
+                  parse_dpkg_status(base->dpkg_status, "base image: /var/lib/dpkg/status"));
+    for (const InstalledPackage& i : installed) {
+      if (i.installed() && find_deb(locked, i.package.name, arch) == nullptr) {
+        envspec::LockedArtifact a;
+        a.kind = "deb";
+        a.name = i.package.name;
+        a.version = i.package.version.str();
+        a.arch = i.package.architecture;
+        a.reason = "installed in the base image";
+        merged.artifacts.push_back(std::move(a));
+      }
+    }
+  }
+  const envspec::Lock& lock = base != nullptr && base->has_dpkg_status ? merged : locked;
   static const std::regex python_re(R"(python3\.([0-9]+))");
   std::map<std::string, const envspec::LockedArtifact*> pythons; // "3.11" -> deb
   for (const envspec::LockedArtifact& a : lock.artifacts) {
@@ -403,7 +424,8 @@ Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platfor
   }
   PythonTarget t;
   t.version = version;
-  t.package = deb->name + " " + deb->version;
+  t.package =
+      deb->name + " " + deb->version + (deb->reason == "installed in the base image" ? " (base image)" : "");
   LS_TRY_ASSIGN(std::string upstream, upstream_of(*deb));
   static const std::regex full_re(R"(([0-9]+)\.([0-9]+)(\.([0-9]+))?(~?(a|b|rc)([0-9]+))?.*)");
   std::smatch m;
@@ -439,14 +461,15 @@ namespace {
 /// Locking packages.pip: what each pass of lock_wheels learns, for the passes after it.
 struct PipLock {
   PipLock(const envspec::Spec& spec_, envspec::Lock& lock_, const BlobStore& store_,
-          const LockOptions& options_)
-      : spec(spec_), lock(lock_), store(store_), options(options_), local_roots(envspec::local_roots(spec_)) {
-  }
+          const LockOptions& options_, const BaseMetadata* base_)
+      : spec(spec_), lock(lock_), store(store_), options(options_), base(base_),
+        local_roots(envspec::local_roots(spec_)) {}
 
   const envspec::Spec& spec;
   envspec::Lock& lock;
   const BlobStore& store;
   const LockOptions& options;
+  const BaseMetadata* base; ///< the base image's metadata, or null
   /// Local files (wheelhouses, file: indexes and the wheels they list) are read only inside these.
   const std::vector<std::filesystem::path> local_roots;
   // find_target
@@ -456,6 +479,8 @@ struct PipLock {
   PyVersion python;           ///< the target's full version
   // collect_pins and the passes after it
   std::map<std::string, Wanted> wanted; ///< by project
+  /// Over a base image: the distributions its target Python sees, by project ("version (path)").
+  std::map<std::string, std::pair<PyVersion, std::string>> base_dists;
 
   /// "packages.pip[I]", or where a requirements file put the entry.
   [[nodiscard]] std::string item_path(std::size_t i) const {
@@ -464,9 +489,34 @@ struct PipLock {
   }
 };
 
+// The distributions a base image's target Python sees: the .dist-info directories in Debian's
+// site directories for that Python (METADATA's Name and Version; unreadable ones are skipped).
+std::map<std::string, std::pair<PyVersion, std::string>> base_distributions(const BaseMetadata& base,
+                                                                            const PythonTarget& target) {
+  const std::string v = target.version;
+  const std::set<std::string> sites = {
+      "usr/lib/python3/dist-packages", "usr/lib/python" + v + "/dist-packages",
+      "usr/local/lib/python" + v + "/dist-packages", "usr/lib/python" + v + "/site-packages",
+      "usr/local/lib/python" + v + "/site-packages"};
+  std::map<std::string, std::pair<PyVersion, std::string>> out;
+  for (const auto& [dir, text] : base.dist_info) {
+    const std::size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || sites.count(dir.substr(0, slash)) == 0) {
+      continue;
+    }
+    auto md = parse_core_metadata(text, dir + "/METADATA");
+    if (!md) {
+      log::debug("base image: {}", md.error().message);
+      continue;
+    }
+    out.emplace(md->project, std::pair{md->version, "/" + dir});
+  }
+  return out;
+}
+
 // Pass 1: the target: the image's Python and glibc, from its Debian packages.
 Result<void> find_target(PipLock& l) {
-  Result<PythonTarget> target = python_target(l.lock, l.spec.platform);
+  Result<PythonTarget> target = python_target(l.lock, l.spec.platform, l.base);
   if (!target) {
     envspec::Diagnostics diagnostics;
     diagnostics.error(l.spec.packages.pip.front().location, "packages.pip", target.error().message);
@@ -477,6 +527,9 @@ Result<void> find_target(PipLock& l) {
   l.env = linux_cpython(l.target.full_version, l.target.machine);
   LS_TRY_ASSIGN(l.python, PyVersion::parse(l.target.full_version));
   log::info("locking Python packages for {} from {}", l.target.describe(), l.target.package);
+  if (l.base != nullptr) {
+    l.base_dists = base_distributions(*l.base, l.target);
+  }
   return {};
 }
 
@@ -721,8 +774,14 @@ Result<bool> check_dependencies(PipLock& l, std::set<std::string>& missing) {
       const std::string needs = fmt::format("{}=={} needs {}", project, w.wheel->version.str(), dep.str());
       auto it = l.wanted.find(dep.project);
       if (it == l.wanted.end()) {
-        missing.insert(needs + " (not pinned)");
-        continue;
+        auto in_base = l.base_dists.find(dep.project);
+        if (in_base == l.base_dists.end()) {
+          missing.insert(needs + " (not pinned)");
+        } else if (!dep.url.empty() || !dep.specifier.contains(in_base->second.first, Prereleases::allow)) {
+          missing.insert(fmt::format("{} (not pinned; the base image has {} {} in {})", needs, dep.project,
+                                     in_base->second.first.str(), in_base->second.second));
+        }
+        continue; // installed in the base, at a version it accepts
       }
       Wanted& d = it->second;
       if (!dep.url.empty() || !dep.specifier.contains(d.wheel->version, Prereleases::allow)) {
@@ -778,6 +837,12 @@ void add_artifacts(PipLock& l) {
     a.url = w.file.url;
     a.repo = w.repo;
     a.reason = fmt::format("requested by {}", l.item_path(w.index));
+    if (auto in_base = l.base_dists.find(project); in_base != l.base_dists.end()) {
+      a.reason += fmt::format("; shadows the base image's {} {} ({})", project, in_base->second.first.str(),
+                              in_base->second.second);
+      log::info("{} {} shadows the base image's {} {} ({})", project, a.version, project,
+                in_base->second.first.str(), in_base->second.second);
+    }
     l.lock.artifacts.push_back(std::move(a));
   }
 }
@@ -785,11 +850,11 @@ void add_artifacts(PipLock& l) {
 } // namespace
 
 Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const BlobStore& store,
-                         const LockOptions& options) {
+                         const LockOptions& options, const BaseMetadata* base) {
   if (spec.packages.pip.empty()) {
     return {};
   }
-  PipLock l(spec, lock, store, options);
+  PipLock l(spec, lock, store, options, base);
   // 1. The target: the image's Python and glibc, from its Debian packages.
   LS_TRY(find_target(l));
   // 2. Every requirement an exact pin (those whose marker is false here skipped), merged by project.

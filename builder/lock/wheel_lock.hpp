@@ -5,6 +5,7 @@
 // of unpinned Python dependencies), and each wheel becomes a `kind: "wheel"` artifact with URL,
 // size and sha256. The target interpreter and platform come from the image's Debian packages in
 // the lock (python3.X, libc6). See docs/wheels.md ("Locking and installing").
+#include "builder/lock/base_contents.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
@@ -37,8 +38,10 @@ std::string url_filename(const std::string& url);
 
 /// The target Python of an image built from `lock` for `platform`: the lock's `python3.X` deb (the
 /// one `python3` selects when several are locked) and its `libc6`. An image without either is
-/// invalid_input saying to add python3 to packages.apt.
-Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platform& platform);
+/// invalid_input saying to add python3 to packages.apt. Over a base image (`base`), the base's
+/// installed packages count too, where the lock doesn't replace them.
+Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platform& platform,
+                                   const BaseMetadata* base = nullptr);
 
 /// Locks `spec.packages.pip` into `lock` (whose debs, for the target Python, are already there),
 /// appending one `wheel` artifact per requirement that applies to the target. Unpinned or invalid
@@ -46,8 +49,10 @@ Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platfor
 /// without a wheel for the target, an index without sha256, or dependencies that are not pinned
 /// (all listed in one error) are invalid_input; network failures are external. With
 /// `options.previous`, a wheel locked before is kept (without asking the index) when its name,
-/// version and repository still match and it is not being updated.
+/// version and repository still match and it is not being updated. Over a base image (`base`), the
+/// distributions in the target Python's site directories count as installed in the closure check,
+/// and a wheel that shadows one says so in its reason.
 Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const BlobStore& store,
-                         const LockOptions& options);
+                         const LockOptions& options, const BaseMetadata* base = nullptr);
 
 } // namespace lockstep::builder

@@ -366,4 +366,51 @@ assert_eq 2 "$RC" "a requirement without a hash in hash-checking mode"
 assert_contains "$ERR" "requirements.txt:2: dep==1.0 has no --hash" "the requirement without a hash is named"
 pass "requirements.txt with --hash/--require-hashes is imported; every hash is enforced"
 
+# ---- over a base image: its Python and its site-packages count -----------------------------------
+cat >lockstep.yaml <<YAML
+lockstep: 1
+name: wheelbase
+repos:
+  - {apt: apt, flat: true, keyring: apt/keyring.gpg}
+  - {wheels: wheelhouse}
+packages:
+  apt: [python3]
+  pip: ["dep==1.0"]
+outputs: {oci: pybase}
+YAML
+rm -f lockstep.lock
+ls_run build
+assert_eq 0 "$RC" "the base image with python3.11 and dep 1.0: $ERR"
+over_base() { # PIP
+  cat >lockstep.yaml <<YAML
+lockstep: 1
+name: overbase
+base: {oci: pybase}
+repos:
+  - {wheels: wheelhouse}
+packages:
+  pip: [$1]
+outputs: {oci: over}
+YAML
+  rm -f lockstep.lock
+}
+over_base '"demo==1.0"'
+ls_run lock
+assert_eq 0 "$RC" "lock over the base: $ERR"
+assert_contains "$ERR" "cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36) from python3.11 3.11.2-6+deb12u1 (base image)" \
+  "the target Python is the base's python3.11"
+assert_eq "demo" "$(jq -r '[.artifacts[].name] | join(" ")' lockstep.lock)" \
+  "dep==1.0, which demo needs, is installed in the base and not locked again"
+over_base '"dep==2.0"'
+ls_run lock
+assert_eq 0 "$RC" "lock dep 2.0 over the base: $ERR"
+assert_eq "requested by packages.pip[0]; shadows the base image's dep 1.0 (/usr/local/lib/python3.11/dist-packages/dep-1.0.dist-info)" \
+  "$(jq -r '.artifacts[0].reason' lockstep.lock)" "a wheel that shadows the base's distribution says so"
+over_base '"needy==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "a dependency the base has at a version that doesn't fit"
+assert_contains "$ERR" "needy==1.0 needs dep>=2 (not pinned; the base image has dep 1.0 in /usr/local/lib/python3.11/dist-packages/dep-1.0.dist-info)" \
+  "the closure error names the base's version"
+pass "over a base image, wheels target its Python and its site-packages count as installed"
+
 done_testing
