@@ -1,12 +1,17 @@
 #include "builder/lock/base_contents.hpp"
 
 #include "support/debian/apt_packages.hpp"
+#include "support/debian/apt_sources.hpp"
 #include "support/json.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_contents.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
 
 namespace lockstep::builder {
 
@@ -213,6 +218,87 @@ Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec,
     }
   }
   return ctx;
+}
+
+namespace {
+
+// "http://host/path/" -> "host/path": mirrors over http and https are the same repository.
+std::string uri_key(std::string uri) {
+  if (const std::size_t scheme = uri.find("://"); scheme != std::string::npos) {
+    uri.erase(0, scheme + 3);
+  }
+  while (!uri.empty() && uri.back() == '/') {
+    uri.pop_back();
+  }
+  return uri;
+}
+
+// The suites of a spec repository (a flat one has none).
+std::vector<std::string> suites_of(const envspec::Repo& repo) {
+  return repo.flat || repo.suite.empty() ? std::vector<std::string>() : std::vector<std::string>{repo.suite};
+}
+
+// The `repos` entry that would add `s`.
+std::string repos_entry(const AptSource& s) {
+  const std::string keyring =
+      s.signed_by.empty() ? std::string("KEYRING") : s.signed_by.substr(s.signed_by.rfind('/') + 1);
+  if (s.suite.ends_with("/")) {
+    const std::string url = s.suite == "/" ? s.uri : s.uri + (s.uri.ends_with("/") ? "" : "/") + s.suite;
+    return fmt::format("{{apt: {}, flat: true, keyring: {}}}", url, keyring);
+  }
+  return fmt::format("{{apt: {}, suite: {}, components: [{}], keyring: {}}}", s.uri, s.suite,
+                     fmt::join(s.components, ", "), keyring);
+}
+
+} // namespace
+
+std::vector<std::string> sources_the_spec_lacks(const envspec::Spec& spec, const BaseMetadata& base) {
+  std::vector<std::string> out;
+  for (const auto& [path, text] : base.apt_sources) {
+    const std::string what = "/" + path;
+    auto sources =
+        path.ends_with(".sources") ? parse_sources_deb822(text, what) : parse_sources_list(text, what);
+    if (!sources) {
+      out.push_back(fmt::format("the base image's {} can't be read: {}", what, sources.error().message));
+      continue;
+    }
+    for (const AptSource& s : *sources) {
+      if (s.type != "deb") {
+        continue;
+      }
+      std::set<std::string> covered;
+      bool found = false;
+      for (const envspec::Repo& r : spec.repos) {
+        if (r.kind != envspec::Repo::Kind::apt) {
+          continue;
+        }
+        const std::vector<std::string> suites = suites_of(r);
+        const bool same = s.suite.ends_with("/")
+                              ? uri_key(r.url) == uri_key(s.uri + "/" + s.suite)
+                              : std::find(suites.begin(), suites.end(), s.suite) != suites.end();
+        if (same) {
+          found = true;
+          covered.insert(r.components.begin(), r.components.end());
+        }
+      }
+      std::vector<std::string> missing;
+      for (const std::string& c : s.components) {
+        if (covered.count(c) == 0) {
+          missing.push_back(c);
+        }
+      }
+      if (found && missing.empty()) {
+        continue;
+      }
+      const std::string lacks = found ? fmt::format("whose component{} {} the spec's repos lack",
+                                                    missing.size() == 1 ? "" : "s", fmt::join(missing, ", "))
+                                      : std::string("which the spec's repos lack");
+      out.push_back(fmt::format("the base image's {}:{} has `{}`, {} (lockstep never uses a base's apt "
+                                "sources on its own); to install from it, add to repos:\n  - {}",
+                                what, s.at, s.line, lacks, repos_entry(s)));
+    }
+  }
+  return out;
 }
 
 } // namespace lockstep::builder

@@ -55,4 +55,11 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
 Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec, const BaseMetadata& base,
                                                       const std::string& base_name);
 
+/// Warnings for the repositories the base's apt sources name (its /etc/apt/sources.list and
+/// sources.list.d) that the spec's `repos` lack, each with the `repos` entry to add: lockstep never
+/// uses a base's sources on its own. A suite counts as present when a spec repository has that
+/// suite (any mirror) with those components; a flat repository when a spec repository has its URI.
+/// Unreadable source files are warned about too.
+std::vector<std::string> sources_the_spec_lacks(const envspec::Spec& spec, const BaseMetadata& base);
+
 } // namespace lockstep::builder

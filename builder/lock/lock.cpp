@@ -436,6 +436,11 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty() || !spec.packages.pip.empty())) {
     LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, lock.base));
     LS_TRY_ASSIGN(base, read_base_metadata(opened, store));
+    if (!spec.packages.apt.empty() || spec.stack) {
+      for (const std::string& warning : sources_the_spec_lacks(spec, *base)) {
+        log::warn("{}", warning);
+      }
+    }
   }
   // The stack solver's packages join the spec's own requests (envspec/stack.hpp).
   envspec::Spec effective = spec;

@@ -42,3 +42,40 @@ TEST_CASE("The stack context over a base takes its highest installed CUDA runtim
   base.dpkg_status = "Package: broken\n\n";
   CHECK_FALSE(stack_context_over_base(envspec::Spec{}, base, "oci:base"));
 }
+
+TEST_CASE("The base's apt sources the spec lacks are warned about with the repos entry to add",
+          "[base][sources]") {
+  BaseMetadata base;
+  base.apt_sources["etc/apt/sources.list"] = "deb http://archive.ubuntu.com/ubuntu/ jammy main universe\n"
+                                             "deb http://archive.ubuntu.com/ubuntu/ jammy-updates main\n";
+  base.apt_sources["etc/apt/sources.list.d/cuda.list"] =
+      "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+      "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /\n";
+  base.apt_sources["etc/apt/sources.list.d/broken.list"] = "deb nothing\n";
+  envspec::Spec spec;
+  envspec::Repo jammy;
+  jammy.url = "http://mirror.example/ubuntu";
+  jammy.suite = "jammy";
+  jammy.components = {"main"};
+  spec.repos.push_back(jammy);
+  envspec::Repo cuda;
+  cuda.url = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64";
+  cuda.flat = true;
+  std::vector<std::string> w = sources_the_spec_lacks(spec, base);
+  REQUIRE(w.size() == 4);
+  CHECK(w[0] ==
+        "the base image's /etc/apt/sources.list:1 has `deb http://archive.ubuntu.com/ubuntu/ jammy main "
+        "universe`, whose component universe the spec's repos lack (lockstep never uses a base's apt "
+        "sources on its own); to install from it, add to repos:\n"
+        "  - {apt: http://archive.ubuntu.com/ubuntu/, suite: jammy, components: [main, universe], keyring: "
+        "KEYRING}");
+  CHECK(
+      w[1].starts_with("the base image's /etc/apt/sources.list:2 has `deb http://archive.ubuntu.com/ubuntu/ "
+                       "jammy-updates main`, which the spec's repos lack"));
+  CHECK(w[2].starts_with("the base image's /etc/apt/sources.list.d/broken.list can't be read: "));
+  CHECK(
+      w[3].ends_with("  - {apt: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/, "
+                     "flat: true, keyring: cuda-archive-keyring.gpg}"));
+  spec.repos.push_back(cuda);
+  CHECK(sources_the_spec_lacks(spec, base).size() == 3); // the flat repository is there now
+}
