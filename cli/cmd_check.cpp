@@ -1,9 +1,11 @@
 // `lockstep check [SPEC]`: reads, merges and validates a spec offline and prints its digest.
+#include "builder/lock/base_contents.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "cli/cli.hpp"
 #include "envspec/spec.hpp"
 #include "envspec/stack.hpp"
 #include "support/blob_store.hpp"
+#include "support/log.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -58,16 +60,33 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
     return err;
   }
 
+  std::optional<envspec::Lock> previous;
+  if (Result<envspec::Lock> l = envspec::read_lock(envspec::default_lock_path(spec->file))) {
+    previous = std::move(*l);
+  }
+  // Over an image base locked on this machine, what `lockstep lock` read of it (offline).
+  std::optional<builder::BaseMetadata> base;
+  if (builder::is_image_base(*spec) && previous && previous->base) {
+    if (Result<BlobStore> store = BlobStore::open(BlobStore::default_root())) {
+      base = builder::cached_base_metadata(previous->base->manifest, *store);
+    }
+  }
+  if (base && (spec->stack || !spec->packages.apt.empty())) {
+    for (const std::string& warning : builder::sources_the_spec_lacks(*spec, *base)) {
+      log::warn("{}", warning);
+    }
+  }
   // The stack is solved offline, from the recipes alone: an impossible stack is a spec error.
   std::optional<envspec::StackSolution> stack;
   if (spec->stack) {
-    std::optional<envspec::Lock> previous;
-    if (Result<envspec::Lock> l = envspec::read_lock(envspec::default_lock_path(spec->file))) {
-      previous = std::move(*l);
-    }
     LS_TRY_ASSIGN(const envspec::RecipeSet recipes,
                   builder::recipes_for_spec_offline(*spec, BlobStore::default_root(), previous));
-    LS_TRY_ASSIGN(stack, envspec::solve_stack(*spec->stack, recipes, envspec::stack_context(*spec)));
+    envspec::StackContext context = envspec::stack_context(*spec);
+    if (base) {
+      LS_TRY_ASSIGN(context,
+                    builder::stack_context_over_base(*spec, *base, builder::locked_base_name(*spec)));
+    }
+    LS_TRY_ASSIGN(stack, envspec::solve_stack(*spec->stack, recipes, context));
   }
 
   if (ctx.json) {

@@ -151,17 +151,22 @@ BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manif
 
 } // namespace
 
+std::optional<BaseMetadata> cached_base_metadata(const Digest& manifest, const BlobStore& store) {
+  if (auto record = store.get_record(k_record_ns, manifest.hex() + "-" + k_record_version)) {
+    if (auto digest = Digest::parse(*record)) {
+      if (auto text = store.read(*digest, k_max_record)) {
+        return from_json(*text, manifest);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore& store) {
   const Digest& manifest = base.image.manifest_digest;
   const std::string key = manifest.hex() + "-" + k_record_version;
-  if (auto record = store.get_record(k_record_ns, key)) {
-    if (auto digest = Digest::parse(*record)) {
-      if (auto text = store.read(*digest, k_max_record)) {
-        if (auto m = from_json(*text, manifest)) {
-          return std::move(*m);
-        }
-      }
-    }
+  if (auto cached = cached_base_metadata(manifest, store)) {
+    return std::move(*cached);
   }
   log::Timer timer("read base image");
   oci::ContentsOptions options;

@@ -11,6 +11,7 @@
 #include "support/result.hpp"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct BaseMetadata {
 /// its layers (streamed where they lie; nothing is unpacked), recording it for next time. A
 /// malformed layer is invalid_input naming the base.
 Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore& store);
+
+/// The metadata read_base_metadata() recorded for manifest `manifest`, if the store has it (offline:
+/// `lockstep check` uses it when the base was locked on this machine).
+std::optional<BaseMetadata> cached_base_metadata(const Digest& manifest, const BlobStore& store);
 
 /// The stack solver's context over `base`: the spec's, plus the base's CUDA (the highest X.Y of an
 /// installed cuda-cudart-X-Y) and Python (the highest installed python3.X), named after `base_name`.
