@@ -183,6 +183,34 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
   return m;
 }
 
+Result<envspec::Lock> lock_with_base_packages(const envspec::Lock& lock, const BaseMetadata& base) {
+  envspec::Lock merged = lock;
+  if (!base.has_dpkg_status) {
+    return merged;
+  }
+  LS_TRY_ASSIGN(std::vector<InstalledPackage> installed,
+                parse_dpkg_status(base.dpkg_status, "base image: /var/lib/dpkg/status"));
+  std::set<std::pair<std::string, std::string>> locked;
+  for (const envspec::LockedArtifact& a : lock.artifacts) {
+    if (a.kind == "deb") {
+      locked.emplace(a.name, a.arch);
+    }
+  }
+  for (const InstalledPackage& i : installed) {
+    if (!i.installed() || locked.count({i.package.name, i.package.architecture}) != 0) {
+      continue;
+    }
+    envspec::LockedArtifact a;
+    a.kind = "deb";
+    a.name = i.package.name;
+    a.version = i.package.version.str();
+    a.arch = i.package.architecture;
+    a.reason = "installed in the base image";
+    merged.artifacts.push_back(std::move(a));
+  }
+  return merged;
+}
+
 Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec, const BaseMetadata& base,
                                                       const std::string& base_name) {
   envspec::StackContext ctx = envspec::stack_context(spec);

@@ -54,6 +54,12 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
 /// `lockstep check` uses it when the base was locked on this machine).
 std::optional<BaseMetadata> cached_base_metadata(const Digest& manifest, const BlobStore& store);
 
+/// `lock` with the base's installed packages added as `deb` artifacts (name, version, arch; reason
+/// "installed in the base image"; no URL or digest) where the lock has no deb of that name and
+/// architecture: what the image ends up with, for what is derived from its packages (the target
+/// Python, the image facts). A status that doesn't parse is invalid_input.
+Result<envspec::Lock> lock_with_base_packages(const envspec::Lock& lock, const BaseMetadata& base);
+
 /// The stack solver's context over `base`: the spec's, plus the base's CUDA (the highest X.Y of an
 /// installed cuda-cudart-X-Y) and Python (the highest installed python3.X), named after `base_name`.
 /// A status that doesn't parse is invalid_input.

@@ -362,25 +362,12 @@ std::string PythonTarget::describe() const {
 Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platform& platform,
                                    const BaseMetadata* base) {
   const std::string arch = envspec::debian_arch(platform);
-  // Over a base, its installed packages join the lock's where the lock has no deb of that name.
+  // Over a base, its installed packages join the lock's where the lock doesn't replace them.
   envspec::Lock merged;
-  if (base != nullptr && base->has_dpkg_status) {
-    merged.artifacts = locked.artifacts;
-    LS_TRY_ASSIGN(std::vector<InstalledPackage> installed,
-                  parse_dpkg_status(base->dpkg_status, "base image: /var/lib/dpkg/status"));
-    for (const InstalledPackage& i : installed) {
-      if (i.installed() && find_deb(locked, i.package.name, arch) == nullptr) {
-        envspec::LockedArtifact a;
-        a.kind = "deb";
-        a.name = i.package.name;
-        a.version = i.package.version.str();
-        a.arch = i.package.architecture;
-        a.reason = "installed in the base image";
-        merged.artifacts.push_back(std::move(a));
-      }
-    }
+  if (base != nullptr) {
+    LS_TRY_ASSIGN(merged, lock_with_base_packages(locked, *base));
   }
-  const envspec::Lock& lock = base != nullptr && base->has_dpkg_status ? merged : locked;
+  const envspec::Lock& lock = base != nullptr ? merged : locked;
   static const std::regex python_re(R"(python3\.([0-9]+))");
   std::map<std::string, const envspec::LockedArtifact*> pythons; // "3.11" -> deb
   for (const envspec::LockedArtifact& a : lock.artifacts) {
