@@ -7,6 +7,7 @@
 #include "builder/image/run_step.hpp"
 #include "builder/image/sif_output.hpp"
 #include "builder/image/wheel_layers.hpp"
+#include "builder/lock/base_contents.hpp"
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/host_paths.hpp"
@@ -309,6 +310,8 @@ struct ImageBuild {
   std::map<std::string, std::string> fact_labels;             ///< the facts' and the stack's labels
   std::vector<std::pair<std::string, std::string>> stack_env; ///< NVIDIA_REQUIRE_CUDA
   std::optional<Base> base;
+  /// What the base image has installed, when the lock's packages or wheels go over it.
+  std::optional<BaseMetadata> base_metadata;
   std::vector<std::string> history; ///< created_by of each layer lockstep built
 
   // The image config for the layers so far.
@@ -325,7 +328,7 @@ struct ImageBuild {
 };
 
 // Time comes from the lock, else SOURCE_DATE_EPOCH or the default epoch, never the clock; the lock
-// must be for this spec's platform, and its packages can't go over an OCI base.
+// must be for this spec's platform.
 Result<void> set_epoch_and_check_lock(ImageBuild& b) {
   const envspec::Spec& spec = b.spec;
   const std::optional<envspec::Lock>& lock = b.options.lock;
@@ -347,13 +350,6 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
                                                      "`lockstep lock`",
                                                      lock->platform, spec.platform.str())};
   }
-  const bool has_debs = std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
-                                    [](const envspec::LockedArtifact& a) { return a.kind == "deb"; });
-  if (has_debs && (spec.base.kind == envspec::BaseImage::Kind::oci ||
-                   spec.base.kind == envspec::BaseImage::Kind::registry)) {
-    return base_refusal(spec, "packages.apt installs into base: scratch or {debian: SUITE}, not over an OCI "
-                              "base image (its dpkg database would be replaced)");
-  }
   return {};
 }
 
@@ -362,7 +358,10 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
 // own `env` sets wins).
 Result<void> read_stack_facts(ImageBuild& b) {
   const std::optional<envspec::Lock>& lock = b.options.lock;
-  if (lock) {
+  if (lock && b.base_metadata) {
+    LS_TRY_ASSIGN(const envspec::Lock with_base, lock_with_base_packages(*lock, *b.base_metadata));
+    LS_TRY_ASSIGN(b.facts, image_facts_for(with_base));
+  } else if (lock) {
     LS_TRY_ASSIGN(b.facts, image_facts_for(*lock));
   }
   b.fact_labels = envspec::facts_labels(b.facts);
@@ -392,6 +391,18 @@ Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
     b.result.diff_ids.push_back(image.diff_ids[i]);
   }
   b.result.base_layer_count = b.result.layers.size();
+  const std::optional<envspec::Lock>& lock = b.options.lock;
+  const bool over = lock && std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
+                                        [](const envspec::LockedArtifact& a) {
+                                          return a.kind == "deb" || a.kind == "wheel";
+                                        });
+  if (over || (lock && lock->stack)) {
+    auto metadata = read_stored_base_metadata(image, store, b.base->name);
+    if (!metadata) {
+      return base_error(b.spec, metadata.error());
+    }
+    b.base_metadata = std::move(*metadata);
+  }
   return {};
 }
 
@@ -412,6 +423,7 @@ Result<void> add_package_layers(ImageBuild& b, const BlobStore& store) {
   }
   state.layers = b.result.layers;
   state.diff_ids = b.result.diff_ids;
+  state.base = b.base_metadata ? &*b.base_metadata : nullptr;
   // Local files the lock names must lie in the project before anything is read (nothing outside
   // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
   // lock's own.
@@ -508,6 +520,10 @@ Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
   if (b.options.lock) {
     manifest.annotations[k_annotation_lock_digest] = envspec::lock_digest(*b.options.lock).str();
   }
+  if (b.base_metadata && result.base_layer_count > 0) {
+    manifest.annotations[std::string(oci::k_annotation_base_layers)] =
+        std::to_string(result.base_layer_count);
+  }
   LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
   result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
   result.manifest.platform = b.spec.platform;
@@ -541,14 +557,14 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
 
   log::Timer timer("build");
   LS_TRY(check_spec_labels(spec));
-  // 1. The epoch (from the lock when there is one), and the image's stack facts and labels.
+  // 1. The epoch (from the lock when there is one).
   LS_TRY(set_epoch_and_check_lock(b));
-  LS_TRY(read_stack_facts(b));
   // 2. The content-addressed store shared by all builds.
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
   // 3. The layers: the base image's, the locked packages' and git sources', the copied files', and
-  //    one per `run:` step.
+  //    one per `run:` step; the image's stack facts and labels once the base's packages are known.
   LS_TRY(add_base_layers(b, store));
+  LS_TRY(read_stack_facts(b));
   LS_TRY(add_package_layers(b, store));
   LS_TRY(add_copy_layer(b, store));
   LS_TRY(add_run_layers(b, store));

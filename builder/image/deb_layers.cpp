@@ -3,6 +3,7 @@
 #include "builder/image/deb_package.hpp"
 #include "builder/image/layer_plan.hpp"
 #include "builder/image/run_step.hpp"
+#include "support/debian/apt_packages.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/http.hpp"
 #include "support/json.hpp"
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace lockstep::builder {
@@ -77,7 +79,7 @@ std::optional<InstalledDeb> info_from_json(const std::string& text) {
 // Reads a locked .deb (its control data must name the package and version the lock does) and
 // streams its data into `tar`.
 Result<InstalledDeb> read_deb(TarWriter& tar, log::Progress& progress, const envspec::LockedArtifact& a,
-                              const BlobStore& store, std::int64_t epoch, DebLayerPaths& seen) {
+                              const BlobStore& store, DebLayerOptions options, DebLayerPaths& seen) {
   const std::filesystem::path path = store.blob_path(a.sha256);
   const std::string what = fmt::format("{} {} ({})", a.name, a.version, a.url);
   InstalledDeb deb;
@@ -86,7 +88,8 @@ Result<InstalledDeb> read_deb(TarWriter& tar, log::Progress& progress, const env
     return invalid_input("{}: the package inside is {} {}, not what the lock names", what,
                          deb.control.package, deb.control.version);
   }
-  LS_TRY_ASSIGN(deb.contents, write_deb_data(tar, progress, path, DebLayerOptions{epoch, true}, seen, what));
+  options.package = a.name;
+  LS_TRY_ASSIGN(deb.contents, write_deb_data(tar, progress, path, options, seen, what));
   return deb;
 }
 
@@ -100,7 +103,7 @@ void remember(const BlobStore& store, const envspec::LockedArtifact& a, const In
 
 // A package's control data and path list: from the record cache, else by reading the .deb.
 Result<InstalledDeb> installed_info(const envspec::LockedArtifact& a, const BlobStore& store,
-                                    std::int64_t epoch) {
+                                    const DebLayerOptions& options, const BaseMetadata* base) {
   if (auto record = store.get_record(k_info_ns, info_key(a))) {
     if (auto deb = info_from_json(*record)) {
       return std::move(*deb);
@@ -110,8 +113,11 @@ Result<InstalledDeb> installed_info(const envspec::LockedArtifact& a, const Blob
   TarWriter tar(sink);
   log::Progress progress("", 0);
   DebLayerPaths seen;
+  if (base != nullptr) {
+    seed_base_paths(seen, base->directories, base->symlinks);
+  }
   try {
-    LS_TRY_ASSIGN(InstalledDeb deb, read_deb(tar, progress, a, store, epoch, seen));
+    LS_TRY_ASSIGN(InstalledDeb deb, read_deb(tar, progress, a, store, options, seen));
     remember(store, a, deb);
     return deb;
   } catch (const Failure& f) {
@@ -181,6 +187,252 @@ std::vector<const InstalledDeb*> dependency_order(const std::vector<InstalledDeb
   return order;
 }
 
+// ---- over a base image ----
+
+// A package of the base that a locked deb replaces.
+struct Replaced {
+  const InstalledPackage* old = nullptr;
+  std::string old_dpkg_name; ///< its info file name ("libfoo:amd64" for Multi-Arch: same, else "libfoo")
+};
+
+std::string dpkg_name_of(const AptPackage& p) {
+  return p.multi_arch == "same" ? p.name + ":" + p.architecture : p.name;
+}
+
+// What the base has installed, and which of it each locked deb replaces (same name and architecture,
+// an `all` package counting as any).
+struct BaseState {
+  std::vector<InstalledPackage> installed;
+  std::map<std::string, Replaced> replaced; ///< by "name:arch" of the locked deb
+  std::map<std::string, Diversion> diversions;
+  std::map<std::string, StatOverride> statoverrides;
+};
+
+Result<BaseState> base_state(const BaseMetadata& base,
+                             const std::vector<const envspec::LockedArtifact*>& debs) {
+  BaseState b;
+  LS_TRY_ASSIGN(b.installed, parse_dpkg_status(base.dpkg_status, "base image: /var/lib/dpkg/status"));
+  for (const envspec::LockedArtifact* a : debs) {
+    for (const InstalledPackage& i : b.installed) {
+      const AptPackage& p = i.package;
+      if (p.name == a->name && (p.architecture == a->arch || p.architecture == "all" || a->arch == "all" ||
+                                p.architecture.empty())) {
+        b.replaced[a->name + ":" + a->arch] = Replaced{&i, dpkg_name_of(p)};
+      }
+    }
+  }
+  LS_TRY_ASSIGN(b.diversions, parse_diversions(base.dpkg_diversions, "base image: /var/lib/dpkg/diversions"));
+  LS_TRY_ASSIGN(b.statoverrides, parse_statoverride(base.dpkg_statoverride, base.passwd, base.group,
+                                                    "base image: /var/lib/dpkg/statoverride"));
+  return b;
+}
+
+bool is_replaced(const BaseState& b, const InstalledPackage& i) {
+  return std::any_of(b.replaced.begin(), b.replaced.end(), [&](const auto& r) { return r.second.old == &i; });
+}
+
+// The lines of `text` whose package (the last word, without "/noawait") is not in `drop`.
+std::string without_packages(const std::string& text, const std::set<std::string>& drop) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) {
+      end = text.size();
+    }
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    std::string who = line.substr(line.rfind(' ') == std::string::npos ? 0 : line.rfind(' ') + 1);
+    if (who.ends_with("/noawait")) {
+      who.resize(who.size() - 8);
+    }
+    if (!line.empty() && drop.count(who) == 0) {
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+// The base's database as the new one keeps it: its paragraphs but the replaced ones, its
+// architectures, its trigger interests but the replaced packages', and the replaced packages'
+// configured versions.
+BaseDatabase base_database(const BaseMetadata& base, const BaseState& b) {
+  BaseDatabase db;
+  std::set<std::string> dropped;
+  for (const auto& [key, r] : b.replaced) {
+    dropped.insert(r.old_dpkg_name);
+    if (r.old->state == "installed") {
+      const std::string arch = key.substr(key.rfind(':') + 1);
+      const std::string name = key.substr(0, key.rfind(':'));
+      db.config_versions[r.old->package.multi_arch == "same" ? name + ":" + arch : name] =
+          r.old->package.version.str();
+    }
+  }
+  for (const InstalledPackage& i : b.installed) {
+    if (is_replaced(b, i)) {
+      continue;
+    }
+    std::string text = i.package.control;
+    while (text.ends_with("\n\n")) {
+      text.pop_back();
+    }
+    db.status.push_back(BaseDatabase::Paragraph{i.package.name, i.package.architecture, std::move(text)});
+  }
+  std::size_t pos = 0;
+  while (pos < base.dpkg_arch.size()) {
+    std::size_t end = base.dpkg_arch.find('\n', pos);
+    if (end == std::string::npos) {
+      end = base.dpkg_arch.size();
+    }
+    db.arches.push_back(std::string(deb822_trim(base.dpkg_arch.substr(pos, end - pos))));
+    pos = end + 1;
+  }
+  for (const auto& [name, text] : base.dpkg_triggers) {
+    if (name == "File") {
+      db.file_triggers = without_packages(text, dropped);
+    } else if (name != "Unincorp" && name != "Lock") {
+      std::string kept = without_packages(text, dropped);
+      if (!kept.empty()) {
+        db.triggers[name] = std::move(kept);
+      }
+    }
+  }
+  return db;
+}
+
+// `path` (as a package names it, "/bin/foo") with its parents resolved through the base's symbolic
+// links, as dpkg would have placed it; the last component is not followed.
+std::string resolve_in_base(const BaseMetadata& base, const std::string& path) {
+  std::vector<std::string> parts;
+  std::string rest = path.substr(1);
+  for (int hops = 0; hops < 40;) {
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string::npos) {
+      break;
+    }
+    parts.push_back(rest.substr(0, slash));
+    rest = rest.substr(slash + 1);
+    std::string joined;
+    for (const std::string& p : parts) {
+      joined += (joined.empty() ? "" : "/") + p;
+    }
+    auto link = base.symlinks.find(joined);
+    if (link == base.symlinks.end()) {
+      continue;
+    }
+    ++hops;
+    const std::string& target = link->second;
+    parts.pop_back();
+    if (target.starts_with("/")) {
+      parts.clear();
+    }
+    std::string t = target;
+    while (!t.empty()) {
+      const std::size_t s2 = t.find('/');
+      const std::string c = t.substr(0, s2);
+      t = s2 == std::string::npos ? std::string() : t.substr(s2 + 1);
+      if (c.empty() || c == ".") {
+        continue;
+      }
+      if (c == "..") {
+        if (!parts.empty()) {
+          parts.pop_back();
+        }
+        continue;
+      }
+      parts.push_back(c);
+    }
+  }
+  std::string out;
+  for (const std::string& p : parts) {
+    out += p + "/";
+  }
+  return out + rest;
+}
+
+// Whiteouts for what the replaced versions had and the new ones don't: their files no other
+// package lists (never a directory), and their info files the new database doesn't write.
+std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& b,
+                                     const std::vector<InstalledDeb>& installed) {
+  std::set<std::string> out;
+  if (b.replaced.empty()) {
+    return out;
+  }
+  std::set<std::string> old_names;
+  for (const auto& [key, r] : b.replaced) {
+    old_names.insert(r.old_dpkg_name);
+  }
+  std::set<std::string> kept; // listed by a package that stays or comes
+  for (const auto& [name, list] : base.dpkg_lists) {
+    if (old_names.count(name) != 0) {
+      continue;
+    }
+    std::size_t pos = 0;
+    while (pos < list.size()) {
+      std::size_t end = list.find('\n', pos);
+      if (end == std::string::npos) {
+        end = list.size();
+      }
+      kept.insert(list.substr(pos, end - pos));
+      pos = end + 1;
+    }
+  }
+  std::set<std::string> new_info;
+  for (const InstalledDeb& d : installed) {
+    kept.insert(d.contents.paths.begin(), d.contents.paths.end());
+    const std::string n = d.control.dpkg_name();
+    new_info.insert(n + ".list");
+    if (d.control.files.count("md5sums") != 0 || !d.contents.md5s.empty()) {
+      new_info.insert(n + ".md5sums");
+    }
+    for (const auto& [file, content] : d.control.files) {
+      new_info.insert(n + "." + file);
+    }
+  }
+  const std::set<std::string> dirs(base.directories.begin(), base.directories.end());
+  for (const std::string& name : old_names) {
+    auto list = base.dpkg_lists.find(name);
+    if (list != base.dpkg_lists.end()) {
+      std::size_t pos = 0;
+      while (pos < list->second.size()) {
+        std::size_t end = list->second.find('\n', pos);
+        if (end == std::string::npos) {
+          end = list->second.size();
+        }
+        const std::string p = list->second.substr(pos, end - pos);
+        pos = end + 1;
+        if (p.size() < 2 || !p.starts_with("/") || kept.count(p) != 0) {
+          continue;
+        }
+        const std::string at = resolve_in_base(base, p);
+        if (dirs.count(at) == 0) {
+          out.insert(at);
+        }
+      }
+    }
+    for (const std::string& info : base.dpkg_info_names) {
+      if (info.starts_with(name + ".") && new_info.count(info) == 0) {
+        out.insert("var/lib/dpkg/info/" + info);
+      }
+    }
+  }
+  return out;
+}
+
+// Writes an OCI whiteout for each path (`dir/.wh.name`).
+void write_whiteouts(TarWriter& tar, const std::set<std::string>& paths, std::int64_t epoch) {
+  for (const std::string& p : paths) {
+    const std::size_t slash = p.rfind('/');
+    TarEntry e;
+    e.path = slash == std::string::npos ? ".wh." + p : p.substr(0, slash + 1) + ".wh." + p.substr(slash + 1);
+    e.type = TarEntry::Type::file;
+    e.mode = 0644;
+    e.mtime = epoch;
+    e.size = 0;
+    tar.add(e);
+  }
+}
+
 } // namespace
 
 void append_layer(PackageBuildState& state, const BuiltLayer& layer, const std::string& created_by) {
@@ -215,6 +467,29 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     fetch.local_roots = state.local_roots;
     LS_TRY(fetch_all(store, downloads, fetch));
   }
+  // Over a base: what it has, what the locked debs replace, its diversions and stat overrides.
+  const BaseMetadata* base = state.base;
+  std::optional<BaseState> over;
+  DebLayerOptions options{state.epoch, true, nullptr, nullptr, {}};
+  if (base != nullptr) {
+    LS_TRY_ASSIGN(over, base_state(*base, debs));
+    options.merged_usr = base->merged_usr;
+    options.diversions = &over->diversions;
+    options.statoverrides = &over->statoverrides;
+    for (const auto& [key, r] : over->replaced) {
+      log::info(
+          "{} {} replaces the base's {}", key.substr(0, key.rfind(':')),
+          [&] {
+            for (const envspec::LockedArtifact* a : debs) {
+              if (a->name + ":" + a->arch == key) {
+                return a->version;
+              }
+            }
+            return std::string("?");
+          }(),
+          r.old->package.version.str());
+    }
+  }
   // 2. One layer per group, in a fixed order; the first also holds the merged-/usr symlinks.
   const std::string settings = layer_settings(state.codec);
   std::vector<InstalledDeb> installed;
@@ -231,25 +506,30 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     }
     FingerprintHasher fp;
     fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, group, first ? 1 : 0);
+    if (base != nullptr) {
+      fp.add("over base", base->manifest.str());
+    }
     for (const envspec::LockedArtifact* a : members) {
       fp.add(a->name, a->version, a->arch, a->sha256.hex());
     }
     const Digest fingerprint = fp.finish();
     std::map<std::string, InstalledDeb> fresh; // infos read while writing the layer
-    const bool with_links = first;
-    auto layer =
-        build_generated_layer(fingerprint, true, store, state.codec, "packages (" + group + ")", 0,
-                              [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
-                                DebLayerPaths seen;
-                                if (with_links) {
-                                  LS_TRY(emit_merged_usr_links(tar, seen, state.epoch, state.native_arch));
-                                }
-                                for (const envspec::LockedArtifact* a : members) {
-                                  LS_TRY_ASSIGN(fresh[a->name + ":" + a->arch],
-                                                read_deb(tar, progress, *a, store, state.epoch, seen));
-                                }
-                                return {};
-                              });
+    const bool with_links = first && base == nullptr;
+    auto layer = build_generated_layer(
+        fingerprint, true, store, state.codec, "packages (" + group + ")", 0,
+        [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
+          DebLayerPaths seen;
+          if (base != nullptr) {
+            seed_base_paths(seen, base->directories, base->symlinks);
+          }
+          if (with_links) {
+            LS_TRY(emit_merged_usr_links(tar, seen, state.epoch, state.native_arch));
+          }
+          for (const envspec::LockedArtifact* a : members) {
+            LS_TRY_ASSIGN(fresh[a->name + ":" + a->arch], read_deb(tar, progress, *a, store, options, seen));
+          }
+          return {};
+        });
     if (!layer) {
       return layer.error();
     }
@@ -259,7 +539,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
         remember(store, *a, it->second);
         installed.push_back(std::move(it->second));
       } else {
-        LS_TRY_ASSIGN(InstalledDeb deb, installed_info(*a, store, state.epoch));
+        LS_TRY_ASSIGN(InstalledDeb deb, installed_info(*a, store, options, base));
         installed.push_back(std::move(deb));
       }
     }
@@ -272,17 +552,31 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     FingerprintHasher fp;
     fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, "dpkg-database",
            state.native_arch, configure ? 1 : 0);
+    if (base != nullptr) {
+      fp.add("over base", base->manifest.str());
+    }
     for (const envspec::LockedArtifact* a : debs) {
       fp.add(a->name, a->arch, a->sha256.hex());
     }
-    auto layer = build_generated_layer(fp.finish(), true, store, state.codec, "dpkg database", 0,
-                                       [&](TarWriter& tar, log::Progress& /*progress*/) -> Result<void> {
-                                         DebLayerPaths seen;
-                                         return write_dpkg_database(tar, seen, installed,
-                                                                    configure ? DebState::unpacked
-                                                                              : DebState::installed,
-                                                                    state.epoch, state.native_arch);
-                                       });
+    std::optional<BaseDatabase> base_db;
+    std::set<std::string> whiteouts;
+    if (base != nullptr) {
+      base_db = base_database(*base, *over);
+      whiteouts = obsolete_paths(*base, *over, installed);
+    }
+    auto layer = build_generated_layer(
+        fp.finish(), true, store, state.codec, "dpkg database", 0,
+        [&](TarWriter& tar, log::Progress& /*progress*/) -> Result<void> {
+          DebLayerPaths seen;
+          if (base != nullptr) {
+            seed_base_paths(seen, base->directories, base->symlinks);
+          }
+          LS_TRY(write_dpkg_database(tar, seen, installed,
+                                     configure ? DebState::unpacked : DebState::installed, state.epoch,
+                                     state.native_arch, base_db ? &*base_db : nullptr));
+          write_whiteouts(tar, whiteouts, state.epoch);
+          return {};
+        });
     if (!layer) {
       return layer.error();
     }
@@ -292,15 +586,26 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     return {};
   }
   // 4. Maintainer scripts, in the build sandbox over the image so far (mmdebstrap's way).
-  LS_TRY(check_configure_possible(installed, ImageTools{has_path(installed, {"/bin/sh", "/usr/bin/sh"}),
-                                                        has_path(installed, {"/usr/bin/dpkg"})}));
+  LS_TRY(check_configure_possible(
+      installed,
+      ImageTools{has_path(installed, {"/bin/sh", "/usr/bin/sh"}) || (base != nullptr && base->has_sh),
+                 has_path(installed, {"/usr/bin/dpkg"}) || (base != nullptr && base->has_dpkg)}));
   std::vector<const InstalledDeb*> order = dependency_order(installed);
   std::vector<InstalledDeb> ordered;
   for (const InstalledDeb* d : order) {
     ordered.push_back(*d);
   }
+  std::map<std::string, std::string> upgrades; // dpkg name -> the base's version it replaces
+  if (over) {
+    for (const InstalledDeb& d : ordered) {
+      auto r = over->replaced.find(d.control.package + ":" + d.control.architecture);
+      if (r != over->replaced.end()) {
+        upgrades[d.control.dpkg_name()] = r->second.old->package.version.str();
+      }
+    }
+  }
   envspec::RunStep step;
-  step.sh = configure_script(ordered);
+  step.sh = configure_script(ordered, upgrades);
   step.network = false;
   StepContext ctx;
   ctx.store = &store;

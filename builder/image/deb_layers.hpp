@@ -4,6 +4,7 @@
 // group), then a small layer holds the dpkg database, then, when any package has maintainer
 // scripts, one sandboxed step runs them (`dpkg --configure -a`, as mmdebstrap does). See docs/debs.md.
 #include "builder/image/layer_builder.hpp"
+#include "builder/lock/base_contents.hpp"
 #include "envspec/lockfile.hpp"
 #include "support/blob_store.hpp"
 #include "support/compress.hpp"
@@ -31,6 +32,10 @@ struct PackageBuildState {
   std::vector<std::string> history;    ///< one per appended layer
   /// Where the lock's local files may be read from (envspec::local_roots; support/http.hpp).
   std::vector<std::filesystem::path> local_roots;
+  /// The image base's installed state, when the packages go over an image base (else null): its
+  /// dpkg database is extended, its links and directories are respected, a locked package it has
+  /// at another version replaces that one.
+  const BaseMetadata* base = nullptr;
 };
 
 /// Appends a built layer to `state` and logs it ("layer sha256:0123… 3.8 MiB CREATED_BY (cached)").
@@ -38,7 +43,9 @@ void append_layer(PackageBuildState& state, const BuiltLayer& layer, const std::
 
 /// Fetches (verifying size and sha256 against the lock) and installs every `deb` artifact of
 /// `lock`, appending layers to `state`. A package with maintainer scripts in an image without
-/// /bin/sh or dpkg is an invalid_input error naming the package and what is missing.
+/// /bin/sh or dpkg is an invalid_input error naming the package and what is missing. Over a base
+/// (state.base), the database layer holds the base's status plus the new packages, and whiteouts
+/// for what the replaced versions had and the new ones don't (docs/debs.md, "Over a base image").
 Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& state);
 
 } // namespace lockstep::builder

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -792,6 +793,9 @@ Result<Placement> place(const DebLayerPaths& seen, const TarEntry& e, std::strin
         "directory with a non-directory)",
         owner, type_name(e.type), e.path, old.owner);
   }
+  if (old.owner == k_base_owner) {
+    return Placement::emit; // the base's symbolic link, replaced as dpkg replaces it
+  }
   return Placement::skip;
 }
 
@@ -824,6 +828,19 @@ Result<TarEntry> layer_entry(const DebMember& m, const DebLayerOptions& options,
   e.size = m.type == TarEntry::Type::file ? m.size : 0;
   e.link_target = m.link_target;
   e.path = layer_path_of(m.name, options.merged_usr);
+  if (options.diversions != nullptr) {
+    auto d = options.diversions->find("/" + m.name);
+    if (d != options.diversions->end() && d->second.by != options.package && m.type != TarEntry::Type::dir) {
+      e.path = layer_path_of(d->second.to.substr(1), options.merged_usr); // another package diverted it
+    }
+  }
+  if (options.statoverrides != nullptr) {
+    if (auto o = options.statoverrides->find("/" + m.name); o != options.statoverrides->end()) {
+      e.uid = o->second.uid;
+      e.gid = o->second.gid;
+      e.mode = o->second.mode;
+    }
+  }
   if (options.merged_usr && is_merged_dir(m.name) && m.type != TarEntry::Type::dir) {
     // A package that ships merged /usr's own root symlink (bin -> usr/bin) keeps it as it is.
     if (m.type != TarEntry::Type::symlink ||
@@ -966,7 +983,8 @@ struct PackageRecord {
   std::vector<TriggerDirective> triggers;
 };
 
-Result<std::string> status_paragraph(const PackageRecord& rec, DebState state, std::string_view what) {
+Result<std::string> status_paragraph(const PackageRecord& rec, DebState state, std::string_view what,
+                                     const std::string* config_version) {
   const DebControl& c = rec.deb->control;
   LS_TRY_ASSIGN(auto para, parse_control(c.control, what));
   std::map<std::string_view, std::string> known;
@@ -985,6 +1003,12 @@ Result<std::string> status_paragraph(const PackageRecord& rec, DebState state, s
   for (std::string_view field : k_field_order) {
     if (field == "Status") {
       append_field(out, field, state == DebState::installed ? "install ok installed" : "install ok unpacked");
+      continue;
+    }
+    if (field == "Config-Version") {
+      if (config_version != nullptr) {
+        append_field(out, field, *config_version);
+      }
       continue;
     }
     if (field == "Conffiles") {
@@ -1345,7 +1369,8 @@ Result<std::vector<PackageRecord>> check_packages(const std::vector<InstalledDeb
 // The database's files and directories, keyed by path (a std::map: parents sort before their
 // children, and the order is fixed).
 Result<std::map<std::string, DbFile>> database_files(const std::vector<PackageRecord>& records,
-                                                     DebState state, std::string_view native_arch) {
+                                                     DebState state, std::string_view native_arch,
+                                                     const BaseDatabase* base) {
   const std::string db = "var/lib/dpkg";
   std::map<std::string, DbFile> files;
   for (const char* dir : {"", "/alternatives", "/info", "/parts", "/triggers", "/updates"}) {
@@ -1359,21 +1384,45 @@ Result<std::map<std::string, DbFile>> database_files(const std::vector<PackageRe
     }
   }
   std::string arch_file = std::string(native_arch) + "\n";
+  if (base != nullptr) {
+    for (const std::string& a : base->arches) {
+      if (!a.empty() && a != native_arch) {
+        foreign.insert(a);
+      }
+    }
+  }
   for (const std::string& a : foreign) {
     arch_file += a + "\n";
   }
   files[db + "/arch"] = DbFile{arch_file};
-  files[db + "/available"] = DbFile{};
-  files[db + "/info/format"] = DbFile{"1\n"};
+  if (base == nullptr) {
+    files[db + "/available"] = DbFile{};
+    files[db + "/info/format"] = DbFile{"1\n"};
+  }
 
-  std::string status;
-  std::string file_triggers;
+  // name, architecture -> paragraph: the base's kept ones and the new ones, sorted as dpkg sorts.
+  std::map<std::pair<std::string, std::string>, std::string> paragraphs;
+  if (base != nullptr) {
+    for (const BaseDatabase::Paragraph& p : base->status) {
+      paragraphs[{p.package, p.architecture}] = p.text;
+    }
+  }
+  std::string file_triggers = base != nullptr ? base->file_triggers : std::string();
   std::map<std::string, std::string> explicit_triggers;
+  if (base != nullptr) {
+    explicit_triggers = base->triggers;
+  }
   for (const PackageRecord& rec : records) {
     const DebControl& c = rec.deb->control;
     std::string what = "package " + rec.dpkg_name;
-    LS_TRY_ASSIGN(std::string paragraph, status_paragraph(rec, state, what));
-    status += paragraph + "\n";
+    const std::string* config_version = nullptr;
+    if (base != nullptr) {
+      if (auto it = base->config_versions.find(rec.dpkg_name); it != base->config_versions.end()) {
+        config_version = &it->second;
+      }
+    }
+    LS_TRY_ASSIGN(std::string paragraph, status_paragraph(rec, state, what, config_version));
+    paragraphs[{c.package, c.architecture}] = paragraph;
     const std::string info = db + "/info/" + rec.dpkg_name + ".";
     std::string list;
     for (const std::string& p : rec.deb->contents.paths) {
@@ -1407,6 +1456,10 @@ Result<std::map<std::string, DbFile>> database_files(const std::vector<PackageRe
         explicit_triggers[t.name] += who + "\n";
       }
     }
+  }
+  std::string status;
+  for (const auto& [key, paragraph] : paragraphs) {
+    status += paragraph + "\n";
   }
   files[db + "/status"] = DbFile{status};
   if (!file_triggers.empty()) {
@@ -1458,16 +1511,133 @@ Result<void> emit_database(TarWriter& tar, DebLayerPaths& seen, const std::map<s
 } // namespace
 
 Result<void> write_dpkg_database(TarWriter& tar, DebLayerPaths& seen, const std::vector<InstalledDeb>& debs,
-                                 DebState state, std::int64_t epoch, std::string_view native_arch) {
+                                 DebState state, std::int64_t epoch, std::string_view native_arch,
+                                 const BaseDatabase* base) {
   if (!valid_arch_name(native_arch) || native_arch == "all") {
     return invalid_input("dpkg database: invalid native architecture '{}'", native_arch);
   }
   LS_TRY_ASSIGN(auto records, check_packages(debs));
-  LS_TRY_ASSIGN(auto files, database_files(records, state, native_arch));
+  LS_TRY_ASSIGN(auto files, database_files(records, state, native_arch, base));
   return emit_database(tar, seen, files, epoch);
 }
 
-std::string configure_script(const std::vector<InstalledDeb>& debs_in_order) {
+Result<std::map<std::string, Diversion>> parse_diversions(std::string_view text, std::string_view what) {
+  std::vector<std::string_view> lines;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    lines.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  if (lines.size() % 3 != 0) {
+    return invalid_input("{}: {} lines, not whole entries of three (from, to, package)", what, lines.size());
+  }
+  std::map<std::string, Diversion> out;
+  for (std::size_t i = 0; i < lines.size(); i += 3) {
+    if (!lines[i].starts_with("/") || !lines[i + 1].starts_with("/") || lines[i + 2].empty()) {
+      return invalid_input("{}:{}: a diversion needs two absolute paths and a package", what, i + 1);
+    }
+    out[std::string(lines[i])] = Diversion{std::string(lines[i + 1]), std::string(lines[i + 2])};
+  }
+  return out;
+}
+
+namespace {
+
+// The id of NAME in an /etc/passwd or /etc/group text (the third field), or "#ID".
+std::optional<std::uint32_t> id_of(std::string_view name, std::string_view table) {
+  if (name.starts_with("#")) {
+    std::uint32_t v = 0;
+    const std::string digits(name.substr(1));
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    v = static_cast<std::uint32_t>(std::stoul(digits));
+    return v;
+  }
+  std::size_t pos = 0;
+  while (pos < table.size()) {
+    std::size_t end = table.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = table.size();
+    }
+    std::string_view line = table.substr(pos, end - pos);
+    pos = end + 1;
+    const std::size_t c1 = line.find(':');
+    const std::size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    const std::size_t c3 = c2 == std::string_view::npos ? c2 : line.find(':', c2 + 1);
+    if (c3 == std::string_view::npos || line.substr(0, c1) != name) {
+      continue;
+    }
+    const std::string digits(line.substr(c2 + 1, c3 - c2 - 1));
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    return static_cast<std::uint32_t>(std::stoul(digits));
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+Result<std::map<std::string, StatOverride>> parse_statoverride(std::string_view text, std::string_view passwd,
+                                                               std::string_view group,
+                                                               std::string_view what) {
+  std::map<std::string, StatOverride> out;
+  std::size_t pos = 0;
+  int number = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    const std::string line(text.substr(pos, end - pos));
+    pos = end + 1;
+    ++number;
+    if (deb822_trim(line).empty()) {
+      continue;
+    }
+    std::istringstream in(line);
+    std::string user, grp, mode, path;
+    if (!(in >> user >> grp >> mode >> path) || !path.starts_with("/") ||
+        mode.find_first_not_of("01234567") != std::string::npos || mode.size() > 5) {
+      return invalid_input("{}:{}: '{}' is not USER GROUP MODE PATH", what, number, line);
+    }
+    const auto uid = id_of(user, passwd);
+    const auto gid = id_of(grp, group);
+    if (!uid || !gid) {
+      return invalid_input("{}:{}: {} {} is not in the base image's /etc/{}", what, number,
+                           !uid ? "user" : "group", !uid ? user : grp, !uid ? "passwd" : "group");
+    }
+    out[path] = StatOverride{*uid, *gid, static_cast<std::uint32_t>(std::stoul(mode, nullptr, 8))};
+  }
+  return out;
+}
+
+void seed_base_paths(DebLayerPaths& seen, const std::vector<std::string>& directories,
+                     const std::map<std::string, std::string>& symlinks) {
+  for (const std::string& dir : directories) {
+    DebLayerPaths::Member m;
+    m.type = TarEntry::Type::dir;
+    m.owner = std::string(k_base_owner);
+    m.mode = 0755;
+    seen.members.emplace(dir, std::move(m));
+  }
+  for (const auto& [path, target] : symlinks) {
+    DebLayerPaths::Member m;
+    m.type = TarEntry::Type::symlink;
+    m.owner = std::string(k_base_owner);
+    m.link_target = target;
+    m.mode = 0777;
+    seen.members.emplace(path, std::move(m));
+  }
+}
+
+std::string configure_script(const std::vector<InstalledDeb>& debs_in_order,
+                             const std::map<std::string, std::string>& upgrades) {
   std::map<std::string, int> instances; // DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT: installed instances of a name
   for (const InstalledDeb& d : debs_in_order) {
     ++instances[d.control.package];
@@ -1532,8 +1702,31 @@ lockstep_preinst() {
   fi
 }
 )";
+  if (!upgrades.empty()) {
+    s +=
+        R"(# lockstep_preinst_upgrade PACKAGE ARCH INFO-NAME REFCOUNT OLD-VERSION: for a package that replaces
+# the base image's version.
+lockstep_preinst_upgrade() {
+  lockstep_status=0
+  DPKG_MAINTSCRIPT_PACKAGE=$1 DPKG_MAINTSCRIPT_ARCH=$2 DPKG_MAINTSCRIPT_NAME=preinst \
+    DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT=$4 DPKG_ADMINDIR=/var/lib/dpkg DPKG_ROOT= \
+    "/var/lib/dpkg/info/$3.preinst" upgrade "$5" || lockstep_status=$?
+  if [ "$lockstep_status" -ne 0 ]; then
+    echo "lockstep: the preinst of $1 ($2) failed with exit status $lockstep_status" >&2
+    exit 1
+  fi
+}
+)";
+  }
   for (const InstalledDeb& d : debs_in_order) {
     if (d.control.files.count("preinst") == 0) {
+      continue;
+    }
+    auto old = upgrades.find(d.control.dpkg_name());
+    if (old != upgrades.end()) {
+      s += fmt::format("lockstep_preinst_upgrade {} {} {} {} {}\n", shell_quote(d.control.package),
+                       shell_quote(d.control.architecture), shell_quote(d.control.dpkg_name()),
+                       instances[d.control.package], shell_quote(old->second));
       continue;
     }
     s += fmt::format("lockstep_preinst {} {} {} {}\n", shell_quote(d.control.package),

@@ -63,7 +63,7 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   if (wheels.empty()) {
     return {};
   }
-  LS_TRY_ASSIGN(const PythonTarget python, python_target(lock, spec.platform));
+  LS_TRY_ASSIGN(const PythonTarget python, python_target(lock, spec.platform, state.base));
   WheelTarget target;
   target.site_packages = python.site_packages();
   target.scripts_dir = "usr/local/bin";

@@ -20,7 +20,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* k_record_ns = "base-metadata";
-constexpr const char* k_record_version = "v1";
+constexpr const char* k_record_version = "v2";
 constexpr std::uint64_t k_max_record = 1ULL << 30;
 
 json to_json(const BaseMetadata& m) {
@@ -35,6 +35,7 @@ json to_json(const BaseMetadata& m) {
               {"dist_info", m.dist_info},
               {"dpkg_info_names", m.dpkg_info_names},
               {"symlinks", m.symlinks},
+              {"directories", m.directories},
               {"passwd", m.passwd},
               {"group", m.group},
               {"merged_usr", m.merged_usr},
@@ -62,6 +63,7 @@ std::optional<BaseMetadata> from_json(const std::string& text, const Digest& man
     m.dist_info = j.at("dist_info").get<std::map<std::string, std::string>>();
     m.dpkg_info_names = j.at("dpkg_info_names").get<std::vector<std::string>>();
     m.symlinks = j.at("symlinks").get<std::map<std::string, std::string>>();
+    m.directories = j.at("directories").get<std::vector<std::string>>();
     m.passwd = j.at("passwd").get<std::string>();
     m.group = j.at("group").get<std::string>();
     m.merged_usr = j.at("merged_usr").get<bool>();
@@ -133,6 +135,8 @@ BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manif
   for (const auto& [path, entry] : contents.entries()) {
     if (entry.type == oci::ImageEntry::Type::symlink) {
       m.symlinks[path] = entry.link_target;
+    } else if (entry.type == oci::ImageEntry::Type::directory) {
+      m.directories.push_back(path);
     }
     if (path.compare(0, info.size(), info) == 0 && path.find('/', info.size()) == std::string::npos) {
       m.dpkg_info_names.push_back(path.substr(info.size()));
@@ -147,6 +151,15 @@ BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manif
   m.has_sh = is_file(contents, "bin/sh");
   m.has_dpkg = is_file(contents, "usr/bin/dpkg");
   return m;
+}
+
+// Records `m` for its manifest. The record is an optimisation: failing to write it costs a re-read.
+void remember(const BaseMetadata& m, const BlobStore& store, const std::string& key) {
+  if (auto blob = store.put(to_json(m).dump())) {
+    if (auto r = store.put_record(k_record_ns, key, blob->digest.str()); !r) {
+      log::debug("can't record the base image's metadata: {}", r.error().message);
+    }
+  }
 }
 
 } // namespace
@@ -174,12 +187,27 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
   LS_TRY_ASSIGN(oci::ImageContents contents,
                 oci::read_opened_image(*base.source, base.image, base.what, options));
   BaseMetadata m = metadata_of(contents, manifest);
-  // The record is an optimisation: failing to write it costs a re-read next time.
-  if (auto blob = store.put(to_json(m).dump())) {
-    if (auto r = store.put_record(k_record_ns, key, blob->digest.str()); !r) {
-      log::debug("can't record the base image's metadata: {}", r.error().message);
-    }
+  remember(m, store, key);
+  return m;
+}
+
+Result<BaseMetadata> read_stored_base_metadata(const oci::OpenedImage& image, const BlobStore& store,
+                                               const std::string& what) {
+  const Digest& manifest = image.manifest_digest;
+  if (auto cached = cached_base_metadata(manifest, store)) {
+    return std::move(*cached);
   }
+  log::Timer timer("read base image");
+  oci::ContentsOptions options;
+  options.digests = false;
+  oci::ImageContents contents;
+  contents.what = what;
+  for (const oci::Descriptor& layer : image.manifest.layers) {
+    LS_TRY(oci::apply_layer_to_contents(contents, store.blob_path(layer.digest),
+                                        fmt::format("{}: layer {}", what, layer.digest.str()), options));
+  }
+  BaseMetadata m = metadata_of(contents, manifest);
+  remember(m, store, manifest.hex() + "-" + k_record_version);
   return m;
 }
 

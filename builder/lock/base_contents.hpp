@@ -38,6 +38,8 @@ struct BaseMetadata {
   /// Every symbolic link of the final view (image path -> target as stored), so files installed
   /// over the base are placed through its links, never replacing one with a directory.
   std::map<std::string, std::string> symlinks;
+  /// Every directory of the final view (image paths, sorted).
+  std::vector<std::string> directories;
   std::string passwd;      ///< /etc/passwd ("" when absent): names in statoverride
   std::string group;       ///< /etc/group ("" when absent)
   bool merged_usr = false; ///< /bin, /sbin and /lib are links into /usr (Debian 12, Ubuntu 22.04)
@@ -49,6 +51,11 @@ struct BaseMetadata {
 /// its layers (streamed where they lie; nothing is unpacked), recording it for next time. A
 /// malformed layer is invalid_input naming the base.
 Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore& store);
+
+/// As read_base_metadata(), for a base whose layers are in `store` already (a build): its layers
+/// are read from the store's files.
+Result<BaseMetadata> read_stored_base_metadata(const oci::OpenedImage& image, const BlobStore& store,
+                                               const std::string& what);
 
 /// The metadata read_base_metadata() recorded for manifest `manifest`, if the store has it (offline:
 /// `lockstep check` uses it when the base was locked on this machine).

@@ -2,6 +2,7 @@
 // against a lock; and the image's packages as diff's component list.
 #include "runner/audit/verify.hpp"
 
+#include "support/debian/apt_packages.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/debian/debian_version.hpp"
 #include "support/log.hpp"
@@ -322,8 +323,21 @@ bool python_equal(const std::string& a, const std::string& b) {
 }
 
 // The lock's debs and wheels against what the image has installed.
+// Over an image base (the lock records one), what the base had installed counts as the lock's: the
+// dpkg status and the .dist-info directories after the base's layers (dev.lockstep.base.layers).
 void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
-                       std::vector<VerifyProblem>& out) {
+                       const ImageContents& contents, std::vector<VerifyProblem>& out) {
+  std::map<std::pair<std::string, std::string>, std::string> base_debs; // (name, arch) -> version
+  const bool over_base = lock.base.has_value();
+  if (over_base && contents.base_dpkg_status) {
+    if (auto base = parse_dpkg_status(*contents.base_dpkg_status, "the base image's dpkg status")) {
+      for (const InstalledPackage& i : *base) {
+        if (i.installed()) {
+          base_debs[{i.package.name, i.package.architecture}] = i.package.version.str();
+        }
+      }
+    }
+  }
   // Debs: matched by (name, arch), then by name alone (a changed architecture).
   std::map<std::pair<std::string, std::string>, const envspec::LockedArtifact*> locked;
   std::map<std::pair<std::string, std::string>, const InstalledDeb*> installed;
@@ -367,8 +381,19 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
     }
   }
   for (const auto& [key, d] : installed) {
+    auto in_base = base_debs.find(key);
+    if (in_base != base_debs.end() && debs_equal(in_base->second, d->version)) {
+      continue; // the base image's, as it was
+    }
+    if (in_base != base_debs.end()) {
+      debs.push_back({Kind::deb_extra, d->name, "",
+                      fmt::format("deb {}: installed ({}), not in the lock, and the base image has {}",
+                                  d->name, d->version, in_base->second)});
+      continue;
+    }
     debs.push_back({Kind::deb_extra, d->name, "",
-                    fmt::format("deb {}: installed ({}), not in the lock", d->name, d->version)});
+                    fmt::format("deb {}: installed ({}), not in the lock{}", d->name, d->version,
+                                over_base ? " nor in the base image" : "")});
   }
   std::stable_sort(debs.begin(), debs.end(),
                    [](const VerifyProblem& x, const VerifyProblem& y) { return x.package < y.package; });
@@ -383,7 +408,7 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
     }
   }
   for (const InstalledDist& d : packages.dists) {
-    if (!d.from_deb) {
+    if (!d.from_deb && !(over_base && contents.base_dist_infos.count(d.dir) != 0)) {
       dists.emplace(d.project, &d);
     }
   }
@@ -675,7 +700,7 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
                        !has_controls(contents.lock_digest) ? contents.lock_digest.substr(0, 80) : "(binary)",
                        options.lock_name, want)});
     }
-    compare_with_lock(*options.lock, packages, report.problems);
+    compare_with_lock(*options.lock, packages, contents, report.problems);
   }
 
   // 2. dpkg's records, package by package.

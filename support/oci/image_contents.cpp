@@ -1108,6 +1108,21 @@ Result<LayerStream> open_layer(const ImageContents& contents, ImageSource& sourc
   return LayerStream::open(std::move(blob), layer_codec(*compression), std::move(what), check);
 }
 
+// After the base image's layers (dev.lockstep.base.layers): what the base had.
+void snapshot_base(ImageContents& contents, std::size_t applied) {
+  if (contents.base_layers == 0 || applied != contents.base_layers) {
+    return;
+  }
+  if (const std::string* status = contents.text("var/lib/dpkg/status")) {
+    contents.base_dpkg_status = *status;
+  }
+  for (const auto& [path, entry] : contents.entries()) {
+    if (entry.type == ImageEntry::Type::directory && path.ends_with(k_dist_info_suffix)) {
+      contents.base_dist_infos.insert(path);
+    }
+  }
+}
+
 // Lists the image's layers, several at once (each one read once, where it lies), and applies the
 // listings to the view in layer order as they become ready. The first failure in layer order is
 // the one reported, as reading the layers one after the other would report it.
@@ -1158,6 +1173,7 @@ Result<void> read_layers(ImageContents& contents, ImageSource& source, const Ope
         return std::move(listing).error();
       }
       LS_TRY(apply_listing(contents, *listing, layer_what(contents, opened, i), options, mismatch));
+      snapshot_base(contents, i + 1);
     }
     return {};
   }();
@@ -1192,6 +1208,7 @@ Result<void> read_image_layers(ImageContents& contents, ImageSource& source, con
     const std::string what = stream.what();
     LS_TRY_ASSIGN(TarReader reader, TarReader::open_layer(std::move(stream)));
     LS_TRY(apply_tar(contents, std::move(reader), what, options));
+    snapshot_base(contents, i + 1);
   }
   return {};
 }
@@ -1209,6 +1226,13 @@ Result<ImageContents> read_opened_image(ImageSource& source, const OpenedImage& 
   if (auto it = opened.manifest.annotations.find(std::string(k_annotation_lock_digest));
       it != opened.manifest.annotations.end()) {
     contents.lock_digest = it->second;
+  }
+  if (auto it = opened.manifest.annotations.find(std::string(k_annotation_base_layers));
+      it != opened.manifest.annotations.end()) {
+    const std::string& n = it->second;
+    if (!n.empty() && n.size() < 6 && n.find_first_not_of("0123456789") == std::string::npos) {
+      contents.base_layers = std::stoul(n);
+    }
   }
   contents.architecture = opened.platform.architecture;
   LS_TRY(read_image_layers(contents, source, opened, options));

@@ -45,8 +45,8 @@ struct ImageEntry {
 std::string hex_of(const std::uint8_t* bytes, std::size_t size);
 
 /// True for the image paths whose text is kept: var/lib/dpkg/{status,diversions,arch,statoverride},
-/// var/lib/dpkg/info/*.{md5sums,list}, var/lib/dpkg/triggers/*, etc/passwd, etc/group, etc/apt/sources.list and
-/// sources.list.d/*.{list,sources}, and METADATA, RECORD and INSTALLER directly inside a
+/// var/lib/dpkg/info/*.{md5sums,list}, var/lib/dpkg/triggers/*, etc/passwd, etc/group, etc/apt/sources.list
+/// and sources.list.d/*.{list,sources}, and METADATA, RECORD and INSTALLER directly inside a
 /// `*.dist-info` directory. `path` is relative to the image root, normalised ("var/lib/dpkg/status").
 bool is_metadata_path(std::string_view path);
 
@@ -86,14 +86,19 @@ public:
   /// The kept text of the metadata file at `path` (resolved as above, last link followed), or nullptr.
   [[nodiscard]] const std::string* text(std::string_view path) const;
 
-  std::string what;                          ///< the image as named by the user, for messages
-  std::optional<Digest> digest;              ///< manifest digest, or sha256 of a SIF file
-  std::string lock_digest;                   ///< dev.lockstep.lock.digest, "" when absent
-  std::map<std::string, std::string> labels; ///< the config's labels
-  std::string architecture;                  ///< the config's (OCI) or the SIF's ("amd64"), "" unknown
-  bool has_digests = false;                  ///< ContentsOptions::digests was set
-  std::uint64_t layers = 0;                  ///< layers read (1 for a SIF or a directory)
-  std::uint64_t bytes_hashed = 0;            ///< regular-file bytes hashed
+  std::string what;             ///< the image as named by the user, for messages
+  std::optional<Digest> digest; ///< manifest digest, or sha256 of a SIF file
+  std::string lock_digest;      ///< dev.lockstep.lock.digest, "" when absent
+  /// dev.lockstep.base.layers (0 when absent): after that many layers, what the base image had is
+  /// kept below, for `verify --lock` over an image base.
+  std::size_t base_layers = 0;
+  std::optional<std::string> base_dpkg_status; ///< the dpkg status after the base's layers, if any
+  std::set<std::string> base_dist_infos;       ///< the *.dist-info directories after the base's layers
+  std::map<std::string, std::string> labels;   ///< the config's labels
+  std::string architecture;                    ///< the config's (OCI) or the SIF's ("amd64"), "" unknown
+  bool has_digests = false;                    ///< ContentsOptions::digests was set
+  std::uint64_t layers = 0;                    ///< layers read (1 for a SIF or a directory)
+  std::uint64_t bytes_hashed = 0;              ///< regular-file bytes hashed
 
   /// For the readers (image_contents.cpp) and tests: the map itself.
   std::map<std::string, ImageEntry>& mutable_entries() { return m_entries; }

@@ -42,6 +42,9 @@ inline constexpr std::string_view k_annotation_title = "org.opencontainers.image
 inline constexpr std::string_view k_annotation_version = "org.opencontainers.image.version";
 /// The annotation (OCI manifest) or label (SIF) naming the digest of the lock an image was built from.
 inline constexpr std::string_view k_annotation_lock_digest = "dev.lockstep.lock.digest";
+/// How many of an image's first layers are its base image's (lockstep writes it over an image base),
+/// so readers can tell what the base brought from what the build added.
+inline constexpr std::string_view k_annotation_base_layers = "dev.lockstep.base.layers";
 
 /// Layer compression of a blob, from its media type.
 enum class Compression { none, gzip, zstd };
