@@ -156,6 +156,14 @@ private:
       // Pinned and already here: no need to ask the registry.
       LS_TRY_ASSIGN(std::string body, m_store.read(*m_ref.digest, k_max_manifest_size));
       LS_TRY_ASSIGN(std::string type, body_media_type(body, what));
+      if (type.empty()) {
+        // An OCI manifest or index may leave mediaType out (the registry's Content-Type said which
+        // when it was stored): its shape tells.
+        LS_TRY_ASSIGN(json j, parse_json(body, what));
+        type = j.contains("manifests")                        ? std::string(oci::k_media_index)
+               : j.contains("config") && j.contains("layers") ? std::string(oci::k_media_manifest)
+                                                              : std::string();
+      }
       return describe(*m_ref.digest, body, type);
     }
     ApiRequest r;
