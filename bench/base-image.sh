@@ -30,8 +30,8 @@ work="$BENCH_DIR/base-image"
 mkdir -p "$work"
 if [ ! -f "$work/base.tar" ]; then
   echo "bench: making the bookworm base with mmdebstrap (about 30 s)..." >&2
-  SOURCE_DATE_EPOCH=1700000000 mmdebstrap --quiet --variant=apt bookworm "$work/base.tar.tmp" "$mirror" >&2
-  mv "$work/base.tar.tmp" "$work/base.tar"
+  SOURCE_DATE_EPOCH=1700000000 mmdebstrap --quiet --variant=apt bookworm "$work/base.tmp.tar" "$mirror" >&2
+  mv "$work/base.tmp.tar" "$work/base.tar"
 fi
 rm -rf "$work/base"
 skopeo copy --quiet tarball:"$work/base.tar" oci:"$work/base:latest"
