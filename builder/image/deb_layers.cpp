@@ -27,7 +27,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* k_info_ns = "deb-info";
-constexpr const char* k_deb_layer_version = "lockstep-deb-layer-2"; // 2: members below symlinks resolved
+// 2: members below symlinks resolved; 3: over a base, whiteouts compared where paths lie in the image
+constexpr const char* k_deb_layer_version = "lockstep-deb-layer-3";
 constexpr std::uint64_t k_max_deb_size = 16ULL << 30;
 const std::vector<std::string> k_groups = {"base", "mpi", "cuda", "python", "app"};
 
@@ -256,16 +257,18 @@ std::string without_packages(const std::string& text, const std::set<std::string
 // The base's database as the new one keeps it: its paragraphs but the replaced ones, its
 // architectures, its trigger interests but the replaced packages', and the replaced packages'
 // configured versions.
-BaseDatabase base_database(const BaseMetadata& base, const BaseState& b) {
+BaseDatabase base_database(const BaseMetadata& base, const BaseState& b,
+                           const std::vector<InstalledDeb>& installed) {
   BaseDatabase db;
   std::set<std::string> dropped;
   for (const auto& [key, r] : b.replaced) {
     dropped.insert(r.old_dpkg_name);
-    if (r.old->state == "installed") {
-      const std::string arch = key.substr(key.rfind(':') + 1);
-      const std::string name = key.substr(0, key.rfind(':'));
-      db.config_versions[r.old->package.multi_arch == "same" ? name + ":" + arch : name] =
-          r.old->package.version.str();
+  }
+  for (const InstalledDeb& d : installed) {
+    // Keyed by the new package's dpkg name, which may differ from the old one's (Multi-Arch changed).
+    auto r = b.replaced.find(d.control.package + ":" + d.control.architecture);
+    if (r != b.replaced.end() && r->second.old->state == "installed") {
+      db.config_versions[d.control.dpkg_name()] = r->second.old->package.version.str();
     }
   }
   for (const InstalledPackage& i : b.installed) {
@@ -350,8 +353,42 @@ std::string resolve_in_base(const BaseMetadata& base, const std::string& path) {
   return out + rest;
 }
 
+// Where a package's `path` lies in the image: a path another package diverted goes to the diverted
+// path, and parents are resolved through the base's links.
+std::string location_in_base(const BaseMetadata& base, const BaseState& b, const std::string& path,
+                             const std::string& package) {
+  auto d = b.diversions.find(path);
+  if (d != b.diversions.end() && d->second.by != package) {
+    return resolve_in_base(base, d->second.to);
+  }
+  return resolve_in_base(base, path);
+}
+
+// The package name of a dpkg info name ("libc6:amd64" -> "libc6").
+std::string package_of_info_name(const std::string& name) {
+  return name.substr(0, name.find(':'));
+}
+
+// Calls `f` with each non-empty line of `text`.
+template <typename F> void for_each_line(const std::string& text, F&& f) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) {
+      end = text.size();
+    }
+    if (end > pos) {
+      f(text.substr(pos, end - pos));
+    }
+    pos = end + 1;
+  }
+}
+
 // Whiteouts for what the replaced versions had and the new ones don't: their files no other
-// package lists (never a directory), and their info files the new database doesn't write.
+// package lists (never a directory), and their info files the new database doesn't write. Paths are
+// compared where they lie in the image (diversions applied, parents resolved through the base's
+// links), so a file that moved from /bin to /usr/bin in the new version is not whited out over a
+// merged-/usr base.
 std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& b,
                                      const std::vector<InstalledDeb>& installed) {
   std::set<std::string> out;
@@ -362,24 +399,25 @@ std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& 
   for (const auto& [key, r] : b.replaced) {
     old_names.insert(r.old_dpkg_name);
   }
-  std::set<std::string> kept; // listed by a package that stays or comes
+  std::set<std::string> kept; // image paths of what a package that stays or comes lists
   for (const auto& [name, list] : base.dpkg_lists) {
     if (old_names.count(name) != 0) {
       continue;
     }
-    std::size_t pos = 0;
-    while (pos < list.size()) {
-      std::size_t end = list.find('\n', pos);
-      if (end == std::string::npos) {
-        end = list.size();
+    const std::string package = package_of_info_name(name);
+    for_each_line(list, [&](const std::string& p) {
+      if (p.size() >= 2 && p.starts_with("/")) {
+        kept.insert(location_in_base(base, b, p, package));
       }
-      kept.insert(list.substr(pos, end - pos));
-      pos = end + 1;
-    }
+    });
   }
   std::set<std::string> new_info;
   for (const InstalledDeb& d : installed) {
-    kept.insert(d.contents.paths.begin(), d.contents.paths.end());
+    for (const std::string& p : d.contents.paths) {
+      if (p.size() >= 2 && p.starts_with("/")) {
+        kept.insert(location_in_base(base, b, p, d.control.package));
+      }
+    }
     const std::string n = d.control.dpkg_name();
     new_info.insert(n + ".list");
     if (d.control.files.count("md5sums") != 0 || !d.contents.md5s.empty()) {
@@ -389,26 +427,33 @@ std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& 
       new_info.insert(n + "." + file);
     }
   }
+  // A listed path that is the parent of another listed path is a directory (or the base's link to
+  // one, like merged /usr's /bin): never whited out.
+  std::set<std::string> parents;
+  auto add_parents = [&](const std::string& p) {
+    for (std::size_t slash = p.find('/', 1); slash != std::string::npos; slash = p.find('/', slash + 1)) {
+      parents.insert(p.substr(0, slash));
+    }
+  };
+  for (const auto& [name, list] : base.dpkg_lists) {
+    for_each_line(list, add_parents);
+  }
+  for (const InstalledDeb& d : installed) {
+    std::for_each(d.contents.paths.begin(), d.contents.paths.end(), add_parents);
+  }
   const std::set<std::string> dirs(base.directories.begin(), base.directories.end());
   for (const std::string& name : old_names) {
-    auto list = base.dpkg_lists.find(name);
-    if (list != base.dpkg_lists.end()) {
-      std::size_t pos = 0;
-      while (pos < list->second.size()) {
-        std::size_t end = list->second.find('\n', pos);
-        if (end == std::string::npos) {
-          end = list->second.size();
+    if (auto list = base.dpkg_lists.find(name); list != base.dpkg_lists.end()) {
+      const std::string package = package_of_info_name(name);
+      for_each_line(list->second, [&](const std::string& p) {
+        if (p.size() < 2 || !p.starts_with("/") || parents.count(p) != 0) {
+          return;
         }
-        const std::string p = list->second.substr(pos, end - pos);
-        pos = end + 1;
-        if (p.size() < 2 || !p.starts_with("/") || kept.count(p) != 0) {
-          continue;
-        }
-        const std::string at = resolve_in_base(base, p);
-        if (dirs.count(at) == 0) {
+        const std::string at = location_in_base(base, b, p, package);
+        if (kept.count(at) == 0 && dirs.count(at) == 0) {
           out.insert(at);
         }
-      }
+      });
     }
     for (const std::string& info : base.dpkg_info_names) {
       if (info.starts_with(name + ".") && new_info.count(info) == 0) {
@@ -561,7 +606,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     std::optional<BaseDatabase> base_db;
     std::set<std::string> whiteouts;
     if (base != nullptr) {
-      base_db = base_database(*base, *over);
+      base_db = base_database(*base, *over, installed);
       whiteouts = obsolete_paths(*base, *over, installed);
     }
     auto layer = build_generated_layer(

@@ -1006,7 +1006,8 @@ Result<std::string> status_paragraph(const PackageRecord& rec, DebState state, s
       continue;
     }
     if (field == "Config-Version") {
-      if (config_version != nullptr) {
+      // Only a package still to configure has one (dpkg refuses it with "install ok installed").
+      if (config_version != nullptr && state == DebState::unpacked) {
         append_field(out, field, *config_version);
       }
       continue;

@@ -151,7 +151,8 @@ struct BaseDatabase {
   /// var/lib/dpkg/triggers/NAME interest lines kept, by NAME (not File, Unincorp or Lock).
   std::map<std::string, std::string> triggers;
   /// The version a replaced package had, by dpkg name, when it was configured: the new one's
-  /// status says `Config-Version: OLD`, so `dpkg --configure` runs "postinst configure OLD".
+  /// status says `Config-Version: OLD`, so `dpkg --configure` runs "postinst configure OLD" (only in
+  /// DebState::unpacked: an installed package has none).
   std::map<std::string, std::string> config_versions;
 };
 
