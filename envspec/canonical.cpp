@@ -58,8 +58,11 @@ std::optional<json> repos_form(const Spec& spec) {
   for (const Repo& r : spec.repos) {
     switch (r.kind) {
     case Repo::Kind::apt:
+      // One suite keeps the form locks made before `suites:` existed have.
       repos.push_back(r.flat ? json{{"apt", r.url}, {"flat", true}}
-                             : json{{"apt", r.url}, {"suite", r.suite}, {"components", r.components}});
+                      : r.suites.size() > 1
+                          ? json{{"apt", r.url}, {"suites", r.suites}, {"components", r.components}}
+                          : json{{"apt", r.url}, {"suite", r.suite}, {"components", r.components}});
       break;
     case Repo::Kind::pypi:
       repos.push_back(json{{"pypi", r.url}});

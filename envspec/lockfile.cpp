@@ -375,7 +375,18 @@ std::string render_lock(const Lock& lock) {
     ordered j;
     j["kind"] = r.kind;
     j["url"] = r.url;
-    if (r.kind == "apt") {
+    if (r.kind == "apt" && !r.suites.empty()) {
+      ordered suites = ordered::array();
+      for (const LockedRepo::SuiteRelease& s : r.suites) {
+        ordered one;
+        one["suite"] = s.suite;
+        one["release-date"] = s.release_date;
+        one["release-sha256"] = s.release_sha256;
+        suites.push_back(std::move(one));
+      }
+      j["suites"] = std::move(suites);
+      j["components"] = r.components;
+    } else if (r.kind == "apt") {
       j["suite"] = r.suite;
       j["components"] = r.components;
       j["release-date"] = r.release_date;
@@ -463,7 +474,8 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     for (std::size_t i = 0; i < repos.size(); ++i) {
       const std::string path = fmt::format("repos[{}]", i);
       const json& j = repos[i];
-      r.only_keys(j, path, {"kind", "url", "suite", "components", "release-date", "release-sha256"});
+      r.only_keys(j, path,
+                  {"kind", "url", "suite", "suites", "components", "release-date", "release-sha256"});
       LockedRepo repo;
       repo.kind = r.str(j, path, "kind");
       if (repo.kind != "apt" && repo.kind != "pypi" && repo.kind != "wheels") {
@@ -476,6 +488,29 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       repo.suite = r.str(j, path, "suite", true);
       repo.release_date = r.str(j, path, "release-date", true);
       repo.release_sha256 = r.str(j, path, "release-sha256", true);
+      if (j.contains("suites")) { // several suites: each one's Release (a single suite is written flat)
+        const json& suites = j["suites"];
+        if (!suites.is_array() || suites.size() < 2) {
+          r.fail(path + ".suites",
+                 "expected a list of two or more suites (one suite is written as suite, release-date, "
+                 "release-sha256)");
+        }
+        if (j.contains("suite") || j.contains("release-date") || j.contains("release-sha256")) {
+          r.fail(path, "has both 'suites' and 'suite' or 'release-*': each suite's Release goes in 'suites'");
+        }
+        for (std::size_t k = 0; k < suites.size(); ++k) {
+          const std::string sp = fmt::format("{}.suites[{}]", path, k);
+          r.only_keys(suites[k], sp, {"suite", "release-date", "release-sha256"});
+          LockedRepo::SuiteRelease one{r.str(suites[k], sp, "suite"), r.str(suites[k], sp, "release-date"),
+                                       r.str(suites[k], sp, "release-sha256")};
+          for (const LockedRepo::SuiteRelease& before : repo.suites) {
+            if (before.suite == one.suite) {
+              r.fail(sp + ".suite", fmt::format("suite '{}' is listed twice", one.suite));
+            }
+          }
+          repo.suites.push_back(std::move(one));
+        }
+      }
       if (j.contains("components")) {
         if (!j["components"].is_array()) {
           r.fail(path + ".components", "expected a list");

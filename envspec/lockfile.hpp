@@ -25,12 +25,22 @@ inline constexpr int k_lock_schema = 1;
 
 /// One repository as it was when the lock was made.
 struct LockedRepo {
-  std::string kind;                    ///< "apt", "pypi" or "wheels"
-  std::string url;                     ///< apt/pypi URL, or the wheelhouse path as in the spec
-  std::string suite;                   ///< apt (empty for flat)
+  std::string kind; ///< "apt", "pypi" or "wheels"
+  std::string url;  ///< apt/pypi URL, or the wheelhouse path as in the spec
+  /// One suite's Release, for a repository with several suites.
+  struct SuiteRelease {
+    std::string suite;
+    std::string release_date;   ///< the Release file's Date
+    std::string release_sha256; ///< sha256 of the verified Release text (hex)
+    bool operator==(const SuiteRelease&) const = default;
+  };
+  std::string suite;                   ///< apt: the one suite (empty for flat or several suites)
   std::vector<std::string> components; ///< apt
-  std::string release_date;            ///< apt: the Release file's Date
+  std::string release_date;            ///< apt: the Release file's Date (one suite, or flat)
   std::string release_sha256;          ///< apt: sha256 of the verified Release text (hex)
+  /// apt with several suites (`suites:` in the spec): each suite's Release, in the spec's order;
+  /// then `suite` and release_* are empty. Empty for one suite, so those locks read as before.
+  std::vector<SuiteRelease> suites = {};
 };
 
 /// One pinned artifact.

@@ -342,8 +342,8 @@ private:
     }
   }
 
-  // `repos: [{apt: URL, suite, components, keyring} | {apt: URL, flat: true, keyring} | {pypi: URL} |
-  // {wheels: DIR}]`, in priority order.
+  // `repos: [{apt: URL, suite | suites, components, keyring} | {apt: URL, flat: true, keyring} |
+  // {pypi: URL} | {wheels: DIR}]`, in priority order.
   void repos(const Node& v, std::vector<Repo>& out) {
     if (!expect_list(v, "repos")) {
       return;
@@ -455,15 +455,30 @@ private:
       if (e.key == "apt") {
         ok = repo_url(e.value, key_path, repo) && ok;
       } else if (e.key == "suite") {
-        const std::string* s = nonempty_string(e.value, key_path, "a suite or codename");
-        static const std::regex suite_re("[A-Za-z0-9][A-Za-z0-9._+/-]*");
-        if (s != nullptr && (!std::regex_match(*s, suite_re) || s->find("..") != std::string::npos)) {
-          error(e.value.location, key_path, fmt::format("invalid suite '{}'", *s));
-          ok = false;
-        } else if (s != nullptr) {
+        if (const std::string* s = apt_suite(e.value, key_path)) {
           repo.suite = *s;
         } else {
           ok = false;
+        }
+      } else if (e.key == "suites") {
+        if (!e.value.is_sequence() || e.value.items.empty()) {
+          error(e.value.location, key_path,
+                fmt::format("expected a non-empty list such as [jammy, jammy-updates], found {}",
+                            describe(e.value)));
+          ok = false;
+          continue;
+        }
+        for (std::size_t i = 0; i < e.value.items.size(); ++i) {
+          const std::string* s = apt_suite(e.value.items[i], item_path(key_path, i));
+          if (s == nullptr) {
+            ok = false;
+          } else if (std::find(repo.suites.begin(), repo.suites.end(), *s) != repo.suites.end()) {
+            error(e.value.items[i].location, item_path(key_path, i),
+                  fmt::format("suite '{}' is listed twice", *s));
+            ok = false;
+          } else {
+            repo.suites.push_back(*s);
+          }
         }
       } else if (e.key == "components") {
         if (!e.value.is_sequence() || e.value.items.empty()) {
@@ -517,18 +532,41 @@ private:
             "/usr/share/keyrings/debian-archive-keyring.gpg); lockstep never trusts an unsigned repository");
       ok = false;
     }
-    if (repo.flat && (!repo.suite.empty() || !repo.components.empty())) {
-      error(item.location, path, "a flat repository has no 'suite' or 'components'");
+    if (item.find("suite") != nullptr && item.find("suites") != nullptr) {
+      error(item.find("suites")->key_location, child_path(path, "suites"),
+            "give 'suite' or 'suites', not both (suites: [bookworm, bookworm-updates] lists several)");
       ok = false;
-    } else if (!repo.flat && repo.suite.empty() && item.find("suite") == nullptr) {
+    } else if (repo.flat && (!repo.suite.empty() || !repo.suites.empty() || !repo.components.empty())) {
+      error(item.location, path, "a flat repository has no 'suite', 'suites' or 'components'");
+      ok = false;
+    } else if (!repo.flat && repo.suite.empty() && item.find("suite") == nullptr &&
+               item.find("suites") == nullptr) {
       error(item.location, path,
-            "missing 'suite' (e.g. suite: bookworm), or 'flat: true' for a flat repository");
+            "missing 'suite' (e.g. suite: bookworm) or 'suites' (e.g. suites: [jammy, jammy-updates]), or "
+            "'flat: true' for a flat repository");
       ok = false;
     } else if (!repo.flat && repo.components.empty() && item.find("components") == nullptr) {
       error(item.location, path, "missing 'components' (e.g. components: [main])");
       ok = false;
     }
+    // `suite: S` and `suites: [S]` are the same repository: both set `suite` and `suites`.
+    if (!repo.flat && !repo.suite.empty()) {
+      repo.suites = {repo.suite};
+    } else if (!repo.flat && repo.suites.size() == 1) {
+      repo.suite = repo.suites.front();
+    }
     return ok;
+  }
+
+  // A suite or codename (`suite: bookworm`, an item of `suites:`); null after reporting an error.
+  const std::string* apt_suite(const Node& v, const std::string& path) {
+    const std::string* s = nonempty_string(v, path, "a suite or codename");
+    static const std::regex suite_re("[A-Za-z0-9][A-Za-z0-9._+/-]*");
+    if (s != nullptr && (!std::regex_match(*s, suite_re) || s->find("..") != std::string::npos)) {
+      error(v.location, path, fmt::format("invalid suite '{}'", *s));
+      return nullptr;
+    }
+    return s;
   }
 
   // `packages.pip[i]: {requirements: FILE}`: a pip requirements file (e.g. `pip freeze` or

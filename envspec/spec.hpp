@@ -84,7 +84,10 @@ struct Repo {
   Kind kind = Kind::apt;
   std::string url; ///< apt/pypi: the URL (http, https or file); wheels: unused
   std::string url_text;
-  std::string suite;                   ///< apt: the suite or codename (empty for a flat repository)
+  std::string suite; ///< apt: the suite or codename (empty for a flat repository or several suites)
+  /// apt: every suite, in the spec's order, all with the entry's priority (`suites: [jammy,
+  /// jammy-updates]`); {suite} for `suite:` (then `suite` is that one); empty for a flat repository.
+  std::vector<std::string> suites;
   std::vector<std::string> components; ///< apt: e.g. [main] (empty for a flat repository)
   bool flat = false;                   ///< apt: `flat: true`, a repository without dists/
   std::filesystem::path keyring; ///< apt: the OpenPGP keyring (absolute) Release files must be signed by

@@ -20,8 +20,8 @@ struct AllShapes : Shapes {
   Shape schema_version, image_name, extends, extends_list, platform, host_path, image_path;
   Shape base_scratch, base_oci, base_image, base_debian, oci_path, image_ref, tag, debian_suite,
       debian_variant;
-  Shape repos, repo, repo_apt_dists, repo_apt_flat, repo_url, apt_suite, apt_components, apt_component,
-      flat_false, flat_true;
+  Shape repos, repo, repo_apt_dists, repo_apt_suites, apt_suites, repo_apt_flat, repo_url, apt_suite,
+      apt_components, apt_component, flat_false, flat_true;
   Shape apt_list, apt_package, pip_list, pip_item, pip_requirement;
   Shape constraint, mpi, framework, cuda_flavor, git_url, rev;
   Shape copy, copy_host, copy_git, mode, owner;
@@ -144,6 +144,24 @@ AllShapes::AllShapes() {
                         keyring,
                         {.name = "flat", .shape = &flat_false, .doc = "false: the repository has dists/."},
                     }};
+  apt_suites = {.kind = Kind::list, .non_empty = true, .items = &apt_suite};
+  repo_apt_suites = {.kind = Kind::map,
+                     .name = "repoAptSuites",
+                     .doc = "An apt repository with several suites of equal priority (the highest version "
+                            "wins), e.g. Ubuntu's jammy, jammy-updates and jammy-security.",
+                     .keys = {
+                         apt_url,
+                         {.name = "suites",
+                          .shape = &apt_suites,
+                          .doc = "The suites, e.g. [jammy, jammy-updates, jammy-security].",
+                          .presence = Presence::required},
+                         {.name = "components",
+                          .shape = &apt_components,
+                          .doc = "The components of every suite, e.g. [main, universe].",
+                          .presence = Presence::required},
+                         keyring,
+                         {.name = "flat", .shape = &flat_false, .doc = "false: the repository has dists/."},
+                     }};
   repo_apt_flat = {.kind = Kind::map,
                    .name = "repoAptFlat",
                    .doc = "A flat apt repository: Packages and Release at its URL.",
@@ -155,7 +173,7 @@ AllShapes::AllShapes() {
                         .presence = Presence::required},
                        keyring,
                    }};
-  repo_apt = {.kind = Kind::one_of, .forms = {&repo_apt_dists, &repo_apt_flat}};
+  repo_apt = {.kind = Kind::one_of, .forms = {&repo_apt_dists, &repo_apt_suites, &repo_apt_flat}};
   repo_pypi = {.kind = Kind::map,
                .name = "repoPypi",
                .doc = "A PEP 503/691 Python package index.",
@@ -172,7 +190,7 @@ AllShapes::AllShapes() {
   repo = {.kind = Kind::one_of,
           .name = "repository",
           .doc = "An apt repository, a Python package index or a wheelhouse.",
-          .forms = {&repo_apt_dists, &repo_apt_flat, &repo_pypi, &repo_wheels}};
+          .forms = {&repo_apt_dists, &repo_apt_suites, &repo_apt_flat, &repo_pypi, &repo_wheels}};
   repos = {.kind = Kind::list, .items = &repo};
 
   // ---- packages -----------------------------------------------------------------------------------

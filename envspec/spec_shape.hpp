@@ -98,7 +98,7 @@ struct Shape {
 struct Shapes {
   Shape spec;          ///< the top-level map
   Shape base;          ///< `base`: scratch, {oci: PATH, tag: TAG}, {image: REF} or {debian: SUITE, ...}
-  Shape repo_apt;      ///< an apt repository in `repos` (with a suite, or flat)
+  Shape repo_apt;      ///< an apt repository in `repos` (with a suite, several suites, or flat)
   Shape repo_pypi;     ///< a Python package index in `repos`
   Shape repo_wheels;   ///< a wheelhouse in `repos`
   Shape packages;      ///< `packages`

@@ -112,25 +112,30 @@ Result<std::string> decompress_index(const std::string& data, const std::string&
   return out;
 }
 
-Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const std::string& arch,
-                                   const BlobStore& store) {
-  const std::string base = repo.flat ? repo.url : repo.url + "/dists/" + repo.suite;
+namespace {
+
+// One suite's Release as the lock records it, and the packages of its indexes.
+struct LoadedSuite {
+  envspec::LockedRepo::SuiteRelease release;
+  std::vector<AptPackage> packages;
+  std::size_t indexes = 0;
+};
+
+// Loads suite `suite` of `repo` (empty for a flat repository): verifies its Release, fetches the
+// indexes of the spec's components for `arch` (by hash when it can), checks and parses them.
+Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& suite, int index,
+                               const std::string& arch, const BlobStore& store) {
+  const std::string base = repo.flat ? repo.url : repo.url + "/dists/" + suite;
   LS_TRY_ASSIGN(SignedRelease signed_release, fetch_release(base, repo));
   LS_TRY_ASSIGN(AptRelease release, AptRelease::parse(signed_release.text, signed_release.url));
-  if (!repo.flat && release.suite != repo.suite && release.codename != repo.suite) {
+  if (!repo.flat && release.suite != suite && release.codename != suite) {
     return invalid_input(
         "{}: the Release is for suite '{}' (codename '{}'), not '{}' as the spec asks; a mirror "
         "serving another suite under this name is refused",
-        signed_release.url, release.suite, release.codename, repo.suite);
+        signed_release.url, release.suite, release.codename, suite);
   }
-  AptRepoIndex out;
-  out.locked.kind = "apt";
-  out.locked.url = repo.url;
-  out.locked.suite = repo.suite;
-  out.locked.components = repo.components;
-  out.locked.release_date = release.date;
-  out.locked.release_sha256 = sha256_of(signed_release.text).hex();
-  out.pool_url = repo.url;
+  LoadedSuite out;
+  out.release = {suite, release.date, sha256_of(signed_release.text).hex()};
 
   // Which indexes to read: per component, the architecture's and (when listed separately) `all`.
   std::vector<std::string> dirs;
@@ -172,7 +177,37 @@ Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const s
       out.packages.push_back(std::move(p));
     }
   }
-  log::debug("{}: {} packages from {} index(es)", repo.url_text, out.packages.size(), blobs.size());
+  out.indexes = blobs.size();
+  return out;
+}
+
+} // namespace
+
+Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const std::string& arch,
+                                   const BlobStore& store) {
+  AptRepoIndex out;
+  out.locked.kind = "apt";
+  out.locked.url = repo.url;
+  out.locked.components = repo.components;
+  out.pool_url = repo.url;
+  // Every suite of the entry, each verified on its own; they share the entry's priority, so the
+  // highest version among them wins (phased updates are candidates like any other version).
+  const std::vector<std::string> suites = repo.flat ? std::vector<std::string>{std::string()} : repo.suites;
+  for (const std::string& suite : suites) {
+    LS_TRY_ASSIGN(LoadedSuite one, load_suite(repo, suite, index, arch, store));
+    log::debug("{} {}: {} packages from {} index(es)", repo.url_text, suite, one.packages.size(),
+               one.indexes);
+    if (suites.size() > 1) {
+      out.locked.suites.push_back(one.release);
+    } else {
+      out.locked.suite = suite;
+      out.locked.release_date = one.release.release_date;
+      out.locked.release_sha256 = one.release.release_sha256;
+    }
+    for (AptPackage& p : one.packages) {
+      out.packages.push_back(std::move(p));
+    }
+  }
   return out;
 }
 

@@ -16,14 +16,15 @@ namespace lockstep::builder {
 
 /// One repository's verified package list.
 struct AptRepoIndex {
-  envspec::LockedRepo locked; ///< what the lock records about it (Release date and digest)
-  std::string pool_url;       ///< the URL a package's Filename is relative to
-  std::vector<AptPackage> packages;
+  envspec::LockedRepo locked;       ///< what the lock records about it (each suite's Release date and digest)
+  std::string pool_url;             ///< the URL a package's Filename is relative to (one pool for all suites)
+  std::vector<AptPackage> packages; ///< every suite's, in the spec's suite order
 };
 
 /// Loads apt repository `repo` (number `index` in the spec, which is its priority) for Debian
-/// architecture `arch` (packages of architecture `all` included). Indexes are cached in `store` by
-/// their sha256, so only the Release file is downloaded when nothing changed.
+/// architecture `arch` (packages of architecture `all` included): each of its suites, every one's
+/// Release verified, their packages all tagged `index`. Indexes are cached in `store` by their
+/// sha256, so only the Release files are downloaded when nothing changed.
 Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const std::string& arch,
                                    const BlobStore& store);
 

@@ -296,7 +296,10 @@ std::string uri_key(std::string uri) {
 
 // The suites of a spec repository (a flat one has none).
 std::vector<std::string> suites_of(const envspec::Repo& repo) {
-  return repo.flat || repo.suite.empty() ? std::vector<std::string>() : std::vector<std::string>{repo.suite};
+  if (repo.flat || !repo.suites.empty()) {
+    return repo.flat ? std::vector<std::string>() : repo.suites;
+  }
+  return repo.suite.empty() ? std::vector<std::string>() : std::vector<std::string>{repo.suite};
 }
 
 // The `repos` entry that would add `s`.

@@ -171,6 +171,7 @@ ok	numbers-as-text	s = s.replace("workdir: /opt/hello", "workdir: /opt/hello\nus
 ok	env-scalars	s = s.replace("env:\n", "env:\n  N: 1\n  F: 1.5\n  B: false\n  Y: yes\n")
 ok	outputs-codecs	s = s.replace("outputs:\n", "outputs:\n  compression: zstd\n  sif_compression: lz4\n")
 ok	extends-a-list	s = s.replace("base: scratch", "base: scratch\nextends: []")
+ok	apt-suites	s += "repos:\n  - {apt: http://archive.ubuntu.com/ubuntu, suites: [jammy, jammy-updates], components: [main, universe], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}\n"
 bad	unknown-key	s = s.replace("labels:", "labls:")
 bad	unknown-nested-key	s = s.replace("    to: /opt/hello/", "    too: /opt/hello/")
 bad	later-key	s += "launch: {nodes: 2}\n"
@@ -190,6 +191,9 @@ bad	base-both	s = s.replace("base: scratch", "base: {debian: bookworm, tag: v1}"
 bad	copy-from-and-git	s = s.replace("    to: /opt/hello/", "    to: /opt/hello/\n    git: https://example.org/r.git\n    rev: v1")
 bad	user-space	s += "user: 'a b'\n"
 bad	workdir-relative	s = s.replace("workdir: /opt/hello", "workdir: opt")
+bad	apt-suite-and-suites	s += "repos:\n  - {apt: http://archive.ubuntu.com/ubuntu, suite: jammy, suites: [jammy-updates], components: [main], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}\n"
+bad	apt-suites-empty	s += "repos:\n  - {apt: http://archive.ubuntu.com/ubuntu, suites: [], components: [main], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}\n"
+bad	apt-suites-flat	s += "repos:\n  - {apt: http://archive.ubuntu.com/ubuntu, flat: true, suites: [jammy], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}\n"
 EOF
 # One Python run makes every case directory (a copy of examples/hello, its spec changed).
 "$PY" - "$LOCKSTEP_SOURCE_DIR/examples/hello" "$WORK" <<'EOF'

@@ -214,3 +214,29 @@ TEST_CASE_METHOD(CanonicalFixture, "A registry base enters the digest normalised
         with_image("docker://debian:bookworm@sha256:" + std::string(64, 'b')));
   CHECK(digest_in("one", "lockstep: 1\nname: app\nbase: {oci: base}\n") != short_name);
 }
+
+TEST_CASE_METHOD(CanonicalFixture,
+                 "An apt repository with several suites lists them in order; one suite is 'suite'",
+                 "[canonical][repos]") {
+  write("one/keys/ubuntu.gpg", "key");
+  const auto repos_of = [this](const std::string& repo) {
+    return spec_in("one", "lockstep: 1\nname: app\nrepos:\n  - " + repo + "\n").canonical.at("repos").dump();
+  };
+  // The form locks made before `suites:` have: a single suite must keep it, so they stay fresh.
+  const std::string single =
+      R"([{"apt":"http://archive.ubuntu.com/ubuntu","components":["main"],"suite":"jammy"}])";
+  CHECK(repos_of("{apt: http://archive.ubuntu.com/ubuntu/, suite: jammy, components: [main], keyring: "
+                 "keys/ubuntu.gpg}") == single);
+  CHECK(repos_of("{apt: http://archive.ubuntu.com/ubuntu, suites: [jammy], components: [main], keyring: "
+                 "keys/ubuntu.gpg}") == single);
+  CHECK(repos_of("{apt: http://archive.ubuntu.com/ubuntu, suites: [jammy, jammy-updates], components: [main, "
+                 "universe], keyring: keys/ubuntu.gpg}") ==
+        R"([{"apt":"http://archive.ubuntu.com/ubuntu","components":["main","universe"],)"
+        R"("suites":["jammy","jammy-updates"]}])");
+  // The order of the suites is kept as written (it is the order their Release files are recorded in).
+  CHECK(
+      repos_of("{apt: http://archive.ubuntu.com/ubuntu, suites: [jammy-updates, jammy], components: [main], "
+               "keyring: keys/ubuntu.gpg}") !=
+      repos_of("{apt: http://archive.ubuntu.com/ubuntu, suites: [jammy, jammy-updates], components: [main], "
+               "keyring: keys/ubuntu.gpg}"));
+}

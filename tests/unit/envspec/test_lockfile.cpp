@@ -108,12 +108,66 @@ TEST_CASE_METHOD(SpecFixture, "Lock keys report their errors at the key", "[spec
         std::string::npos);
   CHECK(out.find("repos[0]: missing 'keyring'") != std::string::npos);
   CHECK(out.find("repos[1].keyring: no such file: keys/nonexistent.gpg") != std::string::npos);
-  CHECK(out.find("repos[1]: missing 'suite' (e.g. suite: bookworm), or 'flat: true' for a flat repository") !=
-        std::string::npos);
+  CHECK(out.find("repos[1]: missing 'suite' (e.g. suite: bookworm) or 'suites' (e.g. suites: [jammy, "
+                 "jammy-updates]), or 'flat: true' for a flat repository") != std::string::npos);
   CHECK(out.find("packages.apt[0]: invalid package 'Bad Name'") != std::string::npos);
   CHECK(out.find("packages.npm: unknown key; expected one of: apt, pip") != std::string::npos);
   CHECK(out.find("copy[0]: missing 'rev' (a full commit id or a tag; the lock pins it to a commit)") !=
         std::string::npos);
+}
+
+TEST_CASE_METHOD(SpecFixture, "An apt repository may name several suites; one of them is the same as suite",
+                 "[spec][lock]") {
+  write("keys/ubuntu.gpg", "key");
+  Spec spec =
+      load_ok("lockstep: 1\n"
+              "name: u\n"
+              "repos:\n"
+              "  - {apt: http://archive.ubuntu.com/ubuntu, suites: [jammy, jammy-updates, jammy-security],\n"
+              "     components: [main, universe, restricted], keyring: keys/ubuntu.gpg}\n"
+              "  - {apt: http://archive.ubuntu.com/ubuntu, suite: jammy-backports, components: [main],\n"
+              "     keyring: keys/ubuntu.gpg}\n"
+              "  - {apt: http://archive.ubuntu.com/ubuntu, suites: [noble], components: [main],\n"
+              "     keyring: keys/ubuntu.gpg}\n"
+              "packages: {apt: [htop]}\n");
+  REQUIRE(spec.repos.size() == 3);
+  CHECK(spec.repos[0].suites == std::vector<std::string>{"jammy", "jammy-updates", "jammy-security"});
+  CHECK(spec.repos[0].suite.empty());
+  CHECK(spec.repos[0].components == std::vector<std::string>{"main", "universe", "restricted"});
+  CHECK(spec.repos[1].suite == "jammy-backports");
+  CHECK(spec.repos[1].suites == std::vector<std::string>{"jammy-backports"});
+  CHECK(spec.repos[2].suite == "noble");
+  CHECK(spec.repos[2].suites == std::vector<std::string>{"noble"});
+  CHECK(envspec::lock_inputs(spec).at("repos").dump() ==
+        R"([{"apt":"http://archive.ubuntu.com/ubuntu","components":["main","universe","restricted"],)"
+        R"("suites":["jammy","jammy-updates","jammy-security"]},)"
+        R"({"apt":"http://archive.ubuntu.com/ubuntu","components":["main"],"suite":"jammy-backports"},)"
+        R"({"apt":"http://archive.ubuntu.com/ubuntu","components":["main"],"suite":"noble"}])");
+}
+
+TEST_CASE_METHOD(SpecFixture, "A wrong suites list is reported at the item", "[spec][lock][errors]") {
+  write("keys/k.gpg", "key");
+  const std::string out =
+      errors("lockstep: 1\n"
+             "name: a\n"
+             "repos:\n"
+             "  - {apt: http://x, suites: [jammy, jammy], components: [main], keyring: keys/k.gpg}\n"
+             "  - {apt: http://x, suites: [], components: [main], keyring: keys/k.gpg}\n"
+             "  - {apt: http://x, suites: [jammy, ../up], components: [main], keyring: keys/k.gpg}\n"
+             "  - {apt: http://x, suite: jammy, suites: [jammy-updates], components: [main], "
+             "keyring: keys/k.gpg}\n"
+             "  - {apt: http://x, flat: true, suites: [jammy], keyring: keys/k.gpg}\n"
+             "  - {apt: http://x, suites: jammy, components: [main], keyring: keys/k.gpg}\n");
+  CHECK(out.find(":4:37: error: repos[0].suites[1]: suite 'jammy' is listed twice\n") != std::string::npos);
+  CHECK(out.find(":5:29: error: repos[1].suites: expected a non-empty list such as [jammy, jammy-updates], "
+                 "found a list\n") != std::string::npos);
+  CHECK(out.find(":6:37: error: repos[2].suites[1]: invalid suite '../up'\n") != std::string::npos);
+  CHECK(out.find(":7:35: error: repos[3].suites: give 'suite' or 'suites', not both (suites: [bookworm, "
+                 "bookworm-updates] lists several)\n") != std::string::npos);
+  CHECK(out.find(":8:5: error: repos[4]: a flat repository has no 'suite', 'suites' or 'components'\n") !=
+        std::string::npos);
+  CHECK(out.find(":9:29: error: repos[5].suites: expected a non-empty list such as [jammy, jammy-updates], "
+                 "found a string\n") != std::string::npos);
 }
 
 TEST_CASE_METHOD(SpecFixture, "Packages need a repository of their kind", "[spec][lock][errors]") {
@@ -278,6 +332,78 @@ TEST_CASE("A pypi or wheels repository in a lock has no apt keys", "[lock][error
   REQUIRE_FALSE(r);
   CHECK(r.error().message ==
         "lockstep.lock: repos[1].suite: unknown key; run `lockstep lock` to write a new lock");
+}
+
+TEST_CASE("A repository with one suite keeps its line; several suites record each one's Release", "[lock]") {
+  Lock lock = sample_lock();
+  lock.repos.push_back(
+      envspec::LockedRepo{"apt",
+                          "http://archive.ubuntu.com/ubuntu",
+                          "",
+                          {"main", "universe"},
+                          "",
+                          "",
+                          {{"jammy", "Thu, 21 Apr 2022 17:16:08 UTC", std::string(64, 'c')},
+                           {"jammy-updates", "Fri, 05 Dec 2025 08:00:00 UTC", std::string(64, 'd')}}});
+  const std::string text = envspec::render_lock(lock);
+  // The single-suite line is the one locks had before `suites:`: committed locks still read and verify.
+  CHECK(text.find("\n    {\"kind\":\"apt\",\"url\":\"http://deb.debian.org/debian\",\"suite\":\"bookworm\","
+                  "\"components\":[\"main\"],\"release-date\":\"Sat, 15 Mar 2025 10:00:00 "
+                  "UTC\",\"release-sha256\":\"" +
+                  std::string(64, 'b') + "\"},\n") != std::string::npos);
+  CHECK(text.find(
+            "\n    {\"kind\":\"apt\",\"url\":\"http://archive.ubuntu.com/ubuntu\",\"suites\":["
+            "{\"suite\":\"jammy\",\"release-date\":\"Thu, 21 Apr 2022 17:16:08 UTC\",\"release-sha256\":\"" +
+            std::string(64, 'c') +
+            "\"},{\"suite\":\"jammy-updates\",\"release-date\":\"Fri, 05 Dec 2025 08:00:00 UTC\","
+            "\"release-sha256\":\"" +
+            std::string(64, 'd') + "\"}],\"components\":[\"main\",\"universe\"]}\n  ],\n") !=
+        std::string::npos);
+  auto parsed = envspec::parse_lock(text, "lockstep.lock");
+  REQUIRE(parsed);
+  REQUIRE(parsed->repos.size() == 2);
+  CHECK(parsed->repos[0].suites.empty());
+  CHECK(parsed->repos[0].suite == "bookworm");
+  CHECK(parsed->repos[1].suite.empty());
+  CHECK(parsed->repos[1].suites == lock.repos[1].suites);
+  CHECK(envspec::render_lock(*parsed) == text);
+
+  const auto error_of = [&text](const std::string& from, const std::string& to) {
+    std::string t = text;
+    const std::size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    auto r = envspec::parse_lock(t, "lockstep.lock");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    return r.error().message;
+  };
+  const std::string suffix = "; run `lockstep lock` to write a new lock";
+  CHECK(error_of("\"suites\":[", "\"suites\":[{\"suite\":\"jammy-security\",\"release-date\":\"x\","
+                                 "\"release-sha256\":\"e\",\"valid-until\":\"y\"},") ==
+        "lockstep.lock: repos[1].suites[0].valid-until: unknown key" + suffix);
+  CHECK(error_of("{\"suite\":\"jammy-updates\"", "{\"suite\":\"jammy\"") ==
+        "lockstep.lock: repos[1].suites[1].suite: suite 'jammy' is listed twice" + suffix);
+  CHECK(error_of("{\"suite\":\"jammy-updates\"", "{\"suites\":\"jammy-updates\"") ==
+        "lockstep.lock: repos[1].suites[1].suites: unknown key" + suffix);
+  CHECK(error_of("\"suites\":[", "\"suite\":\"jammy\",\"suites\":[") ==
+        "lockstep.lock: repos[1]: has both 'suites' and 'suite' or 'release-*': each suite's Release goes in "
+        "'suites'" +
+            suffix);
+  // The list itself: one suite, or not a list.
+  const std::size_t begin = text.find("\"suites\":[") + 9;
+  const std::size_t second = text.find(",{\"suite\":\"jammy-updates\"");
+  const std::size_t end = text.find("],\"components\"", second) + 1;
+  const std::string one_suite = text.substr(begin, second - begin) + "]";
+  for (const std::string& list : {one_suite, std::string("\"jammy\"")}) {
+    std::string t = text;
+    t.replace(begin, end - begin, list);
+    auto r = envspec::parse_lock(t, "lockstep.lock");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "lockstep.lock: repos[1].suites: expected a list of two or more suites (one "
+                               "suite is written as suite, release-date, release-sha256)" +
+                                   suffix);
+  }
 }
 
 namespace {

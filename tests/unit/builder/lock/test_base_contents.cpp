@@ -78,4 +78,10 @@ TEST_CASE("The base's apt sources the spec lacks are warned about with the repos
                      "flat: true, keyring: cuda-archive-keyring.gpg}"));
   spec.repos.push_back(cuda);
   CHECK(sources_the_spec_lacks(spec, base).size() == 3); // the flat repository is there now
+  spec.repos.front().suite.clear();
+  spec.repos.front().suites = {"jammy", "jammy-updates"}; // `suites:` covers both lines' suites
+  w = sources_the_spec_lacks(spec, base);
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].starts_with("the base image's /etc/apt/sources.list:1 has "));
+  CHECK(w[1].starts_with("the base image's /etc/apt/sources.list.d/broken.list can't be read: "));
 }

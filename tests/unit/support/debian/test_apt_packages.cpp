@@ -289,3 +289,55 @@ TEST_CASE("A malformed dpkg status is refused naming the line and package", "[de
 }
 
 } // namespace
+
+TEST_CASE("Ubuntu's Packages fields (Original-Maintainer, Task, Phased-Update-Percentage, ...) are read past",
+          "[apt][packages]") {
+  // A paragraph as archive.ubuntu.com's jammy-updates writes it: fields the archive adds (Task,
+  // Description-md5, Phased-Update-Percentage, Supported) after the .deb's own (Origin, Bugs,
+  // Original-Maintainer). The phased percentage changes nothing: a phased version is a candidate
+  // like any other (docs/apt-resolver.md).
+  const std::string text =
+      "Package: libssl3\n"
+      "Architecture: amd64\n"
+      "Version: 3.0.2-0ubuntu1.15\n"
+      "Multi-Arch: same\n"
+      "Priority: important\n"
+      "Section: libs\n"
+      "Source: openssl\n"
+      "Origin: Ubuntu\n"
+      "Maintainer: Ubuntu Developers <ubuntu-devel-discuss@lists.ubuntu.com>\n"
+      "Original-Maintainer: Debian OpenSSL Team <pkg-openssl-devel@alioth-lists.debian.net>\n"
+      "Bugs: https://bugs.launchpad.net/ubuntu/+filebug\n"
+      "Installed-Size: 5833\n"
+      "Depends: libc6 (>= 2.34), debconf (>= 0.5) | debconf-2.0\n"
+      "Filename: pool/main/o/openssl/libssl3_3.0.2-0ubuntu1.15_amd64.deb\n"
+      "Size: 1905112\n"
+      "MD5sum: 0123456789abcdef0123456789abcdef\n"
+      "SHA1: 0123456789abcdef0123456789abcdef01234567\n"
+      "SHA256: " +
+      k_sha_a +
+      "\n"
+      "SHA512: " +
+      std::string(128, 'c') +
+      "\n"
+      "Homepage: https://www.openssl.org/\n"
+      "Description: Secure Sockets Layer toolkit - shared libraries\n"
+      "Task: minimal, server-minimal\n"
+      "Description-md5: 88547c6206c7fbc4fcc7d09ce100d210\n"
+      "Phased-Update-Percentage: 30\n"
+      "Supported: 5y\n";
+  auto r = parse_packages_index(text, "jammy-updates/main/binary-amd64/Packages", 0);
+  REQUIRE(r);
+  REQUIRE(r->size() == 1);
+  const AptPackage& p = r->front();
+  CHECK(p.name == "libssl3");
+  CHECK(p.version.str() == "3.0.2-0ubuntu1.15");
+  CHECK(p.source == "openssl");
+  CHECK(p.multi_arch == "same");
+  CHECK(p.priority == "important");
+  REQUIRE(p.depends.size() == 2);
+  CHECK(p.depends[1].size() == 2);
+  CHECK(p.filename == "pool/main/o/openssl/libssl3_3.0.2-0ubuntu1.15_amd64.deb");
+  CHECK(p.sha256.hex() == k_sha_a);
+  CHECK(p.control == text);
+}

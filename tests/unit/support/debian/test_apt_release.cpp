@@ -95,3 +95,40 @@ TEST_CASE("The signed text of an InRelease is the message without armor and dash
   CHECK(unsigned_msg.error().message ==
         "InRelease: malformed clearsigned message (no header end or no signature)");
 }
+
+TEST_CASE("An Ubuntu Release file (no Valid-Until, MD5Sum and SHA256, Acquire-By-Hash) is read", "[debian]") {
+  // As archive.ubuntu.com's dists/jammy-updates/Release has it: the uncompressed Packages is listed
+  // though only .gz and .xz are served, and there is no Valid-Until.
+  const std::string text = "Origin: Ubuntu\n"
+                           "Label: Ubuntu\n"
+                           "Suite: jammy-updates\n"
+                           "Version: 22.04\n"
+                           "Codename: jammy\n"
+                           "Date: Fri, 05 Dec 2025 08:02:31 UTC\n"
+                           "Architectures: amd64 arm64 armhf i386 ppc64el riscv64 s390x\n"
+                           "Components: main restricted universe multiverse\n"
+                           "Description: Ubuntu Jammy Updates\n"
+                           "MD5Sum:\n"
+                           " 0123456789abcdef0123456789abcdef  3027474 main/binary-amd64/Packages\n"
+                           "SHA256:\n"
+                           " " +
+                           k_hash_a +
+                           "          3027474 main/binary-amd64/Packages\n"
+                           " " +
+                           k_hash_b +
+                           "           581772 main/binary-amd64/Packages.xz\n"
+                           "Acquire-By-Hash: yes\n";
+  auto r = AptRelease::parse(text, "dists/jammy-updates/Release");
+  REQUIRE(r);
+  CHECK(r->origin == "Ubuntu");
+  CHECK(r->label == "Ubuntu");
+  CHECK(r->suite == "jammy-updates");
+  CHECK(r->codename == "jammy");
+  CHECK(r->version == "22.04");
+  CHECK(r->date == "Fri, 05 Dec 2025 08:02:31 UTC");
+  CHECK(r->valid_until.empty());
+  CHECK(r->acquire_by_hash);
+  CHECK(r->components == std::vector<std::string>{"main", "restricted", "universe", "multiverse"});
+  REQUIRE(r->sha256.size() == 2);
+  CHECK(r->sha256.at("main/binary-amd64/Packages.xz").size == 581772);
+}
