@@ -703,9 +703,17 @@ Result<std::optional<Mount>> capture(const MountRequest& r, std::set<dev_t>& own
   }
   case MountRequest::Kind::bind: {
     const BindSpec& b = r.bind;
-    const bool recursive = b.depth == BindSpec::Depth::recursive;
+    bool recursive = b.depth == BindSpec::Depth::recursive;
     m.tree = UniqueFd(open_tree(AT_FDCWD, b.source.c_str(),
                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0U)));
+    if (!m.tree.valid() && errno == EINVAL && !recursive) {
+      // In a user namespace the kernel refuses a single-level clone of a tree with mounts
+      // locked beneath it (they would be uncovered); those mounts stay, so bind them too.
+      log::debug("sandbox: {} has mounts beneath it the kernel keeps; binding them too", b.source.string());
+      recursive = true;
+      m.tree =
+          UniqueFd(open_tree(AT_FDCWD, b.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    }
     if (!m.tree.valid()) {
       if (errno == ENOENT && b.need == BindSpec::Need::optional) {
         log::debug("sandbox: skip {}: {} does not exist on the host", r.label, b.source.string());

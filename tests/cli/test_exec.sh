@@ -227,6 +227,21 @@ for U in "${USERS[@]}"; do
   assert_eq 0 "$RC" "[$U] --tmp-host ($ERR)"
   ls /tmp/lockstep-exec-tmp-host-* >/dev/null 2>&1 || fail "[$U] --tmp-host: the file is not in the host's /tmp"
   rm -f /tmp/lockstep-exec-tmp-host-*
+  if [ "$U" != root ]; then
+    # A mount beneath /tmp (another job's, a FUSE mount) is locked in the user's namespace: the
+    # kernel refuses a one-level bind of /tmp then, so it is bound with what lies beneath. The
+    # extra mount lives in a private mount namespace; the host's /tmp is not touched.
+    sub=$(mktemp -d /tmp/lockstep-exec-sub.XXXXXX)
+    set +e
+    OUT=$(unshare -m --propagation private sh -c "mount -t tmpfs none '$sub' && touch '$sub/beneath' &&
+      runuser -u '$U' -- env HOME='$WORK/home-user' LOCKSTEP_CACHE='$WORK/cache-user' \
+        '$LOCKSTEP' exec --tmp-host '$IMG' -- ls '$sub'" 2>"$WORK/.stderr")
+    RC=$?
+    set -e
+    ERR=$(cat "$WORK/.stderr")
+    rmdir "$sub"
+    assert_eq "0 beneath" "$RC $OUT" "[$U] --tmp-host with a mount beneath /tmp ($ERR)"
+  fi
   home=$([ "$U" = root ] && echo "$WORK/home-root" || echo "$WORK/home-user")
   lx "$U" -- exec "$IMG" -- sh -c 'echo "$HOME"; echo hi > "$HOME/from-container"'
   assert_eq "0 $home" "$RC $OUT" "[$U] HOME is bound read-write"
