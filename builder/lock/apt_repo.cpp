@@ -192,7 +192,9 @@ Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const s
   out.pool_url = repo.url;
   // Every suite of the entry, each verified on its own; they share the entry's priority, so the
   // highest version among them wins (phased updates are candidates like any other version).
-  const std::vector<std::string> suites = repo.flat ? std::vector<std::string>{std::string()} : repo.suites;
+  const std::vector<std::string> suites = repo.flat              ? std::vector<std::string>{std::string()}
+                                          : !repo.suites.empty() ? repo.suites
+                                                                 : std::vector<std::string>{repo.suite};
   for (const std::string& suite : suites) {
     LS_TRY_ASSIGN(LoadedSuite one, load_suite(repo, suite, index, arch, store));
     log::debug("{} {}: {} packages from {} index(es)", repo.url_text, suite, one.packages.size(),

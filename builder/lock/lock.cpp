@@ -119,7 +119,8 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
     if (repo.kind != envspec::Repo::Kind::apt) {
       continue;
     }
-    log::info("reading {}{}", repo.url_text, repo.flat ? "" : " " + repo.suite);
+    log::info("reading {}{}", repo.url_text,
+              repo.flat ? "" : fmt::format(" {}", fmt::join(repo.suites, ", ")));
     LS_TRY_ASSIGN(AptRepoIndex index, load_apt_repo(repo, static_cast<int>(i), arch, store));
     lock.repos[i] = index.locked;
     pool_urls[i] = index.pool_url;
@@ -127,15 +128,17 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
       all.push_back(std::move(p));
     }
   }
-  // An `all` package appears in every architecture's index: keep one record per repository.
+  // An `all` package appears in every architecture's index, and a package in several suites of one
+  // entry: keep one record per repository (the same bytes; two different files of one version stay
+  // apart, and the universe orders them by digest).
   std::sort(all.begin(), all.end(), [](const AptPackage& a, const AptPackage& b) {
-    return std::tie(a.repo, a.name, a.architecture, a.version) <
-           std::tie(b.repo, b.name, b.architecture, b.version);
+    return std::tie(a.repo, a.name, a.architecture, a.version, a.sha256) <
+           std::tie(b.repo, b.name, b.architecture, b.version, b.sha256);
   });
   all.erase(std::unique(all.begin(), all.end(),
                         [](const AptPackage& a, const AptPackage& b) {
                           return a.repo == b.repo && a.name == b.name && a.architecture == b.architecture &&
-                                 a.version == b.version;
+                                 a.version == b.version && a.sha256 == b.sha256;
                         }),
             all.end());
   LS_TRY_ASSIGN(std::vector<InstalledPackage> installed, base_installed(spec, base));
