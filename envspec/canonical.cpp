@@ -35,7 +35,11 @@ json base_form(const Spec& spec) {
     return json{{"debian", spec.base.suite}, {"variant", variants[static_cast<int>(spec.base.variant)]}};
   }
   if (spec.base.kind == BaseImage::Kind::registry) { // normalised: debian:bookworm is docker.io/library/...
-    return json{{"image", "docker://" + spec.base.remote.str()}};
+    json base{{"image", "docker://" + spec.base.remote.str()}};
+    if (!spec.base.python.empty()) {
+      base["python"] = spec.base.python;
+    }
+    return base;
   }
   json base = json::object();
   base["oci"] = canonical_path(spec.base.path, spec.base.path_text, spec.dir);
@@ -44,6 +48,9 @@ json base_form(const Spec& spec) {
   }
   if (!spec.base.tag.empty()) {
     base["tag"] = spec.base.tag;
+  }
+  if (!spec.base.python.empty()) {
+    base["python"] = spec.base.python;
   }
   return base;
 }

@@ -277,6 +277,8 @@ private:
         base_path(e.value, out);
       } else if (e.key == "tag") {
         base_tag(e.value, out);
+      } else if (e.key == "python") {
+        base_python(e.value, out);
       } else if (e.key == "variant") {
         error(e.key_location, "base.variant",
               "'variant' goes with 'debian' (e.g. {debian: bookworm, variant: apt})");
@@ -294,6 +296,8 @@ private:
     for (const MapEntry& e : v.entries) {
       if (e.key == "image") {
         base_image_ref(e.value, out);
+      } else if (e.key == "python") {
+        base_python(e.value, out);
       } else if (e.key == "tag") {
         error(e.key_location, "base.tag",
               "with 'image' the tag is part of the reference (e.g. {image: docker://debian:bookworm})");
@@ -336,6 +340,10 @@ private:
         }
       } else if (e.key == "oci" || e.key == "tag" || e.key == "image") {
         error(e.key_location, path, "a base is either {debian: SUITE} or {oci: PATH}, not both");
+      } else if (e.key == "python") {
+        error(e.key_location, path,
+              "a Debian base's Python is its python3 package: add python3 to packages.apt ('python' "
+              "names the interpreter of an image base whose Python is not a Debian package)");
       } else {
         unknown_key(e, "base", m_shapes.base);
       }
@@ -932,6 +940,37 @@ private:
       return;
     }
     out.tag = *s;
+  }
+
+  // `python: /usr/local/bin/python3.11`: an absolute path in the image, normalised.
+  void base_python(const Node& v, BaseImage& out) {
+    const std::string* s = nonempty_string(v, "base.python", "the interpreter's absolute path in the image");
+    if (s == nullptr) {
+      return;
+    }
+    std::string normal;
+    bool ok = s->front() == '/' && s->find('\0') == std::string::npos;
+    for (std::size_t i = 1; ok && i <= s->size();) {
+      std::size_t j = s->find('/', i);
+      j = j == std::string::npos ? s->size() : j;
+      const std::string part = s->substr(i, j - i);
+      ok = part != "..";
+      if (!part.empty() && part != ".") {
+        normal += "/" + part;
+      }
+      i = j + 1;
+    }
+    if (!ok || normal.empty() || std::any_of(normal.begin(), normal.end(), [](char c) {
+          return std::isspace(static_cast<unsigned char>(c));
+        })) {
+      error(v.location, "base.python",
+            fmt::format("invalid interpreter path '{}': expected an absolute path in the image without '..' "
+                        "or spaces, e.g. /usr/local/bin/python3.11",
+                        *s));
+      return;
+    }
+    out.python = normal;
+    out.python_location = v.location;
   }
 
   void copy(const Node& v, std::vector<CopyItem>& out) {

@@ -75,7 +75,11 @@ struct BaseImage {
   std::string key = "base.oci"; ///< the key the base was written under, for messages ("base.image")
   std::string suite;            ///< Kind::debian: the suite or codename (`debian: bookworm`)
   DebianVariant variant = DebianVariant::apt; ///< Kind::debian
-  SourceLocation location;                    ///< of the `oci` or `image` value (or of `base` itself)
+  /// Kind::oci and Kind::registry: `python: /usr/local/bin/python3.11`, the base's Python when it is
+  /// not a Debian package (an absolute image path, normalised); wheels go into its site-packages.
+  std::string python;
+  SourceLocation python_location;
+  SourceLocation location; ///< of the `oci` or `image` value (or of `base` itself)
 };
 
 /// One `repos:` entry.

@@ -71,6 +71,10 @@ AllShapes::AllShapes() {
   oci_path = {.pattern = R"(^((?!.*@[^@]*:[^@]*$).+|.+@(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}))$)"};
   tag = {.pattern =
              R"(^[A-Za-z0-9]+(([-._:@+]|--)[A-Za-z0-9]+)*(/[A-Za-z0-9]+(([-._:@+]|--)[A-Za-z0-9]+)*)*$)"};
+  const Key base_python_key{.name = "python",
+                            .shape = &image_path,
+                            .doc = "The base's Python interpreter when it is not a Debian package (e.g. "
+                                   "/usr/local/bin/python3.11): wheels go into its site-packages."};
   base_oci = {
       .kind = Kind::map,
       .name = "baseOci",
@@ -81,6 +85,7 @@ AllShapes::AllShapes() {
            .doc = "The OCI layout directory or archive, optionally pinned: PATH@sha256:HEX.",
            .presence = Presence::required},
           {.name = "tag", .shape = &tag, .doc = "Picks the manifest whose ref.name annotation is TAG."},
+          base_python_key,
       }};
   image_ref = {.pattern = R"(^(docker://|oci:|oci-archive:).+$)"};
   base_image = {.kind = Kind::map,
@@ -92,6 +97,7 @@ AllShapes::AllShapes() {
                      .doc = "docker://[HOST[:PORT]/]REPO[:TAG][@sha256:HEX], oci:DIR[:TAG] or "
                             "oci-archive:FILE[:TAG].",
                      .presence = Presence::required},
+                    base_python_key,
                 }};
   debian_suite = {.pattern = R"(^[a-z0-9][a-z0-9.+-]*$)"};
   debian_variant = {.values = {"essential", "apt", "required"}};

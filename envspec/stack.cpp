@@ -112,6 +112,10 @@ std::string fill_pattern(std::string_view pattern, const std::string& version, c
 // Where the image's Python comes from: "Debian bookworm's python3" or "python3.10 of the base image
 // docker://…".
 std::string python_source(const StackContext& context, const std::string& version) {
+  if (!context.base_python_path.empty()) {
+    return fmt::format("{} (Python {}) of the base image {}", context.base_python_path, version,
+                       context.base_name);
+  }
   if (!context.base_python.empty()) {
     return fmt::format("python{} of the base image {}", version, context.base_name);
   }
@@ -744,11 +748,19 @@ public:
       return;
     }
     LockedStackChoice c{"python", "python", p.python->version, "", "apt", {}, {}};
-    for (const AptPattern& pat : m_recipes.python.apt) {
-      add_apt(c, pat, p.python->version, p.cuda, at(m_request.python));
+    if (!m_context.base_python_path.empty()) {
+      // The base's own interpreter: nothing to install.
+      c.via = "base";
+      c.facts.push_back(fmt::format("the base image {} has Python {} ({}, not a Debian package)",
+                                    m_context.base_name, p.python->version, m_context.base_python_path));
+    } else {
+      for (const AptPattern& pat : m_recipes.python.apt) {
+        add_apt(c, pat, p.python->version, p.cuda, at(m_request.python));
+      }
     }
     const std::string& suite = m_context.debian_suite;
-    if (!m_context.base_python.empty() && m_context.base_python == p.python->version) {
+    if (m_context.base_python_path.empty() && !m_context.base_python.empty() &&
+        m_context.base_python == p.python->version) {
       c.facts.push_back(fmt::format("the base image {} has Python {} (python{} installed)",
                                     m_context.base_name, p.python->version, p.python->version));
     }

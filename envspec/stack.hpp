@@ -33,6 +33,9 @@ struct StackContext {
   std::string base_cuda;         ///< "12.4" when cuda-cudart-12-4 is installed, else ""
   std::string base_cuda_package; ///< "cuda-cudart-12-4 12.4.127-1"
   std::string base_python;       ///< "3.10" when python3.10 is installed, else ""
+  /// `base.python`: the base's own interpreter (not a Debian package), whose X.Y is base_python;
+  /// the stack installs no Python then.
+  std::string base_python_path;
 };
 
 /// The solver's answer.
@@ -48,7 +51,7 @@ StackContext stack_context(const Spec& spec);
 /// Solves `request` against `recipes`. An impossible request is invalid_input whose message is a
 /// rendered diagnostic at the offending `stack` key (Error::rendered), listing what would work.
 /// Over a base with CUDA the stack's CUDA is the base's (another `stack.cuda` is refused there, naming
-/// the base); over a base with a Debian python3.X, that is the stack's Python.
+/// the base); over a base with a Debian python3.X (or `base.python`), that is the stack's Python.
 Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
                                   const StackContext& context);
 

@@ -303,56 +303,6 @@ BaseDatabase base_database(const BaseMetadata& base, const BaseState& b,
   return db;
 }
 
-// `path` (as a package names it, "/bin/foo") with its parents resolved through the base's symbolic
-// links, as dpkg would have placed it; the last component is not followed.
-std::string resolve_in_base(const BaseMetadata& base, const std::string& path) {
-  std::vector<std::string> parts;
-  std::string rest = path.substr(1);
-  for (int hops = 0; hops < 40;) {
-    const std::size_t slash = rest.find('/');
-    if (slash == std::string::npos) {
-      break;
-    }
-    parts.push_back(rest.substr(0, slash));
-    rest = rest.substr(slash + 1);
-    std::string joined;
-    for (const std::string& p : parts) {
-      joined += (joined.empty() ? "" : "/") + p;
-    }
-    auto link = base.symlinks.find(joined);
-    if (link == base.symlinks.end()) {
-      continue;
-    }
-    ++hops;
-    const std::string& target = link->second;
-    parts.pop_back();
-    if (target.starts_with("/")) {
-      parts.clear();
-    }
-    std::string t = target;
-    while (!t.empty()) {
-      const std::size_t s2 = t.find('/');
-      const std::string c = t.substr(0, s2);
-      t = s2 == std::string::npos ? std::string() : t.substr(s2 + 1);
-      if (c.empty() || c == ".") {
-        continue;
-      }
-      if (c == "..") {
-        if (!parts.empty()) {
-          parts.pop_back();
-        }
-        continue;
-      }
-      parts.push_back(c);
-    }
-  }
-  std::string out;
-  for (const std::string& p : parts) {
-    out += p + "/";
-  }
-  return out + rest;
-}
-
 // Where a package's `path` lies in the image: a path another package diverted goes to the diverted
 // path, and parents are resolved through the base's links.
 std::string location_in_base(const BaseMetadata& base, const BaseState& b, const std::string& path,

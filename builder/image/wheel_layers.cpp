@@ -63,11 +63,11 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   if (wheels.empty()) {
     return {};
   }
-  LS_TRY_ASSIGN(const PythonTarget python, python_target(lock, spec.platform, state.base));
+  LS_TRY_ASSIGN(const PythonTarget python, python_target(lock, spec.platform, state.base, spec.base.python));
   WheelTarget target;
   target.site_packages = python.site_packages();
-  target.scripts_dir = "usr/local/bin";
-  target.data_dir = "usr/local";
+  target.scripts_dir = python.scripts_dir;
+  target.data_dir = python.data_dir;
   target.python = python.interpreter;
   target.epoch = state.epoch;
 

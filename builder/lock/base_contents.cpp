@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <set>
 
 namespace lockstep::builder {
@@ -20,7 +21,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* k_record_ns = "base-metadata";
-constexpr const char* k_record_version = "v2";
+constexpr const char* k_record_version = "v3";
 constexpr std::uint64_t k_max_record = 1ULL << 30;
 
 json to_json(const BaseMetadata& m) {
@@ -36,6 +37,9 @@ json to_json(const BaseMetadata& m) {
               {"dpkg_info_names", m.dpkg_info_names},
               {"symlinks", m.symlinks},
               {"directories", m.directories},
+              {"python_headers", m.python_headers},
+              {"python_executables", m.python_executables},
+              {"config_env", m.config_env},
               {"passwd", m.passwd},
               {"group", m.group},
               {"merged_usr", m.merged_usr},
@@ -64,6 +68,9 @@ std::optional<BaseMetadata> from_json(const std::string& text, const Digest& man
     m.dpkg_info_names = j.at("dpkg_info_names").get<std::vector<std::string>>();
     m.symlinks = j.at("symlinks").get<std::map<std::string, std::string>>();
     m.directories = j.at("directories").get<std::vector<std::string>>();
+    m.python_headers = j.at("python_headers").get<std::map<std::string, std::string>>();
+    m.python_executables = j.at("python_executables").get<std::vector<std::string>>();
+    m.config_env = j.at("config_env").get<std::vector<std::string>>();
     m.passwd = j.at("passwd").get<std::string>();
     m.group = j.at("group").get<std::string>();
     m.merged_usr = j.at("merged_usr").get<bool>();
@@ -104,9 +111,39 @@ void collect(const oci::ImageContents& contents, std::string_view dir, std::stri
   }
 }
 
-BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manifest) {
+// The config's Env, where it is a list of strings.
+std::vector<std::string> config_env_of(const json& config) {
+  std::vector<std::string> out;
+  const json* env = nullptr;
+  if (config.is_object() && config.contains("config") && config["config"].is_object() &&
+      config["config"].contains("Env") && config["config"]["Env"].is_array()) {
+    env = &config["config"]["Env"];
+  }
+  if (env != nullptr) {
+    for (const json& e : *env) {
+      if (e.is_string()) {
+        out.push_back(e.get<std::string>());
+      }
+    }
+  }
+  return out;
+}
+
+// python3 or python3.N.
+bool is_python_name(std::string_view name) {
+  if (name == "python3") {
+    return true;
+  }
+  if (name.substr(0, 8) != "python3." || name.size() == 8) {
+    return false;
+  }
+  return std::all_of(name.begin() + 8, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manifest, const json& config) {
   BaseMetadata m;
   m.manifest = manifest;
+  m.config_env = config_env_of(config);
   const std::string* status = contents.text("var/lib/dpkg/status");
   m.has_dpkg_status = status != nullptr;
   if (status != nullptr) {
@@ -137,6 +174,14 @@ BaseMetadata metadata_of(const oci::ImageContents& contents, const Digest& manif
       m.symlinks[path] = entry.link_target;
     } else if (entry.type == oci::ImageEntry::Type::directory) {
       m.directories.push_back(path);
+    } else if (entry.type == oci::ImageEntry::Type::file) {
+      const std::size_t slash = path.rfind('/');
+      const std::string_view name = std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+      if (is_python_name(name)) {
+        m.python_executables.push_back(path);
+      } else if (name == "patchlevel.h" && entry.text) {
+        m.python_headers[path] = *entry.text;
+      }
     }
     if (path.compare(0, info.size(), info) == 0 && path.find('/', info.size()) == std::string::npos) {
       m.dpkg_info_names.push_back(path.substr(info.size()));
@@ -186,7 +231,7 @@ Result<BaseMetadata> read_base_metadata(const OpenedBase& base, const BlobStore&
   options.digests = false;
   LS_TRY_ASSIGN(oci::ImageContents contents,
                 oci::read_opened_image(*base.source, base.image, base.what, options));
-  BaseMetadata m = metadata_of(contents, manifest);
+  BaseMetadata m = metadata_of(contents, manifest, base.image.config);
   remember(m, store, key);
   return m;
 }
@@ -206,9 +251,188 @@ Result<BaseMetadata> read_stored_base_metadata(const oci::OpenedImage& image, co
     LS_TRY(oci::apply_layer_to_contents(contents, store.blob_path(layer.digest),
                                         fmt::format("{}: layer {}", what, layer.digest.str()), options));
   }
-  BaseMetadata m = metadata_of(contents, manifest);
+  BaseMetadata m = metadata_of(contents, manifest, image.config);
   remember(m, store, manifest.hex() + "-" + k_record_version);
   return m;
+}
+
+std::string resolve_in_base(const BaseMetadata& base, const std::string& path) {
+  std::vector<std::string> parts;
+  std::string rest = path.substr(1);
+  for (int hops = 0; hops < 40;) {
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string::npos) {
+      break;
+    }
+    parts.push_back(rest.substr(0, slash));
+    rest = rest.substr(slash + 1);
+    std::string joined;
+    for (const std::string& p : parts) {
+      joined += (joined.empty() ? "" : "/") + p;
+    }
+    auto link = base.symlinks.find(joined);
+    if (link == base.symlinks.end()) {
+      continue;
+    }
+    ++hops;
+    const std::string& target = link->second;
+    parts.pop_back();
+    if (target.starts_with("/")) {
+      parts.clear();
+    }
+    std::string t = target;
+    while (!t.empty()) {
+      const std::size_t s2 = t.find('/');
+      const std::string c = t.substr(0, s2);
+      t = s2 == std::string::npos ? std::string() : t.substr(s2 + 1);
+      if (c.empty() || c == ".") {
+        continue;
+      }
+      if (c == "..") {
+        if (!parts.empty()) {
+          parts.pop_back();
+        }
+        continue;
+      }
+      parts.push_back(c);
+    }
+  }
+  std::string out;
+  for (const std::string& p : parts) {
+    out += p + "/";
+  }
+  return out + rest;
+}
+
+// "3.11.2", "3.13.0rc1", "3.12.0~b1" (Debian's upstream versions and CPython's PY_VERSION) as the
+// PEP 440 python_full_version of X.Y `version`; nullopt when it is not X.Y[.Z] of that version.
+std::optional<std::string> python_full_version(const std::string& text, const std::string& version) {
+  static const std::regex full_re(R"(([0-9]+)\.([0-9]+)(\.([0-9]+))?(~?(a|b|rc)([0-9]+))?.*)");
+  std::smatch m;
+  if (!std::regex_match(text, m, full_re) || m[1].str() + "." + m[2].str() != version) {
+    return std::nullopt;
+  }
+  return version + "." + (m[4].matched ? m[4].str() : "0") +
+         (m[5].matched ? m[6].str() + m[7].str() : std::string());
+}
+
+namespace {
+
+// "a/b/../c/./d" -> "a/c/d" (relative to the root; ".." stops at the root).
+std::string normalise_in_root(const std::string& path) {
+  std::vector<std::string> parts;
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    std::size_t j = path.find('/', i);
+    j = j == std::string::npos ? path.size() : j;
+    const std::string c = path.substr(i, j - i);
+    if (c == "..") {
+      if (!parts.empty()) {
+        parts.pop_back();
+      }
+    } else if (!c.empty() && c != ".") {
+      parts.push_back(c);
+    }
+    i = j + 1;
+  }
+  return fmt::format("{}", fmt::join(parts, "/"));
+}
+
+std::string parent_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+} // namespace
+
+Result<BasePython> find_base_python(const BaseMetadata& base, const std::string& interpreter) {
+  BasePython t;
+  t.interpreter = interpreter;
+  // Follow the path's links (parents and the file itself) through the base.
+  std::string path = interpreter;
+  std::string resolved;
+  for (int hops = 0;; ++hops) {
+    resolved = normalise_in_root(resolve_in_base(base, path));
+    auto link = base.symlinks.find(resolved);
+    if (link == base.symlinks.end()) {
+      break;
+    }
+    if (hops == 40) {
+      return invalid_input("base.python {}: more than 40 symbolic links in the base image", interpreter);
+    }
+    const std::string& to = link->second;
+    path = "/" + normalise_in_root(to.starts_with("/") ? to : parent_of(resolved) + "/" + to);
+  }
+  const std::string shown =
+      "/" + resolved == interpreter ? interpreter : interpreter + " (/" + resolved + ")";
+  if (!std::binary_search(base.python_executables.begin(), base.python_executables.end(), resolved)) {
+    std::vector<std::string> found;
+    for (const std::string& p : base.python_executables) {
+      found.push_back("/" + p);
+    }
+    return invalid_input("base.python {} is not a python3 or python3.N file in the base image; {}", shown,
+                         found.empty() ? std::string("the base has none")
+                                       : fmt::format("the base has {}", fmt::join(found, ", ")));
+  }
+  const std::string bin = parent_of(resolved);
+  if (bin != "bin" && !bin.ends_with("/bin")) {
+    return invalid_input(
+        "base.python {}: expected an interpreter in a PREFIX/bin directory, as CPython installs it", shown);
+  }
+  const std::string prefix = parent_of(bin);
+  const std::string include = (prefix.empty() ? "" : prefix + "/") + "include/";
+  // X.Y from the file's name, else from the prefix's one include/python3.N.
+  const std::string name = resolved.substr(resolved.rfind('/') + 1);
+  std::string version = name.size() > 6 ? name.substr(6) : std::string();
+  if (version.find('.') == std::string::npos) {
+    std::vector<std::string> versions;
+    for (const auto& [header, text] : base.python_headers) {
+      if (header.starts_with(include + "python3.") && header.ends_with("/patchlevel.h")) {
+        const std::string dir = header.substr(include.size(), header.size() - include.size() - 13);
+        if (dir.find('/') == std::string::npos) {
+          versions.push_back(dir.substr(6));
+        }
+      }
+    }
+    if (versions.size() != 1) {
+      return invalid_input(
+          "base.python {}: can't tell which Python 3 it is: name python3.N itself (e.g. /{}.11)", shown,
+          resolved);
+    }
+    version = versions.front();
+  }
+  t.version = version;
+  const std::string header = include + "python" + version + "/patchlevel.h";
+  std::optional<std::string> full;
+  std::string from;
+  if (auto h = base.python_headers.find(header); h != base.python_headers.end()) {
+    static const std::regex py_version_re(R"(#define[ \t]+PY_VERSION[ \t]+"([^"]+)\")");
+    std::smatch m;
+    if (std::regex_search(h->second, m, py_version_re)) {
+      full = python_full_version(m[1].str(), version);
+      from = "/" + header;
+    }
+  }
+  if (!full) {
+    for (const std::string& e : base.config_env) {
+      if (e.starts_with("PYTHON_VERSION=")) {
+        full = python_full_version(e.substr(15), version);
+        from = "the config's " + e;
+      }
+    }
+  }
+  if (!full) {
+    return invalid_input("base.python {}: can't tell its full version: the base image has no /{} with its "
+                         "PY_VERSION, and its config sets no PYTHON_VERSION={}.N",
+                         shown, header, version);
+  }
+  t.full_version = *full;
+  t.from = from;
+  t.file = resolved;
+  t.prefix = prefix;
+  t.bin = bin;
+  t.site = (prefix.empty() ? "" : prefix + "/") + "lib/python" + version + "/site-packages";
+  return t;
 }
 
 Result<envspec::Lock> lock_with_base_packages(const envspec::Lock& lock, const BaseMetadata& base) {
@@ -242,12 +466,17 @@ Result<envspec::Lock> lock_with_base_packages(const envspec::Lock& lock, const B
 Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec, const BaseMetadata& base,
                                                       const std::string& base_name) {
   envspec::StackContext ctx = envspec::stack_context(spec);
+  ctx.base_name = base_name;
+  if (!spec.base.python.empty()) {
+    LS_TRY_ASSIGN(BasePython python, find_base_python(base, spec.base.python));
+    ctx.base_python = python.version;
+    ctx.base_python_path = spec.base.python;
+  }
   if (!base.has_dpkg_status) {
     return ctx;
   }
   LS_TRY_ASSIGN(std::vector<InstalledPackage> installed,
                 parse_dpkg_status(base.dpkg_status, base_name + ": /var/lib/dpkg/status"));
-  ctx.base_name = base_name;
   // "cuda-cudart-12-4" -> (12, 4); "python3.10" -> (3, 10).
   const auto numbers = [](std::string_view rest, char sep) -> std::optional<std::pair<int, int>> {
     const std::size_t at = rest.find(sep);
@@ -271,7 +500,7 @@ Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec,
         ctx.base_cuda = fmt::format("{}.{}", v->first, v->second);
         ctx.base_cuda_package = name + " " + i.package.version.str();
       }
-    } else if (name.starts_with("python3.")) {
+    } else if (name.starts_with("python3.") && spec.base.python.empty()) {
       if (auto v = numbers(std::string_view(name).substr(6), '.'); v && (!python || *v > *python)) {
         python = v;
         ctx.base_python = fmt::format("{}.{}", v->first, v->second);

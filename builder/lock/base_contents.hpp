@@ -40,6 +40,13 @@ struct BaseMetadata {
   std::map<std::string, std::string> symlinks;
   /// Every directory of the final view (image paths, sorted).
   std::vector<std::string> directories;
+  /// Each CPython's include/python3.N/patchlevel.h (image path -> text), for the full version of
+  /// a Python that is not a Debian package (`base.python`).
+  std::map<std::string, std::string> python_headers;
+  /// Every regular file named python3 or python3.N (image paths, sorted): what `base.python` may name.
+  std::vector<std::string> python_executables;
+  /// The image config's Env ("PYTHON_VERSION=3.11.9", ...).
+  std::vector<std::string> config_env;
   std::string passwd;      ///< /etc/passwd ("" when absent): names in statoverride
   std::string group;       ///< /etc/group ("" when absent)
   bool merged_usr = false; ///< /bin, /sbin and /lib are links into /usr (Debian 12, Ubuntu 22.04)
@@ -61,6 +68,33 @@ Result<BaseMetadata> read_stored_base_metadata(const oci::OpenedImage& image, co
 /// `lockstep check` uses it when the base was locked on this machine).
 std::optional<BaseMetadata> cached_base_metadata(const Digest& manifest, const BlobStore& store);
 
+/// `path` (absolute, as a package names it: "/bin/foo") with its parents resolved through the base's
+/// symbolic links, as dpkg would place it, relative to the root ("usr/bin/foo"); the last component
+/// is not followed. Beyond 40 links the rest is left as it is.
+std::string resolve_in_base(const BaseMetadata& base, const std::string& path);
+
+/// "3.11.2", "3.13.0rc1", "3.12.0~b1" (a Debian upstream version, CPython's PY_VERSION) as the PEP 440
+/// python_full_version of X.Y `version` ("3.13.0rc1"); nullopt when it is not X.Y[.Z] of `version`.
+std::optional<std::string> python_full_version(const std::string& text, const std::string& version);
+
+/// A base image's own Python (`base.python`), as its files tell it. Paths are relative to the root.
+struct BasePython {
+  std::string interpreter;  ///< as the spec names it ("/usr/local/bin/python3")
+  std::string file;         ///< the file it resolves to ("usr/local/bin/python3.11")
+  std::string version;      ///< "3.11"
+  std::string full_version; ///< "3.11.9"
+  std::string prefix;       ///< "usr/local" ("" for /bin/python3.N)
+  std::string bin;          ///< "usr/local/bin"
+  std::string site;         ///< "usr/local/lib/python3.11/site-packages"
+  std::string from;         ///< where the full version was read, for messages
+};
+
+/// The base's interpreter `interpreter` (absolute, normalised): followed through the base's links to
+/// a python3 or python3.N file in PREFIX/bin; X.Y from that name (or the prefix's one
+/// include/python3.N), the full version from PREFIX/include/python3.N/patchlevel.h's PY_VERSION, else
+/// the config's PYTHON_VERSION. Anything else is invalid_input saying what was looked for.
+Result<BasePython> find_base_python(const BaseMetadata& base, const std::string& interpreter);
+
 /// `lock` with the base's installed packages added as `deb` artifacts (name, version, arch; reason
 /// "installed in the base image"; no URL or digest) where the lock has no deb of that name and
 /// architecture: what the image ends up with, for what is derived from its packages (the target
@@ -68,8 +102,9 @@ std::optional<BaseMetadata> cached_base_metadata(const Digest& manifest, const B
 Result<envspec::Lock> lock_with_base_packages(const envspec::Lock& lock, const BaseMetadata& base);
 
 /// The stack solver's context over `base`: the spec's, plus the base's CUDA (the highest X.Y of an
-/// installed cuda-cudart-X-Y) and Python (the highest installed python3.X), named after `base_name`.
-/// A status that doesn't parse is invalid_input.
+/// installed cuda-cudart-X-Y) and Python (the highest installed python3.X, or the spec's
+/// `base.python`), named after `base_name`. A status that doesn't parse, or a `base.python` that
+/// find_base_python() refuses, is invalid_input.
 Result<envspec::StackContext> stack_context_over_base(const envspec::Spec& spec, const BaseMetadata& base,
                                                       const std::string& base_name);
 

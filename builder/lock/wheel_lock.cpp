@@ -349,25 +349,16 @@ std::string url_filename(const std::string& url) {
   return out;
 }
 
-std::string PythonTarget::site_packages() const {
-  return "usr/local/lib/python" + version + "/dist-packages";
-}
-
 std::string PythonTarget::describe() const {
   std::string cp = "cp" + version;
   cp.erase(std::remove(cp.begin(), cp.end(), '.'), cp.end());
   return fmt::format("{} manylinux {} (CPython {}, glibc {})", cp, machine, full_version, glibc);
 }
 
-Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platform& platform,
-                                   const BaseMetadata* base) {
-  const std::string arch = envspec::debian_arch(platform);
-  // Over a base, its installed packages join the lock's where the lock doesn't replace them.
-  envspec::Lock merged;
-  if (base != nullptr) {
-    LS_TRY_ASSIGN(merged, lock_with_base_packages(locked, *base));
-  }
-  const envspec::Lock& lock = base != nullptr ? merged : locked;
+namespace {
+
+// The image's Debian python3.X (the one python3 selects when several are locked) into `t`.
+Result<void> debian_python(const envspec::Lock& lock, const std::string& arch, PythonTarget& t) {
   static const std::regex python_re(R"(python3\.([0-9]+))");
   std::map<std::string, const envspec::LockedArtifact*> pythons; // "3.11" -> deb
   for (const envspec::LockedArtifact& a : lock.artifacts) {
@@ -379,7 +370,8 @@ Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platf
   if (pythons.empty()) {
     return invalid_input(
         "the image has no Python from apt (no python3.X package in the lock): add python3 to "
-        "packages.apt; wheels are installed for the image's Debian Python");
+        "packages.apt; wheels are installed for the image's Debian Python (or, over an image base "
+        "whose Python is not a Debian package, name its interpreter in base.python)");
   }
   const envspec::LockedArtifact* deb = nullptr;
   std::string version;
@@ -409,35 +401,71 @@ Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platf
                            fmt::join(names, ", "));
     }
   }
-  PythonTarget t;
   t.version = version;
   t.package =
       deb->name + " " + deb->version + (deb->reason == "installed in the base image" ? " (base image)" : "");
   LS_TRY_ASSIGN(std::string upstream, upstream_of(*deb));
-  static const std::regex full_re(R"(([0-9]+)\.([0-9]+)(\.([0-9]+))?(~?(a|b|rc)([0-9]+))?.*)");
-  std::smatch m;
-  if (!std::regex_match(upstream, m, full_re) || m[1].str() + "." + m[2].str() != version) {
+  std::optional<std::string> full = python_full_version(upstream, version);
+  if (!full) {
     return invalid_input("can't tell the Python version of {}: its upstream version {} is not {}.N",
                          t.package, upstream, version);
   }
-  t.full_version = version + "." + (m[4].matched ? m[4].str() : "0") +
-                   (m[5].matched ? m[6].str() + m[7].str() : std::string());
+  t.full_version = *full;
+  const bool has_python3 =
+      find_deb(lock, "python3-minimal", arch) != nullptr || find_deb(lock, "python3", arch) != nullptr;
+  t.interpreter = has_python3 ? "/usr/bin/python3" : "/usr/bin/python" + version;
+  t.site = "usr/local/lib/python" + version + "/dist-packages";
+  return {};
+}
+
+// The base's own interpreter `interpreter` (`base.python`) into `t`.
+Result<void> base_python(const BaseMetadata& base, const std::string& interpreter, PythonTarget& t) {
+  LS_TRY_ASSIGN(BasePython py, find_base_python(base, interpreter));
+  t.version = py.version;
+  t.full_version = py.full_version;
+  t.interpreter = interpreter;
+  t.package = fmt::format("{} (base image, {})", interpreter, py.from);
+  t.data_dir = py.prefix;
+  t.scripts_dir = py.bin;
+  t.site = py.site;
+  t.debian = false;
+  return {};
+}
+
+} // namespace
+
+Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platform& platform,
+                                   const BaseMetadata* base, std::string_view interpreter) {
+  const std::string arch = envspec::debian_arch(platform);
+  // Over a base, its installed packages join the lock's where the lock doesn't replace them.
+  envspec::Lock merged;
+  if (base != nullptr) {
+    LS_TRY_ASSIGN(merged, lock_with_base_packages(locked, *base));
+  }
+  const envspec::Lock& lock = base != nullptr ? merged : locked;
+  PythonTarget t;
+  if (!interpreter.empty()) {
+    if (base == nullptr) {
+      return internal_error("base.python without the base image's metadata");
+    }
+    LS_TRY(base_python(*base, std::string(interpreter), t));
+  } else {
+    LS_TRY(debian_python(lock, arch, t));
+  }
   const envspec::LockedArtifact* libc = find_deb(lock, "libc6", arch);
   if (libc == nullptr) {
-    return invalid_input("the image has {} but no libc6 in the lock, so its glibc version (for manylinux "
+    return invalid_input("the image has {} but no libc6 in the lock{}, so its glibc version (for manylinux "
                          "wheels) is unknown: add libc6 to packages.apt",
-                         t.package);
+                         t.package, base != nullptr ? " or the base image's dpkg database" : "");
   }
   LS_TRY_ASSIGN(std::string libc_upstream, upstream_of(*libc));
   static const std::regex glibc_re(R"(([0-9]+)\.([0-9]+).*)");
+  std::smatch m;
   if (!std::regex_match(libc_upstream, m, glibc_re)) {
     return invalid_input("can't tell the glibc version of libc6 {}", libc->version);
   }
   t.glibc = m[1].str() + "." + m[2].str();
   t.machine = machine_of(platform);
-  const bool has_python3 =
-      find_deb(lock, "python3-minimal", arch) != nullptr || find_deb(lock, "python3", arch) != nullptr;
-  t.interpreter = has_python3 ? "/usr/bin/python3" : "/usr/bin/python" + version;
   return t;
 }
 
@@ -481,10 +509,14 @@ struct PipLock {
 std::map<std::string, std::pair<PyVersion, std::string>> base_distributions(const BaseMetadata& base,
                                                                             const PythonTarget& target) {
   const std::string v = target.version;
-  const std::set<std::string> sites = {
-      "usr/lib/python3/dist-packages", "usr/lib/python" + v + "/dist-packages",
-      "usr/local/lib/python" + v + "/dist-packages", "usr/lib/python" + v + "/site-packages",
-      "usr/local/lib/python" + v + "/site-packages"};
+  // A Python that is not Debian's sees its own site-packages only.
+  const std::set<std::string> sites =
+      target.debian
+          ? std::set<std::string>{"usr/lib/python3/dist-packages", "usr/lib/python" + v + "/dist-packages",
+                                  "usr/local/lib/python" + v + "/dist-packages",
+                                  "usr/lib/python" + v + "/site-packages",
+                                  "usr/local/lib/python" + v + "/site-packages"}
+          : std::set<std::string>{target.site};
   std::map<std::string, std::pair<PyVersion, std::string>> out;
   for (const auto& [dir, text] : base.dist_info) {
     const std::size_t slash = dir.rfind('/');
@@ -501,12 +533,16 @@ std::map<std::string, std::pair<PyVersion, std::string>> base_distributions(cons
   return out;
 }
 
-// Pass 1: the target: the image's Python and glibc, from its Debian packages.
+// Pass 1: the target: the image's Python and glibc, from its Debian packages (or base.python).
 Result<void> find_target(PipLock& l) {
-  Result<PythonTarget> target = python_target(l.lock, l.spec.platform, l.base);
+  Result<PythonTarget> target = python_target(l.lock, l.spec.platform, l.base, l.spec.base.python);
   if (!target) {
     envspec::Diagnostics diagnostics;
-    diagnostics.error(l.spec.packages.pip.front().location, "packages.pip", target.error().message);
+    if (l.spec.base.python.empty()) {
+      diagnostics.error(l.spec.packages.pip.front().location, "packages.pip", target.error().message);
+    } else {
+      diagnostics.error(l.spec.base.python_location, "base.python", target.error().message);
+    }
     return diagnostics.to_error();
   }
   l.target = *target;

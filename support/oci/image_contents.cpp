@@ -833,6 +833,10 @@ bool is_metadata_path(std::string_view path) {
     return false;
   }
   auto [dir, base] = split_last(path);
+  if (base == "patchlevel.h") {
+    auto [include, python] = split_last(dir);
+    return python.substr(0, 8) == "python3." && split_last(include).second == "include";
+  }
   if (base != "METADATA" && base != "RECORD" && base != "INSTALLER") {
     return false;
   }

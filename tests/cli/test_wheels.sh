@@ -413,4 +413,68 @@ assert_contains "$ERR" "needy==1.0 needs dep>=2 (not pinned; the base image has 
   "the closure error names the base's version"
 pass "over a base image, wheels target its Python and its site-packages count as installed"
 
+# ---- over a base whose Python is not a Debian package (base.python) --------------------------------
+# Shaped like the official python images: CPython under a prefix (here /opt/py), python3 a link
+# to python3.12, its version in include/python3.12/patchlevel.h, dep 1.0 in its site-packages;
+# Debian's libc6 only.
+rm -rf py && mkdir -p py/bin py/include/python3.12 py/lib/python3.12/site-packages/dep-1.0.dist-info
+printf '#!/bin/sh\nexit 0\n' >py/bin/python3.12 && chmod 755 py/bin/python3.12
+ln -s python3.12 py/bin/python3
+printf '#define PY_MAJOR_VERSION 3\n#define PY_VERSION "3.12.4"\n' >py/include/python3.12/patchlevel.h
+printf 'Metadata-Version: 2.1\nName: dep\nVersion: 1.0\n' >py/lib/python3.12/site-packages/dep-1.0.dist-info/METADATA
+mkdir py/lib/python3.12/site-packages/dep && echo 'VALUE = 42' >py/lib/python3.12/site-packages/dep/__init__.py
+cat >lockstep.yaml <<YAML
+lockstep: 1
+name: ownpython
+repos:
+  - {apt: apt, flat: true, keyring: apt/keyring.gpg}
+packages:
+  apt: [libc6]
+copy: [{from: py/, to: /opt/py/}]
+outputs: {oci: ownpy}
+YAML
+rm -f lockstep.lock
+ls_run build
+assert_eq 0 "$RC" "the base image with its own CPython 3.12: $ERR"
+own_python() { # PYTHON PIP
+  cat >lockstep.yaml <<YAML
+lockstep: 1
+name: overown
+base: {oci: ownpy, python: $1}
+repos:
+  - {wheels: wheelhouse}
+packages:
+  pip: [$2]
+outputs: {oci: overown}
+YAML
+  rm -f lockstep.lock
+}
+own_python /opt/py/bin/python3 '"demo==1.0"'
+ls_run lock
+assert_eq 0 "$RC" "lock over the base's own Python: $ERR"
+assert_contains "$ERR" "cp312 manylinux x86_64 (CPython 3.12.4, glibc 2.36) from /opt/py/bin/python3 (base image, /opt/py/include/python3.12/patchlevel.h)" \
+  "the target is the base's CPython, its version from patchlevel.h"
+assert_eq "demo" "$(jq -r '[.artifacts[].name] | join(" ")' lockstep.lock)" \
+  "dep==1.0 in the base Python's own site-packages counts as installed"
+ls_run build --locked --json
+assert_eq 0 "$RC" "build over the base's own Python: $ERR"
+rm -rf ownroot && mkdir ownroot
+manifest=$(jq -r '.manifests[0].digest' overown/index.json | cut -d: -f2)
+for digest in $(jq -r '.layers[].digest' "overown/blobs/sha256/$manifest" | cut -d: -f2); do
+  tar -xzf "overown/blobs/sha256/$digest" -C ownroot 2>/dev/null || true
+done
+site=ownroot/opt/py/lib/python3.12/site-packages
+[ -f "$site/demo/__init__.py" ] || fail "demo is not in /opt/py/lib/python3.12/site-packages: $(find ownroot -name '__init__.py')"
+[ ! -e ownroot/usr/local/lib/python3.12 ] || fail "something went to /usr/local for a Python in /opt/py"
+assert_eq "#!/opt/py/bin/python3" "$(head -n 1 ownroot/opt/py/bin/demo-cli)" "the console script runs the base's Python"
+assert_eq "demo says 42" "$(PYTHONPATH=$site:py/lib/python3.12/site-packages python3 ownroot/opt/py/bin/demo-cli)" \
+  "the console script runs with the base's dep"
+own_python /opt/py/bin/python3.13 '"demo==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "an interpreter the base doesn't have"
+assert_contains "$ERR" "base.python /opt/py/bin/python3.13 is not a python3 or python3.N file in the base image; the base has /opt/py/bin/python3.12" \
+  "the error names what the base has"
+assert_contains "$ERR" "lockstep.yaml:3" "the error points at base.python"
+pass "over a base with its own CPython (base.python), wheels go into its site-packages and its distributions count"
+
 done_testing

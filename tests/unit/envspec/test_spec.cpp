@@ -549,6 +549,30 @@ TEST_CASE_METHOD(SpecFixture, "A base.image map takes no tag and no oci beside i
                  "      |                     ^~~~~\n");
 }
 
+TEST_CASE_METHOD(SpecFixture, "base.python names an image base's own interpreter, normalised", "[spec]") {
+  make_oci_layout("layout");
+  Spec spec = load_ok("lockstep: 1\nname: a\nbase: {oci: layout, python: /usr/local//bin/./python3}\n");
+  CHECK(spec.base.python == "/usr/local/bin/python3");
+  CHECK(spec.base.python_location.line == 3);
+  Spec image = load_ok(
+      "lockstep: 1\nname: a\nbase: {image: \"docker://python:3.11-slim\", python: /usr/local/bin/python3}\n");
+  CHECK(image.base.python == "/usr/local/bin/python3");
+  // It is part of what the spec asks for.
+  Spec plain = load_ok("lockstep: 1\nname: a\nbase: {image: \"docker://python:3.11-slim\"}\n");
+  CHECK_FALSE(plain.digest == image.digest);
+
+  CHECK(errors("lockstep: 1\nname: a\nbase: {oci: layout, python: usr/bin/python3}\n") ==
+        path() +
+            ":3:29: error: base.python: invalid interpreter path 'usr/bin/python3': expected an absolute "
+            "path in the image without '..' or spaces, e.g. /usr/local/bin/python3.11\n"
+            "    3 | base: {oci: layout, python: usr/bin/python3}\n"
+            "      |                             ^~~~~~~~~~~~~~~\n");
+  CHECK_THAT(errors("lockstep: 1\nname: a\nbase: {oci: layout, python: /opt/../python3}\n"),
+             Catch::Contains("base.python: invalid interpreter path '/opt/../python3'"));
+  CHECK_THAT(errors("lockstep: 1\nname: a\nbase: {debian: bookworm, python: /usr/bin/python3}\n"),
+             Catch::Contains("base.python: a Debian base's Python is its python3 package"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // copy
 
