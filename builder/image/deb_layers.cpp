@@ -450,6 +450,42 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   if (debs.empty()) {
     return {};
   }
+  const BaseMetadata* base = state.base;
+  const std::string settings = layer_settings(state.codec);
+  // The layer of each group (in k_groups order, groups without packages left out), by what it is
+  // made of.
+  std::vector<std::pair<std::string, Digest>> group_layers;
+  {
+    bool first = true;
+    for (const std::string& group : k_groups) {
+      FingerprintHasher fp;
+      fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, group, first ? 1 : 0);
+      if (base != nullptr) {
+        fp.add("over base", base->manifest.str());
+      }
+      bool any = false;
+      for (const envspec::LockedArtifact* a : debs) {
+        if (a->group == group) {
+          fp.add(a->name, a->version, a->arch, a->sha256.hex());
+          any = true;
+        }
+      }
+      if (any) {
+        group_layers.emplace_back(group, fp.finish());
+        first = false;
+      }
+    }
+  }
+  // Over a base whose package layers are to be written, its root (which configuring them needs)
+  // unpacks meanwhile.
+  runner::RootHead head;
+  const bool head_started =
+      base != nullptr && std::any_of(group_layers.begin(), group_layers.end(), [&](const auto& g) {
+        return !find_cached_layer(g.second, store, state.codec);
+      });
+  if (head_started) {
+    LS_TRY_ASSIGN(head, runner::start_root(store, state.layers, state.diff_ids, run_step_unpack_options()));
+  }
   // 1. Every .deb into the store, size and sha256 checked against the lock.
   std::vector<Download> downloads;
   for (const envspec::LockedArtifact* a : debs) {
@@ -463,7 +499,6 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     LS_TRY(fetch_all(store, downloads, fetch));
   }
   // Over a base: what it has, what the locked debs replace, its diversions and stat overrides.
-  const BaseMetadata* base = state.base;
   std::optional<BaseState> over;
   DebLayerOptions options{state.epoch, true, nullptr, nullptr, {}};
   if (base != nullptr) {
@@ -486,28 +521,15 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     }
   }
   // 2. One layer per group, in a fixed order; the first also holds the merged-/usr symlinks.
-  const std::string settings = layer_settings(state.codec);
   std::vector<InstalledDeb> installed;
   bool first = true;
-  for (const std::string& group : k_groups) {
+  for (const auto& [group, fingerprint] : group_layers) {
     std::vector<const envspec::LockedArtifact*> members;
     for (const envspec::LockedArtifact* a : debs) {
       if (a->group == group) {
         members.push_back(a);
       }
     }
-    if (members.empty()) {
-      continue;
-    }
-    FingerprintHasher fp;
-    fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, group, first ? 1 : 0);
-    if (base != nullptr) {
-      fp.add("over base", base->manifest.str());
-    }
-    for (const envspec::LockedArtifact* a : members) {
-      fp.add(a->name, a->version, a->arch, a->sha256.hex());
-    }
-    const Digest fingerprint = fp.finish();
     std::map<std::string, InstalledDeb> fresh; // infos read while writing the layer
     const bool with_links = first && base == nullptr;
     auto layer = build_generated_layer(
@@ -610,6 +632,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   ctx.diff_ids = state.diff_ids;
   ctx.env = state.env;
   ctx.label = "configure packages";
+  ctx.root_head = head_started ? &head : nullptr;
   Result<BuiltLayer> built = build_run_step(step, 0, ctx);
   if (!built && ::geteuid() != 0 && built.error().code == ExitCode::check_failed) {
     return Error{

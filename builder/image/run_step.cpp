@@ -322,6 +322,16 @@ std::string step_name(const envspec::RunStep& step, std::size_t index) {
 
 } // namespace
 
+runner::UnpackOptions run_step_unpack_options() {
+  runner::UnpackOptions unpack;
+  if (::geteuid() == 0) {
+    unpack.ownership = runner::UnpackOptions::Ownership::keep;
+    unpack.id_offset = runner::k_confined_host_first;
+    unpack.id_count = runner::k_confined_id_count;
+  }
+  return unpack;
+}
+
 Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const StepContext& ctx) {
   const BlobStore& store = *ctx.store;
   const std::string name = ctx.label.empty() ? step_name(step, index) : ctx.label;
@@ -337,14 +347,8 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   // 2. The root built so far, unpacked once and shared read-only. As root, owned by the ids the
   //    confined step's ids map to (never host root's).
   const bool as_root = ::geteuid() == 0;
-  runner::UnpackOptions unpack;
-  unpack.ownership =
-      as_root ? runner::UnpackOptions::Ownership::keep : runner::UnpackOptions::Ownership::caller;
-  if (as_root) {
-    unpack.id_offset = runner::k_confined_host_first;
-    unpack.id_count = runner::k_confined_id_count;
-  }
-  LS_TRY_ASSIGN(runner::UnpackedRoot root, runner::unpacked_root(store, ctx.layers, ctx.diff_ids, unpack));
+  LS_TRY_ASSIGN(runner::UnpackedRoot root, runner::unpacked_root(store, ctx.layers, ctx.diff_ids,
+                                                                 run_step_unpack_options(), ctx.root_head));
   // 3. A fresh overlay upper directory next to the store, on the same filesystem as its work dir.
   LS_TRY(make_dirs(store.root() / "tmp"));
   LS_TRY_ASSIGN(TempDir scratch, TempDir::create(store.root() / "tmp", "run-step-"));

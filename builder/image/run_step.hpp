@@ -6,6 +6,7 @@
 #include "builder/image/layer_builder.hpp"
 #include "builder/image/layer_plan.hpp"
 #include "envspec/spec.hpp"
+#include "runner/runtime/root_cache.hpp"
 #include "support/digest.hpp"
 #include "support/result.hpp"
 
@@ -75,7 +76,13 @@ struct StepContext {
   /// Names the step in progress, errors and history instead of "run[N]" (steps lockstep generates,
   /// such as configuring packages).
   std::string label;
+  /// The image's first layers, already unpacking in the background (runner::start_root), or null.
+  runner::RootHead* root_head = nullptr;
 };
+
+/// How the build sandbox's root is unpacked: as root, owned by the ids the confined step's ids map
+/// to (never host root's); else by the caller.
+runner::UnpackOptions run_step_unpack_options();
 
 /// Runs `step` (the `index`-th of the spec's steps) in the build sandbox over the image of `ctx`
 /// and builds its layer, or takes the layer from the cache when the same step ran over the same

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <future>
 #include <map>
 
 namespace lockstep::builder {
@@ -109,11 +110,20 @@ Result<std::vector<InstalledPackage>> base_installed(const envspec::Spec& spec, 
   return installed;
 }
 
-Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const LockOptions& options,
-                      const BaseMetadata* base, envspec::Lock& lock) {
-  const std::string arch = envspec::debian_arch(spec.platform);
+// The packages of the spec's apt repositories, with what the lock records of each repository.
+struct AptIndexes {
   std::vector<AptPackage> all;
-  std::vector<std::string> pool_urls(spec.repos.size());
+  std::vector<std::string> pool_urls;      ///< by repository index ("" for other kinds)
+  std::vector<envspec::LockedRepo> locked; ///< by repository index
+  std::vector<bool> loaded;                ///< which entries of `locked` were filled
+};
+
+Result<AptIndexes> load_apt_indexes(const envspec::Spec& spec, const BlobStore& store) {
+  const std::string arch = envspec::debian_arch(spec.platform);
+  AptIndexes out;
+  out.pool_urls.resize(spec.repos.size());
+  out.locked.resize(spec.repos.size());
+  out.loaded.resize(spec.repos.size(), false);
   for (std::size_t i = 0; i < spec.repos.size(); ++i) {
     const envspec::Repo& repo = spec.repos[i];
     if (repo.kind != envspec::Repo::Kind::apt) {
@@ -122,27 +132,63 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
     log::info("reading {}{}", repo.url_text,
               repo.flat ? "" : fmt::format(" {}", fmt::join(repo.suites, ", ")));
     LS_TRY_ASSIGN(AptRepoIndex index, load_apt_repo(repo, static_cast<int>(i), arch, store));
-    lock.repos[i] = index.locked;
-    pool_urls[i] = index.pool_url;
+    out.locked[i] = index.locked;
+    out.loaded[i] = true;
+    out.pool_urls[i] = index.pool_url;
     for (AptPackage& p : index.packages) {
-      all.push_back(std::move(p));
+      out.all.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const LockOptions& options,
+                      const BaseMetadata* base, envspec::Lock& lock, std::optional<AptIndexes> loaded) {
+  const std::string arch = envspec::debian_arch(spec.platform);
+  if (!loaded) {
+    LS_TRY_ASSIGN(loaded, load_apt_indexes(spec, store));
+  }
+  std::vector<AptPackage> all = std::move(loaded->all);
+  const std::vector<std::string>& pool_urls = loaded->pool_urls;
+  for (std::size_t i = 0; i < spec.repos.size(); ++i) {
+    if (loaded->loaded[i]) {
+      lock.repos[i] = loaded->locked[i];
     }
   }
   // An `all` package appears in every architecture's index, and a package in several suites of one
   // entry: keep one record per repository (the same bytes; two different files of one version stay
   // apart, and the universe orders them by digest).
-  std::sort(all.begin(), all.end(), [](const AptPackage& a, const AptPackage& b) {
+  // Sorted by position (an AptPackage is large to move), then moved once into place.
+  log::Timer dedup_timer("deduplicate packages");
+  std::vector<std::uint32_t> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    order[i] = static_cast<std::uint32_t>(i);
+  }
+  std::sort(order.begin(), order.end(), [&all](std::uint32_t x, std::uint32_t y) {
+    const AptPackage& a = all[x];
+    const AptPackage& b = all[y];
     return std::tie(a.repo, a.name, a.architecture, a.version, a.sha256) <
            std::tie(b.repo, b.name, b.architecture, b.version, b.sha256);
   });
-  all.erase(std::unique(all.begin(), all.end(),
-                        [](const AptPackage& a, const AptPackage& b) {
-                          return a.repo == b.repo && a.name == b.name && a.architecture == b.architecture &&
-                                 a.version == b.version && a.sha256 == b.sha256;
-                        }),
-            all.end());
+  order.erase(std::unique(order.begin(), order.end(),
+                          [&all](std::uint32_t x, std::uint32_t y) {
+                            const AptPackage& a = all[x];
+                            const AptPackage& b = all[y];
+                            return a.repo == b.repo && a.name == b.name && a.architecture == b.architecture &&
+                                   a.version == b.version && a.sha256 == b.sha256;
+                          }),
+              order.end());
+  std::vector<AptPackage> unique;
+  unique.reserve(order.size());
+  for (std::uint32_t i : order) {
+    unique.push_back(std::move(all[i]));
+  }
+  all = std::move(unique);
   LS_TRY_ASSIGN(std::vector<InstalledPackage> installed, base_installed(spec, base));
+  dedup_timer.stop();
+  log::Timer universe_timer("index packages");
   AptUniverse universe(std::move(all), std::move(installed));
+  universe_timer.stop();
 
   ResolveOptions ro;
   ro.native_arch = arch;
@@ -171,7 +217,9 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
       }
     }
   }
+  log::Timer resolve_timer("resolve packages");
   LS_TRY_ASSIGN(std::vector<ResolvedPackage> selected, resolve(universe, ro));
+  resolve_timer.stop();
   for (const ResolvedPackage& r : selected) {
     const AptPackage& p = *r.package;
     const bool base_package =
@@ -434,6 +482,13 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
     lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
   }
   LS_TRY(lock_base(spec, store, options, lock));
+  // Over an image base the apt indexes load while the base is read (no stack: its requests decide
+  // whether apt is needed at all).
+  std::future<Result<AptIndexes>> prefetched;
+  envspec::Lock probe = lock; // reuse_apt() fills what it reuses
+  if (is_image_base(spec) && !spec.stack && !spec.packages.apt.empty() && !reuse_apt(options, probe)) {
+    prefetched = std::async(std::launch::async, [&spec, &store] { return load_apt_indexes(spec, store); });
+  }
   // What the base image has installed, when packages or a stack go over it.
   std::optional<BaseMetadata> base;
   if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty() || !spec.packages.pip.empty())) {
@@ -467,7 +522,11 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   }
   if (effective.base.kind == envspec::BaseImage::Kind::debian || !effective.packages.apt.empty()) {
     if (!reuse_apt(options, lock)) {
-      LS_TRY(lock_apt(effective, store, options, base ? &*base : nullptr, lock));
+      std::optional<AptIndexes> indexes;
+      if (prefetched.valid()) {
+        LS_TRY_ASSIGN(indexes, prefetched.get());
+      }
+      LS_TRY(lock_apt(effective, store, options, base ? &*base : nullptr, lock, std::move(indexes)));
     }
   }
   LS_TRY(lock_git(effective, store, options, lock));

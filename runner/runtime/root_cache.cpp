@@ -12,8 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <future>
+#include <optional>
 #include <system_error>
 
 namespace lockstep::runner {
@@ -71,6 +74,8 @@ public:
       }
     }
   }
+  /// Takes over `path`, a build directory made by create() and released.
+  static BuildDir adopt(fs::path path) { return BuildDir(std::move(path)); }
   BuildDir(BuildDir&& o) noexcept : m_path(std::move(o.m_path)) { o.m_path.clear(); }
   BuildDir& operator=(BuildDir&&) = delete;
   BuildDir(const BuildDir&) = delete;
@@ -102,10 +107,8 @@ std::string info_json(const Digest& chain_id, const std::vector<oci::Descriptor>
   return j.dump() + "\n";
 }
 
-// Unpacks every layer into `build`/rootfs, syncs it, and writes info.json beside it.
-Result<void> build_root(const BlobStore& store, const fs::path& build,
-                        const std::vector<oci::Descriptor>& layers, const std::vector<Digest>& diff_ids,
-                        const Digest& chain_id, const UnpackOptions& options) {
+// Creates `build`/rootfs, the root the layers are unpacked into.
+Result<void> init_root(const fs::path& build, const UnpackOptions& options) {
   fs::path rootfs = build / "rootfs";
   if (::mkdir(rootfs.c_str(), 0700) != 0) {
     return errno_error("can't create " + rootfs.string(), errno);
@@ -120,7 +123,16 @@ Result<void> build_root(const BlobStore& store, const fs::path& build,
       ::fchown(root.get(), options.id_offset, options.id_offset) != 0) {
     return errno_error("can't chown " + rootfs.string(), errno);
   }
-  for (std::size_t i = 0; i < layers.size(); ++i) {
+  return {};
+}
+
+// Unpacks layers[begin..] into `build`/rootfs.
+Result<void> apply_layers(const BlobStore& store, const fs::path& build,
+                          const std::vector<oci::Descriptor>& layers, const std::vector<Digest>& diff_ids,
+                          std::size_t begin, const UnpackOptions& options) {
+  const fs::path rootfs = build / "rootfs";
+  LS_TRY_ASSIGN(UniqueFd root, open_file(rootfs, O_RDONLY | O_DIRECTORY));
+  for (std::size_t i = begin; i < layers.size(); ++i) {
     const oci::Descriptor& layer = layers[i];
     if (!store.has(layer.digest)) {
       return io_error("layer {} is not in the blob store at {}; fetch the image's layers first",
@@ -138,12 +150,26 @@ Result<void> build_root(const BlobStore& store, const fs::path& build,
       return error;
     }
   }
+  return {};
+}
+
+// Syncs `build`/rootfs and writes info.json beside it: the root is ready to publish.
+Result<void> seal_root(const fs::path& build, const std::vector<oci::Descriptor>& layers,
+                       const std::vector<Digest>& diff_ids, const Digest& chain_id,
+                       const UnpackOptions& options) {
+  const fs::path rootfs = build / "rootfs";
+  LS_TRY_ASSIGN(UniqueFd root, open_file(rootfs, O_RDONLY | O_DIRECTORY));
   // One syncfs instead of an fsync per file: a published root must survive a crash intact.
   if (::syncfs(root.get()) != 0) {
     return errno_error("can't sync " + rootfs.string(), errno);
   }
   LS_TRY(write_file_atomic(build / "info.json", info_json(chain_id, layers, diff_ids, options), 0644));
   return {};
+}
+
+bool same_options(const UnpackOptions& a, const UnpackOptions& b) {
+  return a.ownership == b.ownership && a.id_offset == b.id_offset && a.id_count == b.id_count &&
+         a.max_bytes == b.max_bytes;
 }
 
 } // namespace
@@ -165,8 +191,60 @@ Digest chain_id_of(const std::vector<Digest>& diff_ids) {
   return chain;
 }
 
+struct RootHead::State {
+  std::vector<oci::Descriptor> layers;
+  std::vector<Digest> diff_ids;
+  UnpackOptions options;
+  fs::path build; ///< roots/tmp/<key>-XXXXXX, removed unless taken
+  std::future<Result<void>> done;
+  bool taken = false;
+
+  ~State() {
+    if (done.valid()) {
+      done.wait();
+    }
+    if (!taken && !build.empty()) {
+      if (auto removed = remove_tree(build); !removed) {
+        log::warn("{}", removed.error().message);
+      }
+    }
+  }
+};
+
+RootHead::RootHead() = default;
+RootHead::~RootHead() = default;
+RootHead::RootHead(RootHead&&) noexcept = default;
+RootHead& RootHead::operator=(RootHead&&) noexcept = default;
+
+Result<RootHead> start_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
+                            const std::vector<Digest>& diff_ids, const UnpackOptions& options) {
+  if (layers.size() != diff_ids.size()) {
+    return invalid_input("the image has {} layers but its config lists {} diff_ids", layers.size(),
+                         diff_ids.size());
+  }
+  fs::path roots = store.root() / "roots";
+  LS_TRY(make_private_dir(roots));
+  LS_TRY(make_private_dir(roots / "tmp"));
+  LS_TRY_ASSIGN(BuildDir build, BuildDir::create(roots / "tmp", root_key(chain_id_of(diff_ids), options)));
+  RootHead head;
+  head.m_state = std::make_unique<RootHead::State>();
+  RootHead::State& st = *head.m_state;
+  st.layers = layers;
+  st.diff_ids = diff_ids;
+  st.options = options;
+  st.build = build.path();
+  build.release(); // the state removes it
+  LS_TRY(init_root(st.build, options));
+  log::debug("unpacking {} layer(s) in the background into {}", layers.size(), st.build.string());
+  st.done = std::async(std::launch::async, [&store, &st] {
+    return apply_layers(store, st.build, st.layers, st.diff_ids, 0, st.options);
+  });
+  return head;
+}
+
 Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
-                                   const std::vector<Digest>& diff_ids, const UnpackOptions& options) {
+                                   const std::vector<Digest>& diff_ids, const UnpackOptions& options,
+                                   RootHead* head) {
   if (layers.size() != diff_ids.size()) {
     return invalid_input("the image has {} layers but its config lists {} diff_ids", layers.size(),
                          diff_ids.size());
@@ -200,17 +278,38 @@ Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci
     LS_TRY(remove_tree(final_dir));
   }
   auto start = std::chrono::steady_clock::now();
-  LS_TRY_ASSIGN(BuildDir build, BuildDir::create(roots / "tmp", key));
-  LS_TRY(build_root(store, build.path(), layers, diff_ids, chain, options));
+  std::optional<BuildDir> build;
+  std::size_t begin = 0;
+  if (head != nullptr && head->m_state && head->m_state->done.valid()) {
+    // Layers unpacked in the background: taken when they begin this root, with the same options.
+    RootHead::State& hs = *head->m_state;
+    const bool prefix = hs.diff_ids.size() <= diff_ids.size() &&
+                        std::equal(hs.diff_ids.begin(), hs.diff_ids.end(), diff_ids.begin()) &&
+                        same_options(hs.options, options);
+    if (prefix) {
+      LS_TRY(hs.done.get());
+      hs.taken = true;
+      build.emplace(BuildDir::adopt(hs.build));
+      begin = hs.layers.size();
+      log::debug("the first {} layer(s) were unpacked in the background", begin);
+    }
+  }
+  if (!build) {
+    LS_TRY_ASSIGN(BuildDir fresh, BuildDir::create(roots / "tmp", key));
+    build.emplace(std::move(fresh));
+    LS_TRY(init_root(build->path(), options));
+  }
+  LS_TRY(apply_layers(store, build->path(), layers, diff_ids, begin, options));
+  LS_TRY(seal_root(build->path(), layers, diff_ids, chain, options));
   LS_TRY(check_interrupted());
-  if (::renameat2(AT_FDCWD, build.path().c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) != 0) {
+  if (::renameat2(AT_FDCWD, build->path().c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) != 0) {
     int err = errno;
     if ((err == EEXIST || err == ENOTEMPTY) && is_published(final_dir)) {
       return result; // published by a process that did not take the lock; ours is removed
     }
     return errno_error("can't publish the unpacked root " + final_dir.string(), err);
   }
-  build.release();
+  build->release();
   LS_TRY(fsync_dir(roots));
   result.cached = false;
   log::debug("unpacked {} layer(s) into {} in {:.2f} s", layers.size(), final_dir.string(),

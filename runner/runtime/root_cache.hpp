@@ -16,6 +16,7 @@
 #include "support/oci/oci.hpp"
 
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 namespace lockstep::runner {
@@ -35,11 +36,44 @@ bool is_published(const std::filesystem::path& dir);
 /// No layers give sha256 of the empty string.
 Digest chain_id_of(const std::vector<Digest>& diff_ids);
 
+/// A root being unpacked in the background from an image's first layers (start_root), for
+/// unpacked_root() to finish with the layers built meanwhile: a build's packages over a base image
+/// are written while the base unpacks. Dropping one waits for its thread and removes its directory.
+class RootHead {
+public:
+  RootHead();
+  ~RootHead();
+  RootHead(RootHead&&) noexcept;
+  RootHead& operator=(RootHead&&) noexcept;
+  RootHead(const RootHead&) = delete;
+  RootHead& operator=(const RootHead&) = delete;
+
+  struct State;
+
+private:
+  friend Result<RootHead> start_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
+                                     const std::vector<Digest>& diff_ids, const UnpackOptions& options);
+  friend Result<UnpackedRoot> unpacked_root(const BlobStore& store,
+                                            const std::vector<oci::Descriptor>& layers,
+                                            const std::vector<Digest>& diff_ids, const UnpackOptions& options,
+                                            RootHead* head);
+  std::unique_ptr<State> m_state;
+};
+
+/// Starts unpacking `layers` (in `store`) on another thread into a private build directory under
+/// STORE_ROOT/roots/tmp. `store` must outlive the head.
+Result<RootHead> start_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
+                            const std::vector<Digest>& diff_ids, const UnpackOptions& options);
+
 /// The root filesystem of the given layers (blobs already in `store`), unpacked once into
 /// STORE_ROOT/roots/<key>/rootfs and shared: built in a temp dir, published by rename; concurrent callers
 /// are safe. A corrupt store blob is removed (and reported) so the next run fetches it again.
+/// With `head` (whose layers begin `layers`, unpacked with the same options) the root is finished
+/// from it: waited for, its errors returned, the remaining layers applied; a head that doesn't
+/// begin `layers` is waited for and dropped.
 Result<UnpackedRoot> unpacked_root(const BlobStore& store, const std::vector<oci::Descriptor>& layers,
-                                   const std::vector<Digest>& diff_ids, const UnpackOptions& options);
+                                   const std::vector<Digest>& diff_ids, const UnpackOptions& options,
+                                   RootHead* head = nullptr);
 
 /// Fetches an opened image's layers into `store` (ImageSource::fetch_blob) and returns unpacked_root() of
 /// them. Nothing is fetched when the root is already published.

@@ -127,6 +127,48 @@ TEST_CASE("a root is unpacked once and shared by the next call", "[root_cache]")
   }
 }
 
+TEST_CASE("a root finished from layers unpacked in the background is the same root", "[root_cache]") {
+  CacheFixture f;
+  auto head = start_root(f.store, {f.layers[0]}, {f.diff_ids[0]}, {});
+  REQUIRE(head);
+  CHECK(f.tmp_entries().size() == 1); // the head's build directory
+  auto root = unpacked_root(f.store, f.layers, f.diff_ids, {}, &*head);
+  REQUIRE(root);
+  CHECK_FALSE(root->cached);
+  CHECK(root->rootfs == f.roots() / (chain_id_of(f.diff_ids).hex() + "-caller-v1") / "rootfs");
+  CHECK(test::slurp(root->rootfs / "etc" / "hostname") == "box\n");
+  CHECK(test::slurp(root->rootfs / "bin" / "tool") == "#!/bin/sh\n");
+  CHECK_FALSE(fs::exists(root->rootfs / "etc" / "motd")); // the second layer's whiteout applied over it
+  auto info = oci::parse_json(test::slurp(root->rootfs.parent_path() / "info.json"), "info.json");
+  REQUIRE(info);
+  CHECK((*info)["layers"] == oci::json({f.layers[0].digest.str(), f.layers[1].digest.str()}));
+  *head = RootHead(); // taken: dropping it removes nothing
+  CHECK(fs::exists(root->rootfs / "bin" / "tool"));
+  CHECK(f.tmp_entries().empty());
+}
+
+TEST_CASE("a background head that doesn't begin the root is dropped, its directory removed", "[root_cache]") {
+  CacheFixture f;
+  {
+    auto head = start_root(f.store, {f.layers[1]}, {f.diff_ids[1]}, {});
+    REQUIRE(head);
+    auto root = unpacked_root(f.store, f.layers, f.diff_ids, {}, &*head);
+    REQUIRE(root);
+    CHECK(test::slurp(root->rootfs / "etc" / "hostname") == "box\n");
+    CHECK(fs::exists(root->rootfs / "bin" / "tool"));
+  }
+  CHECK(f.tmp_entries().empty());
+  // A root published already: the head is not needed and goes away with its directory.
+  {
+    auto head = start_root(f.store, {f.layers[0]}, {f.diff_ids[0]}, {});
+    REQUIRE(head);
+    auto root = unpacked_root(f.store, f.layers, f.diff_ids, {}, &*head);
+    REQUIRE(root);
+    CHECK(root->cached);
+  }
+  CHECK(f.tmp_entries().empty());
+}
+
 TEST_CASE("a corrupt blob is an error, leaves no root published and is removed from the store",
           "[root_cache]") {
   CacheFixture f;
