@@ -507,17 +507,14 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     options.diversions = &over->diversions;
     options.statoverrides = &over->statoverrides;
     for (const auto& [key, r] : over->replaced) {
-      log::info(
-          "{} {} replaces the base's {}", key.substr(0, key.rfind(':')),
-          [&] {
-            for (const envspec::LockedArtifact* a : debs) {
-              if (a->name + ":" + a->arch == key) {
-                return a->version;
-              }
-            }
-            return std::string("?");
-          }(),
-          r.old->package.version.str());
+      std::string version = "?";
+      for (const envspec::LockedArtifact* a : debs) {
+        if (a->name + ":" + a->arch == key) {
+          version = a->version;
+        }
+      }
+      log::info("{} {} replaces the base's {}", key.substr(0, key.rfind(':')), version,
+                r.old->package.version.str());
     }
   }
   // 2. One layer per group, in a fixed order; the first also holds the merged-/usr symlinks.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -18,6 +19,18 @@
 namespace lockstep::builder {
 
 namespace {
+
+// Appends `from` to `to`: the whole vector when `to` is empty, else its elements (an AptPackage is
+// large to move one by one).
+void append_packages(std::vector<AptPackage>& to, std::vector<AptPackage>&& from) {
+  if (to.empty()) {
+    to = std::move(from);
+    return;
+  }
+  to.reserve(to.size() + from.size());
+  std::move(from.begin(), from.end(), std::back_inserter(to));
+  from.clear();
+}
 
 constexpr std::uint64_t k_max_release_size = 64ULL << 20;
 constexpr std::uint64_t k_max_index_size = 512ULL << 20;    // compressed
@@ -80,8 +93,8 @@ std::optional<std::pair<std::string, AptIndexEntry>> pick_index(const AptRelease
 
 } // namespace
 
-Result<std::string> decompress_index(const std::string& data, const std::string& name,
-                                     std::uint64_t max_size) {
+Result<std::string> decompress_index(const std::string& data, const std::string& name, std::uint64_t max_size,
+                                     std::uint64_t size_hint) {
   std::unique_ptr<struct archive, ArchiveDeleter> a(archive_read_new());
   archive_read_support_filter_all(a.get());
   archive_read_support_format_raw(a.get());
@@ -97,21 +110,32 @@ Result<std::string> decompress_index(const std::string& data, const std::string&
   if (r != ARCHIVE_OK) {
     return invalid_input("{}: can't decompress: {}", name, archive_error_string(a.get()));
   }
+  // Read straight into the output, sized by the hint (one byte more, to see the end without a
+  // reallocation), doubling past it.
   std::string out;
-  char buf[1 << 16];
+  std::size_t used = 0;
+  out.resize(static_cast<std::size_t>(std::min(max_size, size_hint) + 1));
   for (;;) {
-    la_ssize_t n = archive_read_data(a.get(), buf, sizeof(buf));
+    if (used == out.size()) {
+      if (used > max_size) {
+        return invalid_input("{}: decompresses to more than {} bytes", name, max_size);
+      }
+      out.resize(static_cast<std::size_t>(
+          std::min<std::uint64_t>(max_size + 1, std::max<std::uint64_t>(used * 2, 1 << 16))));
+    }
+    la_ssize_t n = archive_read_data(a.get(), out.data() + used, out.size() - used);
     if (n < 0) {
       return invalid_input("{}: can't decompress: {}", name, archive_error_string(a.get()));
     }
     if (n == 0) {
       break;
     }
-    if (out.size() + static_cast<std::size_t>(n) > max_size) {
+    used += static_cast<std::size_t>(n);
+    if (used > max_size) {
       return invalid_input("{}: decompresses to more than {} bytes", name, max_size);
     }
-    out.append(buf, static_cast<std::size_t>(n));
   }
+  out.resize(used);
   return out;
 }
 
@@ -152,6 +176,7 @@ Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& sui
   }
   std::vector<Download> downloads;
   std::vector<std::string> names;
+  std::vector<std::uint64_t> text_sizes; // the uncompressed index's size, when the Release lists it
   for (std::size_t i = 0; i < dirs.size(); ++i) {
     auto picked = pick_index(release, dirs[i]);
     if (!picked) {
@@ -170,13 +195,16 @@ Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& sui
     }
     downloads.push_back(Download{url, entry.sha256, entry.size, path});
     names.push_back(signed_release.url.substr(0, signed_release.url.rfind('/') + 1) + path);
+    auto plain = release.sha256.find(dirs[i]);
+    text_sizes.push_back(plain != release.sha256.end() ? plain->second.size : 0);
   }
   LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(store, downloads, repo_fetch(repo, k_max_index_size)));
   // Each index decompressed and parsed on its own thread (xz is the most of it); joined in order.
   const auto read_index = [&](std::size_t i) -> Result<std::vector<AptPackage>> {
     LS_TRY_ASSIGN(std::string compressed, store.read(blobs[i].digest, k_max_index_size));
     log::Timer decompress_timer("decompress " + names[i]);
-    LS_TRY_ASSIGN(std::string text, decompress_index(compressed, names[i], k_max_index_text_size));
+    LS_TRY_ASSIGN(std::string text,
+                  decompress_index(compressed, names[i], k_max_index_text_size, text_sizes[i]));
     decompress_timer.stop();
     log::Timer parse_timer("parse " + names[i]);
     return parse_packages_index(text, names[i], index);
@@ -198,9 +226,7 @@ Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& sui
     if (!r) {
       return r.error();
     }
-    for (AptPackage& p : *r) {
-      out.packages.push_back(std::move(p));
-    }
+    append_packages(out.packages, std::move(*r));
   }
   out.indexes = blobs.size();
   return out;
@@ -231,9 +257,7 @@ Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const s
       out.locked.release_date = one.release.release_date;
       out.locked.release_sha256 = one.release.release_sha256;
     }
-    for (AptPackage& p : one.packages) {
-      out.packages.push_back(std::move(p));
-    }
+    append_packages(out.packages, std::move(one.packages));
   }
   return out;
 }

@@ -29,8 +29,9 @@ Result<AptRepoIndex> load_apt_repo(const envspec::Repo& repo, int index, const s
                                    const BlobStore& store);
 
 /// Decompresses an index (`.xz`, `.gz`, `.bz2`, `.lz4`, `.zst` or plain, told by `name`), refusing
-/// more than `max_size` bytes of output.
-Result<std::string> decompress_index(const std::string& data, const std::string& name,
-                                     std::uint64_t max_size);
+/// more than `max_size` bytes of output. `size_hint` (the Release's size of the uncompressed index,
+/// or 0) sizes the output up front.
+Result<std::string> decompress_index(const std::string& data, const std::string& name, std::uint64_t max_size,
+                                     std::uint64_t size_hint = 0);
 
 } // namespace lockstep::builder

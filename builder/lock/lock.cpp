@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <deque>
 #include <future>
+#include <iterator>
 #include <map>
 
 namespace lockstep::builder {
@@ -135,8 +136,11 @@ Result<AptIndexes> load_apt_indexes(const envspec::Spec& spec, const BlobStore& 
     out.locked[i] = index.locked;
     out.loaded[i] = true;
     out.pool_urls[i] = index.pool_url;
-    for (AptPackage& p : index.packages) {
-      out.all.push_back(std::move(p));
+    if (out.all.empty()) {
+      out.all = std::move(index.packages);
+    } else {
+      out.all.reserve(out.all.size() + index.packages.size());
+      std::move(index.packages.begin(), index.packages.end(), std::back_inserter(out.all));
     }
   }
   return out;
