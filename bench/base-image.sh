@@ -14,11 +14,11 @@
 #
 # Usage: bench/base-image.sh [RUNS]          (default 3; the median of RUNS is reported)
 #        BENCH_DIR=/mnt/tmpfs TMPDIR=/mnt/tmpfs bench/base-image.sh   (both tools on a tmpfs)
-# Measured on the 2-core dev machine (2026-12-05): on its disk 0.54 (ours 8.9 s, peer 16.5 s; noisy:
-# that ext4 has no journal, and its inode allocator slows down for minutes after many files are
-# deleted, which each run does); on a tmpfs, where only the tools' own work counts, 0.76 (ours
-# 5.8 s, peer 7.6 s). There ours is CPU-bound: xz-decoding the indexes and the .debs and gzipping
-# the package layer take both cores while the base unpacks and the indexes load in parallel.
+# Measured on the 2-core dev machine (2026-12-05): on its disk 0.54-0.59 (ours 7.5-8.9 s, peer
+# 12.7-16.5 s; noisy: that ext4 has no journal, and its inode allocator slows down for minutes after
+# many files are deleted, which each run does); on a tmpfs, where only the tools' own work counts,
+# 0.72 (ours 5.75 s, peer 8.0 s). There ours is CPU-bound: xz-decoding the indexes and the .debs and
+# gzipping the package layer take both cores while the base unpacks and the indexes load in parallel.
 # Needs: a built lockstep (build/bench or $LOCKSTEP), mmdebstrap, skopeo, network access to
 # deb.debian.org, root. Target: ours / peer at most 0.6.
 set -euo pipefail
