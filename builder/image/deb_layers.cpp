@@ -631,14 +631,6 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   ctx.label = "configure packages";
   ctx.root_head = head_started ? &head : nullptr;
   Result<BuiltLayer> built = build_run_step(step, 0, ctx);
-  if (!built && ::geteuid() != 0 && built.error().code == ExitCode::check_failed) {
-    return Error{
-        ExitCode::check_failed,
-        built.error().message +
-            "\nlockstep builds without root map only your own uid in the build sandbox, so maintainer "
-            "scripts that change file ownership (adduser, base-files, passwd) fail; build this image "
-            "as root (docs/debs.md, \"Rootless builds\")"};
-  }
   if (!built) {
     return built.error();
   }

@@ -1719,7 +1719,19 @@ lockstep_preinst_upgrade() {
 }
 )";
   }
+  // base-passwd's preinst first: it writes /etc/passwd and /etc/group, which every other script
+  // expects (debconf's Config.pm looks up root's home directory; without it Perl warns about an
+  // uninitialized value on line 22). dpkg runs it first too when it installs the essential set.
+  std::vector<const InstalledDeb*> preinst_order;
   for (const InstalledDeb& d : debs_in_order) {
+    if (d.control.package == "base-passwd") {
+      preinst_order.insert(preinst_order.begin(), &d);
+    } else {
+      preinst_order.push_back(&d);
+    }
+  }
+  for (const InstalledDeb* dp : preinst_order) {
+    const InstalledDeb& d = *dp;
     if (d.control.files.count("preinst") == 0) {
       continue;
     }

@@ -1,8 +1,10 @@
 #include "builder/image/run_step.hpp"
 
 #include "builder/image/tree_scan.hpp"
+#include "runner/runtime/recorded_stat.hpp"
 #include "runner/runtime/root_cache.hpp"
 #include "runner/runtime/sandbox.hpp"
+#include "runner/runtime/seccomp.hpp"
 #include "support/compress.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
@@ -27,7 +29,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // 2: steps run confined (their own user, pid and IPC namespaces, seccomp; docs/run-steps.md).
-constexpr const char* k_run_step_version = "lockstep-run-step-2";
+// 3: a supervisor answers ownership and device calls; rootless layers record the image's owners.
+constexpr const char* k_run_step_version = "lockstep-run-step-3";
 constexpr std::string_view k_whiteout_prefix = ".wh.";
 constexpr const char* k_opaque_marker = ".wh..wh..opq";
 
@@ -140,6 +143,38 @@ struct UpperPlanner {
     return e;
   }
 
+  // What a rootless build recorded for the file (runner/runtime/recorded_stat.hpp): the image's
+  // owner, its mode while the file's bits are still what the unpack made of it, or the device node
+  // an empty file stands for. Returns whether `e` became that device node.
+  static Result<bool> apply_record(PlannedEntry& e, const std::string& host, const std::string& rel,
+                                   const struct stat& st) {
+    auto record = runner::read_recorded_stat(host);
+    if (!record) {
+      return Error{record.error().code,
+                   fmt::format("the step's result /{}: {}", rel, record.error().message)};
+    }
+    if (!*record) {
+      return false;
+    }
+    const runner::RecordedStat& r = **record;
+    if (r.owner) {
+      e.tar.uid = r.owner->first;
+      e.tar.gid = r.owner->second;
+    }
+    const bool is_dir = S_ISDIR(st.st_mode);
+    if (r.mode && (st.st_mode & 07777) == runner::caller_mode(*r.mode, is_dir)) {
+      e.tar.mode = *r.mode;
+    }
+    if (r.device && S_ISREG(st.st_mode) && st.st_size == 0) {
+      e.tar.type = r.device->type == 'b' ? TarEntry::Type::block_device : TarEntry::Type::char_device;
+      e.tar.dev_major = r.device->major;
+      e.tar.dev_minor = r.device->minor;
+      e.tar.size = 0;
+      return true;
+    }
+    return false;
+  }
+
   PlannedEntry marker(const std::string& rel) const {
     PlannedEntry e;
     e.tar.path = rel;
@@ -183,6 +218,13 @@ struct UpperPlanner {
         continue;
       }
       LS_TRY_ASSIGN(PlannedEntry e, base_entry(child_rel, st));
+      if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+        LS_TRY_ASSIGN(bool device, apply_record(e, child_host, child_rel, st));
+        if (device) {
+          plan.entries.push_back(std::move(e));
+          continue;
+        }
+      }
       if (S_ISDIR(st.st_mode)) {
         e.tar.type = TarEntry::Type::dir;
         plan.entries.push_back(std::move(e));
@@ -373,6 +415,11 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   config.overlay = runner::OverlayDirs{upper, work};
   config.read_only = false;
   config.confined = true;
+  if (!as_root) {
+    config.supervisor = runner::SupervisorMode::single;
+  } else if (runner::check_user_notification()) {
+    config.supervisor = runner::SupervisorMode::root; // device nodes; without it, mknod is refused
+  }
   config.pid_namespace = true;
   config.network = step.network ? runner::NetworkPolicy::host : runner::NetworkPolicy::none;
   config.dev.mode = runner::DevPolicy::Mode::minimal;

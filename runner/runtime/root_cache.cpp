@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 namespace {
 
 /// Bumped whenever what an unpacked root contains changes for the same layers (policy, attributes).
-constexpr int k_root_format = 1;
+// 2: roots unpacked for an unprivileged caller record image ownership (user.lockstep.stat).
+constexpr int k_root_format = 2;
 constexpr auto k_stale_build_age = std::chrono::hours(24);
 
 std::string root_key(const Digest& chain_id, const UnpackOptions& options) {

@@ -487,7 +487,8 @@ struct Plan {
   uid_t uid = 0; // inside
   gid_t gid = 0;
   int report_fd = -1;
-  std::vector<sock_filter> seccomp; // the confinement filter (config.confined)
+  std::vector<sock_filter> seccomp;         // the confinement filter (config.confined)
+  std::optional<SupervisorPlan> supervisor; // config.supervisor
   // hold_sandbox: the child writes the working directory here instead of running a command, then
   // waits for EOF on release_fd while the parent takes its namespaces.
   int hold_fd = -1;
@@ -540,7 +541,9 @@ Result<void> wait_byte(int fd, const char* what) {
 // The command's side, between fork and exec: a session of its own (no controlling terminal whose
 // input it could push to: TIOCSTI), stdin from /dev/null, its user namespace and ids, then
 // no_new_privs and the seccomp filter.
-Result<void> confine_command(const Plan& p, const ConfineSync& sync) {
+Result<void> send_fd(int sock, int fd);
+
+Result<void> confine_command(const Plan& p, const ConfineSync& sync, int supervisor_sock) {
   if (::setsid() < 0) {
     return errno_error("confinement: can't start a session of the build step's own", errno);
   }
@@ -577,10 +580,73 @@ Result<void> confine_command(const Plan& p, const ConfineSync& sync) {
   struct sock_fprog prog {};
   prog.len = static_cast<unsigned short>(p.seccomp.size());
   prog.filter = const_cast<sock_filter*>(p.seccomp.data());
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0) {
-    return errno_error("confinement: can't load the seccomp filter", errno);
+  if (!p.supervisor) {
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0) {
+      return errno_error("confinement: can't load the seccomp filter", errno);
+    }
+    return {};
+  }
+  // Supervised: the filter's listener goes to the init, which answers its notifications.
+  const long listener =
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  if (listener < 0) {
+    return errno_error("confinement: can't load the seccomp filter with a supervisor", errno);
+  }
+  UniqueFd fd(static_cast<int>(listener));
+  LS_TRY(send_fd(supervisor_sock, fd.get()));
+  return {};
+}
+
+// A one-byte message with room for one descriptor (the listener, over the socket pair between the
+// command and its init).
+struct FdMessage {
+  char byte = 'L';
+  struct iovec iov {};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  struct msghdr msg {};
+  FdMessage() {
+    iov = {&byte, 1};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+Result<void> send_fd(int sock, int fd) {
+  FdMessage m;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (::sendmsg(sock, &m.msg, MSG_NOSIGNAL) != 1) {
+    return errno_error("confinement: can't hand the seccomp listener to the init", errno);
   }
   return {};
+}
+
+// The init's side: the listener, or an invalid descriptor when the command died before sending it.
+UniqueFd receive_fd(int sock) {
+  FdMessage m;
+  struct msghdr& msg = m.msg;
+  ssize_t n = 0;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    return UniqueFd();
+  }
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      return UniqueFd(fd);
+    }
+  }
+  return UniqueFd();
 }
 
 // The init's side (root only): once the command has its user namespace, map its ids 0.. to the
@@ -1230,13 +1296,20 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
       (::pipe2(sync.to_init, O_CLOEXEC) < 0 || ::pipe2(sync.to_command, O_CLOEXEC) < 0)) {
     child_fail(p.report_fd, errno_error("can't create the confinement pipes", errno));
   }
+  int supervisor_socks[2] = {-1, -1};
+  if (p.supervisor && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, supervisor_socks) < 0) {
+    child_fail(p.report_fd, errno_error("can't create the supervisor's socket pair", errno));
+  }
   pid_t cmd = ::fork();
   if (cmd < 0) {
     child_fail(p.report_fd, errno_error("can't fork the command", errno));
   }
   if (cmd == 0) {
     if (c.confined) {
-      check(confine_command(p, sync));
+      if (supervisor_socks[0] >= 0) {
+        ::close(supervisor_socks[0]);
+      }
+      check(confine_command(p, sync, supervisor_socks[1]));
     }
     reset_signals_for_child(old_mask);
     child_fail(p.report_fd, exec_command(c.argv, env));
@@ -1245,9 +1318,18 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
     ::close(sync.to_init[1]); // EOF when the command dies before asking
     check(map_confined_ids(cmd, sync));
   }
+  UniqueFd listener;
+  if (p.supervisor) {
+    ::close(supervisor_socks[1]); // EOF when the command dies before sending the listener
+    listener = receive_fd(supervisor_socks[0]);
+    ::close(supervisor_socks[0]);
+  }
   ::close(p.report_fd);
   SignalForwarding forwarding(cmd);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (listener.valid()) {
+    _exit(supervise(*p.supervisor, listener.get(), cmd));
+  }
   int code = 128;
   for (;;) {
     int status = 0;
@@ -1350,7 +1432,15 @@ Result<Plan> make_plan(const SandboxConfig& c) {
     if (!c.pid_namespace) {
       return internal_error("a confined sandbox needs its own pid namespace");
     }
-    LS_TRY_ASSIGN(p.seccomp, confinement_filter());
+    if (c.supervisor) {
+      SupervisorPlan sp;
+      sp.mode = *c.supervisor;
+      sp.id_base = p.user_namespace ? 0 : k_confined_host_first;
+      LS_TRY_ASSIGN(p.seccomp, confinement_filter(sp.mode, &sp.syscalls));
+      p.supervisor = std::move(sp);
+    } else {
+      LS_TRY_ASSIGN(p.seccomp, confinement_filter());
+    }
   }
   return p;
 }

@@ -2,6 +2,7 @@
 // The container runtime: namespaces, mounts, pivot_root and the command's process, with no setuid
 // helper. `lockstep exec` and the build's `run:` steps both enter containers through
 // run_in_sandbox(); docs/exec.md describes the behaviour and the security notes.
+#include "runner/runtime/supervisor.hpp"
 #include "support/fs.hpp"
 #include "support/result.hpp"
 
@@ -92,6 +93,9 @@ struct SandboxConfig {
   /// with stdin from /dev/null (no controlling terminal to push input into), a private /dev/pts and
   /// /dev/shm, no_new_privs and the seccomp filter of runner/runtime/seccomp.hpp.
   bool confined = false;
+  /// Confined only: the system calls a supervisor in the container's init answers instead of the
+  /// kernel (runner/runtime/supervisor.hpp), for this way of mapping ids; nullopt = none.
+  std::optional<SupervisorMode> supervisor;
 
   NetworkPolicy network = NetworkPolicy::host;
   /// A new pid namespace: a small init (pid 1) reaps orphans and forwards signals; the command

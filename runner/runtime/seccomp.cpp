@@ -87,7 +87,27 @@ Error seccomp_error(const std::string& what, int rc) {
 
 } // namespace
 
-Result<std::vector<sock_filter>> confinement_filter() {
+void force_seccomp_api_level(unsigned int level) {
+  seccomp_api_set(level);
+}
+
+Result<void> check_user_notification() {
+  // API level 6: SECCOMP_RET_USER_NOTIF (Linux 5.0) and SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5).
+  const unsigned int api = seccomp_api_get();
+  if (api < 6) {
+    return Error{
+        ExitCode::external,
+        fmt::format("this kernel can't hand system calls to a supervisor (seccomp user notification, "
+                    "Linux 5.5 or later; libseccomp reports API level {}), which a build without root "
+                    "needs to give files other owners; build as root, or on a newer kernel "
+                    "(docs/rootless.md)",
+                    api)};
+  }
+  return {};
+}
+
+Result<std::vector<sock_filter>> confinement_filter(std::optional<SupervisorMode> supervised,
+                                                    std::vector<SupervisedSyscall>* syscalls) {
   Context ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) {
     return Error{ExitCode::internal, "can't build the build sandbox's seccomp filter: seccomp_init failed"};
@@ -124,6 +144,36 @@ Result<std::vector<sock_filter>> confinement_filter() {
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
         rc < 0) {
       return seccomp_error("clone", rc);
+    }
+  }
+  if (supervised) {
+    LS_TRY(check_user_notification());
+    std::vector<std::uint32_t> arches = {native};
+    arches.insert(arches.end(), companions.begin(), companions.end());
+    for (const auto& [name, call] : supervised_calls(*supervised)) {
+      const std::string n(name);
+      const int nr = seccomp_syscall_resolve_name(n.c_str());
+      if (nr == __NR_SCMP_ERROR) {
+        continue;
+      }
+      if (int rc = seccomp_rule_add(ctx.get(), SCMP_ACT_NOTIFY, nr, 0); rc < 0) {
+        if (nr < 0) {
+          continue; // a call none of the filter's architectures has
+        }
+        return seccomp_error(n, rc);
+      }
+      if (syscalls == nullptr) {
+        continue;
+      }
+      for (std::uint32_t arch : arches) {
+        const int anr = seccomp_syscall_resolve_name_arch(arch, n.c_str());
+        if (anr < 0) {
+          continue;
+        }
+        const bool legacy16 = (arch == SCMP_ARCH_X86 || arch == SCMP_ARCH_ARM) &&
+                              (name == "chown" || name == "lchown" || name == "fchown");
+        syscalls->push_back(SupervisedSyscall{arch, anr, call, legacy16, arch == native, name});
+      }
     }
   }
   // Export the program through a memory file and read it back.

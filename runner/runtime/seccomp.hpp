@@ -2,10 +2,12 @@
 // The seccomp filter of the build sandbox: system calls a build step or a maintainer script never
 // needs, and that could reach the host or the kernel's global state, fail instead of running
 // (docs/run-steps.md, "Confinement").
+#include "runner/runtime/supervisor.hpp"
 #include "support/result.hpp"
 
 #include <linux/filter.h>
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -21,9 +23,20 @@ struct DeniedSyscall {
 const std::vector<DeniedSyscall>& confinement_denied_syscalls();
 
 /// The filter as a classic BPF program, built once by libseccomp in the parent and loaded in the
-/// confined command with prctl(PR_SET_SECCOMP) (no allocation after fork). Covers the native
-/// architecture and its 32-bit companions (x86 and x32 on x86_64, arm on aarch64), so a 32-bit
-/// binary can't get around it.
-Result<std::vector<sock_filter>> confinement_filter();
+/// confined command with seccomp(2) (no allocation after fork). Covers the native architecture and
+/// its 32-bit companions (x86 and x32 on x86_64, arm on aarch64), so a 32-bit binary can't get
+/// around it. With `supervised`, the calls of supervised_calls() notify the supervisor instead
+/// (SECCOMP_RET_USER_NOTIF), and `syscalls` receives their numbers on each architecture; a kernel
+/// without user notification is an external error saying what to do.
+Result<std::vector<sock_filter>> confinement_filter(std::optional<SupervisorMode> supervised = std::nullopt,
+                                                    std::vector<SupervisedSyscall>* syscalls = nullptr);
+
+/// Whether this kernel (and libseccomp) can hand system calls to a supervisor; the error says what
+/// is missing and what to do.
+Result<void> check_user_notification();
+
+/// Makes libseccomp report `level` as the kernel's API level (tests of a kernel without user
+/// notification; cli/main.cpp applies LOCKSTEP_TEST_SECCOMP_API).
+void force_seccomp_api_level(unsigned int level);
 
 } // namespace lockstep::runner

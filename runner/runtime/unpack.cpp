@@ -1,5 +1,6 @@
 #include "runner/runtime/unpack.hpp"
 
+#include "runner/runtime/recorded_stat.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
@@ -544,11 +545,7 @@ private:
 
   [[nodiscard]] mode_t final_mode(struct archive_entry* entry, bool is_dir) const {
     auto mode = static_cast<mode_t>(archive_entry_perm(entry)) & 07777;
-    if (m_options.ownership == UnpackOptions::Ownership::caller) {
-      mode &= ~static_cast<mode_t>(S_ISUID | S_ISGID);
-      mode |= is_dir ? S_IRWXU : (S_IRUSR | S_IWUSR);
-    }
-    return mode;
+    return m_options.ownership == UnpackOptions::Ownership::caller ? caller_mode(mode, is_dir) : mode;
   }
 
   Result<std::pair<uid_t, gid_t>> owner(struct archive_entry* entry) const {
@@ -594,6 +591,44 @@ private:
       if (rc != 0) {
         return sys_error("chmod", name, errno);
       }
+    }
+    if (m_options.ownership == UnpackOptions::Ownership::caller && chmod && (is_dir || fd >= 0)) {
+      LS_TRY(record_image_stat(fd, parent_fd, base, name, entry, is_dir));
+    }
+    return {};
+  }
+
+  // Ownership `caller`: what the caller's copy can't hold (another owner, setuid bits, a mode
+  // without u+rw) is recorded in the file's user.lockstep.stat xattr (runner/runtime/recorded_stat.hpp),
+  // so a rootless build step's layer still records the image's attributes.
+  Result<void> record_image_stat(int fd, int parent_fd, const std::string& base, const std::string& name,
+                                 struct archive_entry* entry, bool is_dir) {
+    RecordedStat r;
+    la_int64_t uid = archive_entry_uid(entry);
+    la_int64_t gid = archive_entry_gid(entry);
+    if ((uid != 0 || gid != 0) && uid >= 0 && gid >= 0 && uid <= 0xFFFFFFFELL && gid <= 0xFFFFFFFELL) {
+      r.owner = std::pair{static_cast<std::uint32_t>(uid), static_cast<std::uint32_t>(gid)};
+    }
+    const auto image_mode = static_cast<mode_t>(archive_entry_perm(entry)) & 07777;
+    if (caller_mode(image_mode, is_dir) != image_mode) {
+      r.mode = image_mode;
+    }
+    UniqueFd own;
+    if (is_dir) {
+      own = UniqueFd(
+          parent_fd < 0 ? ::openat(m_root.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                        : ::openat(parent_fd, base.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!own.valid()) {
+        return sys_error("open directory", name, errno);
+      }
+      fd = own.get();
+    } else if (r.empty()) {
+      return {}; // a file just created has no record to remove
+    }
+    auto written = write_recorded_stat(fd, r);
+    if (!written) {
+      return Error{written.error().code,
+                   fmt::format("{}: member '{}': {}", m_what, m_raw, written.error().message)};
     }
     return {};
   }

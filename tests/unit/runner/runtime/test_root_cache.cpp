@@ -83,7 +83,7 @@ TEST_CASE("a root is unpacked once and shared by the next call", "[root_cache]")
   CHECK_FALSE(first->cached);
   Digest chain = chain_id_of(f.diff_ids);
   CHECK(first->chain_id == chain);
-  fs::path dir = f.roots() / (chain.hex() + "-caller-v1");
+  fs::path dir = f.roots() / (chain.hex() + "-caller-v2");
   CHECK(first->rootfs == dir / "rootfs");
   CHECK(test::slurp(first->rootfs / "etc" / "hostname") == "box\n");
   CHECK(test::slurp(first->rootfs / "bin" / "tool") == "#!/bin/sh\n");
@@ -116,7 +116,7 @@ TEST_CASE("a root is unpacked once and shared by the next call", "[root_cache]")
       auto kept = unpacked_root(f.store, f.layers, f.diff_ids, keep);
       REQUIRE(kept);
       CHECK_FALSE(kept->cached);
-      CHECK(kept->rootfs == f.roots() / (chain.hex() + "-keep-v1") / "rootfs");
+      CHECK(kept->rootfs == f.roots() / (chain.hex() + "-keep-v2") / "rootfs");
     }
   }
   SECTION("a prefix of the layers is another root") {
@@ -135,7 +135,7 @@ TEST_CASE("a root finished from layers unpacked in the background is the same ro
   auto root = unpacked_root(f.store, f.layers, f.diff_ids, {}, &*head);
   REQUIRE(root);
   CHECK_FALSE(root->cached);
-  CHECK(root->rootfs == f.roots() / (chain_id_of(f.diff_ids).hex() + "-caller-v1") / "rootfs");
+  CHECK(root->rootfs == f.roots() / (chain_id_of(f.diff_ids).hex() + "-caller-v2") / "rootfs");
   CHECK(test::slurp(root->rootfs / "etc" / "hostname") == "box\n");
   CHECK(test::slurp(root->rootfs / "bin" / "tool") == "#!/bin/sh\n");
   CHECK_FALSE(fs::exists(root->rootfs / "etc" / "motd")); // the second layer's whiteout applied over it
@@ -190,7 +190,7 @@ TEST_CASE("a corrupt blob is an error, leaves no root published and is removed f
     roots.push_back(e.path().filename().string());
   }
   std::sort(roots.begin(), roots.end());
-  CHECK(roots == std::vector<std::string>{chain_id_of(f.diff_ids).hex() + "-caller-v1.lock", "tmp"});
+  CHECK(roots == std::vector<std::string>{chain_id_of(f.diff_ids).hex() + "-caller-v2.lock", "tmp"});
   CHECK(f.tmp_entries().empty());
 
   auto missing = unpacked_root(f.store, f.layers, f.diff_ids, {});
@@ -223,7 +223,7 @@ TEST_CASE("concurrent callers get one root", "[root_cache]") {
 
 TEST_CASE("an unpublished directory in the way of a root is replaced", "[root_cache]") {
   CacheFixture f;
-  fs::path dir = f.roots() / (chain_id_of(f.diff_ids).hex() + "-caller-v1");
+  fs::path dir = f.roots() / (chain_id_of(f.diff_ids).hex() + "-caller-v2");
   fs::create_directories(dir / "rootfs" / "junk");
   auto r = unpacked_root(f.store, f.layers, f.diff_ids, {});
   REQUIRE(r);

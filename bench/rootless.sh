@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Benchmark (issue 17): a cold `lockstep build --locked` of examples/mpi-hello as an unprivileged
+# user (no subordinate ids: the build sandbox's supervisor records owners, docs/rootless.md) against
+# the same build as root (the peer), alternating in one run, each into an empty store. Both fetch
+# the same .debs from deb.debian.org; the difference is the rootless unpack (image owners kept in
+# xattrs) and the supervisor answering the configure step's chown and stat calls.
+#
+# Usage: bench/rootless.sh [RUNS]   (default 3; the median of RUNS is reported). Needs root (to
+# create the user), useradd/runuser, network access to deb.debian.org. Target: at most 1.15.
+# Measured on the 2-core dev machine (2026-12-05): see the closing note of issue 17.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-3}
+BENCH_DIR=${BENCH_DIR:-/tmp/lockstep-bench}
+source bench/lib.sh
+bench_lockstep
+bench_need useradd runuser userdel
+[ "$(id -u)" = 0 ] || { echo "bench: run as root (it creates the unprivileged user)" >&2; exit 3; }
+
+work="$BENCH_DIR/rootless"
+user="lsbench$$"
+rm -rf "$work" && mkdir -p "$work"
+useradd -M -N -d /nonexistent -s /bin/sh "$user"
+trap 'pkill -KILL -u "$user" 2>/dev/null || true; userdel "$user" 2>/dev/null || true' EXIT
+for f in /etc/subuid /etc/subgid; do [ ! -f "$f" ] || sed -i "/^$user:/d" "$f"; done
+install -m 0755 "$LOCKSTEP" "$work/lockstep"
+for who in root user; do
+  cp -r examples/mpi-hello "$work/$who"
+  sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
+    "$work/$who/lockstep.yaml"
+done
+chmod 0755 "$work" && chown -R "$user" "$work/user"
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+ours=() peer=()
+for i in $(seq 1 "$runs"); do
+  echo "bench: run $i/$runs" >&2
+  rm -rf "$work/root/cache" "$work/root/out" "$work/root/out.sif"
+  t0=$(now)
+  LOCKSTEP_CACHE="$work/root/cache" "$work/lockstep" build -q --locked "$work/root/lockstep.yaml" >"$work/root.digest"
+  t1=$(now)
+  peer+=("$(secs "$t0" "$t1")")
+
+  rm -rf "$work/user/cache" "$work/user/out" "$work/user/out.sif"
+  t0=$(now)
+  runuser -u "$user" -- env LOCKSTEP_CACHE="$work/user/cache" "$work/lockstep" build -q --locked \
+    "$work/user/lockstep.yaml" >"$work/user.digest"
+  t1=$(now)
+  ours+=("$(secs "$t0" "$t1")")
+  cmp -s "$work/root.digest" "$work/user.digest" || { echo "bench: the digests differ" >&2; exit 1; }
+done
+
+ours_m=$(printf '%s\n' "${ours[@]}" | median)
+peer_m=$(printf '%s\n' "${peer[@]}" | median)
+printf '\n%-64s %8s %8s\n' "case (median of $runs)" "s" "ratio"
+printf '%-64s %8s %8s\n' "cold build --locked of examples/mpi-hello as root (peer)" "$peer_m" "1.000"
+printf '%-64s %8s %8.3f\n' "the same build as an unprivileged user, no subids (ours / peer)" "$ours_m" \
+  "$(awk -v a="$ours_m" -v b="$peer_m" 'BEGIN{print a/b}')"
+echo "runs: ours ${ours[*]} | peer ${peer[*]}; digest $(tail -1 "$work/user.digest")" >&2
