@@ -2,10 +2,13 @@
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
 #include "envspec/spec.hpp"
+#include "runner/runtime/subids.hpp"
 #include "support/log.hpp"
 #include "support/registry/push.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -28,6 +31,7 @@ struct BuildArgs {
   bool locked = false;
   std::string lock;
   std::vector<std::string> push; ///< docker:// targets
+  std::string userns = "auto";
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -39,11 +43,14 @@ constexpr const char* k_examples = R"(Examples:
   digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
   SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
   lockstep build --push docker://registry.lab:5000/team/app:v1 --push docker://registry.lab:5000/team/app:latest
+  lockstep build --userns single                   without root: map only your own ids (no /etc/subuid)
 
 Output paths given here replace the spec's `outputs` paths. Timestamps come from the lock, else
 SOURCE_DATE_EPOCH (default 0), never the clock; the same spec, lock and inputs give the same digest
 on any machine. A spec with packages, a Debian base or git sources builds from its lock
-(lockstep.lock beside it): without --locked a missing or stale lock is made first.)";
+(lockstep.lock beside it): without --locked a missing or stale lock is made first. Without root the
+image is the same: maintainer scripts and run: steps get other owners through subordinate ids
+(--userns subuid) or a supervisor that records them (--userns single); see docs/rootless.md.)";
 
 nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec& spec) {
   nlohmann::json j;
@@ -144,6 +151,14 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   }
   options.vcs_annotations = !args.no_vcs;
   options.registry = registry::default_client_options(); // --tls-verify etc., for a docker:// base too
+  LS_TRY_ASSIGN(runner::UsernsMode userns, runner::parse_userns_mode(args.userns));
+  if (::geteuid() != 0) {
+    LS_TRY_ASSIGN(options.subids, runner::choose_subordinate_ids(userns));
+    log::debug("build sandbox ids: {}",
+               options.subids ? fmt::format("the caller and subordinate uids {}+{}",
+                                            options.subids->uid_first, options.subids->uid_count)
+                              : std::string("the caller's only"));
+  }
 
   std::vector<oci::RegistryRef> targets;
   for (const std::string& t : args.push) {
@@ -197,6 +212,11 @@ void register_build(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"gzip", "zstd"}));
   cmd->add_flag("--allow-outside", args->allow_outside,
                 "Allow host paths the spec reads (extends, copy, local repositories) outside its directory");
+  cmd->add_option("--userns", args->userns,
+                  "Without root, how the build sandbox maps ids: auto (subuid when you have a range), "
+                  "subuid (/etc/subuid via newuidmap) or single (your ids only; owners recorded)")
+      ->type_name("MODE")
+      ->capture_default_str();
   cmd->add_flag("--no-vcs", args->no_vcs, "Don't record the spec's git revision in the manifest");
   cmd->add_flag("--locked", args->locked,
                 "Build from the existing lock only; exit 1 if it is missing or stale");

@@ -99,6 +99,22 @@ inline std::string printable_ascii(std::string_view s, std::size_t limit) {
 }
 
 /// The components of a path: no empty ones ("/a//b/" -> {"a", "b"}); "." and ".." are kept.
+/// Calls `fn(line)` for each '\n'-separated line of `text` (without the '\n'; a last line without
+/// one included), until `fn` returns false.
+template <typename Fn> void for_each_line(std::string_view text, Fn&& fn) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    if (!fn(text.substr(pos, end - pos))) {
+      return;
+    }
+    pos = end + 1;
+  }
+}
+
 inline std::vector<std::string> path_components(std::string_view path) {
   std::vector<std::string> parts;
   std::size_t i = 0;

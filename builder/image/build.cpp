@@ -424,6 +424,7 @@ Result<void> add_package_layers(ImageBuild& b, const BlobStore& store) {
   state.layers = b.result.layers;
   state.diff_ids = b.result.diff_ids;
   state.base = b.base_metadata ? &*b.base_metadata : nullptr;
+  state.subids = b.options.subids;
   // Local files the lock names must lie in the project before anything is read (nothing outside
   // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
   // lock's own.
@@ -481,6 +482,7 @@ Result<void> add_run_layers(ImageBuild& b, const BlobStore& store) {
   StepContext ctx;
   ctx.store = &store;
   ctx.codec = b.codec;
+  ctx.subids = b.options.subids;
   ctx.epoch = b.result.epoch;
   for (const auto& e : partial["config"]["Env"]) {
     ctx.env.push_back(e.get<std::string>());

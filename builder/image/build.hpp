@@ -3,6 +3,7 @@
 #include "builder/image/layer_builder.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
+#include "runner/runtime/subids.hpp"
 #include "support/git_info.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/squashfs.hpp"
@@ -40,6 +41,9 @@ struct BuildOptions {
   /// How a base image in a registry (`base: {image: docker://...}`) is reached: TLS, connections,
   /// timeouts (the CLI's registry flags).
   registry::ClientOptions registry;
+  /// Unprivileged: the subordinate ids the build sandbox maps (`--userns`), or nullopt for a single
+  /// id (runner/runtime/subids.hpp). Either gives the same image.
+  std::optional<runner::SubordinateIds> subids;
 };
 
 /// One written output.

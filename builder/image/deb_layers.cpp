@@ -629,6 +629,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   ctx.diff_ids = state.diff_ids;
   ctx.env = state.env;
   ctx.label = "configure packages";
+  ctx.subids = state.subids;
   ctx.root_head = head_started ? &head : nullptr;
   Result<BuiltLayer> built = build_run_step(step, 0, ctx);
   if (!built) {

@@ -6,6 +6,7 @@
 #include "builder/image/layer_builder.hpp"
 #include "builder/lock/base_contents.hpp"
 #include "envspec/lockfile.hpp"
+#include "runner/runtime/subids.hpp"
 #include "support/blob_store.hpp"
 #include "support/compress.hpp"
 #include "support/digest.hpp"
@@ -36,6 +37,8 @@ struct PackageBuildState {
   /// dpkg database is extended, its links and directories are respected, a locked package it has
   /// at another version replaces that one.
   const BaseMetadata* base = nullptr;
+  /// Unprivileged: subordinate ids for the configure step (BuildOptions::subids).
+  std::optional<runner::SubordinateIds> subids;
 };
 
 /// Appends a built layer to `state` and logs it ("layer sha256:0123… 3.8 MiB CREATED_BY (cached)").

@@ -102,11 +102,14 @@ struct UpperPlanner {
   LayerPlan plan;
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> links;
 
-  static std::optional<std::uint32_t> map_id(UpperLayout::IdRange range, std::uint32_t id) {
-    if (id < range.first || id - range.first >= range.count) {
-      return std::nullopt;
+  static std::optional<std::uint32_t> map_id(const std::vector<UpperLayout::IdRange>& ranges,
+                                             std::uint32_t id) {
+    for (const UpperLayout::IdRange& range : ranges) {
+      if (id >= range.first && id - range.first < range.count) {
+        return id - range.first + range.inside;
+      }
     }
-    return id - range.first;
+    return std::nullopt;
   }
 
   // An empty directory or file the sandbox made as a mount point, absent from the lower root.
@@ -358,6 +361,52 @@ Result<void> copy_owner_and_mode(const fs::path& from, const fs::path& to) {
   return {};
 }
 
+// --userns subuid, run in the subordinate id namespace (where the caller is 0, as in the step's):
+// every file or directory of the step's upper directory that another id owns is given back to the
+// caller, its owner (and a mode the caller's copy can't keep) recorded in user.lockstep.stat as the
+// rootless unpack records them, so lockstep can read, capture and remove it. Symbolic links and
+// other special files keep their owner (their directory is the caller's, so they can be removed),
+// and the capture maps it through the subordinate range.
+Result<void> record_subid_owners(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> children;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    children.push_back(entry.path());
+  }
+  if (ec) {
+    return io_error("can't list {}: {}", dir.string(), ec.message());
+  }
+  for (const fs::path& p : children) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      return errno_error("can't stat " + p.string(), errno);
+    }
+    const bool is_dir = S_ISDIR(st.st_mode);
+    if (is_dir) {
+      LS_TRY(record_subid_owners(p));
+    }
+    if ((st.st_uid == 0 && st.st_gid == 0) || !(is_dir || S_ISREG(st.st_mode))) {
+      continue;
+    }
+    UniqueFd fd(
+        ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0)));
+    if (!fd.valid()) {
+      return errno_error("can't open " + p.string(), errno);
+    }
+    LS_TRY_ASSIGN(auto existing, runner::read_recorded_stat(fd.get()));
+    runner::RecordedStat r = existing ? *existing : runner::RecordedStat{};
+    r.owner = std::pair{static_cast<std::uint32_t>(st.st_uid), static_cast<std::uint32_t>(st.st_gid)};
+    const mode_t mode = st.st_mode & 07777;
+    const mode_t kept = runner::caller_mode(mode, is_dir);
+    r.mode = kept != mode ? std::optional<mode_t>(mode) : std::nullopt;
+    if (::fchown(fd.get(), 0, 0) != 0 || ::fchmod(fd.get(), kept) != 0) {
+      return errno_error("can't give " + p.string() + " back to the caller", errno);
+    }
+    LS_TRY(runner::write_recorded_stat(fd.get(), r));
+  }
+  return {};
+}
+
 std::string step_name(const envspec::RunStep& step, std::size_t index) {
   return fmt::format("run[{}] ({}:{})", index, step.location.file.string(), step.location.line);
 }
@@ -416,7 +465,8 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   config.read_only = false;
   config.confined = true;
   if (!as_root) {
-    config.supervisor = runner::SupervisorMode::single;
+    config.supervisor = ctx.subids ? runner::SupervisorMode::subuid : runner::SupervisorMode::single;
+    config.subids = ctx.subids;
   } else if (runner::check_user_notification()) {
     config.supervisor = runner::SupervisorMode::root; // device nodes; without it, mknod is refused
   }
@@ -440,6 +490,9 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   log::Timer timer(label);
   Result<int> status = runner::run_in_sandbox(config);
   timer.stop();
+  if (!as_root && ctx.subids) {
+    LS_TRY(runner::run_in_subid_namespace(*ctx.subids, [&] { return record_subid_owners(upper); }));
+  }
   const bool not_found =
       status ? *status == runner::k_exit_not_found : status.error().exit_status == runner::k_exit_not_found;
   if (not_found) {
@@ -467,11 +520,15 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   UpperLayout layout;
   layout.opaque_xattr = as_root ? "trusted.overlay.opaque" : "user.overlay.opaque";
   if (as_root) {
-    layout.uids = {runner::k_confined_host_first, runner::k_confined_id_count};
+    layout.uids = {{runner::k_confined_host_first, runner::k_confined_id_count, 0}};
     layout.gids = layout.uids;
   } else {
-    layout.uids = {static_cast<std::uint32_t>(::geteuid()), 1};
-    layout.gids = {static_cast<std::uint32_t>(::getegid()), 1};
+    layout.uids = {{static_cast<std::uint32_t>(::geteuid()), 1, 0}};
+    layout.gids = {{static_cast<std::uint32_t>(::getegid()), 1, 0}};
+    if (ctx.subids) {
+      layout.uids.push_back({ctx.subids->uid_first, ctx.subids->uid_count, 1});
+      layout.gids.push_back({ctx.subids->gid_first, ctx.subids->gid_count, 1});
+    }
   }
   layout.mount_points = k_sandbox_mount_points;
   LS_TRY_ASSIGN(LayerPlan plan, plan_upper_layer(upper, root.rootfs, layout, ctx.epoch));

@@ -7,6 +7,7 @@
 #include "builder/image/layer_plan.hpp"
 #include "envspec/spec.hpp"
 #include "runner/runtime/root_cache.hpp"
+#include "runner/runtime/subids.hpp"
 #include "support/digest.hpp"
 #include "support/result.hpp"
 
@@ -38,16 +39,18 @@ struct UpperLayout {
   /// The opaque-directory xattr: "trusted.overlay.opaque" (overlay mounted by real root) or
   /// "user.overlay.opaque" (mounted in a user namespace with `userxattr`).
   std::string opaque_xattr = "user.overlay.opaque";
-  /// The step's user namespace: host ids [first, first + count) in the upper directory are the
-  /// image's ids [0, count). An unprivileged build maps its own uid/gid (count 1), a root build the
-  /// confined range (runner::k_confined_host_first); the default keeps host ids as they are. An
-  /// id outside the range can't come from the step, and is refused.
+  /// The step's user namespace: the host ids in the upper directory and the image's ids they are.
+  /// An unprivileged build maps its own uid/gid to 0 (and, with subordinate ids, the range to 1..),
+  /// a root build the confined range (runner::k_confined_host_first); the default keeps host ids as
+  /// they are. An id outside every range can't come from the step, and is refused.
+  /// Host ids [first, first + count) are the image's ids [inside, inside + count).
   struct IdRange {
     std::uint32_t first = 0;
     std::uint32_t count = 0xFFFFFFFFU;
+    std::uint32_t inside = 0;
   };
-  IdRange uids;
-  IdRange gids;
+  std::vector<IdRange> uids{IdRange{}};
+  std::vector<IdRange> gids{IdRange{}};
   /// Paths (relative, "etc/resolv.conf") the sandbox created as mount points. They stay out of
   /// the layer when they are empty and `lower` lacks them.
   std::set<std::string> mount_points;
@@ -78,6 +81,8 @@ struct StepContext {
   std::string label;
   /// The image's first layers, already unpacking in the background (runner::start_root), or null.
   runner::RootHead* root_head = nullptr;
+  /// Unprivileged: subordinate ids to map (BuildOptions::subids), else one id.
+  std::optional<runner::SubordinateIds> subids;
 };
 
 /// How the build sandbox's root is unpacked: as root, owned by the ids the confined step's ids map

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -57,6 +58,11 @@ Result<std::vector<NodeReport>> preflight_through_srun(const LaunchPlan& plan,
   LS_TRY_ASSIGN(CaptureResult out, run_capture(argv, capture));
   std::vector<std::string> bad;
   std::vector<NodeReport> reports = reports_from_output(out.out, bad);
+  if (reports.empty() && out.timed_out) {
+    return external_error("preflight through srun gave no results within the preflight timeout ({} s); a "
+                          "loaded cluster may need a longer --preflight-timeout",
+                          std::chrono::duration_cast<std::chrono::seconds>(capture.timeout).count());
+  }
   if (reports.empty()) {
     return external_error("preflight through srun gave no results (exit {}): {}{}", out.status,
                           last_line(out.err), bad.empty() ? "" : "; " + bad.front());

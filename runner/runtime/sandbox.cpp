@@ -489,6 +489,15 @@ struct Plan {
   int report_fd = -1;
   std::vector<sock_filter> seccomp;         // the confinement filter (config.confined)
   std::optional<SupervisorPlan> supervisor; // config.supervisor
+  // The confined command's user namespace is mapped by the init (root, or subordinate ids), with
+  // these maps; else the command maps its one id itself.
+  bool init_maps_command = false;
+  std::string command_uid_map;
+  std::string command_gid_map;
+  // Subordinate ids: the child asks the parent (which runs newuidmap/newgidmap) on request_fd and
+  // waits for its answer on done_fd.
+  int subid_request_fd = -1;
+  int subid_done_fd = -1;
   // hold_sandbox: the child writes the working directory here instead of running a command, then
   // waits for EOF on release_fd while the parent takes its namespaces.
   int hold_fd = -1;
@@ -508,6 +517,25 @@ Result<void> write_id_maps(const Plan& p) {
   LS_TRY(write_proc_file("/proc/self/setgroups", "deny\n"));
   LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} {} 1\n", p.uid, p.outer_uid)));
   LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} {} 1\n", p.gid, p.outer_gid)));
+  return {};
+}
+
+// Subordinate ids: only the setuid newuidmap/newgidmap may map a range, and only from outside the
+// namespace; the child asks the parent, which runs them (run_subid_tools), and waits.
+Result<void> await_subid_maps(const Plan& p) {
+  if (::write(p.subid_request_fd, "m", 1) != 1) {
+    return errno_error("can't ask for the subordinate id maps", errno);
+  }
+  char b = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(p.subid_done_fd, &b, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1 || b != 'k') {
+    return Error{ExitCode::external, "the subordinate id maps were not written (newuidmap/newgidmap failed)"};
+  }
+  ::close(p.subid_request_fd);
+  ::close(p.subid_done_fd);
   return {};
 }
 
@@ -554,7 +582,7 @@ Result<void> confine_command(const Plan& p, const ConfineSync& sync, int supervi
   if (::unshare(CLONE_NEWUSER) < 0) {
     return errno_error("confinement: can't create the build step's user namespace", errno);
   }
-  if (p.user_namespace) {
+  if (!p.init_maps_command) {
     // Unprivileged: the one id we have maps to itself, one level down. The maps are written by
     // this process, which must own its /proc files for that (the init it was forked from isn't
     // dumpable; nothing else runs in the container yet).
@@ -563,8 +591,14 @@ Result<void> confine_command(const Plan& p, const ConfineSync& sync, int supervi
     LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} {} 1\n", p.uid, p.uid)));
     LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} {} 1\n", p.gid, p.gid)));
   } else {
-    // Root: the init maps 0.. to the confined host range; then become the requested ids there,
-    // without host root's supplementary groups.
+    // Root (or subordinate ids): the init maps 0.. to the confined host range (or the namespace's
+    // whole range); then become the requested ids there, without supplementary groups.
+    if (p.user_namespace) {
+      // The init writes this process's maps as root of the container's user namespace, which must
+      // own its /proc files for that (inherited non-dumpable, they are the host's root's); it
+      // executes the step next anyway, which makes it dumpable.
+      ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    }
     if (::write(sync.to_init[1], "u", 1) != 1) {
       return errno_error("confinement: can't signal the init", errno);
     }
@@ -651,13 +685,12 @@ UniqueFd receive_fd(int sock) {
 
 // The init's side (root only): once the command has its user namespace, map its ids 0.. to the
 // confined host range.
-Result<void> map_confined_ids(pid_t command, const ConfineSync& sync) {
+Result<void> map_confined_ids(const Plan& p, pid_t command, const ConfineSync& sync) {
   if (!wait_byte(sync.to_init[0], "the build step")) {
     return {}; // it failed before; its report says why
   }
-  const std::string map = fmt::format("0 {} {}\n", k_confined_host_first, k_confined_id_count);
-  LS_TRY(write_proc_file(fmt::format("/proc/{}/uid_map", command).c_str(), map));
-  LS_TRY(write_proc_file(fmt::format("/proc/{}/gid_map", command).c_str(), map));
+  LS_TRY(write_proc_file(fmt::format("/proc/{}/uid_map", command).c_str(), p.command_uid_map));
+  LS_TRY(write_proc_file(fmt::format("/proc/{}/gid_map", command).c_str(), p.command_gid_map));
   if (::write(sync.to_command[1], "k", 1) != 1) {
     return errno_error("confinement: can't answer the build step", errno);
   }
@@ -1198,7 +1231,9 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
                                                     "/proc/sys/user/max_user_namespaces)"
                                                   : "")});
   }
-  if (p.user_namespace) {
+  if (p.user_namespace && c.subids) {
+    check(await_subid_maps(p));
+  } else if (p.user_namespace) {
     check(write_id_maps(p));
     log::debug("sandbox: user namespace: uid {} -> {}, gid {} -> {}", p.outer_uid, p.uid, p.outer_gid, p.gid);
   }
@@ -1292,7 +1327,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   sigset_t fwd = forwarded_signal_set();
   sigprocmask(SIG_BLOCK, &fwd, nullptr);
   ConfineSync sync;
-  if (c.confined && !p.user_namespace &&
+  if (c.confined && p.init_maps_command &&
       (::pipe2(sync.to_init, O_CLOEXEC) < 0 || ::pipe2(sync.to_command, O_CLOEXEC) < 0)) {
     child_fail(p.report_fd, errno_error("can't create the confinement pipes", errno));
   }
@@ -1314,9 +1349,9 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
     reset_signals_for_child(old_mask);
     child_fail(p.report_fd, exec_command(c.argv, env));
   }
-  if (c.confined && !p.user_namespace) {
+  if (c.confined && p.init_maps_command) {
     ::close(sync.to_init[1]); // EOF when the command dies before asking
-    check(map_confined_ids(cmd, sync));
+    check(map_confined_ids(p, cmd, sync));
   }
   UniqueFd listener;
   if (p.supervisor) {
@@ -1428,6 +1463,19 @@ Result<Plan> make_plan(const SandboxConfig& c) {
   p.user_namespace = p.outer_uid != 0;
   p.uid = c.uid.value_or(p.outer_uid);
   p.gid = c.gid.value_or(p.outer_gid);
+  if (c.subids && (!p.user_namespace || !c.confined || p.uid != 0 || p.gid != 0)) {
+    return internal_error("subordinate ids are mapped for an unprivileged, confined step as uid 0 only");
+  }
+  p.init_maps_command = !p.user_namespace || c.subids.has_value();
+  if (!p.user_namespace) {
+    p.command_uid_map = fmt::format("0 {} {}\n", k_confined_host_first, k_confined_id_count);
+    p.command_gid_map = p.command_uid_map;
+  } else if (c.subids) {
+    // Root on a line of its own: the kernel lets the container's root map its own id 0 one level
+    // down, but refuses a range starting at 0 without CAP_SETFCAP over the host's namespace.
+    p.command_uid_map = fmt::format("0 0 1\n1 1 {}\n", c.subids->uid_count);
+    p.command_gid_map = fmt::format("0 0 1\n1 1 {}\n", c.subids->gid_count);
+  }
   if (c.confined) {
     if (!c.pid_namespace) {
       return internal_error("a confined sandbox needs its own pid namespace");
@@ -1447,6 +1495,31 @@ Result<Plan> make_plan(const SandboxConfig& c) {
 
 } // namespace
 
+namespace {
+
+// The parent's side of await_subid_maps: when the child asks, map its user namespace's 0 to the
+// caller and 1.. to the subordinate ranges with newuidmap and newgidmap.
+Result<void> run_subid_tools(const SubordinateIds& ids, pid_t child, int request_fd, int done_fd) {
+  char b = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(request_fd, &b, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    return {}; // the child failed before asking; its report says why
+  }
+  if (auto mapped = write_subid_maps(ids, child); !mapped) {
+    (void)::write(done_fd, "x", 1);
+    return mapped.error();
+  }
+  if (::write(done_fd, "k", 1) != 1) {
+    return errno_error("can't tell the container its id maps are written", errno);
+  }
+  return {};
+}
+
+} // namespace
+
 Result<int> run_in_sandbox(const SandboxConfig& config) {
   LS_TRY_ASSIGN(Plan plan, make_plan(config));
   log::Timer timer("start the container");
@@ -1457,6 +1530,17 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   }
   UniqueFd report(fds[0]);
   plan.report_fd = fds[1];
+  int request[2] = {-1, -1};
+  int done[2] = {-1, -1};
+  if (config.subids && (::pipe2(request, O_CLOEXEC) < 0 || ::pipe2(done, O_CLOEXEC) < 0)) {
+    return errno_error("can't create a pipe", errno);
+  }
+  UniqueFd request_read(request[0]);
+  UniqueFd request_write(request[1]);
+  UniqueFd done_read(done[0]);
+  UniqueFd done_write(done[1]);
+  plan.subid_request_fd = request[1];
+  plan.subid_done_fd = done[0];
   sigset_t fwd = forwarded_signal_set();
   ChildStart start{&plan, {}, ::getpid(), fds[0]};
   sigprocmask(SIG_BLOCK, &fwd, &start.old_mask);
@@ -1470,6 +1554,15 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   }
   SignalForwarding forwarding(pid);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (config.subids) {
+    request_write.reset();
+    done_read.reset();
+    if (auto mapped = run_subid_tools(*config.subids, pid, request_read.get(), done_write.get()); !mapped) {
+      ::kill(pid, SIGKILL);
+      (void)wait_exit_code(pid);
+      return mapped.error();
+    }
+  }
 
   // The report pipe closes when the command is executed (close-on-exec), or carries the error.
   std::string record;

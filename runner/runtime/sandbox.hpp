@@ -2,6 +2,7 @@
 // The container runtime: namespaces, mounts, pivot_root and the command's process, with no setuid
 // helper. `lockstep exec` and the build's `run:` steps both enter containers through
 // run_in_sandbox(); docs/exec.md describes the behaviour and the security notes.
+#include "runner/runtime/subids.hpp"
 #include "runner/runtime/supervisor.hpp"
 #include "support/fs.hpp"
 #include "support/result.hpp"
@@ -96,6 +97,9 @@ struct SandboxConfig {
   /// Confined only: the system calls a supervisor in the container's init answers instead of the
   /// kernel (runner/runtime/supervisor.hpp), for this way of mapping ids; nullopt = none.
   std::optional<SupervisorMode> supervisor;
+  /// Unprivileged and confined, with uid and gid 0: map the caller's subordinate ids too (0 is the
+  /// caller, 1.. the ranges; newuidmap/newgidmap write the maps), so ids switch for real.
+  std::optional<SubordinateIds> subids;
 
   NetworkPolicy network = NetworkPolicy::host;
   /// A new pid namespace: a small init (pid 1) reaps orphans and forwards signals; the command

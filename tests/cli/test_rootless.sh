@@ -4,7 +4,9 @@
 # the same SIF bytes as root's build. Peers judge the image: umoci unpacks it as root keeping the
 # owners, dpkg --root --verify is clean, stat shows /etc/shadow root:shadow 0640, /var/mail
 # root:mail 2775 and Debian's setgid binaries. A run: step adding a user and giving it a directory
-# gives the same layer root and rootless, a device node the same entry; the supervisor refuses
+# gives the same layer root and rootless, a device node the same entry; with a subordinate range
+# (--userns subuid; the suite writes /etc/subuid) the same digests, and a step that switches to
+# that user (setpriv) creates the user's files as under root; the supervisor refuses
 # anything outside the image's root (the host's /dev/null keeps its owner and gets no xattr); a
 # kernel without seccomp user notification is a clear exit 3.
 source "$(dirname "$0")/lib.sh"
@@ -128,6 +130,48 @@ assert_eq "$before" "$(stat -c '%u:%g %a' /dev/null)" "the host's /dev/null keep
 case "$(getfattr -d -m - /dev/null 2>/dev/null)" in *lockstep*) fail "the host's /dev/null got a lockstep xattr" ;; esac
 [ ! -e /etc/hostname ] || case "$(getfattr -d -m - /etc/hostname 2>/dev/null)" in *lockstep*) fail "host /etc/hostname got an xattr" ;; esac
 pass "the supervisor refuses chown and mknod outside the image's root; host files are unchanged"
+
+# ---- --userns subuid: a subordinate range, mapped by newuidmap/newgidmap -----------------------------
+need newuidmap newgidmap
+as_user "$LOCKSTEP" build --userns subuid user/escape.yaml
+assert_eq 3 "$RC" "--userns subuid without a range: exit 3 ($ERR)"
+assert_contains "$ERR" "has no range in /etc/subuid" "the error names the missing range"
+assert_contains "$ERR" "--userns single" "and the way out"
+# The suite gives the user a range now (removed with the user on exit).
+for f in /etc/subuid /etc/subgid; do
+  printf '%s:%s:65536\n' "$TUSER" 300000 >>"$f"
+done
+mkdir -p sub && cp -r user/ex sub/ex && rm -rf sub/ex/out sub/ex/out.sif && chown -R "$TUSER" sub
+mkdir -p ucache3 && chown "$TUSER" ucache3
+as_user env LOCKSTEP_CACHE="$WORK/ucache3" "$LOCKSTEP" build --userns subuid --locked sub/ex/lockstep.yaml
+assert_eq 0 "$RC" "a subuid build of examples/mpi-hello: $ERR"
+assert_eq "$root_digest" "$(last_line "$OUT")" "manifest digest, root vs --userns subuid"
+assert_eq "$(sha256sum <root/ex/out.sif)" "$(sha256sum <sub/ex/out.sif)" "SIF sha256, root vs --userns subuid"
+# With real ids a process that switches to a user creates that user's files, as under root.
+for who in root sub; do
+  cat >"$who/setpriv.yaml" <<YAML
+lockstep: 1
+name: test/rootless-setpriv
+base: {oci: $base_dir}
+run:
+  - 'useradd -m app && install -d -o app -g app -m 0700 /srv/app && setpriv --reuid=app --regid=app --clear-groups touch /srv/app/by-app'
+outputs: {oci: out-setpriv}
+YAML
+done
+ls_run lock root/setpriv.yaml
+assert_eq 0 "$RC" "lock the setpriv spec: $ERR"
+cp root/setpriv.lock sub/setpriv.lock && chown -R "$TUSER" sub
+ls_run build --locked root/setpriv.yaml
+assert_eq 0 "$RC" "root build of the setpriv step: $ERR"
+root_setpriv=$(last_line "$OUT")
+as_user env LOCKSTEP_CACHE="$WORK/ucache3" "$LOCKSTEP" build --userns subuid --locked sub/setpriv.yaml
+assert_eq 0 "$RC" "subuid build of the setpriv step: $ERR"
+assert_eq "$root_setpriv" "$(last_line "$OUT")" "the setpriv step's image, root vs --userns subuid"
+cp root/steps.yaml root/steps.lock sub/ && chown -R "$TUSER" sub
+as_user env LOCKSTEP_CACHE="$WORK/ucache3" "$LOCKSTEP" build --userns subuid --locked sub/steps.yaml
+assert_eq 0 "$RC" "subuid build of the useradd steps: $ERR"
+assert_eq "$root_steps" "$(last_line "$OUT")" "the useradd steps' image, root vs --userns subuid"
+pass "--userns subuid (the test writes /etc/subuid): mpi-hello, the useradd steps and a setpriv step equal root's"
 
 # ---- no seccomp user notification: a clear error ---------------------------------------------------
 mkdir -p ucache2 && chown "$TUSER" ucache2

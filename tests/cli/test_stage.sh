@@ -203,11 +203,13 @@ pass "lockstep run docker:// under mpirun: one pull on the head, every node stag
 # ---- Slurm: sbcast -----------------------------------------------------------------------------------
 wipe_node_stores
 slurm_up
+# --preflight-timeout 600: the sanitizer pass runs every suite at once, and a preflight that stages
+# the image through srun took more than the default 60 s there.
 for kind in sif oci; do
   image=$SIF
   [ "$kind" = sif ] || image=$IMG
   set +e
-  OUT=$(on_head salloc -N 3 -n 3 "$LOCKSTEP" run --runs-dir "$RUNS" --job "slurm-$kind" "$image" -- \
+  OUT=$(on_head salloc -N 3 -n 3 "$LOCKSTEP" run --preflight-timeout 600 --runs-dir "$RUNS" --job "slurm-$kind" "$image" -- \
     "${RANK_CMD[@]}" 2>"$WORK/.stderr")
   RC=$?
   set -e
@@ -228,7 +230,7 @@ wipe_node_stores
 before_manifests=$(manifests)
 before_blobs=$(blob_gets)
 set +e
-OUT=$(on_head salloc -N 3 -n 3 "$LOCKSTEP" run --tls-verify=false --runs-dir "$RUNS" --job slurm-registry "$REF" -- \
+OUT=$(on_head salloc -N 3 -n 3 "$LOCKSTEP" run --preflight-timeout 600 --tls-verify=false --runs-dir "$RUNS" --job slurm-registry "$REF" -- \
   "${RANK_CMD[@]}" 2>"$WORK/.stderr")
 RC=$?
 set -e

@@ -101,12 +101,12 @@ TEST_CASE_METHOD(UpperFixture, "Files owned by the host user who ran the step ar
   struct stat st {};
   REQUIRE(::lstat((upper / "f").c_str(), &st) == 0);
   UpperLayout layout;
-  layout.uids = {static_cast<std::uint32_t>(st.st_uid), 1};
-  layout.gids = {static_cast<std::uint32_t>(st.st_gid), 1};
+  layout.uids = {{static_cast<std::uint32_t>(st.st_uid), 1, 0}};
+  layout.gids = {{static_cast<std::uint32_t>(st.st_gid), 1, 0}};
   if (st.st_uid == 0) {
     REQUIRE(::chown((upper / "f").c_str(), 1234, 1235) == 0);
-    layout.uids = {1234, 1};
-    layout.gids = {1235, 1};
+    layout.uids = {{1234, 1, 0}};
+    layout.gids = {{1235, 1, 0}};
   }
   set_mtime(upper / "f", 10);
   auto plan = plan_upper_layer(upper, lower, layout, 1000);
@@ -129,7 +129,7 @@ TEST_CASE_METHOD(UpperFixture,
   set_mtime(upper / "a", 10);
   set_mtime(upper / "b", 10);
   UpperLayout layout;
-  layout.uids = {0x80000000U, 0x7FFFFFFFU};
+  layout.uids = {{0x80000000U, 0x7FFFFFFFU, 0}};
   layout.gids = layout.uids;
   auto plan = plan_upper_layer(upper, lower, layout, 1000);
   REQUIRE(plan);
