@@ -23,7 +23,7 @@ TEST_CASE("a user's subordinate range is found by name or number", "[subids]") {
   CHECK_FALSE(find_subid_range("alice:1:99999999999\n", "alice", 1));
 }
 
-TEST_CASE("--userns takes auto, subuid or single", "[subids]") {
+TEST_CASE("the userns modes are auto, subuid and single", "[subids]") {
   CHECK(*parse_userns_mode("auto") == UsernsMode::automatic);
   CHECK(*parse_userns_mode("subuid") == UsernsMode::subuid);
   CHECK(*parse_userns_mode("single") == UsernsMode::single);
