@@ -55,32 +55,31 @@ sub_range=""
 if command -v newuidmap >/dev/null && command -v newgidmap >/dev/null; then
   sub_range=yes
 fi
+# timed_build root|single|subuid: a build from the seed store, as root or as the user with that
+# --userns; prints its seconds, the digest goes to $work/MODE.digest.
+timed_build() {
+  local mode=$1 dir=$work/user owner=$user t0 t1
+  local as=(runuser -u "$user" -- env) userns=(--userns "$mode")
+  if [ "$mode" = root ]; then
+    dir=$work/root owner=root as=(env) userns=()
+  fi
+  rm -rf "$dir/out" "$dir/out.sif" && seed "$dir/cache" "$owner"
+  t0=$(now)
+  "${as[@]}" LOCKSTEP_CACHE="$dir/cache" "$work/lockstep" build -q --locked "${userns[@]}" "$dir/lockstep.yaml" \
+    >"$work/$mode.digest"
+  t1=$(now)
+  secs "$t0" "$t1"
+  cmp -s "$work/root.digest" "$work/$mode.digest" || { echo "bench: the $mode digest differs" >&2; exit 1; }
+}
+
 for i in $(seq 1 "$runs"); do
   echo "bench: run $i/$runs" >&2
-  rm -rf "$work/root/out" "$work/root/out.sif" && seed "$work/root/cache" root
-  t0=$(now)
-  LOCKSTEP_CACHE="$work/root/cache" "$work/lockstep" build -q --locked "$work/root/lockstep.yaml" >"$work/root.digest"
-  t1=$(now)
-  peer+=("$(secs "$t0" "$t1")")
-
-  rm -rf "$work/user/out" "$work/user/out.sif" && seed "$work/user/cache" "$user"
-  t0=$(now)
-  runuser -u "$user" -- env LOCKSTEP_CACHE="$work/user/cache" "$work/lockstep" build -q --locked --userns single \
-    "$work/user/lockstep.yaml" >"$work/user.digest"
-  t1=$(now)
-  ours+=("$(secs "$t0" "$t1")")
-  cmp -s "$work/root.digest" "$work/user.digest" || { echo "bench: the digests differ" >&2; exit 1; }
-
+  peer+=("$(timed_build root)")
+  ours+=("$(timed_build single)")
   if [ -n "$sub_range" ]; then # the same user with a subordinate range (--userns subuid)
     for f in /etc/subuid /etc/subgid; do printf '%s:%s:65536\n' "$user" 400000 >>"$f"; done
-    rm -rf "$work/user/out" "$work/user/out.sif" && seed "$work/user/cache" "$user"
-    t0=$(now)
-    runuser -u "$user" -- env LOCKSTEP_CACHE="$work/user/cache" "$work/lockstep" build -q --locked --userns subuid \
-      "$work/user/lockstep.yaml" >"$work/sub.digest"
-    t1=$(now)
-    sub+=("$(secs "$t0" "$t1")")
+    sub+=("$(timed_build subuid)")
     for f in /etc/subuid /etc/subgid; do sed -i "/^$user:/d" "$f"; done
-    cmp -s "$work/root.digest" "$work/sub.digest" || { echo "bench: the subuid digest differs" >&2; exit 1; }
   fi
 done
 
@@ -95,4 +94,4 @@ if [ -n "$sub_range" ]; then
   printf '%-64s %8s %8.3f\n' "the same build as that user with --userns subuid (ours / peer)" "$sub_m" \
     "$(awk -v a="$sub_m" -v b="$peer_m" 'BEGIN{print a/b}')"
 fi
-echo "runs: ours ${ours[*]} | subuid ${sub[*]} | peer ${peer[*]}; digest $(tail -1 "$work/user.digest")" >&2
+echo "runs: ours ${ours[*]} | subuid ${sub[*]} | peer ${peer[*]}; digest $(tail -1 "$work/single.digest")" >&2

@@ -6,10 +6,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <stdio.h> // renameat2
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -108,6 +110,13 @@ Result<UniqueFd> lock_file_exclusive(const fs::path& path, mode_t mode, const st
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return lock;
+}
+
+int sys_openat2(int dirfd, const char* path, std::uint64_t flags, std::uint64_t resolve) {
+  struct open_how how {};
+  how.flags = flags;
+  how.resolve = resolve;
+  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
 }
 
 Result<std::string> read_file(const fs::path& path, std::uint64_t max_size) {

@@ -55,6 +55,10 @@ Result<UniqueFd> lock_file_exclusive(const std::filesystem::path& path, mode_t m
 /// instead of hanging in open(2). The returned descriptor is a regular file in blocking mode.
 Result<UniqueFd> open_input_file(const std::filesystem::path& path);
 
+/// openat2(2) (glibc 2.36 has no wrapper): `path` below `dirfd` with open flags and RESOLVE_* flags;
+/// the descriptor, or -1 with errno.
+int sys_openat2(int dirfd, const char* path, std::uint64_t flags, std::uint64_t resolve);
+
 /// Reads a whole input file (opened with open_input_file). Files larger than `max_size` are refused
 /// (hostile inputs stay bounded).
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_size = 64ULL << 20);

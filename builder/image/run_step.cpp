@@ -394,12 +394,11 @@ Result<void> record_subid_owners(const fs::path& dir) {
       return errno_error("can't open " + p.string(), errno);
     }
     LS_TRY_ASSIGN(auto existing, runner::read_recorded_stat(fd.get()));
-    runner::RecordedStat r = existing ? *existing : runner::RecordedStat{};
-    r.owner = std::pair{static_cast<std::uint32_t>(st.st_uid), static_cast<std::uint32_t>(st.st_gid)};
-    const mode_t mode = st.st_mode & 07777;
-    const mode_t kept = runner::caller_mode(mode, is_dir);
-    r.mode = kept != mode ? std::optional<mode_t>(mode) : std::nullopt;
-    if (::fchown(fd.get(), 0, 0) != 0 || ::fchmod(fd.get(), kept) != 0) {
+    runner::RecordedStat r = runner::image_record(st.st_uid, st.st_gid, st.st_mode, is_dir);
+    if (existing) {
+      r.device = existing->device; // a device node the supervisor made stays one
+    }
+    if (::fchown(fd.get(), 0, 0) != 0 || ::fchmod(fd.get(), runner::caller_mode(st.st_mode, is_dir)) != 0) {
       return errno_error("can't give " + p.string() + " back to the caller", errno);
     }
     LS_TRY(runner::write_recorded_stat(fd.get(), r));

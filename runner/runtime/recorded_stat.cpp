@@ -118,6 +118,18 @@ mode_t caller_mode(mode_t image_mode, bool is_dir) {
   return mode | (is_dir ? S_IRWXU : (S_IRUSR | S_IWUSR));
 }
 
+RecordedStat image_record(std::uint32_t uid, std::uint32_t gid, mode_t mode, bool is_dir) {
+  RecordedStat r;
+  if (uid != 0 || gid != 0) {
+    r.owner = std::pair{uid, gid};
+  }
+  mode &= 07777;
+  if (caller_mode(mode, is_dir) != mode) {
+    r.mode = mode;
+  }
+  return r;
+}
+
 namespace {
 
 Result<std::optional<RecordedStat>> parse_read(const char* buf, ssize_t n, int err, const std::string& what) {

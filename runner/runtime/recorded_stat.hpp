@@ -43,6 +43,10 @@ struct RecordedStat {
 /// u+rw (files) or u+rwx (directories) added, so the caller can always update and remove it.
 mode_t caller_mode(mode_t image_mode, bool is_dir);
 
+/// What a caller-owned copy of a file or directory the image gives to `uid`:`gid` with permission
+/// bits `mode` must record: the owner unless it is 0:0, the mode unless caller_mode() keeps it.
+RecordedStat image_record(std::uint32_t uid, std::uint32_t gid, mode_t mode, bool is_dir);
+
 /// Reads the record of the file open as `fd` (not O_PATH): nullopt without one.
 Result<std::optional<RecordedStat>> read_recorded_stat(int fd);
 /// The same for a path (never following a last symlink; symlinks can't carry user xattrs).

@@ -46,13 +46,6 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Small system-call helpers
 
-int sys_openat2(int dirfd, const char* path, std::uint64_t flags, std::uint64_t resolve) {
-  struct open_how how {};
-  how.flags = flags;
-  how.resolve = resolve;
-  return static_cast<int>(syscall(SYS_openat2, dirfd, path, &how, sizeof how));
-}
-
 // "/a/b" -> "a/b", "/" -> "." (openat2 paths relative to the root fd).
 std::string relative_to_root(std::string_view target) {
   while (!target.empty() && target.front() == '/') {
@@ -569,8 +562,6 @@ Result<void> wait_byte(int fd, const char* what) {
 // The command's side, between fork and exec: a session of its own (no controlling terminal whose
 // input it could push to: TIOCSTI), stdin from /dev/null, its user namespace and ids, then
 // no_new_privs and the seccomp filter.
-Result<void> send_fd(int sock, int fd);
-
 Result<void> confine_command(const Plan& p, const ConfineSync& sync, int supervisor_sock) {
   if (::setsid() < 0) {
     return errno_error("confinement: can't start a session of the build step's own", errno);
@@ -620,67 +611,18 @@ Result<void> confine_command(const Plan& p, const ConfineSync& sync, int supervi
     }
     return {};
   }
-  // Supervised: the filter's listener goes to the init, which answers its notifications.
   const long listener =
       ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
   if (listener < 0) {
     return errno_error("confinement: can't load the seccomp filter with a supervisor", errno);
   }
   UniqueFd fd(static_cast<int>(listener));
-  LS_TRY(send_fd(supervisor_sock, fd.get()));
-  return {};
-}
-
-// A one-byte message with room for one descriptor (the listener, over the socket pair between the
-// command and its init).
-struct FdMessage {
-  char byte = 'L';
-  struct iovec iov {};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  struct msghdr msg {};
-  FdMessage() {
-    iov = {&byte, 1};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-  }
-  FdMessage(const FdMessage&) = delete;
-  FdMessage& operator=(const FdMessage&) = delete;
-};
-
-Result<void> send_fd(int sock, int fd) {
-  FdMessage m;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&m.msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (::sendmsg(sock, &m.msg, MSG_NOSIGNAL) != 1) {
-    return errno_error("confinement: can't hand the seccomp listener to the init", errno);
+  // Supervised: the listener goes to the init over the socket pair (runner/runtime/join.hpp's framing).
+  if (auto sent = join::send_message(supervisor_sock, "", {fd.get()}); !sent) {
+    return Error{sent.error().code,
+                 "confinement: can't hand the seccomp listener to the init: " + sent.error().message};
   }
   return {};
-}
-
-// The init's side: the listener, or an invalid descriptor when the command died before sending it.
-UniqueFd receive_fd(int sock) {
-  FdMessage m;
-  struct msghdr& msg = m.msg;
-  ssize_t n = 0;
-  do {
-    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) {
-    return UniqueFd();
-  }
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      return UniqueFd(fd);
-    }
-  }
-  return UniqueFd();
 }
 
 // The init's side (root only): once the command has its user namespace, map its ids 0.. to the
@@ -1332,7 +1274,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
     child_fail(p.report_fd, errno_error("can't create the confinement pipes", errno));
   }
   int supervisor_socks[2] = {-1, -1};
-  if (p.supervisor && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, supervisor_socks) < 0) {
+  if (p.supervisor && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, supervisor_socks) < 0) {
     child_fail(p.report_fd, errno_error("can't create the supervisor's socket pair", errno));
   }
   pid_t cmd = ::fork();
@@ -1356,7 +1298,15 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   UniqueFd listener;
   if (p.supervisor) {
     ::close(supervisor_socks[1]); // EOF when the command dies before sending the listener
-    listener = receive_fd(supervisor_socks[0]);
+    // Nothing arrives when the command died before sending the listener; its report says why.
+    std::vector<int> fds;
+    if (join::receive_message(supervisor_socks[0], 0, fds) && fds.size() == 1) {
+      listener = UniqueFd(fds[0]);
+    } else {
+      for (int fd : fds) {
+        ::close(fd);
+      }
+    }
     ::close(supervisor_socks[0]);
   }
   ::close(p.report_fd);

@@ -41,31 +41,6 @@ bool parse_u32(std::string_view s, std::uint32_t& out) {
   return true;
 }
 
-// The first executable of `name` in PATH or the usual system directories.
-std::string find_tool(const std::string& name) {
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    std::string_view p(path);
-    while (!p.empty()) {
-      std::size_t colon = p.find(':');
-      dirs.emplace_back(p.substr(0, colon));
-      p = colon == std::string_view::npos ? std::string_view() : p.substr(colon + 1);
-    }
-  }
-  for (const char* d : {"/usr/bin", "/usr/sbin", "/bin", "/sbin"}) {
-    dirs.emplace_back(d);
-  }
-  for (const std::string& d : dirs) {
-    if (!d.empty() && d[0] == '/') {
-      std::string candidate = d + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) {
-        return candidate;
-      }
-    }
-  }
-  return "";
-}
-
 } // namespace
 
 std::optional<SubidEntry> find_subid_range(std::string_view text, std::string_view user, std::uint32_t uid) {
@@ -149,17 +124,9 @@ Result<void> run_in_subid_namespace(const SubordinateIds& ids, const std::functi
                             : Result<void>(errno_error("can't make a user namespace", errno));
   (void)::write(answer_write.get(), mapped ? "k" : "x", 1);
   answer_write.reset();
-  std::string message;
-  char buf[4096];
-  for (ssize_t n = 0; (n = ::read(report_read.get(), buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      break;
-    }
-    message.append(buf, static_cast<std::size_t>(n));
-  }
+  std::string message(4096, '\0');
+  auto got = read_full(report_read.get(), message.data(), message.size(), "the helper's report");
+  message.resize(got ? *got : 0);
   const int code = wait_exit_code(child);
   if (!mapped) {
     return mapped.error();
@@ -190,8 +157,8 @@ Result<std::optional<SubordinateIds>> choose_subordinate_ids(UsernsMode mode) {
                                                  what)};
   };
   SubordinateIds ids;
-  ids.newuidmap = find_tool("newuidmap");
-  ids.newgidmap = find_tool("newgidmap");
+  ids.newuidmap = find_program("newuidmap").value_or("").string();
+  ids.newgidmap = find_program("newgidmap").value_or("").string();
   if (ids.newuidmap.empty() || ids.newgidmap.empty()) {
     return missing("newuidmap and newgidmap are not installed (apt-get install uidmap)");
   }

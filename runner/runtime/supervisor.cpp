@@ -91,18 +91,12 @@ std::optional<ProcessIds> process_ids(pid_t pid) {
   if (!fd.valid()) {
     return std::nullopt;
   }
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      break;
-    }
-    text.append(buf, static_cast<std::size_t>(n));
+  std::string text(16384, '\0'); // /proc/PID/status is about 1.5 KiB
+  auto got = read_full(fd.get(), text.data(), text.size(), "/proc/PID/status");
+  if (!got) {
+    return std::nullopt;
   }
+  text.resize(*got);
   ProcessIds ids;
   auto fields = [&](std::string_view key) {
     std::vector<std::uint64_t> out;
@@ -168,13 +162,6 @@ std::optional<std::string> read_path(pid_t pid, std::uint64_t address) {
     address += static_cast<std::uint64_t>(n);
   }
   return std::nullopt; // ENAMETOOLONG
-}
-
-int sys_openat2(int dirfd, const char* path, std::uint64_t flags, std::uint64_t resolve) {
-  struct open_how how {};
-  how.flags = flags;
-  how.resolve = resolve;
-  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
 }
 
 std::optional<std::uint64_t> mount_id(int fd, const char* path, int flags) {
@@ -255,14 +242,14 @@ private:
       m_chrooted = true;
       return Answer{0, 0, true};
     case SupervisedCall::chown:
-      return chown_path(sc, req, AT_FDCWD, args[0], id_arg(sc, args[1]), id_arg(sc, args[2]), 0);
+      return chown_path(req, AT_FDCWD, args[0], id_arg(sc, args[1]), id_arg(sc, args[2]), 0);
     case SupervisedCall::lchown:
-      return chown_path(sc, req, AT_FDCWD, args[0], id_arg(sc, args[1]), id_arg(sc, args[2]),
+      return chown_path(req, AT_FDCWD, args[0], id_arg(sc, args[1]), id_arg(sc, args[2]),
                         AT_SYMLINK_NOFOLLOW);
     case SupervisedCall::fchown:
       return chown_fd(req, static_cast<int>(args[0]), id_arg(sc, args[1]), id_arg(sc, args[2]));
     case SupervisedCall::fchownat:
-      return chown_path(sc, req, static_cast<int>(args[0]), args[1], id_arg(sc, args[2]), id_arg(sc, args[3]),
+      return chown_path(req, static_cast<int>(args[0]), args[1], id_arg(sc, args[2]), id_arg(sc, args[3]),
                         static_cast<int>(args[4]));
     case SupervisedCall::mknod:
       return make_node(req, AT_FDCWD, args[0], static_cast<mode_t>(args[1]),
@@ -337,8 +324,8 @@ private:
     return chown_target(req, std::move(target), uid, gid);
   }
 
-  Answer chown_path(const SupervisedSyscall& /*sc*/, const struct seccomp_notif& req, int dirfd,
-                    std::uint64_t path, std::uint64_t uid, std::uint64_t gid, int flags) {
+  Answer chown_path(const struct seccomp_notif& req, int dirfd, std::uint64_t path, std::uint64_t uid,
+                    std::uint64_t gid, int flags) {
     if ((flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)) != 0) {
       return fail(EINVAL);
     }

@@ -603,16 +603,12 @@ private:
   // so a rootless build step's layer still records the image's attributes.
   Result<void> record_image_stat(int fd, int parent_fd, const std::string& base, const std::string& name,
                                  struct archive_entry* entry, bool is_dir) {
-    RecordedStat r;
     la_int64_t uid = archive_entry_uid(entry);
     la_int64_t gid = archive_entry_gid(entry);
-    if ((uid != 0 || gid != 0) && uid >= 0 && gid >= 0 && uid <= 0xFFFFFFFELL && gid <= 0xFFFFFFFELL) {
-      r.owner = std::pair{static_cast<std::uint32_t>(uid), static_cast<std::uint32_t>(gid)};
-    }
-    const auto image_mode = static_cast<mode_t>(archive_entry_perm(entry)) & 07777;
-    if (caller_mode(image_mode, is_dir) != image_mode) {
-      r.mode = image_mode;
-    }
+    const bool in_range = uid >= 0 && gid >= 0 && uid <= 0xFFFFFFFELL && gid <= 0xFFFFFFFELL;
+    RecordedStat r = image_record(in_range ? static_cast<std::uint32_t>(uid) : 0,
+                                  in_range ? static_cast<std::uint32_t>(gid) : 0,
+                                  static_cast<mode_t>(archive_entry_perm(entry)), is_dir);
     UniqueFd own;
     if (is_dir) {
       own = UniqueFd(

@@ -67,17 +67,20 @@ pass "inside the rootless image: dpkg --verify clean, shadow, mail spool and set
 
 # ---- a run: step that adds a user and gives it a directory -----------------------------------------
 base_dir=$WORK/user/ex/out
-for who in root user; do
-  cat >"$who/steps.yaml" <<YAML
-lockstep: 1
-name: test/rootless-steps
-base: {oci: $base_dir}
-run:
-  - 'useradd -m app && install -d -o app -g app /srv/app && chown -R app: /srv/app && touch /srv/app/data && chown app:app /srv/app/data'
-  - 'mknod /opt/null c 1 3 && chmod 0666 /opt/null'
-outputs: {oci: out-steps}
-YAML
-done
+# steps_spec FILE NAME OUTPUT STEP...: a spec over the rootless mpi-hello image with these run: steps.
+steps_spec() {
+  local file=$1 name=$2 out=$3 step
+  shift 3
+  {
+    printf 'lockstep: 1\nname: %s\nbase: {oci: %s}\nrun:\n' "$name" "$base_dir"
+    for step in "$@"; do printf "  - '%s'\n" "$step"; done
+    printf 'outputs: {oci: %s}\n' "$out"
+  } >"$file"
+}
+steps_spec root/steps.yaml test/rootless-steps out-steps \
+  'useradd -m app && install -d -o app -g app /srv/app && chown -R app: /srv/app && touch /srv/app/data && chown app:app /srv/app/data' \
+  'mknod /opt/null c 1 3 && chmod 0666 /opt/null'
+cp root/steps.yaml user/steps.yaml
 chown "$TUSER" user/steps.yaml
 ls_run lock root/steps.yaml
 assert_eq 0 "$RC" "lock the steps spec: $ERR"
@@ -148,16 +151,9 @@ assert_eq 0 "$RC" "a subuid build of examples/mpi-hello: $ERR"
 assert_eq "$root_digest" "$(last_line "$OUT")" "manifest digest, root vs --userns subuid"
 assert_eq "$(sha256sum <root/ex/out.sif)" "$(sha256sum <sub/ex/out.sif)" "SIF sha256, root vs --userns subuid"
 # With real ids a process that switches to a user creates that user's files, as under root.
-for who in root sub; do
-  cat >"$who/setpriv.yaml" <<YAML
-lockstep: 1
-name: test/rootless-setpriv
-base: {oci: $base_dir}
-run:
-  - 'useradd -m app && install -d -o app -g app -m 0700 /srv/app && setpriv --reuid=app --regid=app --clear-groups touch /srv/app/by-app'
-outputs: {oci: out-setpriv}
-YAML
-done
+steps_spec root/setpriv.yaml test/rootless-setpriv out-setpriv \
+  'useradd -m app && install -d -o app -g app -m 0700 /srv/app && setpriv --reuid=app --regid=app --clear-groups touch /srv/app/by-app'
+cp root/setpriv.yaml sub/setpriv.yaml
 ls_run lock root/setpriv.yaml
 assert_eq 0 "$RC" "lock the setpriv spec: $ERR"
 cp root/setpriv.lock sub/setpriv.lock && chown -R "$TUSER" sub
