@@ -3,6 +3,7 @@
 #include "builder/lock/wheel_lock.hpp"
 
 #include "builder/lock/pypi_index.hpp"
+#include "builder/lock/wheel_resolve.hpp"
 #include "envspec/diagnostics.hpp"
 #include "envspec/host_paths.hpp"
 #include "support/debian/apt_packages.hpp"
@@ -27,14 +28,7 @@ namespace lockstep::builder {
 
 namespace {
 
-constexpr std::uint64_t k_max_page = 64ULL << 20;
-constexpr std::uint64_t k_max_metadata = 16ULL << 20;
 constexpr std::uint64_t k_max_wheel = 16ULL << 30;
-constexpr const char* k_metadata_ns = "wheel-metadata";
-// PEP 691: ask for JSON (it carries file sizes), accept the HTML forms.
-constexpr const char* k_accept = "Accept: application/vnd.pypi.simple.v1+json, "
-                                 "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1";
-
 // platform_machine (Python's os.uname().machine) for an OCI architecture.
 std::string machine_of(const oci::Platform& platform) {
   static const std::map<std::string, std::string> machines = {
@@ -73,262 +67,6 @@ std::string tag_text(const WheelName& w) {
     pos = stem.rfind('-', pos - 1);
   }
   return pos == std::string::npos ? stem : stem.substr(pos + 1);
-}
-
-std::string repo_label(const envspec::Spec& spec, int i) {
-  const envspec::Repo& r = spec.repos[static_cast<std::size_t>(i)];
-  return fmt::format("repos[{}] ({})", i, r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url_text);
-}
-
-// One requested project, merged over the packages.pip entries that name it.
-struct Wanted {
-  std::string project;
-  std::size_t index = 0;           // the first packages.pip entry
-  std::string text;                // its text
-  SpecifierSet specifier;          // every clause of every entry
-  std::set<std::string> extras;    // requested extras, then those dependencies ask for
-  std::optional<PyVersion> pinned; // the == version
-  std::set<std::string> hashes;    // from a requirements file: the file must have one of them
-  std::string from_file;           // "requirements.txt:12" when it came from one
-  // Chosen:
-  int repo = -1;
-  IndexFile file;
-  std::optional<WheelName> wheel;
-  std::optional<CoreMetadata> metadata;
-  std::uint64_t size = 0;
-};
-
-// The files of `project` in repository `i`: empty when the repository does not have it.
-class RepoReader {
-public:
-  explicit RepoReader(const envspec::Spec& spec) : m_spec(spec), m_local_roots(envspec::local_roots(spec)) {}
-
-  Result<std::vector<IndexFile>> files(int i, const std::string& project) {
-    const envspec::Repo& repo = m_spec.repos[static_cast<std::size_t>(i)];
-    if (repo.kind == envspec::Repo::Kind::wheels) {
-      auto it = m_wheelhouses.find(i);
-      if (it == m_wheelhouses.end()) {
-        log::info("reading wheelhouse {}", repo.dir_text);
-        LS_TRY_ASSIGN(std::vector<IndexFile> all, scan_wheelhouse(repo.dir, m_local_roots));
-        std::multimap<std::string, IndexFile> by_project;
-        for (IndexFile& f : all) {
-          auto name = WheelName::parse(f.filename);
-          if (!name) {
-            log::warn("{}: skipping {}: {}", repo_label(m_spec, i), f.filename, name.error().message);
-            continue;
-          }
-          by_project.emplace(name->project, std::move(f));
-        }
-        it = m_wheelhouses.emplace(i, std::move(by_project)).first;
-      }
-      std::vector<IndexFile> out;
-      for (auto [f, end] = it->second.equal_range(project); f != end; ++f) {
-        out.push_back(f->second);
-      }
-      return out;
-    }
-    std::string url = repo.url + "/" + project + "/";
-    if (url.rfind("file:", 0) == 0) {
-      url += "index.html"; // a directory index on disk, as pip reads one
-    }
-    log::info("reading {}", url);
-    FetchOptions fo;
-    fo.max_size = k_max_page;
-    fo.headers.emplace_back(k_accept);
-    fo.local_roots = m_local_roots;
-    Result<std::string> body = http_get(url, fo);
-    if (!body) {
-      if (body.error().message.find(": not found") != std::string::npos) {
-        return std::vector<IndexFile>{};
-      }
-      return body.error().with_context(repo_label(m_spec, i));
-    }
-    const std::size_t first = body->find_first_not_of(" \t\r\n");
-    const bool is_json = first != std::string::npos && (*body)[first] == '{';
-    auto files = parse_project_page(*body, is_json ? k_simple_json_type : std::string_view("text/html"), url);
-    if (!files) {
-      return files.error().with_context(repo_label(m_spec, i));
-    }
-    return files;
-  }
-
-private:
-  const envspec::Spec& m_spec;
-  std::vector<std::filesystem::path> m_local_roots;
-  std::map<int, std::multimap<std::string, IndexFile>> m_wheelhouses; // project -> files
-};
-
-// Why no wheel of the pinned version installs, for the error message.
-struct Choice {
-  std::optional<IndexFile> file;
-  std::optional<WheelName> wheel;
-  std::string problem; // set when `file` is not
-};
-
-// Picks the wheel of `w`'s pinned version from `files`: the newest matching version, not yanked
-// (unless only yanked files match), the best tag for the target, the highest build number.
-Choice choose_wheel(const Wanted& w, const std::vector<IndexFile>& files, const std::vector<WheelTag>& tags,
-                    const PythonTarget& target, const PyVersion& python) {
-  struct Candidate {
-    const IndexFile* file;
-    WheelName name;
-    std::size_t rank;
-  };
-  std::vector<Candidate> candidates;
-  std::set<PyVersion> versions_seen;
-  std::vector<std::string> same_version; // files of the pinned version that don't install
-  for (const IndexFile& f : files) {
-    const bool is_wheel = f.filename.size() > 4 && f.filename.substr(f.filename.size() - 4) == ".whl";
-    std::optional<PyVersion> version;
-    std::optional<WheelName> name;
-    if (is_wheel) {
-      if (auto n = WheelName::parse(f.filename)) {
-        name = *n;
-        version = n->version;
-      }
-    } else {
-      // An sdist "name-1.0.tar.gz" / ".zip": only for the message.
-      static const std::regex sdist_re(R"(.*-([0-9][A-Za-z0-9.!+_-]*)\.(tar\.gz|zip|tar\.bz2|tgz))");
-      std::smatch m;
-      if (std::regex_match(f.filename, m, sdist_re)) {
-        if (auto v = PyVersion::parse(m[1].str())) {
-          version = *v;
-        }
-      }
-    }
-    if (!version) {
-      continue;
-    }
-    versions_seen.insert(*version);
-    if (!w.specifier.contains(*version, Prereleases::allow)) {
-      continue;
-    }
-    if (!name) {
-      same_version.push_back(f.filename + " (an sdist)");
-      continue;
-    }
-    auto rank = best_tag_rank(*name, tags);
-    if (!rank) {
-      same_version.push_back(f.filename);
-      continue;
-    }
-    if (!f.requires_python.empty()) {
-      auto rp = SpecifierSet::parse(f.requires_python);
-      if (rp && !rp->contains(python, Prereleases::allow)) {
-        same_version.push_back(fmt::format("{} (Requires-Python {} excludes {})", f.filename,
-                                           f.requires_python, target.full_version));
-        continue;
-      }
-    }
-    candidates.push_back(Candidate{&f, *name, *rank});
-  }
-  Choice out;
-  if (candidates.empty()) {
-    if (same_version.empty()) {
-      const std::vector<PyVersion> all(versions_seen.begin(), versions_seen.end());
-      std::vector<std::string> shown;
-      for (std::size_t i = all.size() > 12 ? all.size() - 12 : 0; i < all.size(); ++i) {
-        shown.push_back(all[i].str());
-      }
-      out.problem = fmt::format(
-          "no version {} of {}; {}", w.pinned->str(), w.project,
-          shown.empty() ? std::string("it lists no versions")
-                        : fmt::format("it has {}{}", all.size() > 12 ? "... " : "", fmt::join(shown, ", ")));
-    } else {
-      std::sort(same_version.begin(), same_version.end());
-      out.problem =
-          fmt::format("no wheel of {} {} for {}, only {}; lockstep installs wheels only (it does not "
-                      "build sdists)",
-                      w.project, w.pinned->str(), target.describe(), fmt::join(same_version, ", "));
-    }
-    return out;
-  }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.file->yanked != b.file->yanked) {
-      return !a.file->yanked;
-    }
-    if (a.name.version != b.name.version) {
-      return a.name.version > b.name.version;
-    }
-    if (a.rank != b.rank) {
-      return a.rank < b.rank;
-    }
-    if (a.name.build_number != b.name.build_number) {
-      return a.name.build_number.value_or(0) > b.name.build_number.value_or(0);
-    }
-    return a.file->filename < b.file->filename;
-  });
-  out.file = *candidates.front().file;
-  out.wheel = candidates.front().name;
-  return out;
-}
-
-// The core metadata of a chosen wheel: the cached METADATA, the index's PEP 658 file, or the wheel
-// itself (downloaded into the store by the caller).
-Result<std::optional<CoreMetadata>>
-metadata_without_wheel(const Wanted& w, const BlobStore& store,
-                       const std::vector<std::filesystem::path>& local_roots) {
-  const std::string what = fmt::format("{} (METADATA)", w.file.filename);
-  if (auto cached = store.get_record(k_metadata_ns, w.file.sha256)) {
-    if (auto m = parse_core_metadata(*cached, what)) {
-      return std::optional<CoreMetadata>(std::move(*m));
-    }
-  }
-  if (!w.file.has_metadata || w.file.size == std::nullopt) {
-    return std::optional<CoreMetadata>();
-  }
-  FetchOptions fetch;
-  fetch.max_size = k_max_metadata;
-  fetch.local_roots = local_roots;
-  LS_TRY_ASSIGN(std::string text, http_get(w.file.url + ".metadata", fetch));
-  if (!w.file.metadata_sha256.empty()) {
-    const std::string got = sha256_of(text).hex();
-    if (got != w.file.metadata_sha256) {
-      return invalid_input("{}.metadata has sha256 {}, the index says {}; refusing it", w.file.url, got,
-                           w.file.metadata_sha256);
-    }
-  }
-  LS_TRY_ASSIGN(CoreMetadata m, parse_core_metadata(text, what));
-  if (auto r = store.put_record(k_metadata_ns, w.file.sha256, text); !r) {
-    log::debug("can't record the metadata of {}: {}", w.file.filename, r.error().message);
-  }
-  return std::optional<CoreMetadata>(std::move(m));
-}
-
-// A previously locked wheel that can stand for `w` without asking the index.
-std::optional<Wanted> reuse_previous(const Wanted& w, const envspec::Lock& lock, const envspec::Spec& spec,
-                                     const LockOptions& options, const std::vector<WheelTag>& tags) {
-  if (!options.previous || options.update_all || options.update.count(w.project) != 0) {
-    return std::nullopt;
-  }
-  const envspec::Lock& previous = *options.previous;
-  if (previous.inputs.value("repos", nlohmann::json()) != lock.inputs.value("repos", nlohmann::json())) {
-    return std::nullopt; // priorities may have changed
-  }
-  for (const envspec::LockedArtifact& a : previous.artifacts) {
-    if (a.kind != "wheel" || a.name != w.project || a.repo < 0 ||
-        static_cast<std::size_t>(a.repo) >= spec.repos.size() ||
-        spec.repos[static_cast<std::size_t>(a.repo)].kind != envspec::Repo::Kind::pypi) {
-      continue;
-    }
-    auto version = PyVersion::parse(a.version);
-    auto name = WheelName::parse(url_filename(a.url));
-    if (!version || !name || name->project != w.project || !(name->version == *version) ||
-        !w.specifier.contains(*version, Prereleases::allow) || !best_tag_rank(*name, tags) ||
-        (!w.hashes.empty() && w.hashes.count(a.sha256.hex()) == 0)) {
-      continue;
-    }
-    Wanted out = w;
-    out.repo = a.repo;
-    out.file.filename = name->filename;
-    out.file.url = a.url;
-    out.file.sha256 = a.sha256.hex();
-    out.file.size = a.size;
-    out.wheel = *name;
-    out.size = a.size;
-    return out;
-  }
-  return std::nullopt;
 }
 
 } // namespace
@@ -492,15 +230,19 @@ struct PipLock {
   std::vector<WheelTag> tags; ///< the target's wheel tags, best first
   MarkerEnv env;              ///< for markers
   PyVersion python;           ///< the target's full version
-  // collect_pins and the passes after it
-  std::map<std::string, Wanted> wanted; ///< by project
   /// Over a base image: the distributions its target Python sees, by project ("version (path)").
   std::map<std::string, std::pair<PyVersion, std::string>> base_dists;
+  // collect_requests and the passes after it
+  std::vector<PyRequest> requests;
+  WheelResolution resolution;
 
-  /// "packages.pip[I]", or where a requirements file put the entry.
+  /// "packages.pip[I]", the line of the requirements file it came from, or the stack's key.
   [[nodiscard]] std::string item_path(std::size_t i) const {
-    const std::string& origin = spec.packages.pip[i].origin;
-    return origin.empty() ? fmt::format("packages.pip[{}]", i) : origin;
+    const envspec::PackageRequest& p = spec.packages.pip[i];
+    if (!p.origin.empty()) {
+      return p.origin;
+    }
+    return p.from_file.empty() ? fmt::format("packages.pip[{}]", i) : p.from_file;
   }
 };
 
@@ -556,86 +298,40 @@ Result<void> find_target(PipLock& l) {
   return {};
 }
 
-/// A packages.pip entry as an exact pin.
-struct Pin {
-  Requirement req;
-  PyVersion version;
-};
-
-// packages.pip[i] as an exact pin that applies to the target; nullopt when it does not apply or is
-// not a pin (with a diagnostic).
-std::optional<Pin> pin_of(const PipLock& l, std::size_t i, envspec::Diagnostics& diagnostics) {
-  const envspec::PackageRequest& p = l.spec.packages.pip[i];
-  Result<Requirement> req = Requirement::parse(p.text);
-  if (!req) {
-    diagnostics.error(p.location, l.item_path(i), req.error().message);
-    return std::nullopt;
-  }
-  if (!req->url.empty()) {
-    diagnostics.error(p.location, l.item_path(i),
-                      fmt::format("{}: direct URL requirements are not supported; pin a version from a "
-                                  "repository ({}==X.Y.Z)",
-                                  p.text, req->name));
-    return std::nullopt;
-  }
-  std::optional<PyVersion> pinned;
-  for (const VersionSpecifier& c : req->specifier.clauses()) {
-    if (c.op == VersionSpecifier::Op::equal && !c.wildcard) {
-      pinned = c.version;
-    }
-  }
-  if (!pinned) {
-    diagnostics.error(p.location, l.item_path(i),
-                      fmt::format("{} is not pinned; write {}==X.Y.Z (lockstep installs exact versions only)",
-                                  p.text, req->name));
-    return std::nullopt;
-  }
-  Result<bool> applies = req->applies(l.env);
-  if (!applies) {
-    diagnostics.error(p.location, l.item_path(i), applies.error().message);
-    return std::nullopt;
-  }
-  if (!*applies) {
-    log::info("{}: skipped, its marker is false for {}", p.text, l.target.describe());
-    return std::nullopt;
-  }
-  return Pin{std::move(*req), *pinned};
-}
-
-// Adds the pin of packages.pip[i] to the wanted set, merged with earlier entries for its project.
-void add_pin(PipLock& l, std::size_t i, const Pin& pin, envspec::Diagnostics& diagnostics) {
-  const envspec::PackageRequest& p = l.spec.packages.pip[i];
-  const Requirement& req = pin.req;
-  auto [it, fresh] = l.wanted.try_emplace(req.project);
-  Wanted& w = it->second;
-  if (fresh) {
-    w.project = req.project;
-    w.index = i;
-    w.text = p.text;
-    w.specifier = req.specifier;
-    w.pinned = pin.version;
-  } else if (!(*w.pinned == pin.version)) {
-    diagnostics.error(p.location, l.item_path(i),
-                      fmt::format("{} conflicts with packages.pip[{}]: {}", p.text, w.index, w.text));
-    return;
-  } else {
-    std::string merged = w.specifier.str() + "," + req.specifier.str();
-    w.specifier = unwrap(SpecifierSet::parse(merged));
-  }
-  w.extras.insert(req.extras.begin(), req.extras.end());
-  w.hashes.insert(p.hashes.begin(), p.hashes.end());
-  if (w.from_file.empty()) {
-    w.from_file = p.from_file;
-  }
-}
-
-// Pass 2: every requirement must be an exact pin; those whose marker is false here are skipped.
-Result<void> collect_pins(PipLock& l) {
+// Pass 2: the requests: each packages.pip entry (a range, a pin, or a line of a requirements
+// file) that applies to the target. Direct URLs are refused.
+Result<void> collect_requests(PipLock& l) {
   envspec::Diagnostics diagnostics;
   for (std::size_t i = 0; i < l.spec.packages.pip.size(); ++i) {
-    if (std::optional<Pin> pin = pin_of(l, i, diagnostics)) {
-      add_pin(l, i, *pin, diagnostics);
+    const envspec::PackageRequest& p = l.spec.packages.pip[i];
+    Result<Requirement> req = Requirement::parse(p.text);
+    if (!req) {
+      diagnostics.error(p.location, l.item_path(i), req.error().message);
+      continue;
     }
+    if (!req->url.empty()) {
+      diagnostics.error(p.location, l.item_path(i),
+                        fmt::format("{}: direct URL requirements are not supported; ask for a version from a "
+                                    "repository ({}>=X or {}==X.Y.Z)",
+                                    p.text, req->name, req->name));
+      continue;
+    }
+    Result<bool> applies = req->applies(l.env);
+    if (!applies) {
+      diagnostics.error(p.location, l.item_path(i), applies.error().message);
+      continue;
+    }
+    if (!*applies) {
+      log::info("{}: skipped, its marker is false for {}", p.text, l.target.describe());
+      continue;
+    }
+    PyRequest r;
+    r.requirement = std::move(*req);
+    r.where = l.item_path(i);
+    r.text = p.text;
+    r.hashes.insert(p.hashes.begin(), p.hashes.end());
+    r.location = p.location;
+    l.requests.push_back(std::move(r));
   }
   if (!diagnostics.empty()) {
     return diagnostics.to_error();
@@ -643,103 +339,138 @@ Result<void> collect_pins(PipLock& l) {
   return {};
 }
 
-// The files of `w`'s project in the first repository (in the spec's order) that has it, which
-// becomes w.repo; none: a problem.
-Result<std::vector<IndexFile>> find_project(const PipLock& l, RepoReader& reader, Wanted& w,
-                                            std::vector<std::string>& problems) {
-  std::vector<IndexFile> files;
-  std::vector<std::string> looked;
-  for (std::size_t r = 0; r < l.spec.repos.size() && w.repo < 0; ++r) {
-    if (l.spec.repos[r].kind == envspec::Repo::Kind::apt) {
+// The previous lock's wheels that may be kept: its repositories are the spec's, the project is
+// not being updated.
+std::map<std::string, PreviousWheel> previous_wheels(const PipLock& l) {
+  std::map<std::string, PreviousWheel> out;
+  if (!l.options.previous || l.options.update_all) {
+    return out;
+  }
+  const envspec::Lock& previous = *l.options.previous;
+  if (previous.inputs.value("repos", nlohmann::json()) != l.lock.inputs.value("repos", nlohmann::json())) {
+    return out; // priorities may have changed
+  }
+  for (const envspec::LockedArtifact& a : previous.artifacts) {
+    if (a.kind != "wheel" || l.options.update.count(a.name) != 0 || a.repo < 0 ||
+        static_cast<std::size_t>(a.repo) >= l.spec.repos.size() ||
+        l.spec.repos[static_cast<std::size_t>(a.repo)].kind == envspec::Repo::Kind::apt) {
       continue;
     }
-    LS_TRY_ASSIGN(files, reader.files(static_cast<int>(r), w.project));
-    looked.push_back(repo_label(l.spec, static_cast<int>(r)));
-    if (!files.empty()) {
-      w.repo = static_cast<int>(r);
+    auto version = PyVersion::parse(a.version);
+    auto name = WheelName::parse(url_filename(a.url));
+    if (!version || !name || name->project != a.name || !(name->version == *version) ||
+        !best_tag_rank(*name, l.tags)) {
+      continue;
     }
+    PreviousWheel w;
+    w.version = *version;
+    w.repo = a.repo;
+    w.file.filename = name->filename;
+    w.file.url = a.url;
+    w.file.sha256 = a.sha256.hex();
+    w.file.size = a.size;
+    out.emplace(a.name, std::move(w));
   }
-  if (w.repo < 0) {
-    problems.push_back(fmt::format("{}: {}: no repository has {} (looked in {})", l.item_path(w.index),
-                                   w.text, w.project, fmt::join(looked, ", ")));
-  }
-  return files;
+  return out;
 }
 
-// Chooses w.file among its repository's `files`, or says why none will do.
-void pick_file(const PipLock& l, Wanted& w, std::vector<IndexFile> files,
-               std::vector<std::string>& problems) {
-  if (!w.hashes.empty()) {
-    // Hash-checking mode (a requirements file with --hash): only files with a listed hash.
-    const std::size_t all = files.size();
-    files.erase(std::remove_if(files.begin(), files.end(),
-                               [&w](const IndexFile& f) { return w.hashes.count(f.sha256) == 0; }),
-                files.end());
-    if (files.empty()) {
-      problems.push_back(fmt::format("{}: {}: none of the {} files {} has for {} has a sha256 that {} lists",
-                                     l.item_path(w.index), w.text, all, repo_label(l.spec, w.repo), w.project,
-                                     w.from_file));
-      return;
+// Pass 3: the versions: PubGrub over the repositories. With a previous lock, first with its
+// wheels as the only candidates of their projects (nothing moves unasked, and nothing is read
+// but new projects' pages); when that can't satisfy the request, over everything the
+// repositories offer, still preferring the previous versions.
+Result<void> resolve(PipLock& l) {
+  ResolveContext c;
+  c.spec = &l.spec;
+  c.store = &l.store;
+  c.target = l.target;
+  c.tags = l.tags;
+  c.env = l.env;
+  c.python = l.python;
+  c.local_roots = l.local_roots;
+  c.installed = l.base_dists;
+  c.previous = previous_wheels(l);
+  // Requirements files' hashes must still admit the previous wheel.
+  for (const PyRequest& r : l.requests) {
+    auto it = c.previous.find(r.requirement.project);
+    if (it != c.previous.end() && !r.hashes.empty() && r.hashes.count(it->second.file.sha256) == 0) {
+      c.previous.erase(it);
     }
   }
-  Choice choice = choose_wheel(w, files, l.tags, l.target, l.python);
-  if (!choice.file) {
-    problems.push_back(fmt::format("{}: {}: {} has {}", l.item_path(w.index), w.text,
-                                   repo_label(l.spec, w.repo), choice.problem));
-    return;
+  log::Timer timer("resolve Python packages");
+  if (!c.previous.empty()) {
+    for (const auto& [project, w] : c.previous) {
+      c.previous_only.insert(project);
+    }
+    LS_TRY_ASSIGN(l.resolution, resolve_wheels(c, l.requests));
+    if (l.resolution.solved) {
+      log::debug("resolved from the previous lock's wheels ({} index pages read)", l.resolution.index_pages);
+      return {};
+    }
+    log::info("the previous lock's Python packages no longer fit; resolving again");
+    c.previous_only.clear();
   }
-  if (choice.file->sha256.empty()) {
-    problems.push_back(fmt::format("{}: {}: the index gives no sha256 for {} ({}); lockstep pins every file "
-                                   "by sha256: use an index that lists #sha256= hashes",
-                                   l.item_path(w.index), w.text, choice.file->filename, choice.file->url));
-    return;
+  LS_TRY_ASSIGN(l.resolution, resolve_wheels(c, l.requests));
+  log::debug("resolved: {} decisions, {} conflicts, {} index pages, {} metadata files",
+             l.resolution.stats.decisions, l.resolution.stats.conflicts, l.resolution.index_pages,
+             l.resolution.metadata_reads);
+  if (l.resolution.solved) {
+    return {};
   }
-  if (choice.file->yanked) {
-    log::warn("{}: {} is yanked{}{}; using it because the pinned version has no other wheel", w.text,
-              choice.file->filename, choice.file->yanked_reason.empty() ? "" : ": ",
-              choice.file->yanked_reason);
+  // Located at the first request the derivation rests on.
+  envspec::Diagnostics diagnostics;
+  const PyRequest* at = l.requests.empty() ? nullptr : &l.requests.front();
+  for (const PyRequest& r : l.requests) {
+    if (!l.resolution.root_causes.empty() && r.where == l.resolution.root_causes.front()) {
+      at = &r;
+      break;
+    }
   }
-  w.file = *choice.file;
-  w.wheel = choice.wheel;
+  std::string text = l.resolution.explanation;
+  std::string indented;
+  for (std::size_t start = 0; start <= text.size();) {
+    std::size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end;
+    indented += "  " + text.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  const std::string change = l.resolution.root_causes.empty()
+                                 ? std::string("change the requests")
+                                 : fmt::format("change {}", fmt::join(l.resolution.root_causes, " or "));
+  const std::string message = fmt::format("no set of Python packages satisfies the request for {}:\n{}{}",
+                                          l.target.describe(), indented, change);
+  if (at != nullptr) {
+    diagnostics.error(at->location, at->where, message);
+    return diagnostics.to_error();
+  }
+  return invalid_input("{}", message);
 }
 
-// Pass 3: the wheel of each pin: kept from the previous lock, else from the first repository that
-// has the project.
-Result<void> choose_wheels(PipLock& l) {
-  RepoReader reader(l.spec);
+// Pass 4: each chosen wheel: a sha256 on the index, and its size (a JSON index gives it; else the
+// wheel is fetched into the store, verified by its sha256).
+Result<void> check_and_size(PipLock& l) {
   std::vector<std::string> problems;
-  for (auto& [project, w] : l.wanted) {
-    if (auto reused = reuse_previous(w, l.lock, l.spec, l.options, l.tags)) {
-      log::debug("{}: keeping {} from the previous lock", w.text, reused->file.filename);
-      w = std::move(*reused);
+  std::vector<Download> downloads;
+  std::vector<ResolvedWheel*> unsized;
+  for (ResolvedWheel& w : l.resolution.wheels) {
+    if (w.file.sha256.empty()) {
+      problems.push_back(
+          fmt::format("the index gives no sha256 for {} ({}); lockstep pins every file by sha256: "
+                      "use an index that lists #sha256= hashes",
+                      w.file.filename, w.file.url));
       continue;
     }
-    LS_TRY_ASSIGN(std::vector<IndexFile> files, find_project(l, reader, w, problems));
-    if (w.repo >= 0) {
-      pick_file(l, w, std::move(files), problems);
+    if (w.file.yanked) {
+      log::warn("{} {} is yanked{}{}; using it because it is pinned exactly", w.project, w.version.str(),
+                w.file.yanked_reason.empty() ? "" : ": ", w.file.yanked_reason);
+    }
+    if (!w.file.size) {
+      LS_TRY_ASSIGN(Digest sha, Digest::parse("sha256:" + w.file.sha256));
+      downloads.push_back(Download{w.file.url, sha, std::nullopt, w.file.filename});
+      unsized.push_back(&w);
     }
   }
   if (!problems.empty()) {
     return invalid_input("can't lock packages.pip:\n  {}", fmt::join(problems, "\n  "));
-  }
-  return {};
-}
-
-// Pass 4: their metadata: cached, PEP 658 files, or the wheels themselves (into the store, verified).
-Result<void> read_metadata(PipLock& l) {
-  std::vector<Download> downloads;
-  std::vector<Wanted*> downloaded;
-  for (auto& [project, w] : l.wanted) {
-    LS_TRY_ASSIGN(Digest sha, Digest::parse("sha256:" + w.file.sha256));
-    if (!l.store.has(sha)) {
-      LS_TRY_ASSIGN(w.metadata, metadata_without_wheel(w, l.store, l.local_roots));
-      if (w.metadata) {
-        w.size = *w.file.size;
-        continue;
-      }
-    }
-    downloads.push_back(Download{w.file.url, sha, w.file.size, w.file.filename});
-    downloaded.push_back(&w);
   }
   if (downloads.empty()) {
     return {};
@@ -749,122 +480,29 @@ Result<void> read_metadata(PipLock& l) {
   fetch.max_size = k_max_wheel;
   fetch.local_roots = l.local_roots;
   LS_TRY_ASSIGN(std::vector<BlobInfo> blobs, fetch_all(l.store, downloads, fetch));
-  for (std::size_t i = 0; i < downloaded.size(); ++i) {
-    Wanted& w = *downloaded[i];
-    w.size = static_cast<std::uint64_t>(blobs[i].size);
-    LS_TRY_ASSIGN(CoreMetadata m, read_wheel_metadata(l.store.blob_path(blobs[i].digest), w.file.filename));
-    w.metadata = std::move(m);
+  for (std::size_t i = 0; i < unsized.size(); ++i) {
+    unsized[i]->file.size = static_cast<std::uint64_t>(blobs[i].size);
   }
   return {};
 }
 
-// Each wheel's METADATA names its project and version, and its Requires-Python admits the target.
-Result<void> check_metadata(const PipLock& l) {
-  std::vector<std::string> problems;
-  for (const auto& [project, w] : l.wanted) {
-    const CoreMetadata& m = *w.metadata;
-    if (m.project != project || !(m.version == w.wheel->version)) {
-      problems.push_back(fmt::format("{}: the METADATA of {} names {} {}", w.text, w.file.filename, m.name,
-                                     m.version.str()));
-    } else if (m.requires_python && !m.requires_python->contains(l.python, Prereleases::allow)) {
-      problems.push_back(fmt::format("{} {} requires Python {}; the image has {} ({})", project,
-                                     m.version.str(), m.requires_python->str(), l.target.full_version,
-                                     l.target.package));
-    }
-  }
-  if (!problems.empty()) {
-    return invalid_input("can't lock packages.pip:\n  {}", fmt::join(problems, "\n  "));
-  }
-  return {};
-}
-
-// One round of the closure check: the dependencies of every wanted wheel that apply here, each
-// pinned at a version it accepts (else a line in `missing`); extras they ask for are added to the
-// wanted wheels. True when that added an extra.
-Result<bool> check_dependencies(PipLock& l, std::set<std::string>& missing) {
-  bool changed = false;
-  for (auto& [project, w] : l.wanted) {
-    const std::vector<std::string> extras(w.extras.begin(), w.extras.end());
-    for (const Requirement& dep : w.metadata->requires_dist) {
-      Result<bool> applies = dep.applies(l.env, extras);
-      if (!applies) {
-        return applies.error().with_context(
-            fmt::format("{} {}: Requires-Dist {}", project, w.wheel->version.str(), dep.str()));
-      }
-      if (!*applies) {
-        continue;
-      }
-      const std::string needs = fmt::format("{}=={} needs {}", project, w.wheel->version.str(), dep.str());
-      auto it = l.wanted.find(dep.project);
-      if (it == l.wanted.end()) {
-        auto in_base = l.base_dists.find(dep.project);
-        if (in_base == l.base_dists.end()) {
-          missing.insert(needs + " (not pinned)");
-        } else if (!dep.url.empty() || !dep.specifier.contains(in_base->second.first, Prereleases::allow)) {
-          missing.insert(fmt::format("{} (not pinned; the base image has {} {} in {})", needs, dep.project,
-                                     in_base->second.first.str(), in_base->second.second));
-        }
-        continue; // installed in the base, at a version it accepts
-      }
-      Wanted& d = it->second;
-      if (!dep.url.empty() || !dep.specifier.contains(d.wheel->version, Prereleases::allow)) {
-        missing.insert(fmt::format("{} ({}=={} is pinned)", needs, dep.project, d.wheel->version.str()));
-        continue;
-      }
-      for (const std::string& e : dep.extras) {
-        if (d.extras.insert(e).second) {
-          changed = true;
-        }
-      }
-    }
-  }
-  return changed;
-}
-
-// Pass 5: the closure: every dependency that applies here (with the extras asked for) must be
-// pinned in the set, at a version it accepts. Extras dependencies ask for widen the set until stable.
-Result<void> check_closure(PipLock& l) {
-  std::set<std::string> missing;
-  for (bool changed = true; changed;) {
-    missing.clear();
-    LS_TRY_ASSIGN(changed, check_dependencies(l, missing));
-  }
-  if (!missing.empty()) {
-    return invalid_input("packages.pip is not closed: lockstep does not choose versions for unpinned "
-                         "dependencies:\n  {}\npin them in packages.pip, e.g. from `pip freeze` of a working "
-                         "environment",
-                         fmt::join(missing, "\n  "));
-  }
-  for (const auto& [project, w] : l.wanted) {
-    for (const std::string& e : w.extras) {
-      const auto& provided = w.metadata->provides_extra;
-      if (!provided.empty() && std::find(provided.begin(), provided.end(), e) == provided.end()) {
-        log::warn("{} {} has no extra '{}'", project, w.wheel->version.str(), e);
-      }
-    }
-  }
-  return {};
-}
-
-// Pass 6: one artifact per wheel.
+// Pass 5: one artifact per wheel, with the chain that brought it in.
 void add_artifacts(PipLock& l) {
-  for (const auto& [project, w] : l.wanted) {
+  for (const ResolvedWheel& w : l.resolution.wheels) {
     envspec::LockedArtifact a;
     a.kind = "wheel";
-    a.name = project;
-    a.version = w.wheel->version.str();
-    a.arch = tag_text(*w.wheel);
+    a.name = w.project;
+    a.version = w.version.str();
+    a.arch = tag_text(w.wheel);
     a.group = "python";
-    a.size = w.size;
+    a.size = *w.file.size;
     a.sha256 = unwrap(Digest::parse("sha256:" + w.file.sha256));
     a.url = w.file.url;
     a.repo = w.repo;
-    a.reason = fmt::format("requested by {}", l.item_path(w.index));
-    if (auto in_base = l.base_dists.find(project); in_base != l.base_dists.end()) {
-      a.reason += fmt::format("; shadows the base image's {} {} ({})", project, in_base->second.first.str(),
-                              in_base->second.second);
-      log::info("{} {} shadows the base image's {} {} ({})", project, a.version, project,
-                in_base->second.first.str(), in_base->second.second);
+    a.reason = w.reason;
+    if (w.shadows) {
+      a.reason += fmt::format("; shadows the base image's {}", *w.shadows);
+      log::info("{} {} shadows the base image's {}", w.project, a.version, *w.shadows);
     }
     l.lock.artifacts.push_back(std::move(a));
   }
@@ -880,16 +518,13 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
   PipLock l(spec, lock, store, options, base);
   // 1. The target: the image's Python and glibc, from its Debian packages.
   LS_TRY(find_target(l));
-  // 2. Every requirement an exact pin (those whose marker is false here skipped), merged by project.
-  LS_TRY(collect_pins(l));
-  // 3. The wheel of each pin: the first repository that has the project decides.
-  LS_TRY(choose_wheels(l));
-  // 4. Their metadata, checked against the pins and the target's Python.
-  LS_TRY(read_metadata(l));
-  LS_TRY(check_metadata(l));
-  // 5. The closure: every dependency that applies here is pinned in the set.
-  LS_TRY(check_closure(l));
-  // 6. One artifact per wheel.
+  // 2. The requests that apply to the target.
+  LS_TRY(collect_requests(l));
+  // 3. The versions: PubGrub over the spec's indexes and wheelhouses.
+  LS_TRY(resolve(l));
+  // 4. Each chosen wheel pinned by sha256, with its size.
+  LS_TRY(check_and_size(l));
+  // 5. One artifact per wheel.
   add_artifacts(l);
   return {};
 }

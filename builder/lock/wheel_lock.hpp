@@ -1,10 +1,10 @@
 #pragma once
-// `lockstep lock` for `packages.pip`: every requirement is an exact pin (`name==X.Y.Z`), the wheel
-// for the image's Python is chosen from the spec's indexes and wheelhouses (first repository that
-// has the project), its dependencies are checked to be pinned too (lockstep never picks versions
-// of unpinned Python dependencies), and each wheel becomes a `kind: "wheel"` artifact with URL,
-// size and sha256. The target interpreter and platform come from the image's Debian packages in
-// the lock (python3.X, libc6). See docs/wheels.md ("Locking and installing").
+// `lockstep lock` for `packages.pip`: the requirements (ranges, pins, requirements files, the
+// stack's pins) are resolved with their dependencies by PubGrub (wheel_resolve.hpp) over the spec's
+// indexes and wheelhouses (first repository that has a project), for the image's Python, and each
+// chosen wheel becomes a `kind: "wheel"` artifact with URL, size, sha256 and the chain of
+// requirements that brought it in. The target interpreter and platform come from the image's Debian
+// packages in the lock (python3.X, libc6). See docs/python-resolver.md and docs/wheels.md.
 #include "builder/lock/base_contents.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/lockfile.hpp"
@@ -57,14 +57,13 @@ Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platfor
                                    const BaseMetadata* base = nullptr, std::string_view interpreter = {});
 
 /// Locks `spec.packages.pip` into `lock` (whose debs, for the target Python, are already there),
-/// appending one `wheel` artifact per requirement that applies to the target. Unpinned or invalid
-/// requirements are reported together as spec diagnostics; a project no repository has, a version
-/// without a wheel for the target, an index without sha256, or dependencies that are not pinned
-/// (all listed in one error) are invalid_input; network failures are external. With
-/// `options.previous`, a wheel locked before is kept (without asking the index) when its name,
-/// version and repository still match and it is not being updated. Over a base image (`base`), the
-/// distributions in the target Python's site directories count as installed in the closure check,
-/// and a wheel that shadows one says so in its reason.
+/// appending one `wheel` artifact per project of the resolution. Invalid requirements are reported
+/// together as spec diagnostics; an unsatisfiable request is invalid_input with the derivation,
+/// located at the request it rests on; an index without sha256 is invalid_input; network failures
+/// are external. With `options.previous`, its wheels are the only candidates of their projects
+/// first (nothing is read but new projects' pages), then preferred when that fails; `options.update`
+/// names projects to move. Over a base image (`base`), the distributions in the target Python's
+/// site directories are candidates too, preferred; a wheel that shadows one says so in its reason.
 Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const BlobStore& store,
                          const LockOptions& options, const BaseMetadata* base = nullptr);
 

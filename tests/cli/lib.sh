@@ -165,6 +165,20 @@ start_http_server() { # DIR
 import functools, http.server, os, sys, threading, time
 root, parent = sys.argv[1], int(sys.argv[2])
 class Handler(http.server.SimpleHTTPRequestHandler):
+    # A Python package index (PEP 691): a directory with index.json answers in JSON to clients
+    # that ask for it, as PyPI does; others get its index.html.
+    def send_head(self):
+        path = self.translate_path(self.path)
+        json_page = os.path.join(path, "index.json")
+        if self.path.endswith("/") and os.path.isfile(json_page) and \
+                "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", ""):
+            f = open(json_page, "rb")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.end_headers()
+            return f
+        return super().send_head()
     def log_message(self, format, *args):
         sys.stderr.write(format % args + "\n")
         sys.stderr.flush()
@@ -215,4 +229,55 @@ stop_http_server() {
     wait "$HTTP_PID" 2>/dev/null || true
     HTTP_PID=""
   fi
+}
+
+# ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ------------------------------
+# make_python_apt_repo DIR: a signed flat repository (DIR/keyring.gpg) for specs that lock Python
+# packages. The packages hold only a doc file: a lock needs them for its target Python (3.11.2,
+# glibc 2.36). Needs gpg, gpgconf, dpkg-deb, sha256sum.
+make_python_apt_repo() { # DIR
+  local dir=$1 stage name version depends
+  stage=$(mktemp -d "$WORK/stage.XXXXXX")
+  mkdir -p "$dir"
+  while read -r name version depends; do
+    mkdir -p "$stage/$name/DEBIAN" "$stage/$name/usr/share/doc/$name"
+    echo "fake $name for lockstep's Python tests" >"$stage/$name/usr/share/doc/$name/README"
+    {
+      echo "Package: $name"
+      echo "Version: $version"
+      echo "Architecture: amd64"
+      echo "Maintainer: lockstep tests <tests@example.invalid>"
+      [ "$depends" = - ] || echo "Depends: $depends"
+      echo "Priority: optional"
+      echo "Description: fake $name"
+    } >"$stage/$name/DEBIAN/control"
+    find "$stage/$name" -exec touch -h -d @1704067200 {} +
+    dpkg-deb --root-owner-group -Zxz --build "$stage/$name" "$dir/${name}_${version}_amd64.deb" >/dev/null
+  done <<'EOF'
+libc6 2.36-9+deb12u4 -
+python3.11 3.11.2-6+deb12u1 libc6
+python3-minimal 3.11.2-1+b1 python3.11
+python3 3.11.2-1+b1 python3.11,python3-minimal
+EOF
+  (cd "$dir" && for deb in *.deb; do
+    dpkg-deb -f "$deb"
+    echo "Filename: $deb"
+    echo "Size: $(stat -c %s "$deb")"
+    echo "SHA256: $(sha256sum "$deb" | cut -d' ' -f1)"
+    echo
+  done >Packages)
+  {
+    echo "Origin: lockstep-wheel-test"
+    echo "Date: Mon, 01 Jan 2024 00:00:00 UTC"
+    echo "SHA256:"
+    printf ' %s %s Packages\n' "$(sha256sum "$dir/Packages" | cut -d' ' -f1)" "$(stat -c %s "$dir/Packages")"
+  } >"$dir/Release"
+  local gnupg
+  gnupg=$(mktemp -d /tmp/ls-wheel-gpg.XXXXXX)
+  gpg_() { gpg --homedir "$gnupg" --batch --quiet --yes --pinentry-mode loopback --passphrase '' "$@"; }
+  gpg_ --quick-gen-key 'lockstep wheel tests <wheels@example.invalid>' ed25519 sign never 2>/dev/null
+  gpg_ --export >"$dir/keyring.gpg"
+  gpg_ --digest-algo SHA512 --clearsign --output "$dir/InRelease" "$dir/Release"
+  gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
+  rm -rf "$gnupg" "$stage"
 }

@@ -15,56 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 need jq tar gpg gpgconf dpkg-deb python3 sha256sum
 
-# ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ----------------------------
-# The packages hold only a doc file: the image needs them in its lock for the target Python (3.11.2,
-# glibc 2.36); the installed wheels are run with the host's python3 below.
-make_apt_repo() { # DIR
-  local dir=$1 stage name version depends
-  stage=$(mktemp -d "$WORK/stage.XXXXXX")
-  mkdir -p "$dir"
-  while read -r name version depends; do
-    mkdir -p "$stage/$name/DEBIAN" "$stage/$name/usr/share/doc/$name"
-    echo "fake $name for lockstep's wheel tests" >"$stage/$name/usr/share/doc/$name/README"
-    {
-      echo "Package: $name"
-      echo "Version: $version"
-      echo "Architecture: amd64"
-      echo "Maintainer: lockstep tests <tests@example.invalid>"
-      [ "$depends" = - ] || echo "Depends: $depends"
-      echo "Priority: optional"
-      echo "Description: fake $name"
-    } >"$stage/$name/DEBIAN/control"
-    find "$stage/$name" -exec touch -h -d @1704067200 {} +
-    dpkg-deb --root-owner-group -Zxz --build "$stage/$name" "$dir/${name}_${version}_amd64.deb" >/dev/null
-  done <<'EOF'
-libc6 2.36-9+deb12u4 -
-python3.11 3.11.2-6+deb12u1 libc6
-python3-minimal 3.11.2-1+b1 python3.11
-python3 3.11.2-1+b1 python3.11,python3-minimal
-EOF
-  (cd "$dir" && for deb in *.deb; do
-    dpkg-deb -f "$deb"
-    echo "Filename: $deb"
-    echo "Size: $(stat -c %s "$deb")"
-    echo "SHA256: $(sha256sum "$deb" | cut -d' ' -f1)"
-    echo
-  done >Packages)
-  {
-    echo "Origin: lockstep-wheel-test"
-    echo "Date: Mon, 01 Jan 2024 00:00:00 UTC"
-    echo "SHA256:"
-    printf ' %s %s Packages\n' "$(sha256sum "$dir/Packages" | cut -d' ' -f1)" "$(stat -c %s "$dir/Packages")"
-  } >"$dir/Release"
-  local gnupg
-  gnupg=$(mktemp -d /tmp/ls-wheel-gpg.XXXXXX)
-  gpg_() { gpg --homedir "$gnupg" --batch --quiet --yes --pinentry-mode loopback --passphrase '' "$@"; }
-  gpg_ --quick-gen-key 'lockstep wheel tests <wheels@example.invalid>' ed25519 sign never 2>/dev/null
-  gpg_ --export >"$dir/keyring.gpg"
-  gpg_ --digest-algo SHA512 --clearsign --output "$dir/InRelease" "$dir/Release"
-  gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
-  rm -rf "$gnupg" "$stage"
-}
-make_apt_repo "$WORK/apt"
+make_python_apt_repo "$WORK/apt"
 
 # ---- wheels, built with python's zipfile ---------------------------------------------------------
 # make_wheel DIR NAME VERSION 'Requires-Dist lines' 'entry_points.txt' FILE=CONTENT...
@@ -109,6 +60,7 @@ make_wheel wheelhouse demo 1.0 \
 make_wheel wheelhouse dep 1.0 '' '' 'dep/__init__.py=VALUE = 42\n' >/dev/null
 make_wheel wheelhouse dep 2.0 '' '' 'dep/__init__.py=VALUE = 2\n' >/dev/null
 make_wheel wheelhouse needy 1.0 'Requires-Dist: dep>=2|Requires-Dist: missing-lib>=1.5' '' 'needy.py=\n' >/dev/null
+make_wheel wheelhouse picky 1.0 'Requires-Dist: dep>=2' '' 'picky.py=\n' >/dev/null
 make_wheel wheelhouse clash 1.0 '' '' 'dep/__init__.py=VALUE = "clash"\n' >/dev/null
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
@@ -134,7 +86,7 @@ ls_run lock
 assert_eq 0 "$RC" "lock: $ERR"
 assert_contains "$ERR" "cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36)" "the target comes from the image's python3.11 and libc6"
 wheels=$(jq -c '[.artifacts[] | select(.kind == "wheel") | {name, version, arch, group, reason}]' lockstep.lock)
-assert_eq '[{"name":"demo","version":"1.0","arch":"py3-none-any","group":"python","reason":"requested by packages.pip[0]"},{"name":"dep","version":"1.0","arch":"py3-none-any","group":"python","reason":"requested by packages.pip[1]"}]' \
+assert_eq '[{"name":"demo","version":"1.0","arch":"py3-none-any","group":"python","reason":"requested by packages.pip[0] (demo==1.0)"},{"name":"dep","version":"1.0","arch":"py3-none-any","group":"python","reason":"requested by packages.pip[1] (dep==1.0)"}]' \
   "$wheels" "the lock pins demo and dep; winonly's marker is false for the image"
 demo=$(jq -c '.artifacts[] | select(.name == "demo")' lockstep.lock)
 assert_eq "$(sha wheelhouse/demo-1.0-py3-none-any.whl)" "$(jq -r .sha256 <<<"$demo")" "the lock pins the wheel's sha256"
@@ -149,33 +101,44 @@ assert_eq 0 "$RC" "lock again: $ERR"
 cmp -s lock.1 lockstep.lock || fail "locking twice gives different locks: $(diff lock.1 lockstep.lock)"
 pass "lock pins wheels by URL, size and sha256 for the image's Python; false markers are skipped"
 
-# ---- requests lockstep refuses ---------------------------------------------------------------------
-write_spec "$WHEELHOUSE" '"dep==1.0", "demo>=1.0"'
+# ---- ranges, closures and conflicts -----------------------------------------------------------------
+# (tests/cli/test_py_resolve.sh compares the resolver with pip on generated graphs.)
+write_spec "$WHEELHOUSE" '"demo>=1.0"'
 ls_run lock
-assert_eq 2 "$RC" "an unpinned requirement"
-assert_contains "$ERR" "packages.pip[1]: demo>=1.0 is not pinned; write demo==X.Y.Z" "the unpinned entry is named"
-assert_contains "$ERR" "lockstep.yaml:" "the error points into the spec"
-pass "an unpinned requirement is refused, naming the entry"
+assert_eq 0 "$RC" "a range: $ERR"
+assert_eq '["demo==1.0","dep==1.0"]' "$(jq -c '[.artifacts[] | select(.kind == "wheel") | "\(.name)==\(.version)"]' lockstep.lock)" \
+  "demo's dependency dep==1.0 is resolved, not asked for"
+assert_eq "requested by packages.pip[0] (demo>=1.0) -> demo 1.0 needs dep==1.0" \
+  "$(jq -r '.artifacts[] | select(.name == "dep") | .reason' lockstep.lock)" "dep's reason is the chain from the request"
+write_spec "$WHEELHOUSE" '"dep"'
+ls_run lock
+assert_eq 0 "$RC" "an unconstrained requirement: $ERR"
+assert_eq '["dep==1.0"]' "$(jq -c '[.artifacts[] | select(.kind == "wheel") | "\(.name)==\(.version)"]' lockstep.lock)" \
+  "re-locking keeps the locked version while it fits"
+ls_run lock --update dep
+assert_eq 0 "$RC" "lock --update dep: $ERR"
+assert_eq '["dep==2.0"]' "$(jq -c '[.artifacts[] | select(.kind == "wheel") | "\(.name)==\(.version)"]' lockstep.lock)" \
+  "lock --update moves it to the newest version"
+pass "ranges resolve to the newest versions that fit, dependencies included; re-locking moves only what --update names"
 
-write_spec "$WHEELHOUSE" '"demo[fast]==1.0", "needy==1.0", "dep==1.0"'
+write_spec "$WHEELHOUSE" '"demo[fast]==1.0"'
 ls_run lock
-assert_eq 2 "$RC" "dependencies that are not pinned"
-assert_contains "$ERR" "packages.pip is not closed" "the closure error"
-assert_contains "$ERR" "demo==1.0 needs fastlib==1.0; extra == \"fast\" (not pinned)" "the extra's dependency is listed"
-assert_contains "$ERR" "needy==1.0 needs dep>=2 (dep==1.0 is pinned)" "the mismatched pin is listed"
-assert_contains "$ERR" "needy==1.0 needs missing-lib>=1.5 (not pinned)" "the missing dependency is listed"
-assert_contains "$ERR" "pip freeze" "the error says how to pin them"
+assert_eq 2 "$RC" "a dependency no repository has"
+assert_contains "$ERR" "no set of Python packages satisfies the request for cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36):" "the resolver's error"
+assert_contains "$ERR" "demo[fast] 1.0 needs fastlib==1.0 (no repository has fastlib; looked in repos[1] (wheelhouse))" "the extra's missing dependency is named"
+assert_contains "$ERR" "lockstep.yaml:" "the error points into the spec"
+write_spec "$WHEELHOUSE" '"picky==1.0", "dep==1.0"'
+ls_run lock
+assert_eq 2 "$RC" "a conflict"
+assert_contains "$ERR" "picky 1.0 needs dep>=2" "the conflicting dependency is named"
+assert_contains "$ERR" "packages.pip[1] asks for dep==1.0" "the conflicting request is named"
 if grep -q winonly <<<"$ERR"; then fail "a dependency whose marker is false was required: $ERR"; fi
-write_spec "$WHEELHOUSE" '"demo==1.0"'
-ls_run lock
-assert_eq 2 "$RC" "demo without dep"
-assert_contains "$ERR" "demo==1.0 needs dep==1.0 (not pinned)" "the missing dependency is named"
-pass "dependencies that are not pinned, or pinned at another version, are all listed"
+pass "unsatisfiable requests are explained as a derivation, located in the spec"
 
 write_spec "$WHEELHOUSE" '"dep==3.0"'
 ls_run lock
 assert_eq 2 "$RC" "a version that does not exist"
-assert_contains "$ERR" "no version 3.0 of dep; it has 1.0, 2.0" "the versions there are listed"
+assert_contains "$ERR" "packages.pip[0] asks for dep==3.0 (repos[1] (wheelhouse) has 1.0, 2.0)" "the versions there are listed"
 write_spec "$WHEELHOUSE" '"dep==1.0"' ""
 ls_run lock
 assert_eq 2 "$RC" "pip packages without a Python in the image"
@@ -321,7 +284,7 @@ pass "an index on disk works as one over HTTP"
 write_spec "$INDEX" '"dep==0.9"'
 ls_run lock
 assert_eq 0 "$RC" "a pin to a yanked version: $ERR"
-assert_contains "$ERR" "dep-0.9-py3-none-any.whl is yanked: broken" "the yanked file is used with a warning"
+assert_contains "$ERR" "dep 0.9 is yanked: broken; using it because it is pinned exactly" "the yanked file is used with a warning"
 write_spec "$INDEX" '"nohash==1.0"'
 ls_run lock
 assert_eq 2 "$RC" "an index without sha256"
@@ -329,7 +292,7 @@ assert_contains "$ERR" "the index gives no sha256 for nohash-1.0-py3-none-any.wh
 write_spec "$INDEX" '"sdistonly==1.0"'
 ls_run lock
 assert_eq 2 "$RC" "sdist only"
-assert_contains "$ERR" "no wheel of sdistonly 1.0 for cp311 manylinux x86_64" "the missing wheel is named"
+assert_contains "$ERR" "has no wheel for cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36); not installable here: sdistonly-1.0.tar.gz (an sdist)" "the missing wheel is named"
 assert_contains "$ERR" "lockstep installs wheels only" "sdists are not built"
 write_spec "$INDEX" '"nosuch==1.0"'
 ls_run lock
@@ -359,7 +322,8 @@ printf 'demo==1.0 --hash=sha256:%s\ndep==1.0 --hash=sha256:%s\n' "$(printf '0%.0
   "$(sha wheelhouse/dep-1.0-py3-none-any.whl)" >requirements.txt
 ls_run lock
 assert_eq 2 "$RC" "a requirements file whose hash matches no file"
-assert_contains "$ERR" "has a sha256 that requirements.txt:1 lists" "the mismatching requirement is named"
+assert_contains "$ERR" "requirements.txt:1 asks for demo==1.0" "the mismatching requirement is named"
+assert_contains "$ERR" "demo-1.0-py3-none-any.whl (its sha256 is not one of the requirement's --hash values)" "the file whose hash is not listed is named"
 printf 'demo==1.0 --hash=sha256:%s\ndep==1.0\n' "$(sha wheelhouse/demo-1.0-py3-none-any.whl)" >requirements.txt
 ls_run lock
 assert_eq 2 "$RC" "a requirement without a hash in hash-checking mode"
@@ -404,14 +368,16 @@ assert_eq "demo" "$(jq -r '[.artifacts[].name] | join(" ")' lockstep.lock)" \
 over_base '"dep==2.0"'
 ls_run lock
 assert_eq 0 "$RC" "lock dep 2.0 over the base: $ERR"
-assert_eq "requested by packages.pip[0]; shadows the base image's dep 1.0 (/usr/local/lib/python3.11/dist-packages/dep-1.0.dist-info)" \
+assert_eq "requested by packages.pip[0] (dep==2.0); shadows the base image's dep 1.0 (/usr/local/lib/python3.11/dist-packages/dep-1.0.dist-info)" \
   "$(jq -r '.artifacts[0].reason' lockstep.lock)" "a wheel that shadows the base's distribution says so"
-over_base '"needy==1.0"'
+over_base '"picky==1.0"'
 ls_run lock
-assert_eq 2 "$RC" "a dependency the base has at a version that doesn't fit"
-assert_contains "$ERR" "needy==1.0 needs dep>=2 (not pinned; the base image has dep 1.0 in /usr/local/lib/python3.11/dist-packages/dep-1.0.dist-info)" \
-  "the closure error names the base's version"
-pass "over a base image, wheels target its Python and its site-packages count as installed"
+assert_eq 0 "$RC" "a dependency the base has at a version that doesn't fit: $ERR"
+assert_eq "dep==2.0 picky==1.0" "$(jq -r '[.artifacts[] | "\(.name)==\(.version)"] | join(" ")' lockstep.lock)" \
+  "dep 2.0 comes from the repositories"
+assert_eq "requested by packages.pip[0] (picky==1.0) -> picky 1.0 needs dep>=2; shadows the base image's dep 1.0 (/usr/local/lib/python3.11/dist-packages/dep-1.0.dist-info)" \
+  "$(jq -r '.artifacts[] | select(.name == "dep") | .reason' lockstep.lock)" "and says it shadows the base's"
+pass "over a base image, wheels target its Python; its site-packages are used where they fit"
 
 # ---- over a base whose Python is not a Debian package (base.python) --------------------------------
 # Shaped like the official python images: CPython under a prefix (here /opt/py), python3 a link
