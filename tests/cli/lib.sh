@@ -148,13 +148,14 @@ layer_listing() { # LAYOUT N (0-based layer index of the first manifest)
 #   HTTP_URL  http://127.0.0.1:PORT (no trailing slash)
 #   HTTP_PID  the server's process id
 #   HTTP_LOG  its request log, one line per request: "GET /path HTTP/1.1" STATUS SIZE
-# One server at a time. stop_http_server stops it (idempotent). start_http_server also adds
+# With HANDLER.py, that module's IndexHandler class answers (tests/cli/py_index.py: a Python package
+# index with PEP 691 content negotiation). One server at a time. stop_http_server stops it (idempotent). start_http_server also adds
 # stop_http_server to the EXIT trap set at that moment (keeping that trap and the exit status); a
 # suite that sets its own EXIT trap afterwards must call stop_http_server in it. The server exits
 # by itself when the suite's shell is gone, or after an hour at most.
-start_http_server() { # DIR
+start_http_server() { # DIR [HANDLER.py]
   need python3
-  local dir=$1 port="" i python shell_pid=$BASHPID
+  local dir=$1 handler=${2:-} port="" i python shell_pid=$BASHPID
   # The interpreter itself, not a wrapper such as a pyenv shim, so that HTTP_PID is the server.
   python=$(python3 -c 'import sys; print(sys.executable)')
   [ -d "$dir" ] || fail "start_http_server: $dir is not a directory"
@@ -164,21 +165,11 @@ start_http_server() { # DIR
   "$python" -c '
 import functools, http.server, os, sys, threading, time
 root, parent = sys.argv[1], int(sys.argv[2])
-class Handler(http.server.SimpleHTTPRequestHandler):
-    # A Python package index (PEP 691): a directory with index.json answers in JSON to clients
-    # that ask for it, as PyPI does; others get its index.html.
-    def send_head(self):
-        path = self.translate_path(self.path)
-        json_page = os.path.join(path, "index.json")
-        if self.path.endswith("/") and os.path.isfile(json_page) and \
-                "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", ""):
-            f = open(json_page, "rb")
-            self.send_response(200)
-            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
-            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
-            self.end_headers()
-            return f
-        return super().send_head()
+Base = http.server.SimpleHTTPRequestHandler
+if len(sys.argv) > 3:  # a module whose IndexHandler serves a Python package index
+    sys.path.insert(0, os.path.dirname(sys.argv[3]))
+    Base = __import__(os.path.basename(sys.argv[3])[:-3]).IndexHandler
+class Handler(Base):
     def log_message(self, format, *args):
         sys.stderr.write(format % args + "\n")
         sys.stderr.flush()
@@ -196,7 +187,7 @@ def watchdog():
     os._exit(0)
 threading.Thread(target=watchdog, daemon=True).start()
 server.serve_forever()
-' "$dir" "$shell_pid" >"$WORK/.http-port" 2>>"$HTTP_LOG" &
+'  "$dir" "$shell_pid" ${handler:+"$handler"} >"$WORK/.http-port" 2>>"$HTTP_LOG" &
   HTTP_PID=$!
   for i in $(seq 1 100); do
     port=$(cat "$WORK/.http-port")

@@ -6,21 +6,52 @@
     py_index.py training DIR         a graph shaped like a PyTorch training project (150+
                                      distributions, several versions each)
     py_index.py conflict DIR         the small graphs whose failures the suite asserts whole
+    py_index.py serve DIR            serves DIR on 127.0.0.1 (prints the port), as below
 
 Each writes DIR/files/*.whl (real wheels: METADATA, WHEEL, RECORD, a module), DIR/files/*.metadata
 (PEP 658), DIR/simple/NAME/index.html (PEP 503 with data-requires-python, data-yanked,
 data-dist-info-metadata and data-core-metadata) and index.json (PEP 691 1.1, with sizes), and
-DIR/requirements.in, the top-level requests, one per line. Serve DIR with lib.sh's
-start_http_server (it answers PEP 691 clients in JSON).
+DIR/requirements.in, the top-level requests, one per line. IndexHandler serves such a tree as
+PyPI does: a directory with index.json answers clients that ask for PEP 691 JSON in JSON, others
+get index.html (lib.sh's `start_http_server DIR py_index.py` uses it).
 """
 import base64
 import hashlib
 import html
+import http.server
 import json
 import os
 import random
 import sys
 import zipfile
+
+
+class IndexHandler(http.server.SimpleHTTPRequestHandler):
+    """Static files, and PEP 691 content negotiation for directories that hold index.json."""
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        json_page = os.path.join(path, "index.json")
+        if self.path.endswith("/") and os.path.isfile(json_page) and \
+                "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", ""):
+            f = open(json_page, "rb")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.end_headers()
+            return f
+        return super().send_head()
+
+    def log_message(self, format, *args):
+        pass
+
+
+def serve(root):
+    import functools
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(IndexHandler, directory=root))
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
 
 
 def normalize(name):
@@ -521,6 +552,8 @@ def main():
         training_graph(sys.argv[2])
     elif what == "conflict":
         conflict_graphs(sys.argv[2])
+    elif what == "serve":
+        serve(sys.argv[2])
     else:
         sys.exit(f"py_index.py: unknown graph {what!r}")
 

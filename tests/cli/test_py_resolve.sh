@@ -29,7 +29,7 @@ INDEX_PY="$LOCKSTEP_SOURCE_DIR/tests/cli/py_index.py"
 
 mkdir -p "$WORK/www"
 make_python_apt_repo "$WORK/www/apt"
-start_http_server "$WORK/www"
+start_http_server "$WORK/www" "$INDEX_PY"
 
 # pip_choice DIR: "name==version" per line (names normalised), sorted; "no solution" when pip finds
 # none.
@@ -123,3 +123,65 @@ smmap=$(jq -r '.artifacts[] | select(.name == "smmap") | .reason' "$dir/lockstep
 assert_contains "$smmap" " -> gitdb " "smmap comes in through gitdb"
 assert_contains "$smmap" "needs smmap" "the last link names the requirement on smmap"
 pass "each wheel's reason is the chain from a top-level request"
+
+# ---- an unsatisfiable request: the whole derivation, located at the spec entry ------------------
+dir="$WORK/www/conflict"
+"$PIP_PY" "$INDEX_PY" conflict "$dir"
+assert_eq "no solution" "$(pip_choice "$dir")" "pip finds no solution either"
+lockstep_spec "$dir"
+cat >"$dir/lockstep.yaml" <<YAML
+lockstep: 1
+name: resolve
+repos:
+  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
+  - {pypi: $HTTP_URL/conflict/simple}
+packages:
+  apt: [python3]
+  pip: ["transformers>=4.43", "huggingface-hub>=1.0"]
+outputs: {oci: out}
+YAML
+(cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+assert_eq 2 "$(cat "$dir/rc")" "an unsatisfiable request is invalid input"
+derivation=$(sed -n '/error: packages.pip\[0\]:/,/^change /p' "$dir/err" | sed 's/^.*error: //')
+assert_eq "packages.pip[0]: no set of Python packages satisfies the request for cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36):
+  Because transformers 4.43.0 needs tokenizers<0.20,>=0.19 and transformers 4.44.0 needs tokenizers<0.20,>=0.19, transformers needs tokenizers 0.19.1.
+  And because tokenizers 0.19.1 needs huggingface-hub<1.0,>=0.16.4, transformers needs huggingface-hub 0.24.6.
+  And because packages.pip[0] asks for transformers>=4.43 and packages.pip[1] asks for huggingface-hub>=1.0, version solving failed.
+change packages.pip[0] or packages.pip[1]" "$derivation" "the derivation"
+assert_contains "$(cat "$dir/err")" "lockstep.yaml:8:9: error: packages.pip[0]" "located at the first request it rests on"
+[ ! -e "$dir/lockstep.lock" ] || fail "a failed lock wrote lockstep.lock"
+pass "an unsatisfiable request gives the whole derivation, located at the spec entry; nothing is written"
+
+# ---- re-locking: nothing moves unasked; --update NAME moves NAME ---------------------------------
+dir="$WORK/www/moving"
+release() { # VERSION-OF-APP VERSION-OF-LIB: adds a release of each to the index
+  "$PIP_PY" - "$dir" "$1" "$2" <<PY
+import json, os, sys
+sys.path.insert(0, "$LOCKSTEP_SOURCE_DIR/tests/cli")
+import py_index
+root, app, lib = sys.argv[1:]
+index = py_index.Index(root)
+state = os.path.join(root, "releases.json")
+releases = json.load(open(state)) if os.path.exists(state) else []
+releases.append([app, lib])
+for a, l in releases:
+    index.wheel("app", a, ["lib>=1.0"])
+    index.wheel("lib", l, [])
+index.write(["app"])
+json.dump(releases, open(state, "w"))
+PY
+}
+release 1.0 1.0
+lockstep_spec "$dir"
+moving() { jq -r '[.artifacts[] | select(.kind == "wheel") | "\(.name)==\(.version)"] | join(" ")' "$dir/lockstep.lock"; }
+(cd "$dir" && ls_run lock && [ "$RC" = 0 ]) || fail "lock the first releases"
+assert_eq "app==1.0 lib==1.0" "$(moving)" "the first lock"
+release 1.1 1.1
+(cd "$dir" && ls_run lock && [ "$RC" = 0 ]) || fail "lock again"
+assert_eq "app==1.0 lib==1.0" "$(moving)" "new releases move nothing unasked"
+(cd "$dir" && ls_run lock --update app && [ "$RC" = 0 ]) || fail "lock --update app"
+assert_eq "app==1.1 lib==1.0" "$(moving)" "--update app moves app only (lib 1.0 still fits)"
+(cd "$dir" && ls_run lock --update && [ "$RC" = 0 ]) || fail "lock --update"
+assert_eq "app==1.1 lib==1.1" "$(moving)" "--update without names moves everything"
+pass "re-locking keeps every wheel that still fits; lock --update NAME moves NAME, --update all"
+done_testing
