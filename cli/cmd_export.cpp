@@ -1,5 +1,7 @@
-// `lockstep export`: write a Dockerfile or an Apptainer definition file from a lock and its spec.
+// `lockstep export`: write a Dockerfile or an Apptainer definition file from a lock and its spec, or
+// its Python packages as a pip requirements file or a PEP 751 pylock.toml.
 #include "builder/image/export.hpp"
+#include "builder/lock/python_export.hpp"
 #include "cli/cli.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
@@ -22,6 +24,8 @@ struct ExportArgs {
   std::string output;
   bool dockerfile = false;
   bool apptainer = false;
+  std::string requirements; // --requirements FILE
+  std::string pylock;       // --pylock FILE
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -30,13 +34,18 @@ constexpr const char* k_examples = R"(Examples:
   lockstep export --apptainer-def -o app.def examples/mpi-hello/lockstep.lock
   apptainer build app.sif app.def                    (from the spec's directory)
   lockstep export --dockerfile examples/mpi-hello/lockstep.yaml   the lock beside this spec
+  lockstep export --requirements requirements.txt    the lock's wheels, pinned with --hash
+  pip install --require-hashes --no-deps -r requirements.txt
+  lockstep export --pylock pylock.toml               the same as a PEP 751 lock file
 
 LOCK is a lockfile (default lockstep.lock); its spec is the file beside it with .yaml (or .yml), or
 --spec. Given a spec instead, its lock is the file beside it with .lock. The lock must be current
 (`lockstep lock --check`). Every .deb and wheel is fetched from its exact lock URL and checked by
 sha256, git sources are pinned by commit; what the recipe cannot express is listed in a comment
-block at its top and printed as warnings. Exit codes: 0 written, 2 bad usage, spec or lock.
-The mapping is described in docs/export.md.)";
+block at its top and printed as warnings. --requirements and --pylock write only the Python
+packages (with index options, or URLs and paths relative to the file written; "-" is standard
+output). Exit codes: 0 written, 2 bad usage, spec or lock. The mappings are described in
+docs/export.md and docs/python-resolver.md.)";
 
 bool is_spec_name(const fs::path& p) {
   return p.extension() == ".yaml" || p.extension() == ".yml";
@@ -52,10 +61,30 @@ fs::path spec_beside(const fs::path& lock) {
   return fs::exists(yaml, ec) || !fs::exists(yml, ec) ? yaml : yml;
 }
 
+// Writes `text` to `output` atomically, or to standard output for "" or "-".
+Result<ExitCode> write_output(const std::string& output, const std::string& text) {
+  if (output.empty() || output == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      return Error{ExitCode::io, "export: can't write to standard output"};
+    }
+    return ExitCode::ok;
+  }
+  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(output), 0644));
+  LS_TRY(out.write(text));
+  LS_TRY(out.commit());
+  log::info("wrote {}", output);
+  return ExitCode::ok;
+}
+
 Result<ExitCode> run_export(const ExportArgs& args) {
-  if (args.dockerfile == args.apptainer) {
-    return invalid_input(
-        "export: give exactly one of --dockerfile and --apptainer-def (see `lockstep export --help`)");
+  const int formats = static_cast<int>(args.dockerfile) + static_cast<int>(args.apptainer) +
+                      static_cast<int>(!args.requirements.empty()) + static_cast<int>(!args.pylock.empty());
+  if (formats != 1) {
+    return invalid_input("export: give exactly one of --dockerfile, --apptainer-def, --requirements FILE and "
+                         "--pylock FILE (see `lockstep export --help`)");
+  }
+  if ((!args.requirements.empty() || !args.pylock.empty()) && !args.output.empty()) {
+    return invalid_input("export: --requirements and --pylock name their file; -o is for the recipes");
   }
   fs::path lock_path = fs::absolute(args.lock);
   fs::path spec_path;
@@ -90,6 +119,18 @@ Result<ExitCode> run_export(const ExportArgs& args) {
         lock_path.string(), list);
   }
 
+  if (!args.requirements.empty() || !args.pylock.empty()) {
+    const std::string& output = args.requirements.empty() ? args.pylock : args.requirements;
+    builder::PythonExportOptions po;
+    po.format = args.requirements.empty() ? builder::PythonExportFormat::pylock
+                                          : builder::PythonExportFormat::requirements;
+    po.lock_name = lock_path.filename().string();
+    po.spec_dir = spec_path.parent_path();
+    po.output_dir = output == "-" ? fs::current_path() : fs::absolute(output).parent_path();
+    LS_TRY_ASSIGN(std::string text, builder::export_python(spec, lock, po));
+    return write_output(output, text);
+  }
+
   builder::ExportOptions options;
   options.format = args.dockerfile ? builder::ExportFormat::dockerfile : builder::ExportFormat::apptainer_def;
   options.lock_name = lock_path.filename().string();
@@ -98,18 +139,7 @@ Result<ExitCode> run_export(const ExportArgs& args) {
   for (const std::string& l : result.limitations) {
     log::warn("export: {}", l);
   }
-  if (args.output.empty()) {
-    if (std::fwrite(result.text.data(), 1, result.text.size(), stdout) != result.text.size() ||
-        std::fflush(stdout) != 0) {
-      return Error{ExitCode::io, "export: can't write to standard output"};
-    }
-    return ExitCode::ok;
-  }
-  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(args.output), 0644));
-  LS_TRY(out.write(result.text));
-  LS_TRY(out.commit());
-  log::info("wrote {}", args.output);
-  return ExitCode::ok;
+  return write_output(args.output, result.text);
 }
 
 } // namespace
@@ -117,10 +147,17 @@ Result<ExitCode> run_export(const ExportArgs& args) {
 void register_export(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<ExportArgs>();
   args->lock = "lockstep.lock";
-  auto* cmd = app.add_subcommand("export", "Write a Dockerfile or an Apptainer definition file from a lock");
+  auto* cmd = app.add_subcommand(
+      "export",
+      "Write a Dockerfile, an Apptainer definition, or the Python packages (requirements, pylock.toml)");
   cmd->add_option("LOCK", args->lock, "The lockfile, or the spec whose lock to use")->capture_default_str();
   cmd->add_flag("--dockerfile", args->dockerfile, "Write a Dockerfile (BuildKit, dockerfile:1.6 syntax)");
   cmd->add_flag("--apptainer-def", args->apptainer, "Write an Apptainer definition file");
+  cmd->add_option("--requirements", args->requirements,
+                  "Write the lock's wheels as a pip requirements file with --hash (\"-\": standard output)")
+      ->type_name("FILE");
+  cmd->add_option("--pylock", args->pylock, "Write the lock's wheels as a PEP 751 pylock.toml")
+      ->type_name("FILE");
   cmd->add_option("--spec", args->spec, "The spec (default: beside the lock, .yaml or .yml)")
       ->type_name("FILE");
   cmd->add_option("-o,--output", args->output, "Write to FILE (atomically) instead of standard output")

@@ -401,6 +401,14 @@ Result<void> resolve(PipLock& l) {
     for (const auto& [project, w] : c.previous) {
       c.previous_only.insert(project);
     }
+    // A request that no longer admits its project's locked version opens that project up.
+    for (const PyRequest& r : l.requests) {
+      auto it = c.previous.find(r.requirement.project);
+      if (it != c.previous.end() &&
+          !r.requirement.specifier.contains(it->second.version, Prereleases::allow)) {
+        c.previous_only.erase(r.requirement.project);
+      }
+    }
     LS_TRY_ASSIGN(l.resolution, resolve_wheels(c, l.requests));
     if (l.resolution.solved) {
       log::debug("resolved from the previous lock's wheels ({} index pages read)", l.resolution.index_pages);

@@ -463,8 +463,9 @@ TRAINING = {
     "bitsandbytes": ["torch", "numpy"],
     "xformers": ["numpy", "torch:pin"],
     "flash-attn": ["torch", "einops"],
-    "wheel": [],
-    "pip": [],
+    # (no "pip" or "wheel": the suite installs the solution into a venv whose own pip must survive)
+    "tabulate": [],
+    "toolz": [],
 }
 
 # Leaves and packages that only appear as dependencies.
@@ -486,8 +487,8 @@ TRAINING_REQUESTS = ["torchvision", "torchaudio", "datasets", "accelerate",
                      "peft", "evaluate", "lightning", "hydra-core", "wandb", "tensorboard", "rich", "timm",
                      "einops", "deepspeed", "scikit-learn", "seaborn", "sentencepiece", "nltk", "ipykernel",
                      "onnx", "onnxruntime", "albumentations", "typer", "fastapi", "uvicorn", "httpx",
-                     "mlflow-skinny", "optuna", "ray", "bitsandbytes", "xformers", "flash-attn", "wheel",
-                     "pip", "matplotlib", "pandas>=2.0"]
+                     "mlflow-skinny", "optuna", "ray", "bitsandbytes", "xformers", "flash-attn", "tabulate",
+                     "toolz", "matplotlib", "pandas>=2.0"]
 
 
 def training_graph(root):

@@ -124,6 +124,41 @@ assert_contains "$smmap" " -> gitdb " "smmap comes in through gitdb"
 assert_contains "$smmap" "needs smmap" "the last link names the requirement on smmap"
 pass "each wheel's reason is the chain from a top-level request"
 
+# ---- the lock's wheels exported for pip and for PEP 751 readers ---------------------------------
+(cd "$dir" && ls_run export --requirements requirements.txt && [ "$RC" = 0 ]) || fail "export --requirements: $ERR"
+(cd "$dir" && ls_run export --pylock pylock.toml && [ "$RC" = 0 ]) || fail "export --pylock: $ERR"
+assert_contains "$(cat "$dir/requirements.txt")" "--index-url $HTTP_URL/training/simple" "the requirements name the index"
+"$PIP_PY" -m venv "$WORK/venv"
+(cd "$dir" && PIP_CONFIG_FILE=/dev/null "$WORK/venv/bin/python" -m pip --isolated --disable-pip-version-check \
+  install --quiet --require-hashes --no-deps -r requirements.txt) >"$WORK/pip-install.log" 2>&1 ||
+  fail "pip install --require-hashes --no-deps of the export: $(cat "$WORK/pip-install.log")"
+"$WORK/venv/bin/python" -m pip --isolated check >"$WORK/pip-check.log" 2>&1 ||
+  fail "pip check after installing the export: $(cat "$WORK/pip-check.log")"
+installed=$("$WORK/venv/bin/python" -m pip --isolated list --format json |
+  jq -r '.[] | "\(.name | ascii_downcase | gsub("[-_.]+"; "-"))==\(.version)"' | grep -v '^pip==' | LC_ALL=C sort)
+assert_eq "$got" "$installed" "the venv holds exactly the locked versions"
+# A small PEP 751 reader (Python's tomllib): the required keys, and each wheel's size and sha256
+# against the file its URL serves.
+"$PIP_PY" - "$dir/pylock.toml" "$dir/lockstep.lock" <<'PY' || fail "the PEP 751 reader refused pylock.toml"
+import hashlib, json, sys, tomllib, urllib.request
+lock = tomllib.load(open(sys.argv[1], "rb"))
+assert lock["lock-version"] == "1.0", lock.get("lock-version")
+assert lock["created-by"] == "lockstep"
+assert lock["requires-python"] == "==3.11.*", lock["requires-python"]
+ours = {a["name"]: a for a in json.load(open(sys.argv[2]))["artifacts"] if a["kind"] == "wheel"}
+names = [p["name"] for p in lock["packages"]]
+assert names == sorted(names) and set(names) == set(ours), "packages differ from the lock"
+for p in lock["packages"]:
+    assert p["version"] == ours[p["name"]]["version"], p["name"]
+    (w,) = p["wheels"]
+    data = urllib.request.urlopen(w["url"]).read()
+    assert len(data) == w["size"], (p["name"], len(data), w["size"])
+    assert hashlib.sha256(data).hexdigest() == w["hashes"]["sha256"], p["name"]
+    assert w["name"] == w["url"].rsplit("/", 1)[1], w
+print(f"pylock.toml: {len(names)} packages read and checked")
+PY
+pass "export --requirements installs with pip --require-hashes --no-deps (pip check clean); a PEP 751 reader reads --pylock"
+
 # ---- an unsatisfiable request: the whole derivation, located at the spec entry ------------------
 dir="$WORK/www/conflict"
 "$PIP_PY" "$INDEX_PY" conflict "$dir"
