@@ -1,6 +1,7 @@
 #include "envspec/schema.hpp"
 
 #include "envspec/host_paths.hpp"
+#include "envspec/python_inputs.hpp"
 #include "envspec/recipes.hpp"
 #include "envspec/spec_shape.hpp"
 #include "envspec/yaml_reader.hpp"
@@ -90,6 +91,7 @@ public:
         unknown_key(e, "", m_shapes.spec);
       }
     }
+    apply_conda_stack(spec);
     cross_checks(root, spec);
   }
 
@@ -577,12 +579,176 @@ private:
     return s;
   }
 
+  // `packages.pip[i]` as a map: a file of requirements. {requirements: FILE}, {pyproject: FILE,
+  // extras: [...]} or {conda-env: FILE}.
+  void pip_file(const Node& item, const std::string& path, Packages& out) {
+    if (item.find("pyproject") != nullptr) {
+      pyproject_file(item, path, out.pip);
+    } else if (item.find("conda-env") != nullptr) {
+      conda_env_file(item, path, out);
+    } else {
+      requirements_file(item, path, out.pip);
+    }
+  }
+
+  // Reads the host file named by `key` of `item` (confined like every host path); nullopt after reporting.
+  std::optional<std::pair<std::string, std::string>>
+  pip_file_text(const MapEntry& file, const std::string& key_path, std::string_view what) {
+    const std::string* s = nonempty_string(file.value, key_path, what);
+    if (s == nullptr) {
+      return std::nullopt;
+    }
+    const fs::path resolved = resolve_host_path(file.value);
+    if (!confined(file.value, key_path, resolved, *s)) {
+      return std::nullopt;
+    }
+    Result<std::string> text = read_file(resolved, 4 << 20);
+    if (!text) {
+      error(file.value.location, key_path, fmt::format("can't read {}: {}", *s, text.error().message));
+      return std::nullopt;
+    }
+    return std::pair{*s, std::move(*text)};
+  }
+
+  // `{pyproject: FILE, extras: [...]}`: [project].dependencies and the named optional dependencies.
+  void pyproject_file(const Node& item, const std::string& path, std::vector<PackageRequest>& out) {
+    const MapEntry* file = item.find("pyproject");
+    std::vector<std::string> extras;
+    for (const MapEntry& e : item.entries) {
+      if (e.key == "extras") {
+        if (!expect_list(e.value, child_path(path, "extras"), "a list of extra names")) {
+          return;
+        }
+        for (std::size_t i = 0; i < e.value.items.size(); ++i) {
+          if (const std::string* x = nonempty_string(
+                  e.value.items[i], item_path(child_path(path, "extras"), i), "an extra name")) {
+            extras.push_back(*x);
+          }
+        }
+      } else if (e.key != "pyproject") {
+        unknown_key(e, path, m_shapes.pyproject);
+        return;
+      }
+    }
+    const std::string key_path = child_path(path, "pyproject");
+    auto text = pip_file_text(*file, key_path, "a pyproject.toml");
+    if (!text) {
+      return;
+    }
+    Result<std::vector<ImportedRequirement>> reqs = read_pyproject(text->second, text->first, extras);
+    if (!reqs) {
+      error(file->value.location, key_path, reqs.error().message);
+      return;
+    }
+    for (const ImportedRequirement& r : *reqs) {
+      PackageRequest req;
+      req.text = r.text;
+      req.name = r.text;
+      req.from_file = r.where;
+      req.location = file->value.location;
+      out.push_back(std::move(req));
+    }
+  }
+
+  // `{conda-env: FILE}`: an environment.yml. Its pip: section and the conda packages PyPI has become
+  // pip requests, those Debian has apt requests; its python pin and CUDA, cuDNN, NCCL and MPI
+  // packages become `stack:` keys (applied in walk(), after `stack:` is read).
+  void conda_env_file(const Node& item, const std::string& path, Packages& out) {
+    const MapEntry* file = item.find("conda-env");
+    for (const MapEntry& e : item.entries) {
+      if (e.key != "conda-env") {
+        unknown_key(e, path, m_shapes.conda_env);
+        return;
+      }
+    }
+    const std::string key_path = child_path(path, "conda-env");
+    auto text = pip_file_text(*file, key_path, "an environment.yml");
+    if (!text) {
+      return;
+    }
+    Result<CondaEnv> env = read_conda_env(text->second, text->first);
+    if (!env) {
+      error(file->value.location, key_path, env.error().message);
+      return;
+    }
+    for (const ImportedRequirement& r : env->pip) {
+      PackageRequest req;
+      req.text = r.text;
+      req.name = r.text;
+      req.from_file = r.where;
+      req.location = file->value.location;
+      out.pip.push_back(std::move(req));
+    }
+    for (const ImportedRequirement& r : env->apt) {
+      PackageRequest req;
+      req.text = r.text;
+      req.name = r.text;
+      req.origin = r.where;
+      req.location = file->value.location;
+      out.apt.push_back(std::move(req));
+    }
+    m_conda_stack.push_back(PendingStack{std::move(*env), file->value.location, key_path});
+  }
+
+  // Applies what environment files said about the stack: each key only where `stack:` leaves it
+  // unset; a different value there is an error naming both.
+  void apply_conda_stack(Spec& spec) {
+    for (PendingStack& p : m_conda_stack) {
+      std::vector<std::pair<std::string, ImportedRequirement>> items(p.env.stack.begin(), p.env.stack.end());
+      if (p.env.python) {
+        items.emplace_back("python", *p.env.python);
+      }
+      if (items.empty()) {
+        continue;
+      }
+      if (!spec.stack) {
+        spec.stack.emplace();
+        spec.stack->location = p.location;
+      }
+      StackRequest& st = *spec.stack;
+      for (const auto& [key, r] : items) {
+        StackRequest::Item* slot = key == "cuda"     ? &st.cuda
+                                   : key == "cudnn"  ? &st.cudnn
+                                   : key == "nccl"   ? &st.nccl
+                                   : key == "python" ? &st.python
+                                                     : nullptr;
+        if (key == "mpi") {
+          const std::string impl = r.text.substr(0, r.text.find('@'));
+          const std::string version =
+              r.text.find('@') == std::string::npos ? "" : r.text.substr(r.text.find('@') + 1);
+          if (st.mpi.empty()) {
+            st.mpi = impl;
+            st.mpi_version = StackRequest::Item{version, p.location};
+            st.mpi_location = p.location;
+          } else if (st.mpi != impl) {
+            error(p.location, p.key_path,
+                  fmt::format("{} asks for {} but stack.mpi is {}", r.where, impl, st.mpi));
+          }
+          continue;
+        }
+        if (slot == nullptr) {
+          continue;
+        }
+        if (!slot->given()) {
+          *slot = StackRequest::Item{r.text, p.location};
+        } else if (slot->text != r.text && !r.text.empty()) {
+          error(p.location, p.key_path,
+                fmt::format("{} asks for {} {} but stack.{} is \"{}\"; make them agree", r.where, key, r.text,
+                            key, slot->text));
+        }
+      }
+    }
+  }
+
   // `packages.pip[i]: {requirements: FILE}`: a pip requirements file (e.g. `pip freeze` or
   // pip-compile --generate-hashes output) whose pins, with their hashes, become requests.
   void requirements_file(const Node& item, const std::string& path, std::vector<PackageRequest>& out) {
     const MapEntry* file = item.find("requirements");
     if (file == nullptr) {
-      error(item.location, path, "expected a requirement string or a map {requirements: FILE}");
+      error(
+          item.location, path,
+          "expected a requirement string or a map {requirements: FILE}, {pyproject: FILE, extras: [...]} or "
+          "{conda-env: FILE}");
       return;
     }
     for (const MapEntry& e : item.entries) {
@@ -768,7 +934,7 @@ private:
         const Node& item = e.value.items[i];
         const std::string ipath = item_path(path, i);
         if (e.key == "pip" && item.is_map()) {
-          requirements_file(item, ipath, out.pip);
+          pip_file(item, ipath, out);
           continue;
         }
         const std::string* s =
@@ -1359,6 +1525,13 @@ private:
 
   fs::path m_spec_file;
   const LoadOptions& m_options;
+  /// What environment files said about `stack:` (apply_conda_stack).
+  struct PendingStack {
+    CondaEnv env;
+    SourceLocation location;
+    std::string key_path;
+  };
+  std::vector<PendingStack> m_conda_stack;
   const shape::Shapes& m_shapes = shape::shapes();
 };
 

@@ -203,24 +203,50 @@ AllShapes::AllShapes() {
   apt_package = {.doc = "NAME, NAME=VERSION, NAME=VERSION-GLOB (with '*') or NAME:ARCH.",
                  .pattern = R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?(=[0-9A-Za-z.+~:*-]+)?$)"};
   apt_list = {.kind = Kind::list, .items = &apt_package};
-  pip_requirement = {.doc = "A PEP 508 requirement, pinned with ==.", .non_empty = true};
+  pip_requirement = {.doc = "A PEP 508 requirement: a range (numpy>=1.26), a pin (==) or just a name.",
+                     .non_empty = true};
   requirements = {.kind = Kind::map,
                   .name = "requirementsFile",
-                  .doc = "A pip requirements file whose pins (and --hash values) become requests.",
+                  .doc =
+                      "A pip requirements file (.txt or unpinned .in) whose requirements (and --hash values) "
+                      "become requests.",
                   .keys = {{.name = "requirements",
                             .shape = &host_path,
                             .doc = "The requirements file.",
                             .presence = Presence::required}}};
-  pip_item = {.kind = Kind::one_of, .forms = {&pip_requirement, &requirements}};
+  extras_list = {.kind = Kind::list, .items = &extra_name};
+  extra_name = {.doc = "An optional-dependencies name of the project.", .non_empty = true};
+  pyproject = {.kind = Kind::map,
+               .name = "pyprojectFile",
+               .doc = "A pyproject.toml whose [project].dependencies (and the optional dependencies of "
+                      "`extras`) become requests.",
+               .keys = {{.name = "pyproject",
+                         .shape = &host_path,
+                         .doc = "The pyproject.toml.",
+                         .presence = Presence::required},
+                        {.name = "extras",
+                         .shape = &extras_list,
+                         .doc = "Names in [project.optional-dependencies] to add."}}};
+  conda_env = {.kind = Kind::map,
+               .name = "condaEnvFile",
+               .doc = "A conda environment.yml: its pip: section and the conda packages with a known PyPI or "
+                      "Debian equivalent become requests, its python pin stack.python.",
+               .keys = {{.name = "conda-env",
+                         .shape = &host_path,
+                         .doc = "The environment.yml.",
+                         .presence = Presence::required}}};
+  pip_item = {.kind = Kind::one_of, .forms = {&pip_requirement, &requirements, &pyproject, &conda_env}};
   pip_list = {.kind = Kind::list, .items = &pip_item};
-  packages = {.kind = Kind::map,
-              .name = "packages",
-              .keys = {
-                  {.name = "apt", .shape = &apt_list, .doc = "Debian packages, resolved into the lock."},
-                  {.name = "pip",
-                   .shape = &pip_list,
-                   .doc = "Python requirements pinned with ==, or {requirements: FILE}."},
-              }};
+  packages = {
+      .kind = Kind::map,
+      .name = "packages",
+      .keys = {
+          {.name = "apt", .shape = &apt_list, .doc = "Debian packages, resolved into the lock."},
+          {.name = "pip",
+           .shape = &pip_list,
+           .doc = "Python requirements (PEP 508), {requirements: FILE}, {pyproject: FILE, extras: [...]} "
+                  "or {conda-env: FILE}; resolved with their dependencies into the lock."},
+      }};
 
   // ---- stack ----------------------------------------------------------------------------------------
   mpi = {.pattern = "^(openmpi|mpich)(@" LS_CONSTRAINT ")?$"};

@@ -96,13 +96,17 @@ struct Shape {
 
 /// The named shapes of the spec, for the code that reads one map of it.
 struct Shapes {
-  Shape spec;          ///< the top-level map
-  Shape base;          ///< `base`: scratch, {oci: PATH, tag: TAG}, {image: REF} or {debian: SUITE, ...}
-  Shape repo_apt;      ///< an apt repository in `repos` (with a suite, several suites, or flat)
-  Shape repo_pypi;     ///< a Python package index in `repos`
-  Shape repo_wheels;   ///< a wheelhouse in `repos`
-  Shape packages;      ///< `packages`
-  Shape requirements;  ///< a `packages.pip` item that imports a requirements file
+  Shape spec;         ///< the top-level map
+  Shape base;         ///< `base`: scratch, {oci: PATH, tag: TAG}, {image: REF} or {debian: SUITE, ...}
+  Shape repo_apt;     ///< an apt repository in `repos` (with a suite, several suites, or flat)
+  Shape repo_pypi;    ///< a Python package index in `repos`
+  Shape repo_wheels;  ///< a wheelhouse in `repos`
+  Shape packages;     ///< `packages`
+  Shape requirements; ///< a `packages.pip` item that imports a requirements file
+  Shape pyproject;    ///< a `packages.pip` item that imports a pyproject.toml
+  Shape conda_env;    ///< a `packages.pip` item that imports a conda environment.yml
+  Shape extras_list;
+  Shape extra_name;
   Shape stack;         ///< `stack`
   Shape stack_recipes; ///< `stack.recipes`
   Shape copy_item;     ///< a `copy` item: host files or a git source

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+// As in support/registry/host_config.cpp: header-only, errors as values.
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 0
 #include <algorithm>
 #include <set>
 #include <sstream>

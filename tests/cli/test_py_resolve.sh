@@ -159,6 +159,84 @@ print(f"pylock.toml: {len(names)} packages read and checked")
 PY
 pass "export --requirements installs with pip --require-hashes --no-deps (pip check clean); a PEP 751 reader reads --pylock"
 
+# ---- the project files people have: pyproject.toml and a conda environment.yml -------------------
+dir="$WORK/www/training"
+torch_pin=$(head -1 "$dir/requirements.in")   # torch==X.Y, a version the index has
+cat >"$dir/pyproject.toml" <<TOML
+[project]
+name = "trainer"
+version = "0.1"
+dependencies = ["$torch_pin", "transformers", "einops<2"]
+
+[project.optional-dependencies]
+tracking = ["wandb", "tensorboard"]
+all = ["trainer[tracking]", "rich"]
+TOML
+write_project_spec() { # PIP-ITEM: the training spec with packages.pip: [PIP-ITEM]
+  cat >"$dir/lockstep.yaml" <<YAML
+lockstep: 1
+name: resolve
+repos:
+  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
+  - {pypi: $HTTP_URL/training/simple}
+packages:
+  apt: [python3]
+  pip: [$1]
+outputs: {oci: out}
+YAML
+  rm -f "$dir/lockstep.lock"
+}
+write_project_spec "{pyproject: pyproject.toml, extras: [all]}"
+(cd "$dir" && ls_run lock && [ "$RC" = 0 ]) || fail "lock from pyproject.toml: $ERR"
+for p in torch transformers einops wandb tensorboard rich; do
+  jq -e --arg p "$p" '.artifacts[] | select(.name == $p)' "$dir/lockstep.lock" >/dev/null ||
+    fail "$p (from pyproject.toml) is not in the lock"
+done
+assert_eq "${torch_pin#torch==}" "$(jq -r '.artifacts[] | select(.name == "torch") | .version' "$dir/lockstep.lock")" "torch as pinned"
+assert_contains "$(jq -r '.artifacts[] | select(.name == "wandb") | .reason' "$dir/lockstep.lock")" "requested by pyproject.toml:7 (wandb)" \
+  "a requirement from an extra names its line"
+write_project_spec "{pyproject: pyproject.toml, extras: [gpu]}"
+ls_run lock "$dir/lockstep.yaml"
+assert_eq 2 "$RC" "an unknown extra"
+assert_contains "$ERR" "pyproject.toml: no optional dependencies 'gpu' in [project.optional-dependencies] (it has all, tracking)" \
+  "the extras there are named"
+pass "{pyproject: FILE, extras: [...]} locks [project].dependencies and the optional dependencies asked for"
+
+cat >"$dir/environment.yml" <<YAML
+name: trainer
+channels: [pytorch, nvidia, conda-forge]
+dependencies:
+  - python=3.11
+  - pytorch::pytorch=${torch_pin#torch==}
+  - conda-forge::numpy>=1.0
+  - matplotlib-base
+  - libgcc-ng
+  - pip
+  - pip:
+      - einops
+      - transformers[torch]
+YAML
+write_project_spec "{conda-env: environment.yml}"
+(cd "$dir" && ls_run lock && [ "$RC" = 0 ]) || fail "lock from environment.yml: $ERR"
+for p in torch numpy matplotlib einops transformers accelerate; do
+  jq -e --arg p "$p" '.artifacts[] | select(.name == $p)' "$dir/lockstep.lock" >/dev/null ||
+    fail "$p (from environment.yml) is not in the lock"
+done
+assert_eq "${torch_pin#torch==}" "$(jq -r '.artifacts[] | select(.name == "torch") | .version' "$dir/lockstep.lock")" \
+  "conda's pytorch=X is torch X.*"
+assert_eq '"3.11"' "$(jq -c '.stack.choices[]? | select(.component == "python") | .version' "$dir/lockstep.lock")" \
+  "the python pin is stack.python"
+cat >>"$dir/environment.yml" <<YAML
+  - some-conda-only-lib=1.2
+  - pytorch-cuda=12.1|12.4
+YAML
+ls_run lock "$dir/lockstep.yaml"
+assert_eq 2 "$RC" "unknown conda packages"
+assert_contains "$ERR" "environment.yml:13: some-conda-only-lib" "the unknown package and its line"
+assert_contains "$ERR" "move them to the environment's pip: section" "the suggestion"
+assert_contains "$ERR" "environment.yml:14: 'pytorch-cuda=12.1|12.4': conda's '|'" "a form lockstep can't translate"
+pass "{conda-env: FILE} maps conda packages through recipes/conda/conda-names.yaml, takes pip: as is and python as stack.python; the rest are listed together"
+
 # ---- an unsatisfiable request: the whole derivation, located at the spec entry ------------------
 dir="$WORK/www/conflict"
 "$PIP_PY" "$INDEX_PY" conflict "$dir"

@@ -22,7 +22,7 @@ warnings.simplefilter("ignore", DeprecationWarning)  # RefResolver is deprecated
 # The schema of each `recipe:` kind.
 SCHEMA_OF = {"cuda": "cuda", "cuda-drivers": "drivers", "gpu": "nvidia", "cudnn": "cudnn", "nccl": "nccl",
              "openmpi": "mpi", "mpich": "mpi", "ucx": "library", "pmix": "library", "python": "python",
-             "framework": "framework"}
+             "framework": "framework", "conda-names": "conda"}
 
 class StrictLoader(yaml.SafeLoader):
     """Rejects repeated keys and non-string keys (lockstep's own reader rejects both)."""
