@@ -87,6 +87,7 @@ int run(int argc, char** argv) {
   app.get_formatter()->column_width(34);
 
   Context ctx;
+  register_init(app, ctx);
   register_check(app, ctx);
   register_lock(app, ctx);
   register_build(app, ctx);

@@ -38,6 +38,7 @@ void add_registry_flags(CLI::App& cmd, Context& ctx);
 void register_push(CLI::App& app, Context& ctx);
 void register_pull(CLI::App& app, Context& ctx);
 void register_check(CLI::App& app, Context& ctx);
+void register_init(CLI::App& app, Context& ctx);
 void register_build(CLI::App& app, Context& ctx);
 void register_inspect(CLI::App& app, Context& ctx);
 void register_exec(CLI::App& app, Context& ctx);

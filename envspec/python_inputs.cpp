@@ -138,6 +138,26 @@ Result<std::vector<ImportedRequirement>> read_pyproject(std::string_view text, c
   return out;
 }
 
+Result<PyProjectInfo> read_pyproject_info(std::string_view text, const std::string& what) {
+  toml::parse_result parsed = toml::parse(text, what);
+  if (!parsed) {
+    const toml::parse_error& e = parsed.error();
+    return invalid_input("{}:{}:{}: not valid TOML: {}", what, e.source().begin.line, e.source().begin.column,
+                         e.description());
+  }
+  PyProjectInfo out;
+  const toml::table& root = parsed.table();
+  out.name = root["project"]["name"].value_or(std::string());
+  out.requires_python = root["project"]["requires-python"].value_or(std::string());
+  if (const toml::table* optional = root["project"]["optional-dependencies"].as_table()) {
+    for (const auto& [key, value] : *optional) {
+      out.extras.emplace_back(key.str());
+    }
+  }
+  std::sort(out.extras.begin(), out.extras.end());
+  return out;
+}
+
 std::string conda_version_to_pep440(std::string_view conda) {
   std::string v = trim(conda);
   if (v.empty()) {
@@ -175,7 +195,7 @@ struct CondaName {
   bool system = false;
 };
 
-Result<std::map<std::string, CondaName>> conda_names() {
+Result<std::map<std::string, CondaName>> read_conda_names() {
   std::filesystem::path origin;
   LS_TRY_ASSIGN(std::string text, read_builtin_recipe("conda/conda-names.yaml", origin));
   Diagnostics diags;
@@ -209,6 +229,15 @@ Result<std::map<std::string, CondaName>> conda_names() {
   return out;
 }
 
+// The table, read once.
+Result<const std::map<std::string, CondaName>*> conda_names() {
+  static const Result<std::map<std::string, CondaName>> table = read_conda_names();
+  if (!table) {
+    return table.error();
+  }
+  return &*table;
+}
+
 // Splits a conda match spec "conda-forge::numpy=1.26" into name and version part.
 std::pair<std::string, std::string> split_match_spec(std::string_view spec) {
   std::string s = trim(spec);
@@ -225,6 +254,25 @@ std::pair<std::string, std::string> split_match_spec(std::string_view spec) {
 
 } // namespace
 
+Result<CondaMapping> map_conda_package(const std::string& conda_name) {
+  LS_TRY_ASSIGN(const auto* table, conda_names());
+  auto it = table->find(conda_name);
+  if (it == table->end()) {
+    return CondaMapping{};
+  }
+  const CondaName& n = it->second;
+  if (n.system) {
+    return CondaMapping{CondaMapping::Kind::system, {}};
+  }
+  if (!n.pypi.empty()) {
+    return CondaMapping{CondaMapping::Kind::pypi, n.pypi};
+  }
+  if (!n.apt.empty()) {
+    return CondaMapping{CondaMapping::Kind::apt, n.apt};
+  }
+  return CondaMapping{CondaMapping::Kind::stack, n.stack};
+}
+
 Result<CondaEnv> read_conda_env(std::string_view text, const std::string& what) {
   Diagnostics diags;
   std::optional<Node> root = parse_yaml(text, what, diags);
@@ -238,7 +286,8 @@ Result<CondaEnv> read_conda_env(std::string_view text, const std::string& what) 
   if (deps == nullptr || !deps->value.is_sequence()) {
     return invalid_input("{}: no 'dependencies:' list (a conda environment file)", what);
   }
-  LS_TRY_ASSIGN(const auto names, conda_names());
+  LS_TRY_ASSIGN(const auto* table, conda_names());
+  const std::map<std::string, CondaName>& names = *table;
   CondaEnv out;
   std::vector<std::string> problems;
   std::vector<std::string> unknown;

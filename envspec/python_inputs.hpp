@@ -28,6 +28,16 @@ struct ImportedRequirement {
 Result<std::vector<ImportedRequirement>> read_pyproject(std::string_view text, const std::string& what,
                                                         const std::vector<std::string>& extras);
 
+/// What `lockstep init` wants to know of a pyproject.toml besides its requirements.
+struct PyProjectInfo {
+  std::string name;                ///< [project].name, or ""
+  std::string requires_python;     ///< [project].requires-python, or ""
+  std::vector<std::string> extras; ///< the [project.optional-dependencies] names, sorted
+};
+
+/// Reads those of a pyproject.toml; invalid TOML is invalid_input.
+Result<PyProjectInfo> read_pyproject_info(std::string_view text, const std::string& what);
+
 /// A conda environment.yml as lockstep requests.
 struct CondaEnv {
   std::optional<ImportedRequirement> python; ///< the `python` pin as a stack.python constraint ("3.11")
@@ -44,6 +54,17 @@ struct CondaEnv {
 /// together in one invalid_input error, each with its line and the suggestion to move it to `pip:`;
 /// so are malformed entries.
 Result<CondaEnv> read_conda_env(std::string_view text, const std::string& what);
+
+/// What one conda package becomes, by recipes/conda/conda-names.yaml.
+struct CondaMapping {
+  enum class Kind { pypi, apt, stack, system, unknown };
+  Kind kind = Kind::unknown;
+  std::string name; ///< the PyPI project, the Debian package, or the stack key ("cuda", "mpi")
+};
+
+/// The row of `conda_name` in the table (read once per process); Kind::unknown when it has none.
+/// A malformed table is invalid_input naming its file.
+Result<CondaMapping> map_conda_package(const std::string& conda_name);
 
 /// A conda match spec's version part as a PEP 440 specifier: "1.26" (conda's "=1.26") ->
 /// "==1.26.*", "=1.26.4=py311h_0" -> "==1.26.4", ">=1.2,<2" as is, "" -> "".

@@ -15,7 +15,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates
   libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2 libcurl4-openssl-dev libseccomp-dev zlib1g-dev libtomlplusplus-dev)
 test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
   busybox-static util-linux passwd uidmap attr clang libfuzzer-14-dev squashfs-tools-ng gpgv gnupg python3 xz-utils
-  dpkg-dev debian-archive-keyring curl python3-jsonschema python3-yaml python3-pip
+  dpkg-dev debian-archive-keyring curl python3-jsonschema python3-yaml python3-pip python3-venv
   # the simulated cluster of the `lockstep run` suites (tests/cli/cluster.sh): network namespaces,
   # host Open MPI and a Slurm of its own
   iproute2 procps openmpi-bin libopenmpi-dev munge slurm-wlm slurmctld slurmd slurm-client

@@ -1527,6 +1527,19 @@ Result<Capture> capture(const DoctorOptions& options) {
   return c;
 }
 
+Result<std::optional<PythonEnv>> capture_python(const DoctorOptions& options,
+                                                std::vector<std::string>& warnings) {
+  std::error_code ec;
+  if (!fs::is_directory(options.host_root, ec)) {
+    return invalid_input("--host-root {}: not a directory", options.host_root.string());
+  }
+  LS_TRY_ASSIGN(const RootFs root, RootFs::open(fs::absolute(options.host_root, ec).lexically_normal()));
+  Capture c;
+  LS_TRY_ASSIGN(std::optional<PythonEnv> env, read_python(root, options, c));
+  warnings = std::move(c.warnings);
+  return env;
+}
+
 TargetReport evaluate_target(std::string kind, std::string ref, const envspec::ImageFacts& facts,
                              const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes,
                              std::string_view gpu_min_cc) {

@@ -170,6 +170,11 @@ struct Capture {
 /// can't be read is null in the snapshot and a line in Capture::warnings.
 Result<Capture> capture(const DoctorOptions& options);
 
+/// Only the Python environment capture() would read (the active venv or conda environment, or
+/// --python's prefix), with its warnings; nullopt when there is none. For `lockstep init --from`.
+Result<std::optional<PythonEnv>> capture_python(const DoctorOptions& options,
+                                                std::vector<std::string>& warnings);
+
 /// The preflight checks for a target with `facts` on the captured host, as `lockstep run` would
 /// make them with its defaults: the hybrid MPI model, started by the host's mpirun when there is
 /// one, else by Slurm when `sinfo`/`srun` answered, else locally; GPUs requested when the target

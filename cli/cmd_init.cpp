@@ -1,0 +1,260 @@
+// `lockstep init`: write a starting lockstep.yaml in the current directory (or -o), from nothing or
+// from what the project has: a requirements file, a pyproject.toml, an environment.yml, or an
+// installed venv or conda environment (read as `lockstep doctor` reads it).
+#include "cli/cli.hpp"
+#include "envspec/init_spec.hpp"
+#include "envspec/python_inputs.hpp"
+#include "envspec/recipes.hpp"
+#include "runner/audit/doctor.hpp"
+#include "support/fs.hpp"
+#include "support/log.hpp"
+#include "support/python/pep440.hpp"
+#include "support/python/pep508.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+namespace lockstep::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_examples = R"(Examples:
+  lockstep init                                   a commented template in ./lockstep.yaml
+  lockstep init --from requirements.in            {requirements: requirements.in}, stack when torch is there
+  lockstep init --from pyproject.toml             {pyproject: pyproject.toml}; Python from requires-python
+  lockstep init --from environment.yml            {conda-env: environment.yml}; Python from its python pin
+  lockstep init --from env                        the active venv or conda environment, pinned as installed
+  lockstep init --from /opt/conda/envs/train      that environment's packages
+  lockstep init && lockstep check && lockstep lock
+
+The base is the Debian suite whose python3 is the project's Python (bookworm for 3.11, trixie for
+3.13), else the official python:X.Y image. A `stack:` with the framework is added when torch,
+tensorflow or jax is among the requirements. init never overwrites a file.)";
+
+constexpr std::array k_codes = {ExitCode::ok, ExitCode::invalid_input, ExitCode::io};
+
+std::string footer() {
+  std::string out = std::string(k_examples) + "\n\nExit codes:\n";
+  for (const ExitCodeMeaning& e : k_exit_codes) {
+    if (std::find(k_codes.begin(), k_codes.end(), e.code) != k_codes.end()) {
+      out += fmt::format("  {:<3} {}\n", static_cast<int>(e.code), e.meaning);
+    }
+  }
+  out.pop_back();
+  return out;
+}
+
+struct InitArgs {
+  std::string from;
+  std::string name;
+  std::string output = "lockstep.yaml";
+};
+
+// An image name from a directory name: lowercase letters, digits, '.', '_', '-'.
+std::string name_from(const fs::path& dir) {
+  std::string out;
+  for (char c : dir.filename().string()) {
+    const auto u = static_cast<unsigned char>(c);
+    out += std::isalnum(u) != 0 ? static_cast<char>(std::tolower(u)) : (c == '.' || c == '_' ? c : '-');
+  }
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.front()))) {
+    out.erase(out.begin());
+  }
+  return out.empty() ? "image" : out;
+}
+
+// "3.11" of "3.11.2".
+std::string minor_of(const std::string& version) {
+  const auto first = version.find('.');
+  const auto second = first == std::string::npos ? std::string::npos : version.find('.', first + 1);
+  return version.substr(0, second);
+}
+
+// The Python for a requires-python range: the default suite's if it fits, else the newest recipe
+// version with a Debian suite that fits, else the newest that fits at all.
+std::string python_for(const std::string& requires_python, const envspec::RecipeSet& recipes) {
+  auto spec = SpecifierSet::parse(requires_python);
+  if (!spec) {
+    return {};
+  }
+  const auto fits = [&spec](const std::string& v) {
+    auto version = PyVersion::parse(v);
+    return version && spec->contains(*version, Prereleases::allow);
+  };
+  if (fits("3.11")) {
+    return "3.11";
+  }
+  std::string any;
+  for (const envspec::PythonVersion& v : recipes.python.versions) {
+    if (fits(v.version)) {
+      if (!v.debian.empty()) {
+        return v.version;
+      }
+      if (any.empty()) {
+        any = v.version;
+      }
+    }
+  }
+  return any;
+}
+
+// The project file, as the spec (in `spec_dir`) names it: relative, and inside the spec's directory.
+Result<std::string> file_in_spec_dir(const fs::path& file, const fs::path& spec_dir) {
+  std::error_code ec;
+  const fs::path abs = fs::weakly_canonical(fs::absolute(file), ec);
+  const fs::path dir = fs::weakly_canonical(spec_dir, ec);
+  const fs::path rel = abs.lexically_relative(dir);
+  if (rel.empty() || *rel.begin() == "..") {
+    return invalid_input("init: {} is outside {}, the spec's directory; lockstep reads project files only "
+                         "under it: write the spec beside the file (-o {}/lockstep.yaml)",
+                         file.string(), dir.string(), abs.parent_path().string());
+  }
+  return rel.generic_string();
+}
+
+// An installed environment's packages as pins (conda's own through the conda names table).
+Result<void> from_environment(const runner::PythonEnv& env, envspec::InitRequest& r) {
+  static const std::set<std::string> tools = {"pip", "setuptools", "wheel", "distribute"};
+  r.from = envspec::InitRequest::From::environment;
+  r.environment = fmt::format("{} {}", env.kind, env.prefix);
+  if (!env.version.empty()) {
+    r.python = minor_of(env.version);
+    r.python_source = fmt::format("the environment's Python {}", env.version);
+  }
+  std::set<std::string> pinned;
+  for (const runner::PythonPackage& p : env.packages) {
+    const std::string project = normalize_project_name(p.name);
+    if (p.from == "conda") {
+      if (p.name == "python") {
+        continue;
+      }
+      LS_TRY_ASSIGN(envspec::CondaMapping m, envspec::map_conda_package(p.name));
+      using Kind = envspec::CondaMapping::Kind;
+      if (m.kind == Kind::pypi && tools.count(normalize_project_name(m.name)) == 0 &&
+          pinned.insert(normalize_project_name(m.name)).second) {
+        r.pip.push_back(fmt::format("{}=={}", m.name, p.version));
+      } else if (m.kind == Kind::apt) {
+        r.apt.push_back(m.name);
+      } else if (m.kind == Kind::stack) {
+        r.notes.push_back(
+            fmt::format("conda's {} {} is stack.{}: set it under stack:", p.name, p.version, m.name));
+      } else if (m.kind == Kind::unknown) {
+        r.notes.push_back(fmt::format(
+            "not carried over: conda package {} {} (no known PyPI or Debian equivalent)", p.name, p.version));
+      }
+      continue;
+    }
+    if (tools.count(project) != 0 || !pinned.insert(project).second) {
+      continue;
+    }
+    r.pip.push_back(fmt::format("{}=={}", p.name, p.version));
+    if (p.version.find('+') != std::string::npos) {
+      r.notes.push_back(fmt::format("{} {} is a local build (+label): add the index it came from to repos",
+                                    p.name, p.version));
+    }
+  }
+  std::sort(r.apt.begin(), r.apt.end());
+  r.apt.erase(std::unique(r.apt.begin(), r.apt.end()), r.apt.end());
+  return {};
+}
+
+Result<ExitCode> run_init(const InitArgs& args) {
+  const fs::path output = fs::absolute(args.output);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(output, ec))) {
+    return invalid_input("init: {} exists; lockstep init never overwrites a file: remove it, or write "
+                         "another with -o FILE",
+                         args.output);
+  }
+  const fs::path spec_dir = output.parent_path();
+  envspec::InitRequest r;
+  r.name = args.name.empty() ? name_from(spec_dir) : args.name;
+  LS_TRY_ASSIGN(const envspec::RecipeSet* recipes, envspec::builtin_recipes());
+  if (!args.from.empty()) {
+    const fs::path from(args.from);
+    if (args.from == "env" || fs::is_directory(from, ec)) {
+      runner::DoctorOptions options = runner::doctor_options_from_env();
+      if (args.from != "env") {
+        options.python_prefix = fs::absolute(from).string();
+      }
+      std::vector<std::string> warnings;
+      LS_TRY_ASSIGN(std::optional<runner::PythonEnv> env, runner::capture_python(options, warnings));
+      for (const std::string& w : warnings) {
+        log::warn("init: {}", w);
+      }
+      if (!env) {
+        return invalid_input("init: no active Python environment ($VIRTUAL_ENV and $CONDA_PREFIX are unset); "
+                             "activate one, or give its prefix: --from /path/to/env");
+      }
+      LS_TRY(from_environment(*env, r));
+    } else {
+      LS_TRY_ASSIGN(std::string text, read_file(from, 4 << 20));
+      LS_TRY_ASSIGN(r.file, file_in_spec_dir(from, spec_dir));
+      const std::string ext = from.extension().string();
+      if (ext == ".toml") {
+        r.from = envspec::InitRequest::From::pyproject;
+        LS_TRY_ASSIGN(auto reqs, envspec::read_pyproject(text, r.file, {}));
+        for (const auto& q : reqs) {
+          r.pip.push_back(q.text);
+        }
+        LS_TRY_ASSIGN(envspec::PyProjectInfo info, envspec::read_pyproject_info(text, r.file));
+        r.extras = info.extras;
+        if (!info.requires_python.empty()) {
+          r.python = python_for(info.requires_python, *recipes);
+          r.python_source = fmt::format("{} requires-python {}", r.file, info.requires_python);
+        }
+      } else if (ext == ".yml" || ext == ".yaml") {
+        r.from = envspec::InitRequest::From::conda_env;
+        LS_TRY_ASSIGN(envspec::CondaEnv env, envspec::read_conda_env(text, r.file));
+        for (const auto& q : env.pip) {
+          r.pip.push_back(q.text);
+        }
+        if (env.python) {
+          r.python = env.python->text;
+          r.python_source = env.python->where;
+        }
+      } else {
+        r.from = envspec::InitRequest::From::requirements;
+        LS_TRY_ASSIGN(RequirementsFile reqs, parse_requirements_txt(text, r.file));
+        for (const PinnedRequirement& q : reqs.requirements) {
+          r.pip.push_back(q.requirement.str());
+        }
+      }
+    }
+  }
+  LS_TRY_ASSIGN(std::string text, envspec::init_spec_text(r, *recipes));
+  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(output, 0644));
+  LS_TRY(out.write(text));
+  LS_TRY(out.commit());
+  log::info("wrote {}; next: lockstep check, then lockstep lock", args.output);
+  return ExitCode::ok;
+}
+
+} // namespace
+
+void register_init(CLI::App& app, Context& ctx) {
+  auto args = std::make_shared<InitArgs>();
+  auto* cmd =
+      app.add_subcommand("init", "Write a starting lockstep.yaml, from nothing or from a project's files");
+  cmd->add_option("--from", args->from,
+                  "requirements.txt/.in, pyproject.toml, environment.yml, 'env' (the active venv or conda "
+                  "environment) or an environment's prefix")
+      ->type_name("SOURCE");
+  cmd->add_option("--name", args->name, "The image name (default: the directory's name)");
+  cmd->add_option("-o,--output", args->output, "The spec to write (never overwritten)")
+      ->type_name("FILE")
+      ->capture_default_str();
+  add_common_flags(*cmd, ctx, false);
+  cmd->footer(footer());
+  cmd->callback([args, &ctx] { ctx.action = [args] { return run_init(*args); }; });
+}
+
+} // namespace lockstep::cli
