@@ -494,8 +494,33 @@ Result<void> check_and_size(PipLock& l) {
   return {};
 }
 
+// The stack's recipe pins that no chosen wheel requires: the framework wheel's own metadata is the
+// source of its set, so such a pin is likely stale (docs/python-resolver.md, "The stack").
+void check_recipe_pins(const PipLock& l) {
+  for (const ResolvedWheel& w : l.resolution.wheels) {
+    if (w.needed_by_wheels) {
+      continue;
+    }
+    std::vector<std::string> from;
+    bool only_stack = true;
+    for (const PyRequest& r : l.requests) {
+      if (r.requirement.project == w.project) {
+        from.push_back(r.where);
+        only_stack = only_stack && r.where.starts_with("stack.");
+      }
+    }
+    const bool is_framework = w.project == "torch" || w.project == "tensorflow" || w.project == "jax";
+    if (!from.empty() && only_stack && !is_framework) {
+      log::warn("{} pins {}=={}, but no chosen wheel's metadata requires it; the recipe may be out of date "
+                "(the framework wheel's Requires-Dist is the source of its set)",
+                fmt::join(from, ", "), w.project, w.version.str());
+    }
+  }
+}
+
 // Pass 5: one artifact per wheel, with the chain that brought it in.
 void add_artifacts(PipLock& l) {
+  check_recipe_pins(l);
   for (const ResolvedWheel& w : l.resolution.wheels) {
     envspec::LockedArtifact a;
     a.kind = "wheel";

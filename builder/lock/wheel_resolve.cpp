@@ -436,11 +436,15 @@ public:
         queue.push_back(q);
       }
     }
+    std::set<std::string> needed; // projects some chosen wheel's metadata requires
     while (!queue.empty()) {
       const pubgrub::PackageId p = queue.front();
       queue.pop_front();
       LS_TRY_ASSIGN(pubgrub::Dependencies deps, dependencies(p, chosen.at(p)));
       for (const pubgrub::Dependency& d : deps.needs) {
+        if (m_packages[d.package].project != m_packages[p].project) {
+          needed.insert(m_packages[d.package].project);
+        }
         if (chosen.count(d.package) == 0 || reason.count(d.package) != 0) {
           continue;
         }
@@ -471,6 +475,7 @@ public:
       w.wheel = *cand.wheel;
       w.repo = u->repo;
       w.reason = reason.count(p) != 0 ? reason.at(p) : std::string("needed by the solution");
+      w.needed_by_wheels = needed.count(pkg.project) != 0;
       if (auto in_base = m_c.installed.find(pkg.project); in_base != m_c.installed.end()) {
         w.shadows =
             fmt::format("{} {} ({})", pkg.project, in_base->second.first.str(), in_base->second.second);

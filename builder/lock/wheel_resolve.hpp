@@ -74,7 +74,8 @@ struct ResolvedWheel {
   std::string reason;
   std::vector<std::string> extras; ///< the extras the solution asks of it
   std::optional<std::string>
-      shadows; ///< the base image's distribution it hides ("numpy 1.21.5 (/usr/lib/...)")
+      shadows;                   ///< the base image's distribution it hides ("numpy 1.21.5 (/usr/lib/...)")
+  bool needed_by_wheels = false; ///< some chosen wheel's metadata requires it (not only a request)
 };
 
 /// The outcome of resolve_wheels.

@@ -6,6 +6,7 @@
     py_index.py training DIR         a graph shaped like a PyTorch training project (150+
                                      distributions, several versions each)
     py_index.py conflict DIR         the small graphs whose failures the suite asserts whole
+    py_index.py torch DIR            torch 2.0.0 with its real nvidia-* Requires-Dist, for `stack:`
     py_index.py serve DIR            serves DIR on 127.0.0.1 (prints the port), as below
 
 Each writes DIR/files/*.whl (real wheels: METADATA, WHEEL, RECORD, a module), DIR/files/*.metadata
@@ -545,6 +546,31 @@ def conflict_graphs(root):
     index.write(["transformers>=4.43", "huggingface-hub>=1.0"])
 
 
+# torch 2.0.0's Requires-Dist on Linux x86_64 (PyPI's manylinux wheel), without nvidia-nvtx-cu11: the
+# recipe (recipes/pytorch/pytorch.yaml, 2.0.0 cu117) pins it, so lockstep warns that the pin is stale.
+TORCH_200 = ["filelock", "typing-extensions", "sympy", "networkx", "jinja2",
+             "nvidia-cuda-nvrtc-cu11==11.7.99", "nvidia-cuda-runtime-cu11==11.7.99",
+             "nvidia-cuda-cupti-cu11==11.7.101", "nvidia-cudnn-cu11==8.5.0.96", "nvidia-cublas-cu11==11.10.3.66",
+             "nvidia-cufft-cu11==10.9.0.58", "nvidia-curand-cu11==10.2.10.91", "nvidia-cusolver-cu11==11.4.0.1",
+             "nvidia-cusparse-cu11==11.7.4.91", "nvidia-nccl-cu11==2.14.3", "triton==2.0.0"]
+
+
+def torch_graph(root):
+    """A torch 2.0.0 whose metadata, not the recipe, lists its nvidia-* wheels."""
+    index = Index(root)
+    linux = 'platform_system == "Linux" and platform_machine == "x86_64"'
+    index.wheel("torch", "2.0.0", [r if r.startswith(("filelock", "typing", "sympy", "networkx", "jinja2"))
+                                   else f"{r}; {linux}" for r in TORCH_200])
+    for r in TORCH_200[5:] + ["nvidia-nvtx-cu11==11.7.91"]:
+        name, version = r.split("==")
+        index.wheel(name, version, ["setuptools", "wheel"] if name.startswith("nvidia") else [])
+    for name in ["filelock", "typing-extensions", "networkx", "mpmath", "markupsafe", "setuptools", "wheel"]:
+        index.wheel(name, "1.0", [])
+    index.wheel("sympy", "1.12", ["mpmath>=0.19"])
+    index.wheel("jinja2", "3.1.2", ["markupsafe>=1.0"])
+    index.write(["torch==2.0.0"])
+
+
 def main():
     what = sys.argv[1]
     if what == "random":
@@ -553,6 +579,8 @@ def main():
         training_graph(sys.argv[2])
     elif what == "conflict":
         conflict_graphs(sys.argv[2])
+    elif what == "torch":
+        torch_graph(sys.argv[2])
     elif what == "serve":
         serve(sys.argv[2])
     else:

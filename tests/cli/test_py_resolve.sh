@@ -237,6 +237,41 @@ assert_contains "$ERR" "move them to the environment's pip: section" "the sugges
 assert_contains "$ERR" "environment.yml:14: 'pytorch-cuda=12.1|12.4': conda's '|'" "a form lockstep can't translate"
 pass "{conda-env: FILE} maps conda packages through recipes/conda/conda-names.yaml, takes pip: as is and python as stack.python; the rest are listed together"
 
+# ---- the stack: the framework wheel's metadata, not the recipe, is the source of the full set -------
+dir="$WORK/www/torch"
+"$PIP_PY" "$INDEX_PY" torch "$dir"
+stack_spec() { # STACK-YAML
+  cp "$WORK/www/apt/keyring.gpg" "$dir/apt-keyring.gpg"
+  cat >"$dir/lockstep.yaml" <<YAML
+lockstep: 1
+name: resolve
+repos:
+  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
+  - {pypi: $HTTP_URL/torch/simple}
+stack: $1
+packages:
+  apt: [python3]
+outputs: {oci: out}
+YAML
+  rm -f "$dir/lockstep.lock"
+}
+torch_wheels() { jq -r '[.artifacts[] | select(.kind == "wheel") | .name] | join(" ")' "$dir/lockstep.lock"; }
+# cu118 (experimental): the recipe pins triton alone; torch's Requires-Dist brings the nvidia-* wheels.
+stack_spec '{framework: pytorch@2.0.0, cuda: "11.8"}'
+ls_run lock "$dir/lockstep.yaml"
+assert_eq 0 "$RC" "lock the cu118 stack: $ERR"
+assert_contains "$(torch_wheels)" "nvidia-cudnn-cu11 nvidia-cufft-cu11" "torch's nvidia-* wheels are locked"
+assert_eq "requested by stack.framework (torch==2.0.0) -> torch 2.0.0 needs nvidia-cuda-runtime-cu11==11.7.99" \
+  "$(jq -r '.artifacts[] | select(.name == "nvidia-cuda-runtime-cu11") | .reason' "$dir/lockstep.lock")" \
+  "the chain says torch's metadata asked for it"
+# cu117 (stable): the recipe pins nvidia-nvtx-cu11 too, which this torch's metadata doesn't list.
+stack_spec '{framework: pytorch@2.0.0}'
+ls_run lock "$dir/lockstep.yaml"
+assert_eq 0 "$RC" "lock the cu117 stack: $ERR"
+assert_contains "$ERR" "stack.framework pins nvidia-nvtx-cu11==11.7.91, but no chosen wheel's metadata requires it" \
+  "a recipe pin the wheel doesn't ask for is reported"
+pass "stack: the framework wheel's metadata completes the recipe's pins, and a pin it doesn't list is reported"
+
 # ---- an unsatisfiable request: the whole derivation, located at the spec entry ------------------
 dir="$WORK/www/conflict"
 "$PIP_PY" "$INDEX_PY" conflict "$dir"
