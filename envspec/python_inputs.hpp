@@ -41,8 +41,8 @@ Result<PyProjectInfo> read_pyproject_info(std::string_view text, const std::stri
 /// A conda environment.yml as lockstep requests.
 struct CondaEnv {
   std::optional<ImportedRequirement> python; ///< the `python` pin as a stack.python constraint ("3.11")
-  std::vector<ImportedRequirement> pip;      ///< the `pip:` section, then conda packages PyPI has
-  std::vector<ImportedRequirement> apt;      ///< conda packages Debian has (names only)
+  std::vector<ImportedRequirement> pip; ///< conda packages PyPI has and the `pip:` section, in file order
+  std::vector<ImportedRequirement> apt; ///< conda packages Debian has (names only)
   /// Conda packages that are stack components: "cuda", "cudnn", "nccl" -> the constraint; "mpi" ->
   /// "openmpi@4.1" or "mpich".
   std::map<std::string, ImportedRequirement> stack;
