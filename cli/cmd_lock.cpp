@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
+#include "support/curl_lib.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <iterator>
 #include <memory>
 
@@ -87,6 +89,9 @@ Result<std::int64_t> lock_epoch(const std::optional<envspec::Lock>& previous) {
 }
 
 Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
+  // Loading libcurl (dlopen of it and its libraries, about 12 ms) overlaps reading the spec and the
+  // previous lock: a re-lock that reads one index page then doesn't wait for it.
+  auto curl_ready = std::async(std::launch::async, [] { (void)curl::libcurl(); });
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
   LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -75,8 +76,9 @@ struct Dependency {
   std::string text;
 };
 
-/// The order in which undecided packages are decided: lowest first.
-using Priority = std::pair<std::uint64_t, std::string>;
+/// The order in which undecided packages are decided: lowest first. The name (the tie-break) must
+/// stay valid until the provider is next asked anything else.
+using Priority = std::pair<std::uint64_t, std::string_view>;
 
 /// What a package version needs, or why it can't be used at all.
 struct Dependencies {

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <regex>
-#include <semaphore>
+#include <thread>
 
 namespace lockstep::builder {
 
@@ -27,7 +29,7 @@ constexpr const char* k_metadata_ns = "wheel-metadata";
 constexpr const char* k_accept = "Accept: application/vnd.pypi.simple.v1+json, "
                                  "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1";
 // Index pages and metadata fetched at once, ahead of the solver.
-constexpr std::ptrdiff_t k_fetch_slots = 16;
+constexpr std::size_t k_fetch_slots = 16;
 
 std::string repo_label(const envspec::Spec& spec, int i) {
   const envspec::Repo& r = spec.repos[static_cast<std::size_t>(i)];
@@ -186,10 +188,72 @@ void add_candidates(const ResolveContext& c, const std::string& project, const s
   }
 }
 
+/// A few threads that fetch index pages and metadata ahead of the solver: made as work arrives, up
+/// to a limit (a re-lock that reads one page needs one), and kept (a cold lock does hundreds of small
+/// reads, and a thread each would cost more than the reads).
+class FetchPool {
+public:
+  explicit FetchPool(std::size_t max_threads) : m_max(max_threads) {}
+  FetchPool(const FetchPool&) = delete;
+  FetchPool& operator=(const FetchPool&) = delete;
+  /// Runs what is queued, then stops the threads.
+  ~FetchPool() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_wake.notify_all();
+    for (std::thread& t : m_threads) {
+      t.join();
+    }
+  }
+  void submit(std::function<void()> task) {
+    {
+      std::lock_guard lock(m_mutex);
+      m_queue.push_back(std::move(task));
+      if (m_idle < m_queue.size() && m_threads.size() < m_max) {
+        m_threads.emplace_back([this] { work(); });
+        return;
+      }
+    }
+    m_wake.notify_one();
+  }
+
+private:
+  void work() {
+    std::unique_lock lock(m_mutex);
+    while (true) {
+      if (m_queue.empty()) {
+        if (m_stop) {
+          return;
+        }
+        ++m_idle;
+        m_wake.wait(lock, [this] { return m_stop || !m_queue.empty(); });
+        --m_idle;
+        continue;
+      }
+      std::function<void()> task = std::move(m_queue.front());
+      m_queue.pop_front();
+      lock.unlock();
+      task();
+      lock.lock();
+    }
+  }
+
+  const std::size_t m_max;
+  std::mutex m_mutex;
+  std::condition_variable m_wake;
+  std::deque<std::function<void()>> m_queue;
+  std::size_t m_idle = 0; // threads waiting for work
+  bool m_stop = false;
+  std::vector<std::thread> m_threads;
+};
+
 /// A package of the solver: a project, or one extra of it.
 struct Package {
   std::string project; ///< empty for the root
   std::string extra;   ///< empty for the project itself
+  std::string name;    ///< "project" or "project[extra]"
 };
 
 class WheelProvider final : public pubgrub::Provider {
@@ -199,6 +263,9 @@ public:
     m_packages.push_back(Package{});
     m_depth.push_back(0);
     m_prerelease_named = c.prerelease_named;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      m_request_order.emplace(requests[i].requirement.project, std::min<std::uint64_t>(i, 0xfffe));
+    }
     for (const PyRequest& r : requests) {
       m_hashes[r.requirement.project].insert(r.hashes.begin(), r.hashes.end());
       if (r.requirement.specifier.mentions_prerelease()) {
@@ -360,14 +427,9 @@ public:
     // the order of the request, then by name.
     const std::uint64_t pinned = allowed.count() == 1 ? 0 : 1;
     const std::uint64_t depth = std::min<std::uint64_t>(m_depth[p], 0xffff);
-    std::uint64_t order = 0xffff;
-    for (std::size_t i = 0; i < m_requests.size(); ++i) {
-      if (m_requests[i].requirement.project == m_packages[p].project) {
-        order = std::min<std::uint64_t>(i, 0xfffe);
-        break;
-      }
-    }
-    return {(pinned << 40) | (depth << 20) | order, name_of(p)};
+    auto requested = m_request_order.find(m_packages[p].project);
+    const std::uint64_t order = requested == m_request_order.end() ? 0xffff : requested->second;
+    return {(pinned << 40) | (depth << 20) | order, std::string_view(m_packages[p].name)};
   }
 
   std::string describe(pubgrub::PackageId p, const pubgrub::VersionSet& versions) override {
@@ -499,10 +561,7 @@ public:
   [[nodiscard]] std::size_t metadata_read() const { return m_metadata_reads; }
 
 private:
-  std::string name_of(pubgrub::PackageId p) const {
-    const Package& pkg = m_packages[p];
-    return pkg.extra.empty() ? pkg.project : pkg.project + "[" + pkg.extra + "]";
-  }
+  const std::string& name_of(pubgrub::PackageId p) const { return m_packages[p].name; }
 
   /// "tokenizers<0.20,>=0.19" / "torch[cuda]==2.4.1" / "requests": the requirement without its marker.
   static std::string requirement_text(const Requirement& r) {
@@ -517,7 +576,7 @@ private:
     auto [it, fresh] =
         m_ids.try_emplace({project, extra}, static_cast<pubgrub::PackageId>(m_packages.size()));
     if (fresh) {
-      m_packages.push_back(Package{project, extra});
+      m_packages.push_back(Package{project, extra, extra.empty() ? project : project + "[" + extra + "]"});
       m_depth.push_back(depth);
     } else {
       m_depth[it->second] = std::min(m_depth[it->second], depth);
@@ -646,15 +705,29 @@ private:
     return {};
   }
 
-  std::shared_future<Result<Universe>> start_universe(const std::string& project) {
-    std::lock_guard lock(m_mutex);
-    auto it = m_universes.find(project);
-    if (it != m_universes.end()) {
-      return it->second;
+  /// The universe of `project`: known, being read, or started now (on the pool; at once for a
+  /// project whose only candidate is its previous wheel). A speculative start after the provider
+  /// began to stop returns an empty future.
+  std::shared_future<Result<Universe>> start_universe(const std::string& project, bool speculative = false) {
+    auto promise = std::make_shared<std::promise<Result<Universe>>>();
+    std::shared_future<Result<Universe>> f;
+    {
+      std::lock_guard lock(m_mutex);
+      auto it = m_universes.find(project);
+      if (it != m_universes.end()) {
+        return it->second;
+      }
+      if (speculative && m_stopping) {
+        return {};
+      }
+      f = promise->get_future().share();
+      m_universes.emplace(project, f);
     }
-    std::shared_future<Result<Universe>> f =
-        std::async(std::launch::async, [this, project] { return load_universe(project); }).share();
-    m_universes.emplace(project, f);
+    if (m_c.previous_only.count(project) != 0) {
+      promise->set_value(load_universe(project)); // nothing to fetch
+    } else {
+      m_pool.submit([this, project, promise] { promise->set_value(load_universe(project)); });
+    }
     return f;
   }
 
@@ -671,7 +744,6 @@ private:
     } else {
       std::vector<IndexFile> files;
       {
-        m_slots.acquire();
         const envspec::Spec& spec = *m_c.spec;
         Result<void> read = [&]() -> Result<void> {
           for (std::size_t r = 0; r < spec.repos.size() && u.repo < 0; ++r) {
@@ -686,7 +758,6 @@ private:
           }
           return {};
         }();
-        m_slots.release();
         LS_TRY(read);
         ++m_pages;
       }
@@ -742,40 +813,65 @@ private:
     return c.file.sha256.empty() ? c.file.url : c.file.sha256;
   }
 
+  /// The metadata of a candidate: known, being read, or started now (from the store's record at
+  /// once; else on the pool). Speculative reads go on to start the pages of what it needs.
   std::shared_future<Result<CoreMetadata>> start_metadata(const Candidate& c, bool speculative) {
-    std::lock_guard lock(m_mutex);
-    const MetadataKey key = metadata_key(c);
-    auto it = m_metadata.find(key);
-    if (it != m_metadata.end()) {
-      return it->second;
+    auto promise = std::make_shared<std::promise<Result<CoreMetadata>>>();
+    std::shared_future<Result<CoreMetadata>> f;
+    {
+      std::lock_guard lock(m_mutex);
+      const MetadataKey key = metadata_key(c);
+      auto it = m_metadata.find(key);
+      if (it != m_metadata.end()) {
+        return it->second;
+      }
+      if (speculative && m_stopping) {
+        return {};
+      }
+      f = promise->get_future().share();
+      m_metadata.emplace(key, f);
     }
-    if (speculative && m_stopping) {
-      return {};
-    }
-    std::shared_future<Result<CoreMetadata>> f =
-        std::async(std::launch::async, [this, c, speculative] {
-          Result<CoreMetadata> md = read_metadata(c);
-          if (md && speculative) {
-            // Further ahead: the index pages of what it needs.
-            for (const Requirement& dep : md->requires_dist) {
-              auto applies = dep.applies(m_c.env);
-              if (applies && *applies && dep.url.empty()) {
-                std::lock_guard inner(m_mutex);
-                if (m_stopping || m_universes.count(dep.project) != 0) {
-                  continue;
-                }
-                std::shared_future<Result<Universe>> uf =
-                    std::async(std::launch::async, [this, p = dep.project] {
-                      return load_universe(p);
-                    }).share();
-                m_universes.emplace(dep.project, uf);
-              }
-            }
+    const auto finish = [this, c, speculative, promise](Result<CoreMetadata> md) {
+      if (md && speculative) {
+        for (const Requirement& dep : md->requires_dist) {
+          auto applies = dep.applies(m_c.env);
+          if (applies && *applies && dep.url.empty()) {
+            start_universe(dep.project, true);
           }
-          return md;
-        }).share();
-    m_metadata.emplace(key, f);
+        }
+      }
+      promise->set_value(std::move(md));
+    };
+    if (auto recorded = recorded_metadata(c)) {
+      finish(std::move(*recorded));
+    } else {
+      m_pool.submit([this, c, finish] { finish(read_metadata(c)); });
+    }
     return f;
+  }
+
+  /// The store's record of a candidate's METADATA, checked against the wheel's name, if there is one.
+  std::optional<Result<CoreMetadata>> recorded_metadata(const Candidate& c) const {
+    if (c.file.sha256.empty()) {
+      return std::nullopt;
+    }
+    auto cached = m_c.store->get_record(k_metadata_ns, c.file.sha256);
+    if (!cached) {
+      return std::nullopt;
+    }
+    auto m = parse_core_metadata(*cached, fmt::format("{} (METADATA)", c.file.filename));
+    if (!m) {
+      return std::nullopt;
+    }
+    return checked_metadata(c, std::move(*m));
+  }
+
+  static Result<CoreMetadata> checked_metadata(const Candidate& c, CoreMetadata md) {
+    if (md.project != c.wheel->project || !(md.version == c.wheel->version)) {
+      return invalid_input("the METADATA of {} names {} {}; the wheel or the index is wrong", c.file.filename,
+                           md.name, md.version.str());
+    }
+    return md;
   }
 
   void prefetch_metadata(const Candidate& c) { start_metadata(c, true); }
@@ -812,7 +908,6 @@ private:
       if (sha && store.has(*sha)) {
         return read_wheel_metadata(store.blob_path(*sha), c.file.filename);
       }
-      m_slots.acquire();
       Result<std::string> text = [&]() -> Result<std::string> {
         if (c.file.has_metadata) {
           FetchOptions fetch;
@@ -829,7 +924,6 @@ private:
       }();
       ++m_metadata_reads;
       if (text && !text->empty()) {
-        m_slots.release();
         LS_TRY_ASSIGN(CoreMetadata m, parse_core_metadata(*text, what));
         if (!c.file.sha256.empty()) {
           if (auto r = store.put_record(k_metadata_ns, c.file.sha256, *text); !r) {
@@ -839,11 +933,9 @@ private:
         return m;
       }
       if (!text) {
-        m_slots.release();
         return text.error();
       }
       if (!sha) {
-        m_slots.release();
         return invalid_input(
             "the index gives no sha256 for {} ({}); lockstep pins every file by sha256: use an "
             "index that lists #sha256= hashes",
@@ -854,7 +946,6 @@ private:
       fetch.local_roots = m_c.local_roots;
       Result<std::vector<BlobInfo>> blobs =
           fetch_all(store, {Download{c.file.url, *sha, c.file.size, c.file.filename}}, fetch);
-      m_slots.release();
       if (!blobs) {
         return blobs.error();
       }
@@ -863,11 +954,7 @@ private:
     if (!md) {
       return md;
     }
-    if (md->project != c.wheel->project || !(md->version == c.wheel->version)) {
-      return invalid_input("the METADATA of {} names {} {}; the wheel or the index is wrong", c.file.filename,
-                           md->name, md->version.str());
-    }
-    return md;
+    return checked_metadata(c, std::move(*md));
   }
 
   const ResolveContext& m_c;
@@ -877,6 +964,7 @@ private:
   std::vector<std::uint64_t> m_depth;
   std::map<std::pair<std::string, std::string>, pubgrub::PackageId> m_ids;
   std::map<std::string, std::set<std::string>> m_hashes; // project -> allowed sha256 (hash-checking mode)
+  std::map<std::string, std::uint64_t> m_request_order;  // project -> the first request naming it
   std::set<std::string> m_prerelease_named;              // projects a requirement names a pre-release of
   std::set<std::string> m_without_pre;                   // projects whose sets left pre-releases out
   bool m_stale = false;                  // a project got named after sets of it left its pre-releases out
@@ -887,8 +975,8 @@ private:
   bool m_stopping = false;
   std::map<std::string, std::shared_future<Result<Universe>>> m_universes;
   std::map<MetadataKey, std::shared_future<Result<CoreMetadata>>> m_metadata;
-  std::counting_semaphore<k_fetch_slots> m_slots{k_fetch_slots};
   std::atomic<std::size_t> m_pages{0};
+  FetchPool m_pool{k_fetch_slots}; // last: its threads stop before the maps above go
   std::atomic<std::size_t> m_metadata_reads{0};
 
 public:
@@ -909,7 +997,9 @@ Result<WheelResolution> resolve_wheels(const ResolveContext& context,
   while (true) {
     WheelProvider provider(c, requests);
     provider.start();
+    log::Timer solving("solve Python packages (PubGrub)");
     LS_TRY_ASSIGN(pubgrub::Outcome outcome, pubgrub::solve(provider, 0, 0));
+    solving.stop();
     if (provider.stale()) {
       c.prerelease_named = provider.named_prereleases();
       continue;
@@ -927,6 +1017,7 @@ Result<WheelResolution> resolve_wheels(const ResolveContext& context,
         }
       }
     } else {
+      log::Timer reasons("chains of the chosen wheels");
       LS_TRY_ASSIGN(out.wheels, provider.wheels(outcome));
     }
     out.index_pages = provider.pages_read();

@@ -173,7 +173,9 @@ class Handler(Base):
     def log_message(self, format, *args):
         sys.stderr.write(format % args + "\n")
         sys.stderr.flush()
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=root))
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 128  # parallel clients: the default backlog of 5 drops their SYNs (1 s retries)
+server = Server(("127.0.0.1", 0), functools.partial(Handler, directory=root))
 server.daemon_threads = True
 print(server.server_address[1], flush=True)
 def watchdog():

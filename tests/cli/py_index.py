@@ -47,9 +47,16 @@ class IndexHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class Server(http.server.ThreadingHTTPServer):
+    # A real index (PyPI's CDN, nginx) takes many connections at once; socketserver's default
+    # backlog of 5 makes the kernel drop the SYNs of parallel clients, which then wait a second
+    # to retry.
+    request_queue_size = 128
+
+
 def serve(root):
     import functools
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(IndexHandler, directory=root))
+    server = Server(("127.0.0.1", 0), functools.partial(IndexHandler, directory=root))
     server.daemon_threads = True
     print(server.server_address[1], flush=True)
     server.serve_forever()

@@ -72,7 +72,9 @@ public:
     return out;
   }
 
-  Priority priority(PackageId p, const VersionSet& allowed) override { return {allowed.count(), m_names[p]}; }
+  Priority priority(PackageId p, const VersionSet& allowed) override {
+    return {allowed.count(), std::string_view(m_names[p])};
+  }
 
   std::string describe(PackageId p, const VersionSet& versions) override {
     const std::string& name = m_names[p];
