@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
@@ -47,6 +48,17 @@ void apply_context(const Context& ctx) {
 }
 
 } // namespace
+
+std::string command_footer(std::string_view examples, std::initializer_list<ExitCode> codes) {
+  std::string out = std::string(examples) + "\n\nExit codes:\n";
+  for (const ExitCodeMeaning& e : k_exit_codes) {
+    if (std::find(codes.begin(), codes.end(), e.code) != codes.end()) {
+      out += fmt::format("  {:<3} {}\n", static_cast<int>(e.code), e.meaning);
+    }
+  }
+  out.pop_back();
+  return out;
+}
 
 void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json) {
   if (with_json) {

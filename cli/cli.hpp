@@ -7,8 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace lockstep::cli {
 
@@ -31,6 +33,10 @@ struct Context {
 
 /// Adds the common flags (--json, --debug, --quiet) to a subcommand.
 void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json = true);
+
+/// A command's --help footer: its examples, then the exit codes it ends with, worded as in the shared
+/// table (support/result.hpp).
+std::string command_footer(std::string_view examples, std::initializer_list<ExitCode> codes);
 
 /// Adds the registry flags (--tls-verify, --connections) to a command that reads or writes registry images.
 void add_registry_flags(CLI::App& cmd, Context& ctx);

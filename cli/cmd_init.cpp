@@ -39,19 +39,6 @@ The base is the Debian suite whose python3 is the project's Python (bookworm for
 3.13), else the official python:X.Y image. A `stack:` with the framework is added when torch,
 tensorflow or jax is among the requirements. init never overwrites a file.)";
 
-constexpr std::array k_codes = {ExitCode::ok, ExitCode::invalid_input, ExitCode::io};
-
-std::string footer() {
-  std::string out = std::string(k_examples) + "\n\nExit codes:\n";
-  for (const ExitCodeMeaning& e : k_exit_codes) {
-    if (std::find(k_codes.begin(), k_codes.end(), e.code) != k_codes.end()) {
-      out += fmt::format("  {:<3} {}\n", static_cast<int>(e.code), e.meaning);
-    }
-  }
-  out.pop_back();
-  return out;
-}
-
 struct InitArgs {
   std::string from;
   std::string name;
@@ -253,7 +240,7 @@ void register_init(CLI::App& app, Context& ctx) {
       ->type_name("FILE")
       ->capture_default_str();
   add_common_flags(*cmd, ctx, false);
-  cmd->footer(footer());
+  cmd->footer(command_footer(k_examples, {ExitCode::ok, ExitCode::invalid_input, ExitCode::io}));
   cmd->callback([args, &ctx] { ctx.action = [args] { return run_init(*args); }; });
 }
 

@@ -31,20 +31,6 @@ constexpr const char* k_examples = R"(Examples:
 
 The output depends only on the lockstep version: the same lockstep prints the same bytes.)";
 
-// The codes this command ends with, worded as in the shared table (support/result.hpp).
-constexpr std::array k_codes = {ExitCode::ok, ExitCode::invalid_input, ExitCode::io};
-
-std::string footer() {
-  std::string out = std::string(k_examples) + "\n\nExit codes:\n";
-  for (const ExitCodeMeaning& e : k_exit_codes) {
-    if (std::find(k_codes.begin(), k_codes.end(), e.code) != k_codes.end()) {
-      out += fmt::format("  {:<3} {}\n", static_cast<int>(e.code), e.meaning);
-    }
-  }
-  out.pop_back();
-  return out;
-}
-
 struct SchemaArgs {
   std::string output;
 };
@@ -72,7 +58,7 @@ void register_schema(CLI::App& app, Context& ctx) {
   cmd->add_option("-o,--output", args->output, "Write to FILE (atomically) instead of standard output")
       ->type_name("FILE");
   add_common_flags(*cmd, ctx, false);
-  cmd->footer(footer());
+  cmd->footer(command_footer(k_examples, {ExitCode::ok, ExitCode::invalid_input, ExitCode::io}));
   cmd->callback([args, &ctx] { ctx.action = [args] { return run_schema(*args); }; });
 }
 

@@ -610,6 +610,16 @@ private:
     return std::pair{*s, std::move(*text)};
   }
 
+  // A pip request read from a project file at `where` (the spec entry that names the file).
+  static PackageRequest pip_request(const ImportedRequirement& r, const SourceLocation& where) {
+    PackageRequest req;
+    req.text = r.text;
+    req.name = r.text;
+    req.from_file = r.where;
+    req.location = where;
+    return req;
+  }
+
   // `{pyproject: FILE, extras: [...]}`: [project].dependencies and the named optional dependencies.
   void pyproject_file(const Node& item, const std::string& path, std::vector<PackageRequest>& out) {
     const MapEntry* file = item.find("pyproject");
@@ -641,12 +651,7 @@ private:
       return;
     }
     for (const ImportedRequirement& r : *reqs) {
-      PackageRequest req;
-      req.text = r.text;
-      req.name = r.text;
-      req.from_file = r.where;
-      req.location = file->value.location;
-      out.push_back(std::move(req));
+      out.push_back(pip_request(r, file->value.location));
     }
   }
 
@@ -672,12 +677,7 @@ private:
       return;
     }
     for (const ImportedRequirement& r : env->pip) {
-      PackageRequest req;
-      req.text = r.text;
-      req.name = r.text;
-      req.from_file = r.where;
-      req.location = file->value.location;
-      out.pip.push_back(std::move(req));
+      out.pip.push_back(pip_request(r, file->value.location));
     }
     for (const ImportedRequirement& r : env->apt) {
       PackageRequest req;
