@@ -29,6 +29,7 @@ struct LockArgs {
   bool check = false;
   std::vector<std::string> update;
   bool update_given = false;
+  bool refresh = false;
   bool allow_outside = false;
 };
 
@@ -38,15 +39,18 @@ constexpr const char* k_examples = R"(Examples:
   lockstep lock --update openmpi-bin     move only openmpi-bin (and what it needs) to the newest versions
   lockstep lock --update base            move an image base to the manifest its reference names now
   lockstep lock --update                 re-resolve everything to the newest versions
+  lockstep lock --refresh                read every Python index page again (not the cached copies)
   lockstep lock examples/mpi-hello/lockstep.yaml --json
 
 An existing lock's versions are kept for everything not named in --update; a lock whose inputs
 (platform, base, repos, packages, git sources) match the spec is left alone without network access.
+Python index pages are reused for the Cache-Control max-age the index sends (PyPI: 10 minutes);
+--update and --refresh read them again, and so does a request the cached pages can't satisfy.
 The lock records the image epoch: SOURCE_DATE_EPOCH when set, else the previous lock's, else 0.)";
 
-Result<void> write_lock(const std::filesystem::path& path, const envspec::Lock& lock) {
+Result<void> write_lock(const std::filesystem::path& path, const std::string& text) {
   LS_TRY_ASSIGN(AtomicFile file, AtomicFile::create(path, 0644));
-  LS_TRY(file.write(envspec::render_lock(lock)));
+  LS_TRY(file.write(text));
   return file.commit();
 }
 
@@ -89,14 +93,17 @@ Result<std::int64_t> lock_epoch(const std::optional<envspec::Lock>& previous) {
 }
 
 Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
-  // Loading libcurl (dlopen of it and its libraries, about 12 ms) overlaps reading the spec and the
-  // previous lock: a re-lock that reads one index page then doesn't wait for it.
+  // Loading libcurl (dlopen of it and its libraries, about 12 ms of a core) overlaps reading the
+  // spec and the previous lock: a re-lock that needs one index page or METADATA file then doesn't
+  // wait for it (and one that needs nothing finishes before it).
   auto curl_ready = std::async(std::launch::async, [] { (void)curl::libcurl(); });
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
+  log::Timer load_timer("read the spec");
   LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
   const std::filesystem::path lock_path = lock_path_of(spec, args.lock);
   const nlohmann::json inputs = envspec::lock_inputs(spec);
+  load_timer.stop();
 
   if (args.check) {
     LS_TRY_ASSIGN(envspec::Lock lock, envspec::read_lock(lock_path));
@@ -133,7 +140,9 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
     return ExitCode::ok;
   }
 
+  log::Timer previous_timer("read the previous lock");
   const std::optional<envspec::Lock> previous = existing_lock(lock_path);
+  previous_timer.stop();
   const bool fresh = previous && envspec::describe_input_changes(previous->inputs, inputs).empty();
   if (fresh && !args.update_given && std::getenv("SOURCE_DATE_EPOCH") == nullptr) {
     if (ctx.json) {
@@ -157,6 +166,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   std::copy_if(args.update.begin(), args.update.end(), std::back_inserter(names),
                [](const std::string& n) { return !n.empty(); });
   options.update_all = args.update_given && names.empty();
+  options.refresh = args.refresh || args.update_given;
   options.update.insert(names.begin(), names.end());
   LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
   LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
@@ -178,10 +188,13 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   }
   std::vector<std::string> changes =
       previous ? builder::describe_lock_changes(*previous, lock) : std::vector<std::string>{};
-  const bool same = previous && envspec::render_lock(*previous) == envspec::render_lock(lock);
+  log::Timer write_timer("write the lock");
+  const std::string text = envspec::render_lock(lock);
+  const bool same = previous && envspec::render_lock(*previous) == text;
   if (!same) {
-    LS_TRY(write_lock(lock_path, lock));
+    LS_TRY(write_lock(lock_path, text));
   }
+  write_timer.stop();
   if (ctx.json) {
     nlohmann::json j{{"lock", lock_path.string()},
                      {"written", !same},
@@ -231,7 +244,7 @@ Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, c
   options.previous = previous;
   LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
   LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
-  LS_TRY(write_lock(lock_path, lock));
+  LS_TRY(write_lock(lock_path, envspec::render_lock(lock)));
   log::info("wrote {} ({} artifacts)", lock_path.string(), lock.artifacts.size());
   return std::optional<envspec::Lock>(std::move(lock));
 }
@@ -247,6 +260,9 @@ void register_lock(CLI::App& app, Context& ctx) {
                   "Move only these packages, or the image base with 'base' (none named: everything)")
       ->type_name("NAME")
       ->expected(0, -1);
+  cmd->add_flag(
+      "--refresh", args->refresh,
+      "Read every Python index page again, even those the cache holds fresh (Cache-Control max-age)");
   cmd->add_flag("--allow-outside", args->allow_outside,
                 "Allow host paths the spec reads (extends, copy, local repositories) outside its directory");
   add_common_flags(*cmd, ctx);

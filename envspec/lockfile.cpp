@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
 #include <regex>
@@ -132,21 +133,35 @@ private:
 // architecture (one dpkg database entry each), a wheel project (one installed version), a git
 // repository at one rev with another commit or tree. `lockstep lock` writes one git artifact per copy
 // item, so two copies of one repository at one rev repeat an identical entry, which is allowed.
+// [A-Za-z0-9][A-Za-z0-9._+:/@~-]*: a package or project name as the lock writes it.
+bool valid_artifact_name(std::string_view name) {
+  if (name.empty() || std::isalnum(static_cast<unsigned char>(name.front())) == 0) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 ||
+           std::string_view("._+:/@~-").find(ch) != std::string_view::npos;
+  });
+}
+
+// A full commit id: 40 lowercase hex digits.
+bool valid_commit(std::string_view rev) {
+  return rev.size() == 40 && std::all_of(rev.begin(), rev.end(), [](char ch) {
+           return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+         });
+}
+
 class ArtifactKeys {
 public:
   void check(const LockReader& r, const std::string& path, const LockedArtifact& a,
              const std::vector<LockedArtifact>& earlier) {
     std::string key;
-    std::string shown;
     if (a.kind == "deb") {
       key = "deb\n" + a.name + "\n" + a.arch;
-      shown = fmt::format("deb package '{}' ({})", a.name, a.arch);
     } else if (a.kind == "wheel") {
       key = "wheel\n" + normalize_project_name(a.name);
-      shown = fmt::format("wheel project '{}'", a.name);
     } else {
       key = "git\n" + a.name + "\n" + a.rev;
-      shown = fmt::format("git repository '{}' at '{}'", a.name, a.rev);
     }
     const auto [it, inserted] = m_first.emplace(std::move(key), earlier.size());
     if (inserted) {
@@ -156,6 +171,9 @@ public:
     if (a.kind == "git" && first.version == a.version && first.sha256 == a.sha256 && first.size == a.size) {
       return;
     }
+    const std::string shown = a.kind == "deb"     ? fmt::format("deb package '{}' ({})", a.name, a.arch)
+                              : a.kind == "wheel" ? fmt::format("wheel project '{}'", a.name)
+                                                  : fmt::format("git repository '{}' at '{}'", a.name, a.rev);
     r.fail(path, fmt::format("duplicate {}, first at artifacts[{}]; a lock holds one artifact for each",
                              shown, it->second));
   }
@@ -528,7 +546,6 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     if (!artifacts.is_array()) {
       r.fail("artifacts", "expected a list");
     }
-    static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+:/@~-]*");
     ArtifactKeys seen;
     for (std::size_t i = 0; i < artifacts.size(); ++i) {
       const std::string path = fmt::format("artifacts[{}]", i);
@@ -543,7 +560,7 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       }
       a.name = r.str(j, path, "name");
       a.version = r.str(j, path, "version");
-      if (a.name.empty() || a.version.empty() || (a.kind != "git" && !std::regex_match(a.name, name_re))) {
+      if (a.name.empty() || a.version.empty() || (a.kind != "git" && !valid_artifact_name(a.name))) {
         r.fail(path + ".name", fmt::format("invalid name '{}' or version '{}'", a.name, a.version));
       }
       a.arch = r.str(j, path, "arch", true);
@@ -571,7 +588,7 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       if (a.kind == "deb" && (a.arch.empty() || a.group.empty() || a.repo < 0)) {
         r.fail(path, "a deb needs arch, group and repo");
       }
-      if (a.kind == "git" && !std::regex_match(a.version, std::regex("[0-9a-f]{40}"))) {
+      if (a.kind == "git" && !valid_commit(a.version)) {
         r.fail(path + ".version", "a git artifact's version is a full 40-hex commit id");
       }
       seen.check(r, path, a, lock.artifacts);

@@ -1,13 +1,20 @@
 #include "support/blob_store.hpp"
 
+#include "support/log.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 #include <system_error>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 namespace lockstep {
@@ -150,18 +157,73 @@ Result<void> BlobStore::export_to(const Digest& digest, std::int64_t size, const
   return link_or_copy(p, dest);
 }
 
-std::optional<std::string> BlobStore::get_record(std::string_view ns, std::string_view key) const {
-  auto data = read_file(m_root / "records" / std::string(ns) / std::string(key), 1 << 20);
+std::optional<std::string> BlobStore::get_record(std::string_view ns, std::string_view key,
+                                                 std::uint64_t max_size) const {
+  auto data = read_file(m_root / "records" / std::string(ns) / std::string(key), max_size);
   if (!data) {
     return std::nullopt;
   }
   return std::move(*data);
 }
 
-Result<void> BlobStore::put_record(std::string_view ns, std::string_view key, std::string_view value) const {
+Result<void> BlobStore::put_record(std::string_view ns, std::string_view key, std::string_view value,
+                                   bool durable) const {
   fs::path dir = m_root / "records" / std::string(ns);
   LS_TRY(make_dirs(dir));
-  return write_file_atomic(dir / std::string(key), value);
+  return write_file_atomic(dir / std::string(key), value, 0644, durable);
+}
+
+struct BlobStore::RecordQueue::Shared {
+  const BlobStore& store;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::tuple<std::string, std::string, std::string>> queue;
+  bool stop = false;
+  std::thread thread; // started with the first record
+
+  explicit Shared(const BlobStore& s) : store(s) {}
+
+  void work() {
+    std::unique_lock lock(mutex);
+    while (true) {
+      wake.wait(lock, [this] { return stop || !queue.empty(); });
+      if (queue.empty()) {
+        return;
+      }
+      auto [ns, key, value] = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      if (auto r = store.put_record(ns, key, value, false); !r) {
+        log::debug("can't write the record {}/{}: {}", ns, key, r.error().message);
+      }
+      lock.lock();
+    }
+  }
+};
+
+BlobStore::RecordQueue::RecordQueue(const BlobStore& store) : m_shared(std::make_unique<Shared>(store)) {
+}
+
+BlobStore::RecordQueue::~RecordQueue() {
+  {
+    std::lock_guard lock(m_shared->mutex);
+    m_shared->stop = true;
+  }
+  m_shared->wake.notify_one();
+  if (m_shared->thread.joinable()) {
+    m_shared->thread.join();
+  }
+}
+
+void BlobStore::RecordQueue::put(std::string ns, std::string key, std::string value) {
+  {
+    std::lock_guard lock(m_shared->mutex);
+    m_shared->queue.emplace_back(std::move(ns), std::move(key), std::move(value));
+    if (!m_shared->thread.joinable()) {
+      m_shared->thread = std::thread([shared = m_shared.get()] { shared->work(); });
+    }
+  }
+  m_shared->wake.notify_one();
 }
 
 } // namespace lockstep

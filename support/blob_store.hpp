@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,9 +78,30 @@ public:
   Result<void> export_to(const Digest& digest, std::int64_t size, const std::filesystem::path& dest) const;
 
   /// A small record under ROOT/records/NS/KEY, or nullopt if absent.
-  [[nodiscard]] std::optional<std::string> get_record(std::string_view ns, std::string_view key) const;
-  /// Writes a record atomically.
-  Result<void> put_record(std::string_view ns, std::string_view key, std::string_view value) const;
+  [[nodiscard]] std::optional<std::string> get_record(std::string_view ns, std::string_view key,
+                                                      std::uint64_t max_size = 1 << 20) const;
+  /// Writes a record atomically; durably unless `durable` is false (records that readers check and
+  /// can do without: fetched metadata, cached index pages).
+  Result<void> put_record(std::string_view ns, std::string_view key, std::string_view value,
+                          bool durable = true) const;
+
+  /// Records written one at a time on a thread of their own, unsynced (see put_record), in the
+  /// order given, while the caller goes on: threads that fetch in parallel hand their records
+  /// here instead of creating files in one directory at once (which contends on it). The
+  /// destructor finishes what is queued. A record that can't be written is dropped (logged at
+  /// debug level): these are caches.
+  class RecordQueue {
+  public:
+    explicit RecordQueue(const BlobStore& store);
+    ~RecordQueue();
+    RecordQueue(const RecordQueue&) = delete;
+    RecordQueue& operator=(const RecordQueue&) = delete;
+    void put(std::string ns, std::string key, std::string value);
+
+  private:
+    struct Shared;
+    std::unique_ptr<Shared> m_shared;
+  };
 
 private:
   explicit BlobStore(std::filesystem::path root) : m_root(std::move(root)) {}

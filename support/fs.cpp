@@ -329,10 +329,19 @@ Result<void> AtomicFile::commit_as(const fs::path& final_path) {
   return {};
 }
 
-Result<void> write_file_atomic(const fs::path& path, std::string_view data, mode_t mode) {
+Result<void> AtomicFile::commit_unsynced() {
+  m_fd.reset();
+  if (::rename(m_temp.c_str(), m_final.c_str()) != 0) {
+    return errno_error("can't rename " + m_temp.string() + " to " + m_final.string(), errno);
+  }
+  m_committed = true;
+  return {};
+}
+
+Result<void> write_file_atomic(const fs::path& path, std::string_view data, mode_t mode, bool durable) {
   LS_TRY_ASSIGN(AtomicFile f, AtomicFile::create(path, mode));
   LS_TRY(f.write(data));
-  return f.commit();
+  return durable ? f.commit() : f.commit_unsynced();
 }
 
 Result<TempDir> TempDir::create(const fs::path& parent, const std::string& prefix) {

@@ -112,6 +112,9 @@ public:
   void start_writeback();
   /// fsync, rename over the final path, fsync the directory.
   Result<void> commit();
+  /// rename over the final path without waiting for the disk: for caches, whose readers check what
+  /// they read (after a crash the file may be empty or absent, never half of another's bytes).
+  Result<void> commit_unsynced();
   /// Removes the temporary file now (also what the destructor does if not committed).
   void discard();
   /// Like commit() but publishes at a different path in the same directory.
@@ -131,8 +134,9 @@ private:
 /// through a new descriptor so `dir_fd`'s own position is untouched; `where` names it in errors.
 Result<std::vector<std::string>> directory_names(int dir_fd, const std::string& where);
 
-/// Writes `data` to `path` atomically.
-Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view data, mode_t mode = 0644);
+/// Writes `data` to `path` atomically (and durably unless `durable` is false: see commit_unsynced).
+Result<void> write_file_atomic(const std::filesystem::path& path, std::string_view data, mode_t mode = 0644,
+                               bool durable = true);
 
 /// A uniquely named directory removed (recursively) on destruction unless released.
 class TempDir {

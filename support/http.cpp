@@ -204,6 +204,8 @@ struct Transfer {
   std::uint64_t redirect_body = 0;
   std::optional<Error> write_error;
   std::optional<std::uint64_t> announced; // the response's Content-Length
+  std::string cache_control;              // the response's Cache-Control ("" if none)
+  std::optional<std::uint64_t> age;       // the response's Age, in seconds
   // Across attempts: bytes already counted in the progress line.
   std::uint64_t reported = 0;
 
@@ -266,29 +268,52 @@ std::size_t on_curl_write(char* data, std::size_t size, std::size_t nmemb, void*
 
 // Notes the Content-Length of the response being received (libcurl does not report it when the
 // length alone exceeds CURLOPT_MAXFILESIZE).
+// The value of header `name` (lowercase, with its colon) in a header line, trimmed; nullopt if the
+// line is another header.
+std::optional<std::string_view> header_value(std::string_view line, std::string_view name) {
+  if (line.size() < name.size()) {
+    return std::nullopt;
+  }
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) {
+      return std::nullopt;
+    }
+  }
+  std::string_view value = line.substr(name.size());
+  value.remove_prefix(std::min(value.find_first_not_of(" \t"), value.size()));
+  while (!value.empty() &&
+         (value.back() == '\r' || value.back() == '\n' || value.back() == ' ' || value.back() == '\t')) {
+    value.remove_suffix(1);
+  }
+  return value;
+}
+
+std::optional<std::uint64_t> header_number(std::string_view digits) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec == std::errc() && end != digits.data()) {
+    return value;
+  }
+  return std::nullopt;
+}
+
 std::size_t on_curl_header(char* data, std::size_t size, std::size_t nmemb, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t n = size * nmemb;
   std::string_view line(data, n);
   if (line.substr(0, 5) == "HTTP/") {
     t->announced.reset(); // a new response (after a redirect or a 100 Continue)
+    t->cache_control.clear();
+    t->age.reset();
     return n;
   }
-  constexpr std::string_view k_name = "content-length:";
-  if (line.size() <= k_name.size()) {
-    return n;
-  }
-  for (std::size_t i = 0; i < k_name.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(line[i])) != k_name[i]) {
-      return n;
-    }
-  }
-  std::uint64_t value = 0;
-  std::string_view digits = line.substr(k_name.size());
-  digits.remove_prefix(std::min(digits.find_first_not_of(" \t"), digits.size()));
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec == std::errc() && end != digits.data()) {
-    t->announced = value;
+  if (auto v = header_value(line, "content-length:")) {
+    t->announced = header_number(*v);
+  } else if (auto cc = header_value(line, "cache-control:")) {
+    // Several Cache-Control lines form one list.
+    t->cache_control += (t->cache_control.empty() ? "" : ", ") + std::string(cc->substr(0, 1024));
+  } else if (auto age = header_value(line, "age:")) {
+    t->age = header_number(*age);
   }
   return n;
 }
@@ -594,6 +619,11 @@ Result<std::string> http_get(const std::string& url, std::uint64_t max_size) {
 }
 
 Result<std::string> http_get(const std::string& url, const FetchOptions& options) {
+  LS_TRY_ASSIGN(FetchedBody response, http_get_response(url, options));
+  return std::move(response.body);
+}
+
+Result<FetchedBody> http_get_response(const std::string& url, const FetchOptions& options) {
   StringBodySink sink;
   Transfer t;
   t.url = url;
@@ -602,7 +632,11 @@ Result<std::string> http_get(const std::string& url, const FetchOptions& options
   t.sink = &sink;
   EasyHandle easy;
   LS_TRY(run_transfer(easy, t, options));
-  return std::move(sink.body);
+  FetchedBody out;
+  out.body = std::move(sink.body);
+  out.cache_control = std::move(t.cache_control);
+  out.age = t.age;
+  return out;
 }
 
 Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vector<Download>& downloads,

@@ -52,6 +52,16 @@ Result<std::string> http_get(const std::string& url, std::uint64_t max_size);
 /// http_get with explicit limits, retry policy and local roots.
 Result<std::string> http_get(const std::string& url, const FetchOptions& options);
 
+/// A body with the response headers an HTTP cache needs (RFC 9111); both empty for local files.
+struct FetchedBody {
+  std::string body;
+  std::string cache_control;        ///< Cache-Control, several lines joined with ", "
+  std::optional<std::uint64_t> age; ///< Age: seconds the response already spent in caches
+};
+
+/// http_get, with the caching headers of the final response.
+Result<FetchedBody> http_get_response(const std::string& url, const FetchOptions& options);
+
 /// One file to download into the blob store.
 struct Download {
   std::string url;

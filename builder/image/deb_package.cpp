@@ -1,9 +1,9 @@
 #include "builder/image/deb_package.hpp"
 
 #include "support/debian/deb822.hpp"
+#include "support/debian/deb_archive.hpp"
 #include "support/debian/debian_version.hpp"
 #include "support/fs.hpp"
-#include "support/interrupt.hpp"
 #include "support/oci/layer_model.hpp"
 #include "support/oci/tar_reader.hpp"
 #include "support/process.hpp"
@@ -12,17 +12,11 @@
 // The low-level MD5 interface needs no provider lookup (see support/digest.cpp). MD5 is what dpkg
 // records (md5sums, Conffiles); lockstep never trusts it for integrity, the lock's SHA-256 does that.
 #define OPENSSL_SUPPRESS_DEPRECATED
-#include <archive.h>
-#include <archive_entry.h>
 #include <openssl/md5.h>
-
-#include <fcntl.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cerrno>
 #include <memory>
 #include <optional>
 #include <set>
@@ -37,16 +31,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // ---- Bounds on hostile archives -------------------------------------------------------------------
-constexpr std::int64_t k_max_debian_binary = 64;
-constexpr std::size_t k_max_ar_members = 16;
 constexpr std::int64_t k_max_control_member = 64LL << 20;   // one control file (md5sums of a huge package)
 constexpr std::uint64_t k_max_control_total = 256ULL << 20; // all of control.tar, uncompressed
 constexpr std::size_t k_max_control_members = 10000;        // entries in control.tar
-constexpr std::int64_t k_max_data_member = 64LL << 30;      // one file in data.tar
-constexpr std::uint64_t k_max_data_total = 256ULL << 30;    // all files of one package
-constexpr std::size_t k_max_data_members = 4U << 20;        // entries in one data.tar
-constexpr std::size_t k_max_name = 4095;                    // PATH_MAX - 1 for names and link targets
-constexpr std::uint32_t k_max_id = 0xFFFFFFFEU;             // (uid_t)-1 is not an owner
 constexpr const char* k_database_owner = "the dpkg database";
 
 // Control members dpkg keeps in /var/lib/dpkg/info (besides "control", which goes into status).
@@ -59,16 +46,6 @@ constexpr std::array<std::string_view, 5> k_script_files = {"preinst", "postinst
 // Top-level directories that merged /usr moves under /usr (usrmerge's and debootstrap's list).
 constexpr std::array<std::string_view, 7> k_merged_dirs = {"bin",   "sbin",   "lib",   "lib32",
                                                            "lib64", "libx32", "libo32"};
-
-struct ArchiveFree {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-using ArchiveHandle = std::unique_ptr<struct archive, ArchiveFree>;
-
-std::string archive_message(struct archive* a) {
-  const char* m = archive_error_string(a);
-  return m != nullptr ? m : "unknown error";
-}
 
 class Md5 {
 public:
@@ -109,337 +86,24 @@ std::string_view type_name(TarEntry::Type t) {
   }
 }
 
-// ---- The ar container ----------------------------------------------------------------------------
-
-// One member of a .deb's inner tar (control.tar or data.tar), checked.
-struct DebMember {
-  std::string name; // normalised ("usr/bin/x"); "" for the root "./"
-  TarEntry::Type type = TarEntry::Type::file;
-  std::uint32_t mode = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::int64_t mtime = 0;
-  std::int64_t size = 0;
-  std::string link_target; // symlink: verbatim; hard link: normalised member name
-};
-
-// A tar inside the ar archive, read through the ar member's data (no temporary file).
-class InnerTar {
-public:
-  static Result<std::unique_ptr<InnerTar>> open(struct archive* outer, const std::string& member,
-                                                std::string_view suffix, std::string where) {
-    auto self = std::unique_ptr<InnerTar>(new InnerTar(outer, std::move(where)));
-    struct archive* a = archive_read_new();
-    if (a == nullptr) {
-      return internal_error("libarchive: out of memory");
-    }
-    self->m_archive.reset(a);
-    archive_read_support_format_tar(a);
-    // Only the compressor the member's name announces (libarchive falls back to none otherwise,
-    // which the filter check after the first header catches).
-    int rc = ARCHIVE_OK;
-    if (suffix == ".gz") {
-      rc = archive_read_support_filter_gzip(a);
-      self->m_filter = ARCHIVE_FILTER_GZIP;
-    } else if (suffix == ".xz") {
-      rc = archive_read_support_filter_xz(a);
-      self->m_filter = ARCHIVE_FILTER_XZ;
-    } else if (suffix == ".zst") {
-      rc = archive_read_support_filter_zstd(a);
-      self->m_filter = ARCHIVE_FILTER_ZSTD;
-    } else if (suffix == ".bz2") {
-      rc = archive_read_support_filter_bzip2(a);
-      self->m_filter = ARCHIVE_FILTER_BZIP2;
-    } else if (suffix == ".lzma") {
-      rc = archive_read_support_filter_lzma(a);
-      self->m_filter = ARCHIVE_FILTER_LZMA;
-    } else {
-      rc = archive_read_support_filter_none(a);
-      self->m_filter = ARCHIVE_FILTER_NONE;
-    }
-    if (rc != ARCHIVE_OK) {
-      // ARCHIVE_WARN: libarchive would run an external program; lockstep never lets it.
-      return external_error("{}: this libarchive can't decompress {} in-process", self->m_where, member);
-    }
-    self->m_member = member;
-    if (archive_read_open(a, self.get(), nullptr, &InnerTar::read_callback, nullptr) != ARCHIVE_OK) {
-      return self->failure("not a valid " + member);
-    }
-    return self;
+// The layer entry type of a package member.
+TarEntry::Type tar_type(DebMember::Type t) {
+  switch (t) {
+  case DebMember::Type::file:
+    break;
+  case DebMember::Type::dir:
+    return TarEntry::Type::dir;
+  case DebMember::Type::symlink:
+    return TarEntry::Type::symlink;
+  case DebMember::Type::hardlink:
+    return TarEntry::Type::hardlink;
   }
+  return TarEntry::Type::file;
+}
 
-  // The next member, checked; nullopt at the end.
-  Result<std::optional<DebMember>> next() {
-    struct archive_entry* entry = nullptr;
-    int rc = archive_read_next_header(m_archive.get(), &entry);
-    if (rc == ARCHIVE_EOF) {
-      return std::optional<DebMember>();
-    }
-    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
-      return failure(m_last.empty() ? "not a valid " + m_member
-                                    : "can't read the member after '" + m_last + "'");
-    }
-    if (!m_filter_checked) {
-      m_filter_checked = true;
-      int count = archive_filter_count(m_archive.get());
-      if (archive_filter_code(m_archive.get(), 0) != m_filter ||
-          count > (m_filter == ARCHIVE_FILTER_NONE ? 1 : 2)) {
-        return invalid_input("{}: {} is not compressed the way its name says ({}); refusing the package",
-                             m_where, m_member, archive_filter_name(m_archive.get(), 0));
-      }
-    }
-    const char* raw = archive_entry_pathname(entry);
-    if (raw == nullptr) {
-      raw = archive_entry_pathname_utf8(entry);
-    }
-    if (raw == nullptr) {
-      return invalid_input("{}: {} has a member with an unreadable name", m_where, m_member);
-    }
-    std::string_view raw_name(raw);
-    if (raw_name.size() > k_max_name) {
-      return invalid_input("{}: {} has a member name of {} bytes (at most {})", m_where, m_member,
-                           raw_name.size(), k_max_name);
-    }
-    auto name = normalize_member_name(raw_name);
-    if (!name) {
-      return invalid_input("{}: {}: {}; refusing the package", m_where, m_member, name.error().message);
-    }
-    DebMember m;
-    m.name = std::move(*name);
-    m_last = m.name;
-    m.mode = static_cast<std::uint32_t>(archive_entry_perm(entry)) & 07777U;
-    auto uid = archive_entry_uid(entry);
-    auto gid = archive_entry_gid(entry);
-    if (uid < 0 || gid < 0 || uid > k_max_id || gid > k_max_id) {
-      return invalid_input("{}: {}: '{}' has an invalid owner {}:{}", m_where, m_member, m.name, uid, gid);
-    }
-    m.uid = static_cast<std::uint32_t>(uid);
-    m.gid = static_cast<std::uint32_t>(gid);
-    m.mtime = archive_entry_mtime(entry);
-    if (const char* target = archive_entry_hardlink(entry); target != nullptr) {
-      auto t = normalize_member_name(target);
-      if (!t || t->empty()) {
-        return invalid_input(
-            "{}: {}: hard link '{}' -> '{}' is not a path inside the package; refusing the package", m_where,
-            m_member, m.name, target);
-      }
-      m.type = TarEntry::Type::hardlink;
-      m.link_target = std::move(*t);
-      return std::optional<DebMember>(std::move(m));
-    }
-    switch (archive_entry_filetype(entry)) {
-    case AE_IFREG:
-      m.type = TarEntry::Type::file;
-      m.size = archive_entry_size(entry);
-      if (m.size < 0 || m.size > k_max_data_member) {
-        return invalid_input("{}: {}: '{}' has a size of {} bytes (at most {})", m_where, m_member, m.name,
-                             m.size, k_max_data_member);
-      }
-      break;
-    case AE_IFDIR:
-      m.type = TarEntry::Type::dir;
-      break;
-    case AE_IFLNK: {
-      m.type = TarEntry::Type::symlink;
-      const char* target = archive_entry_symlink(entry);
-      m.link_target = target != nullptr ? target : "";
-      if (m.link_target.empty() || m.link_target.size() > k_max_name) {
-        return invalid_input("{}: {}: symlink '{}' has an empty or overlong target", m_where, m_member,
-                             m.name);
-      }
-      break;
-    }
-    case AE_IFCHR:
-    case AE_IFBLK:
-      return invalid_input(
-          "{}: {}: '{}' is a device node; packages installed by lockstep may not create devices", m_where,
-          m_member, m.name);
-    default:
-      return invalid_input(
-          "{}: {}: '{}' is a FIFO, socket or unknown type; only files, directories and links "
-          "are installed",
-          m_where, m_member, m.name);
-    }
-    return std::optional<DebMember>(std::move(m));
-  }
-
-  // "WHERE: MEMBER: 'NAME' has WHY" as an invalid_input error.
-  [[nodiscard]] Error error_at(const std::string& name, const std::string& why) const {
-    return invalid_input("{}: {}: '{}' has {}", m_where, m_member, name, why);
-  }
-
-  // Reads the current member's data; 0 at its end.
-  Result<std::size_t> read(void* data, std::size_t size) {
-    la_ssize_t n = archive_read_data(m_archive.get(), data, size);
-    if (n < 0) {
-      return failure("can't read '" + m_last + "'");
-    }
-    return static_cast<std::size_t>(n);
-  }
-
-  // Reads exactly `size` bytes of the current member into a string (size already bounded).
-  Result<std::string> read_all(std::int64_t size) {
-    std::string out(static_cast<std::size_t>(size), '\0');
-    std::size_t got = 0;
-    while (got < out.size()) {
-      LS_TRY_ASSIGN(std::size_t n, read(out.data() + got, out.size() - got));
-      if (n == 0) {
-        return invalid_input("{}: {}: '{}' is truncated", m_where, m_member, m_last);
-      }
-      got += n;
-    }
-    return out;
-  }
-
-private:
-  InnerTar(struct archive* outer, std::string where)
-      : m_outer(outer), m_where(std::move(where)), m_buf(64U << 10) {}
-
-  static la_ssize_t read_callback(struct archive* /*a*/, void* client, const void** buffer) {
-    auto* self = static_cast<InnerTar*>(client);
-    la_ssize_t n = archive_read_data(self->m_outer, self->m_buf.data(), self->m_buf.size());
-    if (n < 0) {
-      self->m_outer_error = archive_message(self->m_outer);
-      return ARCHIVE_FATAL;
-    }
-    *buffer = self->m_buf.data();
-    return n;
-  }
-
-  Error failure(const std::string& doing) const {
-    // A failure of the ar archive underneath (truncation) says more than the tar reader's message.
-    std::string why = m_outer_error.empty() ? archive_message(m_archive.get()) : m_outer_error;
-    int err = archive_errno(m_archive.get());
-    ExitCode code =
-        (err == EIO || err == ENOMEM) && m_outer_error.empty() ? ExitCode::io : ExitCode::invalid_input;
-    return Error{code, fmt::format("{}: {}: {}", m_where, doing, why)};
-  }
-
-  ArchiveHandle m_archive;
-  struct archive* m_outer;
-  std::string m_where;
-  std::string m_member;
-  std::vector<char> m_buf;
-  std::string m_outer_error;
-  std::string m_last;
-  int m_filter = ARCHIVE_FILTER_NONE;
-  bool m_filter_checked = false;
-};
-
-constexpr std::array<std::string_view, 4> k_control_suffixes = {"", ".gz", ".xz", ".zst"};
-constexpr std::array<std::string_view, 6> k_data_suffixes = {"", ".gz", ".xz", ".zst", ".bz2", ".lzma"};
-
-// The ar archive of a .deb, read member by member in deb(5)'s strict order.
-class DebArchive {
-public:
-  static Result<DebArchive> open(const fs::path& deb, std::string_view what) {
-    LS_TRY_ASSIGN(UniqueFd fd, open_file(deb, O_RDONLY | O_NONBLOCK)); // a FIFO must not block us
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) {
-      return errno_error("can't stat " + deb.string(), errno);
-    }
-    if (!S_ISREG(st.st_mode)) {
-      return invalid_input("{}: {} is not a regular file", what, deb.string());
-    }
-    struct archive* a = archive_read_new();
-    if (a == nullptr) {
-      return internal_error("libarchive: out of memory");
-    }
-    DebArchive d(a, std::string(what));
-    archive_read_support_format_ar(a);
-    archive_read_support_filter_none(a);
-    if (archive_read_open_fd(a, fd.get(), 64U << 10) != ARCHIVE_OK) {
-      return invalid_input("{}: not a Debian package (an ar archive): {}", what, archive_message(a));
-    }
-    d.m_fd = std::move(fd);
-    return d;
-  }
-
-  [[nodiscard]] struct archive* get() const { return m_archive.get(); }
-
-  // Reads "debian-binary": format 2.x.
-  Result<void> read_debian_binary() {
-    LS_TRY_ASSIGN(auto name, next_name());
-    if (!name || *name != "debian-binary") {
-      return invalid_input("{}: not a Debian package: the first member is '{}', expected 'debian-binary'",
-                           m_what, name ? *name : std::string("(none)"));
-    }
-    if (m_size > k_max_debian_binary) {
-      return invalid_input("{}: debian-binary has {} bytes; expected '2.0'", m_what, m_size);
-    }
-    std::string text(static_cast<std::size_t>(std::max<std::int64_t>(m_size, 0)), '\0');
-    std::size_t got = 0;
-    while (got < text.size()) {
-      la_ssize_t n = archive_read_data(m_archive.get(), text.data() + got, text.size() - got);
-      if (n <= 0) {
-        return invalid_input("{}: can't read debian-binary: {}", m_what,
-                             n == 0 ? std::string("truncated") : archive_message(m_archive.get()));
-      }
-      got += static_cast<std::size_t>(n);
-    }
-    std::string_view line(text);
-    line = line.substr(0, line.find('\n'));
-    bool ok = line.size() >= 3 && line.substr(0, 2) == "2." &&
-              std::all_of(line.begin() + 2, line.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-              text.find('\n') != std::string::npos;
-    if (!ok) {
-      return invalid_input("{}: unsupported Debian package format '{}' in debian-binary (lockstep reads 2.x)",
-                           m_what, line);
-    }
-    return {};
-  }
-
-  // Moves to the next required member, "<stem><suffix>" with a suffix from `suffixes`, skipping
-  // members named "_*" (reserved for additions older readers ignore); returns the suffix.
-  Result<std::string> expect(std::string_view stem, const auto& suffixes) {
-    for (;;) {
-      LS_TRY_ASSIGN(auto name, next_name());
-      if (!name) {
-        return invalid_input("{}: the package ends before its {} member (truncated?)", m_what, stem);
-      }
-      if (!name->empty() && name->front() == '_') {
-        continue;
-      }
-      std::string_view n(*name);
-      if (n.substr(0, stem.size()) == stem && contains(suffixes, n.substr(stem.size()))) {
-        m_member = *name;
-        return std::string(n.substr(stem.size()));
-      }
-      return invalid_input("{}: member '{}' where {}[.gz|.xz|.zst...] was expected; refusing the package",
-                           m_what, n, stem);
-    }
-  }
-
-  [[nodiscard]] const std::string& member() const { return m_member; }
-
-private:
-  DebArchive(struct archive* a, std::string what) : m_archive(a), m_what(std::move(what)) {}
-
-  Result<std::optional<std::string>> next_name() {
-    struct archive_entry* entry = nullptr;
-    int rc = archive_read_next_header(m_archive.get(), &entry);
-    if (rc == ARCHIVE_EOF) {
-      return std::optional<std::string>();
-    }
-    if (rc != ARCHIVE_OK) {
-      return invalid_input("{}: not a valid Debian package: {}", m_what, archive_message(m_archive.get()));
-    }
-    if (++m_count > k_max_ar_members) {
-      return invalid_input("{}: more than {} ar members before data.tar; refusing the package", m_what,
-                           k_max_ar_members);
-    }
-    const char* name = archive_entry_pathname(entry);
-    m_size = archive_entry_size(entry);
-    return std::optional<std::string>(name != nullptr ? name : "");
-  }
-
-  ArchiveHandle m_archive;
-  UniqueFd m_fd;
-  std::string m_what;
-  std::string m_member;
-  std::int64_t m_size = 0;
-  std::size_t m_count = 0;
-};
+std::string_view type_name(DebMember::Type t) {
+  return type_name(tar_type(t));
+}
 
 // ---- Control file formats --------------------------------------------------------------------------
 
@@ -820,17 +484,17 @@ void report_shadowed(const DebLayerPaths::Member& old, const TarEntry& e, const 
 // A hard link's target is mapped by the caller.
 Result<TarEntry> layer_entry(const DebMember& m, const DebLayerOptions& options, std::string_view what) {
   TarEntry e;
-  e.type = m.type;
+  e.type = tar_type(m.type);
   e.mode = m.mode;
   e.uid = m.uid;
   e.gid = m.gid;
   e.mtime = std::clamp<std::int64_t>(m.mtime, 0, options.epoch);
-  e.size = m.type == TarEntry::Type::file ? m.size : 0;
+  e.size = m.type == DebMember::Type::file ? m.size : 0;
   e.link_target = m.link_target;
   e.path = layer_path_of(m.name, options.merged_usr);
   if (options.diversions != nullptr) {
     auto d = options.diversions->find("/" + m.name);
-    if (d != options.diversions->end() && d->second.by != options.package && m.type != TarEntry::Type::dir) {
+    if (d != options.diversions->end() && d->second.by != options.package && m.type != DebMember::Type::dir) {
       e.path = layer_path_of(d->second.to.substr(1), options.merged_usr); // another package diverted it
     }
   }
@@ -841,9 +505,9 @@ Result<TarEntry> layer_entry(const DebMember& m, const DebLayerOptions& options,
       e.mode = o->second.mode;
     }
   }
-  if (options.merged_usr && is_merged_dir(m.name) && m.type != TarEntry::Type::dir) {
+  if (options.merged_usr && is_merged_dir(m.name) && m.type != DebMember::Type::dir) {
     // A package that ships merged /usr's own root symlink (bin -> usr/bin) keeps it as it is.
-    if (m.type != TarEntry::Type::symlink ||
+    if (m.type != DebMember::Type::symlink ||
         (m.link_target != "usr/" + m.name && m.link_target != "/usr/" + m.name)) {
       return invalid_input("{}: ships /{} as a {}, which merged /usr makes a symlink to usr/{}", what, m.name,
                            type_name(m.type), m.name);
@@ -1086,18 +750,15 @@ Result<DebControl> read_deb_control(const fs::path& deb, std::string_view what) 
   LS_TRY_ASSIGN(DebArchive ar, DebArchive::open(deb, what));
   LS_TRY(ar.read_debian_binary());
   LS_TRY_ASSIGN(std::string suffix, ar.expect("control.tar", k_control_suffixes));
-  LS_TRY_ASSIGN(auto tar, InnerTar::open(ar.get(), ar.member(), suffix, std::string(what)));
+  LS_TRY_ASSIGN(auto tar,
+                InnerTar::open(ar.get(), ar.member(), suffix, std::string(what), k_max_control_members));
   DebControl c;
   bool have_control = false;
   std::uint64_t total = 0;
-  std::size_t count = 0;
   for (;;) {
     LS_TRY_ASSIGN(auto m, tar->next());
     if (!m) {
       break;
-    }
-    if (++count > k_max_control_members) {
-      return invalid_input("{}: {} has more than {} members", what, ar.member(), k_max_control_members);
     }
     // Every file counts towards the bound: skipping a member still decompresses it.
     total += static_cast<std::uint64_t>(m->size);
@@ -1105,10 +766,10 @@ Result<DebControl> read_deb_control(const fs::path& deb, std::string_view what) 
       return invalid_input("{}: {} holds more than {} bytes", what, ar.member(), k_max_control_total);
     }
     bool wanted = m->name == "control" || contains(k_info_files, m->name);
-    if (!wanted || m->type == TarEntry::Type::dir) {
+    if (!wanted || m->type == DebMember::Type::dir) {
       continue; // the root, other files, subdirectories: not dpkg's business either
     }
-    if (m->type != TarEntry::Type::file) {
+    if (m->type != DebMember::Type::file) {
       return invalid_input("{}: {}: '{}' is a {}, not a file", what, ar.member(), m->name,
                            type_name(m->type));
     }
@@ -1141,10 +802,7 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
   Utf8Locale locale;
   try {
     LS_TRY_ASSIGN(DebArchive ar, DebArchive::open(deb, what));
-    LS_TRY(ar.read_debian_binary());
-    LS_TRY(ar.expect("control.tar", k_control_suffixes));
-    LS_TRY_ASSIGN(std::string suffix, ar.expect("data.tar", k_data_suffixes));
-    LS_TRY_ASSIGN(auto data, InnerTar::open(ar.get(), ar.member(), suffix, std::string(what)));
+    LS_TRY_ASSIGN(auto data, open_deb_data(ar, what));
 
     DebContents out;
     out.paths.emplace_back("/.");
@@ -1153,20 +811,13 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
     std::map<std::string, std::string> placed_at;   // their paths in the layer
     std::vector<char> buf(1U << 20);
     std::uint64_t total = 0;
-    std::size_t count = 0;
     for (;;) {
       LS_TRY_ASSIGN(auto m, data->next());
       if (!m) {
         break;
       }
-      if (++count > k_max_data_members) {
-        return invalid_input("{}: {} has more than {} members", what, ar.member(), k_max_data_members);
-      }
-      if ((count & 255U) == 0) {
-        LS_TRY(check_interrupted());
-      }
       if (m->name.empty()) {
-        if (m->type != TarEntry::Type::dir) {
+        if (m->type != DebMember::Type::dir) {
           return invalid_input("{}: {}: the root './' is a {}, not a directory", what, ar.member(),
                                type_name(m->type));
         }
@@ -1179,7 +830,7 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
 
       LS_TRY_ASSIGN(TarEntry e, layer_entry(*m, options, what));
       std::string md5;
-      if (m->type == TarEntry::Type::hardlink) {
+      if (m->type == DebMember::Type::hardlink) {
         auto target = md5_of_name.find(m->link_target);
         if (target == md5_of_name.end()) {
           return invalid_input("{}: hard link /{} -> /{}: the target is not a file earlier in the package",
@@ -1200,11 +851,11 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
         tar.add(e);
         record(seen, e, what);
       }
-      if (m->type == TarEntry::Type::file) {
+      if (m->type == DebMember::Type::file) {
         total += static_cast<std::uint64_t>(m->size);
-        if (total > k_max_data_total) {
+        if (total > k_deb_max_data_total) {
           return invalid_input("{}: {} holds more than {} bytes of files", what, ar.member(),
-                               k_max_data_total);
+                               k_deb_max_data_total);
         }
         LS_TRY_ASSIGN(md5,
                       copy_data(*data, placement == Placement::emit ? &tar : nullptr, progress, buf, *m));
@@ -1215,7 +866,7 @@ Result<DebContents> write_deb_data(TarWriter& tar, log::Progress& progress, cons
       if (placement == Placement::skip && e.type != TarEntry::Type::dir) {
         report_shadowed(seen.members.at(e.path), e, md5, what);
       }
-      if (m->type == TarEntry::Type::file || m->type == TarEntry::Type::hardlink) {
+      if (m->type == DebMember::Type::file || m->type == DebMember::Type::hardlink) {
         md5_of_name[m->name] = md5;
         placed_at[m->name] = e.path;
         out.md5s.emplace_back(m->name, md5);

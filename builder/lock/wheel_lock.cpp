@@ -7,6 +7,7 @@
 #include "envspec/diagnostics.hpp"
 #include "envspec/host_paths.hpp"
 #include "support/debian/apt_packages.hpp"
+#include "support/debian/deb_archive.hpp"
 #include "support/debian/debian_version.hpp"
 #include "support/http.hpp"
 #include "support/log.hpp"
@@ -29,6 +30,7 @@ namespace lockstep::builder {
 namespace {
 
 constexpr std::uint64_t k_max_wheel = 16ULL << 30;
+constexpr std::uint64_t k_max_deb = 16ULL << 30;
 // platform_machine (Python's os.uname().machine) for an OCI architecture.
 std::string machine_of(const oci::Platform& platform) {
   static const std::map<std::string, std::string> machines = {
@@ -211,6 +213,14 @@ namespace {
 
 // ---- the passes of lock_wheels ---------------------------------------------------------------------
 
+/// A Python distribution a Debian package of the lock installs.
+struct AptDistribution {
+  PyVersion version;
+  std::string deb;         ///< the package ("python3-numpy")
+  std::string deb_version; ///< its version ("1:1.24.2-1")
+  std::string path;        ///< its .dist-info or .egg-info in the image
+};
+
 /// Locking packages.pip: what each pass of lock_wheels learns, for the passes after it.
 struct PipLock {
   PipLock(const envspec::Spec& spec_, envspec::Lock& lock_, const BlobStore& store_,
@@ -232,6 +242,8 @@ struct PipLock {
   PyVersion python;           ///< the target's full version
   /// Over a base image: the distributions its target Python sees, by project ("version (path)").
   std::map<std::string, std::pair<PyVersion, std::string>> base_dists;
+  // find_apt_distributions: what the lock's python3-* debs install, by project
+  std::map<std::string, AptDistribution> apt_dists;
   // collect_requests and the passes after it
   std::vector<PyRequest> requests;
   WheelResolution resolution;
@@ -248,17 +260,21 @@ struct PipLock {
 
 // The distributions a base image's target Python sees: the .dist-info directories in Debian's
 // site directories for that Python (METADATA's Name and Version; unreadable ones are skipped).
+// The site directories the target Python reads (relative to the root). A Python that is not
+// Debian's sees its own site-packages only.
+std::set<std::string> target_sites(const PythonTarget& target) {
+  const std::string v = target.version;
+  return target.debian
+             ? std::set<std::string>{"usr/lib/python3/dist-packages", "usr/lib/python" + v + "/dist-packages",
+                                     "usr/local/lib/python" + v + "/dist-packages",
+                                     "usr/lib/python" + v + "/site-packages",
+                                     "usr/local/lib/python" + v + "/site-packages"}
+             : std::set<std::string>{target.site};
+}
+
 std::map<std::string, std::pair<PyVersion, std::string>> base_distributions(const BaseMetadata& base,
                                                                             const PythonTarget& target) {
-  const std::string v = target.version;
-  // A Python that is not Debian's sees its own site-packages only.
-  const std::set<std::string> sites =
-      target.debian
-          ? std::set<std::string>{"usr/lib/python3/dist-packages", "usr/lib/python" + v + "/dist-packages",
-                                  "usr/local/lib/python" + v + "/dist-packages",
-                                  "usr/lib/python" + v + "/site-packages",
-                                  "usr/local/lib/python" + v + "/site-packages"}
-          : std::set<std::string>{target.site};
+  const std::set<std::string> sites = target_sites(target);
   std::map<std::string, std::pair<PyVersion, std::string>> out;
   for (const auto& [dir, text] : base.dist_info) {
     const std::size_t slash = dir.rfind('/');
@@ -294,6 +310,99 @@ Result<void> find_target(PipLock& l) {
   log::info("locking Python packages for {} from {}", l.target.describe(), l.target.package);
   if (l.base != nullptr) {
     l.base_dists = base_distributions(*l.base, l.target);
+  }
+  return {};
+}
+
+// The parent directory of `path` ("" for none).
+std::string_view parent_of(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+// A distribution's metadata file in one of `sites`: NAME.dist-info/METADATA, NAME.egg-info/PKG-INFO,
+// or a NAME.egg-info file (what setuptools' install_egg_info writes; Debian ships many).
+bool is_distribution_metadata(std::string_view path, const std::set<std::string>& sites) {
+  const std::string_view dir = parent_of(path);
+  const auto in_site = [&sites](std::string_view d) { return sites.count(std::string(d)) != 0; };
+  if ((path.ends_with(".dist-info/METADATA") && dir.ends_with(".dist-info")) ||
+      (path.ends_with(".egg-info/PKG-INFO") && dir.ends_with(".egg-info"))) {
+    return in_site(parent_of(dir));
+  }
+  return path.ends_with(".egg-info") && in_site(dir);
+}
+
+constexpr const char* k_deb_dists_ns = "deb-python-distributions";
+constexpr std::uint64_t k_max_deb_metadata = 1 << 20;
+
+// The distribution metadata files one .deb installs for the target (path -> text): the store's
+// record of that deb, else read from the deb (downloaded into the store when missing) and recorded.
+Result<std::vector<std::pair<std::string, std::string>>>
+deb_distribution_files(const PipLock& l, const envspec::LockedArtifact& deb,
+                       const std::set<std::string>& sites) {
+  using Files = std::vector<std::pair<std::string, std::string>>;
+  const std::string key = deb.sha256.hex();
+  if (auto record = l.store.get_record(k_deb_dists_ns, key, 64ULL << 20)) {
+    auto j = nlohmann::json::parse(*record, nullptr, false);
+    if (j.is_array()) {
+      Files out;
+      for (const auto& f : j) {
+        if (f.is_array() && f.size() == 2 && f[0].is_string() && f[1].is_string()) {
+          out.emplace_back(f[0].get<std::string>(), f[1].get<std::string>());
+        }
+      }
+      if (out.size() == j.size()) {
+        return out;
+      }
+    }
+  }
+  const std::string label = fmt::format("{} {}", deb.name, deb.version);
+  FetchOptions fetch;
+  fetch.max_size = k_max_deb;
+  fetch.local_roots = l.local_roots;
+  LS_TRY_ASSIGN(std::vector<BlobInfo> blobs,
+                fetch_all(l.store, {Download{deb.url, deb.sha256, deb.size, label}}, fetch));
+  LS_TRY_ASSIGN(Files files,
+                read_deb_files(
+                    l.store.blob_path(blobs.front().digest),
+                    [&sites](std::string_view path) { return is_distribution_metadata(path, sites); },
+                    k_max_deb_metadata, label));
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& [path, text] : files) {
+    j.push_back({path, text});
+  }
+  if (auto r = l.store.put_record(k_deb_dists_ns, key, j.dump(), false); !r) {
+    log::debug("can't record the Python distributions of {}: {}", label, r.error().message);
+  }
+  return files;
+}
+
+// Pass 1b: the Python distributions the lock's own Debian packages (python3-*) install where the
+// target Python looks. They are fixed: the solver takes them as installed, at their version
+// (docs/python-resolver.md, "apt's Python packages").
+Result<void> find_apt_distributions(PipLock& l) {
+  if (!l.target.debian) {
+    return {};
+  }
+  const std::set<std::string> sites = target_sites(l.target);
+  for (const envspec::LockedArtifact& a : l.lock.artifacts) {
+    if (a.kind != "deb" || !a.name.starts_with("python3-")) {
+      continue;
+    }
+    LS_TRY_ASSIGN(auto files, deb_distribution_files(l, a, sites));
+    for (const auto& [path, text] : files) {
+      auto md = parse_core_metadata(text, fmt::format("{} {}: /{}", a.name, a.version, path));
+      if (!md) {
+        log::warn("{}; lockstep doesn't know which Python distribution it is", md.error().message);
+        continue;
+      }
+      AptDistribution d;
+      d.version = md->version;
+      d.deb = a.name;
+      d.deb_version = a.version;
+      d.path = "/" + (path.ends_with(".egg-info") ? path : std::string(parent_of(path)));
+      l.apt_dists.insert_or_assign(md->project, std::move(d));
+    }
   }
   return {};
 }
@@ -335,6 +444,24 @@ Result<void> collect_requests(PipLock& l) {
   }
   if (!diagnostics.empty()) {
     return diagnostics.to_error();
+  }
+  // apt's distributions: each one exactly at its version, asked for by the packages.apt entry that
+  // names its package (else by packages.apt as a whole: a dependency of what it names).
+  for (const auto& [project, d] : l.apt_dists) {
+    PyRequest r;
+    LS_TRY_ASSIGN(r.requirement, Requirement::parse(fmt::format("{}=={}", project, d.version.str())));
+    r.where = "packages.apt";
+    r.location =
+        l.spec.packages.apt.empty() ? envspec::SourceLocation{} : l.spec.packages.apt.front().location;
+    for (std::size_t i = 0; i < l.spec.packages.apt.size(); ++i) {
+      if (l.spec.packages.apt[i].name == d.deb) {
+        r.where = fmt::format("packages.apt[{}]", i);
+        r.location = l.spec.packages.apt[i].location;
+        break;
+      }
+    }
+    r.text = fmt::format("{} {} installs {} {}", d.deb, d.deb_version, project, d.version.str());
+    l.requests.push_back(std::move(r));
   }
   return {};
 }
@@ -388,7 +515,15 @@ Result<void> resolve(PipLock& l) {
   c.python = l.python;
   c.local_roots = l.local_roots;
   c.installed = l.base_dists;
+  for (const auto& [project, d] : l.apt_dists) {
+    c.installed.insert_or_assign(project, std::pair{d.version, d.path});
+    c.fixed.insert_or_assign(project, fmt::format("{} {}", d.deb, d.deb_version));
+  }
   c.previous = previous_wheels(l);
+  for (const auto& [project, by] : c.fixed) {
+    c.previous.erase(project);
+  }
+  c.refresh_pages = l.options.refresh || l.options.update_all || !l.options.update.empty();
   // Requirements files' hashes must still admit the previous wheel.
   for (const PyRequest& r : l.requests) {
     auto it = c.previous.find(r.requirement.project);
@@ -418,6 +553,13 @@ Result<void> resolve(PipLock& l) {
     c.previous_only.clear();
   }
   LS_TRY_ASSIGN(l.resolution, resolve_wheels(c, l.requests));
+  if (!l.resolution.solved && l.resolution.pages_cached > 0) {
+    // A release newer than the cached pages may be what the request needs.
+    log::info("no solution with the {} index pages the cache holds; reading them again",
+              l.resolution.pages_cached);
+    c.refresh_pages = true;
+    LS_TRY_ASSIGN(l.resolution, resolve_wheels(c, l.requests));
+  }
   log::debug("resolved: {} decisions, {} conflicts, {} index pages, {} metadata files",
              l.resolution.stats.decisions, l.resolution.stats.conflicts, l.resolution.index_pages,
              l.resolution.metadata_reads);
@@ -431,6 +573,19 @@ Result<void> resolve(PipLock& l) {
     if (!l.resolution.root_causes.empty() && r.where == l.resolution.root_causes.front()) {
       at = &r;
       break;
+    }
+  }
+  // A Debian package's fixed distribution in the derivation: that packages.apt entry is one to change.
+  for (const PyRequest& r : l.requests) {
+    const std::size_t installs = r.text.find(" installs ");
+    if (r.where.starts_with("packages.apt") && installs != std::string::npos) {
+      const std::string fixed =
+          fmt::format("{} is installed by {}", r.text.substr(installs + 10), r.text.substr(0, installs));
+      if (l.resolution.explanation.find(fixed) != std::string::npos &&
+          std::find(l.resolution.root_causes.begin(), l.resolution.root_causes.end(), r.where) ==
+              l.resolution.root_causes.end()) {
+        l.resolution.root_causes.push_back(r.where);
+      }
     }
   }
   std::string text = l.resolution.explanation;
@@ -549,10 +704,13 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
     return {};
   }
   PipLock l(spec, lock, store, options, base);
+  log::Timer prepare_timer("Python target and requests");
   // 1. The target: the image's Python and glibc, from its Debian packages.
   LS_TRY(find_target(l));
+  LS_TRY(find_apt_distributions(l));
   // 2. The requests that apply to the target.
   LS_TRY(collect_requests(l));
+  prepare_timer.stop();
   // 3. The versions: PubGrub over the spec's indexes and wheelhouses.
   LS_TRY(resolve(l));
   // 4. Each chosen wheel pinned by sha256, with its size.

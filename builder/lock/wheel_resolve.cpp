@@ -2,6 +2,7 @@
 #include "builder/lock/wheel_resolve.hpp"
 
 #include "support/http.hpp"
+#include "support/http_cache.hpp"
 #include "support/log.hpp"
 #include "support/python/wheel_archive.hpp"
 
@@ -9,13 +10,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
 #include <mutex>
 #include <regex>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 namespace lockstep::builder {
 
@@ -23,8 +27,62 @@ namespace {
 
 constexpr std::uint64_t k_max_page = 64ULL << 20;
 constexpr std::uint64_t k_max_metadata = 16ULL << 20;
+constexpr std::uint64_t k_max_metadata_set = 256ULL << 20;
 constexpr std::uint64_t k_max_wheel = 16ULL << 30;
 constexpr const char* k_metadata_ns = "wheel-metadata";
+// One record per solution: the METADATA headers of all its wheels, so that a re-lock reads one
+// file instead of one per wheel. Keyed by the sorted sha256s of the wheels.
+constexpr const char* k_metadata_set_ns = "wheel-metadata-sets";
+constexpr std::string_view k_metadata_set_magic = "lockstep-metadata-set 1\n";
+
+/// The key of the metadata set of wheels with these sha256s.
+std::string metadata_set_key(std::vector<std::string> sha256s) {
+  std::sort(sha256s.begin(), sha256s.end());
+  std::string all;
+  for (const std::string& s : sha256s) {
+    all += s + "\n";
+  }
+  return sha256_of(all).hex();
+}
+
+/// A metadata set's entries by wheel sha256; empty when the record is malformed.
+std::unordered_map<std::string, std::string> parse_metadata_set(std::string_view text) {
+  std::unordered_map<std::string, std::string> out;
+  if (!text.starts_with(k_metadata_set_magic)) {
+    return out;
+  }
+  text.remove_prefix(k_metadata_set_magic.size());
+  while (!text.empty()) {
+    // "<sha256> <length>\n<length bytes>"
+    const std::size_t nl = text.find('\n');
+    if (nl == std::string_view::npos || nl < 66 || text[64] != ' ') {
+      return {};
+    }
+    std::size_t length = 0;
+    const std::string_view digits = text.substr(65, nl - 65);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), length);
+    if (ec != std::errc() || end != digits.data() + digits.size() || length > text.size() - nl - 1) {
+      return {};
+    }
+    out.emplace(std::string(text.substr(0, 64)), std::string(text.substr(nl + 1, length)));
+    text.remove_prefix(nl + 1 + length);
+  }
+  return out;
+}
+
+/// METADATA up to its body (the description): what the resolver reads of it.
+std::string_view metadata_headers(std::string_view text) {
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t end = text.find('\n', pos);
+    end = end == std::string_view::npos ? text.size() : end;
+    std::string_view line = text.substr(pos, end - pos);
+    if (line.empty() || line == "\r") {
+      return text.substr(0, pos);
+    }
+    pos = end + 1;
+  }
+  return text;
+}
 // PEP 691: ask for JSON (it carries file sizes), accept the HTML forms.
 constexpr const char* k_accept = "Accept: application/vnd.pypi.simple.v1+json, "
                                  "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1";
@@ -53,6 +111,7 @@ struct Universe {
   std::vector<std::string> looked;   ///< the repositories asked, for messages
   /// Files of the project that can't be installed here, for messages ("x-1.0.tar.gz (an sdist)").
   std::vector<std::string> unusable;
+  std::string fixed_by; ///< the Debian package that installs it (then its only candidate), or ""
 };
 
 /// The files of a project in each repository; wheelhouses are scanned once.
@@ -95,7 +154,11 @@ public:
     fo.max_size = k_max_page;
     fo.headers.emplace_back(k_accept);
     fo.local_roots = m_c.local_roots;
-    Result<std::string> body = http_get(url, fo);
+    CacheUse use = CacheUse::fetched;
+    Result<std::string> body = cached_get(*m_c.store, url, fo, m_c.refresh_pages, &use, &m_writes);
+    if (use == CacheUse::reused) {
+      ++m_cached;
+    }
     if (!body) {
       if (body.error().message.find(": not found") != std::string::npos) {
         return std::vector<IndexFile>{};
@@ -111,8 +174,14 @@ public:
     return files;
   }
 
+  [[nodiscard]] std::size_t pages_cached() const { return m_cached; }
+  /// Where the resolver's cache records go (written on a thread of their own).
+  BlobStore::RecordQueue& writes() { return m_writes; }
+
 private:
   const ResolveContext& m_c;
+  BlobStore::RecordQueue m_writes{*m_c.store};
+  std::atomic<std::size_t> m_cached{0};
   std::mutex m_mutex;
   std::map<int, std::multimap<std::string, IndexFile>> m_wheelhouses; // project -> files
 };
@@ -309,8 +378,19 @@ public:
     }
   }
 
-  /// Starts the index pages of the top-level requests.
+  /// Starts the index pages of the top-level requests, with the metadata of the previous lock's
+  /// wheels read at once from their set (when the store has it).
   void start() {
+    if (!m_c.previous.empty()) {
+      std::vector<std::string> sha256s;
+      for (const auto& [project, w] : m_c.previous) {
+        sha256s.push_back(w.file.sha256);
+      }
+      m_set_key = metadata_set_key(std::move(sha256s));
+      if (auto text = m_c.store->get_record(k_metadata_set_ns, m_set_key, k_max_metadata_set)) {
+        m_set = parse_metadata_set(*text);
+      }
+    }
     for (const PyRequest& r : m_requests) {
       prefetch_project(r.requirement.project);
     }
@@ -366,6 +446,12 @@ public:
     if (p == 0) {
       return root_dependencies();
     }
+    LS_TRY_ASSIGN(pubgrub::Dependencies out, package_dependencies(p, v));
+    m_dependencies.insert_or_assign({p, v}, out); // for the chains of the solution
+    return out;
+  }
+
+  Result<pubgrub::Dependencies> package_dependencies(pubgrub::PackageId p, std::size_t v) {
     const Package pkg = m_packages[p];
     LS_TRY_ASSIGN(const Universe* u, universe(pkg.project));
     const Candidate& cand = u->candidates[v];
@@ -502,7 +588,12 @@ public:
     while (!queue.empty()) {
       const pubgrub::PackageId p = queue.front();
       queue.pop_front();
-      LS_TRY_ASSIGN(pubgrub::Dependencies deps, dependencies(p, chosen.at(p)));
+      pubgrub::Dependencies deps;
+      if (auto known = m_dependencies.find({p, chosen.at(p)}); known != m_dependencies.end()) {
+        deps = std::move(known->second);
+      } else {
+        LS_TRY_ASSIGN(deps, dependencies(p, chosen.at(p)));
+      }
       for (const pubgrub::Dependency& d : deps.needs) {
         if (m_packages[d.package].project != m_packages[p].project) {
           needed.insert(m_packages[d.package].project);
@@ -552,6 +643,41 @@ public:
     return list;
   }
 
+  /// Records the metadata set of `wheels` (unless it is the one read at the start): the headers
+  /// of each wheel's METADATA, from the set read at the start or its own record.
+  void save_metadata_set(const std::vector<ResolvedWheel>& wheels) {
+    std::vector<std::string> sha256s;
+    for (const ResolvedWheel& w : wheels) {
+      if (!w.file.sha256.empty()) {
+        sha256s.push_back(w.file.sha256);
+      }
+    }
+    const std::string key = metadata_set_key(sha256s);
+    if (key == m_set_key && !m_set.empty()) {
+      return;
+    }
+    std::string text(k_metadata_set_magic);
+    std::lock_guard lock(m_mutex);
+    for (const std::string& sha : sha256s) {
+      std::optional<std::string> one;
+      if (auto it = m_set.find(sha); it != m_set.end()) {
+        one = it->second;
+      } else if (auto read = m_texts.find(sha); read != m_texts.end()) {
+        one = read->second; // fetched now (its own record may still be queued)
+      } else {
+        one = m_c.store->get_record(k_metadata_ns, sha);
+      }
+      if (one) {
+        const std::string_view headers = metadata_headers(*one);
+        text += fmt::format("{} {}\n", sha, headers.size());
+        text += headers;
+      }
+    }
+    if (auto r = m_c.store->put_record(k_metadata_set_ns, key, text, false); !r) {
+      log::debug("can't record the metadata set: {}", r.error().message);
+    }
+  }
+
   /// True when the solve must be repeated with named_prereleases() from the start: pip merges
   /// every specifier of a project before filtering pre-releases.
   [[nodiscard]] bool stale() const { return m_stale; }
@@ -559,6 +685,7 @@ public:
 
   [[nodiscard]] std::size_t pages_read() const { return m_pages; }
   [[nodiscard]] std::size_t metadata_read() const { return m_metadata_reads; }
+  [[nodiscard]] std::size_t pages_cached() const { return m_reader.pages_cached(); }
 
 private:
   const std::string& name_of(pubgrub::PackageId p) const { return m_packages[p].name; }
@@ -626,6 +753,9 @@ private:
 
   /// What can be said when nothing of `project` fits: what it has.
   std::string why_none(const std::string& project, const Universe& u) const {
+    if (!u.fixed_by.empty() && !u.candidates.empty()) {
+      return fmt::format("{} {} is installed by {}", project, u.candidates.front().version.str(), u.fixed_by);
+    }
     if (u.repo < 0) {
       return fmt::format("no repository has {}; looked in {}", project, fmt::join(u.looked, ", "));
     }
@@ -709,7 +839,7 @@ private:
   /// project whose only candidate is its previous wheel). A speculative start after the provider
   /// began to stop returns an empty future.
   std::shared_future<Result<Universe>> start_universe(const std::string& project, bool speculative = false) {
-    auto promise = std::make_shared<std::promise<Result<Universe>>>();
+    std::shared_ptr<std::promise<Result<Universe>>> promise;
     std::shared_future<Result<Universe>> f;
     {
       std::lock_guard lock(m_mutex);
@@ -720,10 +850,11 @@ private:
       if (speculative && m_stopping) {
         return {};
       }
+      promise = std::make_shared<std::promise<Result<Universe>>>();
       f = promise->get_future().share();
       m_universes.emplace(project, f);
     }
-    if (m_c.previous_only.count(project) != 0) {
+    if (m_c.previous_only.count(project) != 0 || m_c.fixed.count(project) != 0) {
       promise->set_value(load_universe(project)); // nothing to fetch
     } else {
       m_pool.submit([this, project, promise] { promise->set_value(load_universe(project)); });
@@ -733,7 +864,9 @@ private:
 
   Result<Universe> load_universe(const std::string& project) {
     Universe u;
-    if (m_c.previous_only.count(project) != 0) {
+    if (auto fixed = m_c.fixed.find(project); fixed != m_c.fixed.end()) {
+      u.fixed_by = fixed->second; // the installed candidate below is the only one
+    } else if (m_c.previous_only.count(project) != 0) {
       const PreviousWheel& prev = m_c.previous.at(project);
       Candidate c;
       c.version = prev.version;
@@ -782,18 +915,25 @@ private:
             std::move(c));
       }
     }
-    // Ahead of the solver: the metadata of the version it will most likely try first.
+    // Ahead of the solver: the metadata of the version it will most likely try first (the previous
+    // lock's, else the newest final release the top-level requests on it admit).
     if (!u.candidates.empty()) {
+      const auto requested = [this, &project](const PyVersion& v) {
+        return std::all_of(m_requests.begin(), m_requests.end(), [&](const PyRequest& r) {
+          return r.requirement.project != project || r.requirement.specifier.contains(v, Prereleases::allow);
+        });
+      };
       std::optional<std::size_t> guess;
       for (std::size_t i = u.candidates.size(); i-- > 0;) {
-        if (!u.candidates[i].yanked && !u.candidates[i].version.is_prerelease()) {
+        const Candidate& c = u.candidates[i];
+        if (!c.yanked && !c.version.is_prerelease() && requested(c.version)) {
           guess = i;
           break;
         }
       }
       if (auto prev = m_c.previous.find(project); prev != m_c.previous.end()) {
         for (std::size_t i = 0; i < u.candidates.size(); ++i) {
-          if (u.candidates[i].version == prev->second.version) {
+          if (u.candidates[i].version == prev->second.version && requested(u.candidates[i].version)) {
             guess = i;
           }
         }
@@ -809,18 +949,18 @@ private:
 
   using MetadataKey = std::string; // the wheel's sha256, or its URL when the index gives none
 
-  static MetadataKey metadata_key(const Candidate& c) {
+  static const MetadataKey& metadata_key(const Candidate& c) {
     return c.file.sha256.empty() ? c.file.url : c.file.sha256;
   }
 
   /// The metadata of a candidate: known, being read, or started now (from the store's record at
   /// once; else on the pool). Speculative reads go on to start the pages of what it needs.
   std::shared_future<Result<CoreMetadata>> start_metadata(const Candidate& c, bool speculative) {
-    auto promise = std::make_shared<std::promise<Result<CoreMetadata>>>();
+    std::shared_ptr<std::promise<Result<CoreMetadata>>> promise;
     std::shared_future<Result<CoreMetadata>> f;
     {
       std::lock_guard lock(m_mutex);
-      const MetadataKey key = metadata_key(c);
+      const MetadataKey& key = metadata_key(c);
       auto it = m_metadata.find(key);
       if (it != m_metadata.end()) {
         return it->second;
@@ -828,6 +968,7 @@ private:
       if (speculative && m_stopping) {
         return {};
       }
+      promise = std::make_shared<std::promise<Result<CoreMetadata>>>();
       f = promise->get_future().share();
       m_metadata.emplace(key, f);
     }
@@ -855,7 +996,12 @@ private:
     if (c.file.sha256.empty()) {
       return std::nullopt;
     }
-    auto cached = m_c.store->get_record(k_metadata_ns, c.file.sha256);
+    std::optional<std::string> cached;
+    if (auto in_set = m_set.find(c.file.sha256); in_set != m_set.end()) {
+      cached = in_set->second;
+    } else {
+      cached = m_c.store->get_record(k_metadata_ns, c.file.sha256);
+    }
     if (!cached) {
       return std::nullopt;
     }
@@ -926,9 +1072,9 @@ private:
       if (text && !text->empty()) {
         LS_TRY_ASSIGN(CoreMetadata m, parse_core_metadata(*text, what));
         if (!c.file.sha256.empty()) {
-          if (auto r = store.put_record(k_metadata_ns, c.file.sha256, *text); !r) {
-            log::debug("can't record the metadata of {}: {}", c.file.filename, r.error().message);
-          }
+          m_reader.writes().put(k_metadata_ns, c.file.sha256, *text);
+          std::lock_guard lock(m_mutex);
+          m_texts.emplace(c.file.sha256, std::string(metadata_headers(*text)));
         }
         return m;
       }
@@ -976,8 +1122,13 @@ private:
   std::map<std::string, std::shared_future<Result<Universe>>> m_universes;
   std::map<MetadataKey, std::shared_future<Result<CoreMetadata>>> m_metadata;
   std::atomic<std::size_t> m_pages{0};
-  FetchPool m_pool{k_fetch_slots}; // last: its threads stop before the maps above go
+  std::map<std::string, std::string> m_texts; // METADATA headers fetched now, by wheel sha256
+  FetchPool m_pool{k_fetch_slots};            // last: its threads stop before the maps above go
   std::atomic<std::size_t> m_metadata_reads{0};
+  std::map<std::pair<pubgrub::PackageId, std::size_t>, pubgrub::Dependencies>
+      m_dependencies;                                 // asked by the solver
+  std::string m_set_key;                              // the previous lock's metadata set
+  std::unordered_map<std::string, std::string> m_set; // its METADATA by sha256 (read-only once loaded)
 
 public:
   /// The PyRequest::where of a root dependency's text.
@@ -993,15 +1144,20 @@ Result<WheelResolution> resolve_wheels(const ResolveContext& context,
                                        const std::vector<PyRequest>& requests) {
   // Solved again from the start when a project turns out to have a requirement naming one of its
   // pre-releases after sets of it left them out (rare; each pass names one more project).
-  ResolveContext c = context;
+  const ResolveContext* current = &context;
+  std::optional<ResolveContext> again; // a copy only when the solve starts again
   while (true) {
+    const ResolveContext& c = *current;
     WheelProvider provider(c, requests);
     provider.start();
     log::Timer solving("solve Python packages (PubGrub)");
     LS_TRY_ASSIGN(pubgrub::Outcome outcome, pubgrub::solve(provider, 0, 0));
     solving.stop();
     if (provider.stale()) {
-      c.prerelease_named = provider.named_prereleases();
+      std::set<std::string> named = provider.named_prereleases();
+      again = c;
+      again->prerelease_named = std::move(named);
+      current = &*again;
       continue;
     }
     WheelResolution out;
@@ -1019,9 +1175,12 @@ Result<WheelResolution> resolve_wheels(const ResolveContext& context,
     } else {
       log::Timer reasons("chains of the chosen wheels");
       LS_TRY_ASSIGN(out.wheels, provider.wheels(outcome));
+      reasons.stop();
+      provider.save_metadata_set(out.wheels);
     }
     out.index_pages = provider.pages_read();
     out.metadata_reads = provider.metadata_read();
+    out.pages_cached = provider.pages_cached();
     return out;
   }
 }

@@ -60,6 +60,12 @@ struct ResolveContext {
   /// Projects some requirement names a pre-release of (their pre-releases are candidates, as in
   /// pip's merged specifiers); the solver adds those it discovers.
   std::set<std::string> prerelease_named;
+  /// Projects installed by the image's own Debian packages, with the package ("python3-numpy
+  /// 1:1.24.2-1"): their only candidate is that installed copy (`installed` has its version), and
+  /// no index is asked about them.
+  std::map<std::string, std::string> fixed;
+  /// Read every index page again, even one the store's HTTP cache holds fresh (support/http_cache).
+  bool refresh_pages = false;
 };
 
 /// A project the solution installs.
@@ -87,6 +93,7 @@ struct WheelResolution {
   pubgrub::SolveStats stats;
   std::size_t index_pages = 0;    ///< projects whose index pages were read
   std::size_t metadata_reads = 0; ///< METADATA fetched (PEP 658 files or wheels)
+  std::size_t pages_cached = 0;   ///< index pages taken from the HTTP cache without a request
 };
 
 /// Resolves `requests` for the target. Network failures, hostile index pages and metadata that

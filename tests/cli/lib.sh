@@ -227,14 +227,28 @@ stop_http_server() {
 # ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ------------------------------
 # make_python_apt_repo DIR: a signed flat repository (DIR/keyring.gpg) for specs that lock Python
 # packages. The packages hold only a doc file: a lock needs them for its target Python (3.11.2,
-# glibc 2.36). Needs gpg, gpgconf, dpkg-deb, sha256sum.
+# glibc 2.36); python3-yaml and python3-six also hold their Python distribution's metadata (PyYAML
+# 6.0 as a .dist-info, six 1.16.0 as an .egg-info file). Needs gpg, gpgconf, dpkg-deb, sha256sum.
 make_python_apt_repo() { # DIR
-  local dir=$1 stage name version depends
+  local dir=$1 stage name version depends site
   stage=$(mktemp -d "$WORK/stage.XXXXXX")
   mkdir -p "$dir"
   while read -r name version depends; do
     mkdir -p "$stage/$name/DEBIAN" "$stage/$name/usr/share/doc/$name"
     echo "fake $name for lockstep's Python tests" >"$stage/$name/usr/share/doc/$name/README"
+    # Two Python libraries as Debian ships them: a .dist-info directory and an .egg-info file.
+    site="$stage/$name/usr/lib/python3/dist-packages"
+    case $name in
+    python3-yaml)
+      mkdir -p "$site/PyYAML-6.0.dist-info"
+      printf 'Metadata-Version: 2.1\nName: PyYAML\nVersion: 6.0\n\nYAML parser\n' \
+        >"$site/PyYAML-6.0.dist-info/METADATA"
+      ;;
+    python3-six)
+      mkdir -p "$site"
+      printf 'Metadata-Version: 1.2\nName: six\nVersion: 1.16.0\n' >"$site/six-1.16.0.egg-info"
+      ;;
+    esac
     {
       echo "Package: $name"
       echo "Version: $version"
@@ -251,6 +265,8 @@ libc6 2.36-9+deb12u4 -
 python3.11 3.11.2-6+deb12u1 libc6
 python3-minimal 3.11.2-1+b1 python3.11
 python3 3.11.2-1+b1 python3.11,python3-minimal
+python3-yaml 6.0-3+b2 python3
+python3-six 1.16.0-4 python3
 EOF
   (cd "$dir" && for deb in *.deb; do
     dpkg-deb -f "$deb"

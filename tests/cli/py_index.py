@@ -28,7 +28,13 @@ import zipfile
 
 
 class IndexHandler(http.server.SimpleHTTPRequestHandler):
-    """Static files, and PEP 691 content negotiation for directories that hold index.json."""
+    """Static files, and PEP 691 content negotiation for directories that hold index.json. Project
+    pages say `Cache-Control: max-age=600, public`, as PyPI's simple pages do."""
+
+    def end_headers(self):
+        if self.path.endswith("/"):
+            self.send_header("Cache-Control", "max-age=600, public")
+        super().end_headers()
 
     def send_head(self):
         path = self.translate_path(self.path)

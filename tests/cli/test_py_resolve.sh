@@ -48,20 +48,37 @@ pip_choice() {
     <<<"$report" | LC_ALL=C sort
 }
 
-# lockstep_spec DIR: a spec over the index in DIR, its requests from DIR/requirements.in.
+# lockstep_spec DIR [index=NAME] [apt=YAML] [pip=YAML|none] [stack=YAML]: DIR/lockstep.yaml over the
+# fake apt repository and the index served from DIR (or www/NAME); packages.apt [python3] and
+# packages.pip [{requirements: requirements.in}] unless given.
 lockstep_spec() {
-  cp "$WORK/www/apt/keyring.gpg" "$1/apt-keyring.gpg"
-  cat >"$1/lockstep.yaml" <<YAML
+  local dir=$1 index apt="[python3]" pip="[{requirements: requirements.in}]" stack="" kv
+  index=$(basename "$dir")
+  shift
+  for kv in "$@"; do
+    case $kv in
+    index=*) index=${kv#index=} ;;
+    apt=*) apt=${kv#apt=} ;;
+    pip=*) pip=${kv#pip=} ;;
+    stack=*) stack=${kv#stack=} ;;
+    *) fail "lockstep_spec: unknown setting $kv" ;;
+    esac
+  done
+  cp "$WORK/www/apt/keyring.gpg" "$dir/apt-keyring.gpg"
+  {
+    cat <<YAML
 lockstep: 1
 name: resolve
 repos:
   - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
-  - {pypi: $HTTP_URL/$(basename "$1")/simple}
-packages:
-  apt: [python3]
-  pip: [{requirements: requirements.in}]
-outputs: {oci: out}
+  - {pypi: $HTTP_URL/$index/simple}
 YAML
+    [ -z "$stack" ] || echo "stack: $stack"
+    echo "packages:"
+    echo "  apt: $apt"
+    [ "$pip" = none ] || echo "  pip: $pip"
+    echo "outputs: {oci: out}"
+  } >"$dir/lockstep.yaml"
 }
 
 # lockstep_choice DIR: the same form from `lockstep lock` ("no solution" on exit 2 with the
@@ -173,17 +190,7 @@ tracking = ["wandb", "tensorboard"]
 all = ["trainer[tracking]", "rich"]
 TOML
 write_project_spec() { # PIP-ITEM: the training spec with packages.pip: [PIP-ITEM]
-  cat >"$dir/lockstep.yaml" <<YAML
-lockstep: 1
-name: resolve
-repos:
-  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
-  - {pypi: $HTTP_URL/training/simple}
-packages:
-  apt: [python3]
-  pip: [$1]
-outputs: {oci: out}
-YAML
+  lockstep_spec "$dir" index=training "pip=[$1]"
   rm -f "$dir/lockstep.lock"
 }
 write_project_spec "{pyproject: pyproject.toml, extras: [all]}"
@@ -241,18 +248,7 @@ pass "{conda-env: FILE} maps conda packages through recipes/conda/conda-names.ya
 dir="$WORK/www/torch"
 "$PIP_PY" "$INDEX_PY" torch "$dir"
 stack_spec() { # STACK-YAML
-  cp "$WORK/www/apt/keyring.gpg" "$dir/apt-keyring.gpg"
-  cat >"$dir/lockstep.yaml" <<YAML
-lockstep: 1
-name: resolve
-repos:
-  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
-  - {pypi: $HTTP_URL/torch/simple}
-stack: $1
-packages:
-  apt: [python3]
-outputs: {oci: out}
-YAML
+  lockstep_spec "$dir" "stack=$1" pip=none
   rm -f "$dir/lockstep.lock"
 }
 torch_wheels() { jq -r '[.artifacts[] | select(.kind == "wheel") | .name] | join(" ")' "$dir/lockstep.lock"; }
@@ -276,18 +272,7 @@ pass "stack: the framework wheel's metadata completes the recipe's pins, and a p
 dir="$WORK/www/conflict"
 "$PIP_PY" "$INDEX_PY" conflict "$dir"
 assert_eq "no solution" "$(pip_choice "$dir")" "pip finds no solution either"
-lockstep_spec "$dir"
-cat >"$dir/lockstep.yaml" <<YAML
-lockstep: 1
-name: resolve
-repos:
-  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
-  - {pypi: $HTTP_URL/conflict/simple}
-packages:
-  apt: [python3]
-  pip: ["transformers>=4.43", "huggingface-hub>=1.0"]
-outputs: {oci: out}
-YAML
+lockstep_spec "$dir" 'pip=["transformers>=4.43", "huggingface-hub>=1.0"]'
 (cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
 assert_eq 2 "$(cat "$dir/rc")" "an unsatisfiable request is invalid input"
 derivation=$(sed -n '/error: packages.pip\[0\]:/,/^change /p' "$dir/err" | sed 's/^.*error: //')
@@ -331,5 +316,43 @@ assert_eq "app==1.0 lib==1.0" "$(moving)" "new releases move nothing unasked"
 assert_eq "app==1.1 lib==1.0" "$(moving)" "--update app moves app only (lib 1.0 still fits)"
 (cd "$dir" && ls_run lock --update && [ "$RC" = 0 ]) || fail "lock --update"
 assert_eq "app==1.1 lib==1.1" "$(moving)" "--update without names moves everything"
-pass "re-locking keeps every wheel that still fits; lock --update NAME moves NAME, --update all"
+# The index's pages say max-age=600: a plain lock reuses them, but when they hold no solution it
+# reads them again before giving up (a release newer than the cache).
+release 1.2 1.1
+echo "app>=1.2" >"$dir/requirements.in"
+(cd "$dir" && ls_run lock && printf '%s\n' "$ERR" >err && [ "$RC" = 0 ]) || fail "lock app>=1.2 after its release"
+assert_contains "$(cat "$dir/err")" "reading them again" "the cached pages were read again"
+assert_eq "app==1.2 lib==1.1" "$(moving)" "a release newer than the cached page is found"
+pass "re-locking keeps every wheel that still fits; lock --update NAME moves NAME, --update all; cached index pages are read again when they hold no solution"
+
+# ---- apt's Python packages: fixed, as the debs install them --------------------------------------
+# python3-yaml ships PyYAML 6.0 as a .dist-info, python3-six six 1.16.0 as an .egg-info file
+# (make_python_apt_repo). The index has newer wheels of both; cfg 2.0 needs pyyaml>=6.1.
+dir="$WORK/www/aptfixed"
+"$PIP_PY" - "$dir" <<PY
+import sys
+sys.path.insert(0, "$LOCKSTEP_SOURCE_DIR/tests/cli")
+import py_index
+index = py_index.Index(sys.argv[1])
+index.wheel("cfg", "1.0", ["pyyaml>=5", "six"])
+index.wheel("cfg", "2.0", ["pyyaml>=6.1", "six"])
+for v in ("6.0", "6.1"):
+    index.wheel("pyyaml", v, [])
+index.wheel("six", "1.17.0", [])
+index.write(["cfg"])
+PY
+apt_spec() { lockstep_spec "$dir" "apt=[python3, python3-yaml, python3-six]" "pip=$1"; }
+apt_spec '[cfg]'
+(cd "$dir" && ls_run lock && [ "$RC" = 0 ]) || fail "lock over apt's PyYAML and six: $ERR"
+assert_eq "cfg==1.0" "$(jq -r '[.artifacts[] | select(.kind == "wheel") | "\(.name)==\(.version)"] | join(" ")' \
+  "$dir/lockstep.lock")" "apt's PyYAML 6.0 and six 1.16.0 are used as installed (no wheel replaces them); cfg 2.0 needs pyyaml>=6.1"
+rm -f "$dir/lockstep.lock"
+apt_spec '["cfg>=2"]'
+(cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+assert_eq 2 "$(cat "$dir/rc")" "a request apt's versions can't meet is invalid input"
+derivation=$(sed -n '/error: packages.pip\[0\]:/,/^change /p' "$dir/err" | sed 's/^.*error: //')
+assert_eq "packages.pip[0]: no set of Python packages satisfies the request for cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36):
+  Because cfg 2.0 needs pyyaml>=6.1 (pyyaml 6.0 is installed by python3-yaml 6.0-3+b2) and packages.pip[0] asks for cfg>=2, version solving failed.
+change packages.pip[0] or packages.apt[1]" "$derivation" "the derivation names apt's package"
+pass "apt's Python packages (a .dist-info and an .egg-info file in the debs) are fixed: used as installed, and a conflict names packages.apt"
 done_testing

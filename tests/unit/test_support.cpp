@@ -1,6 +1,7 @@
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <array>
 #include <cstdio>
@@ -13,6 +14,18 @@
 namespace lockstep::test {
 
 namespace fs = std::filesystem;
+
+std::string ar_archive(const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string out = "!<arch>\n";
+  for (const auto& [name, data] : members) {
+    out += fmt::format("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", name, 0, 0, 0, 100644, data.size());
+    out += data;
+    if (data.size() % 2 != 0) {
+      out += '\n';
+    }
+  }
+  return out;
+}
 
 TempDirFixture::TempDirFixture() {
   std::string templ = (fs::temp_directory_path() / "lockstep-unit-XXXXXX").string();

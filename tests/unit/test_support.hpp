@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 /// Fails the test with the error's message when the Result `r` is an error.
@@ -26,6 +27,9 @@ public:
   }
   std::string out;
 };
+
+/// An ar archive as dpkg-deb writes one (deb(5)'s container), for hand-made hostile packages.
+std::string ar_archive(const std::vector<std::pair<std::string, std::string>>& members);
 
 /// A fresh temporary directory per test, removed afterwards.
 class TempDirFixture {

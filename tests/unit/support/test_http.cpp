@@ -1,5 +1,6 @@
 // Downloads against a tiny HTTP server running in the test process (127.0.0.1, a free port).
 #include "support/http.hpp"
+#include "support/http_cache.hpp"
 #include "support/interrupt.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -570,4 +571,62 @@ TEST_CASE("an interrupt stops a download in flight and stores nothing", "[http]"
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+// ---- the HTTP cache (support/http_cache) ------------------------------------------------------------
+
+TEST_CASE("cache_lifetime takes max-age and refuses what must be revalidated", "[http][http_cache]") {
+  CHECK(cache_lifetime("max-age=600, public") == 600U);
+  CHECK(cache_lifetime("public,MAX-AGE=\"30\"") == 30U);
+  CHECK_FALSE(cache_lifetime(""));
+  CHECK_FALSE(cache_lifetime("public"));
+  CHECK_FALSE(cache_lifetime("max-age=0"));
+  CHECK_FALSE(cache_lifetime("max-age=600, no-cache"));
+  CHECK_FALSE(cache_lifetime("no-store, max-age=600"));
+  CHECK_FALSE(cache_lifetime("max-age=ten"));
+  CHECK_FALSE(cache_lifetime("max-age=-5"));
+}
+
+TEST_CASE("cached_get reuses a fresh page without a request, and refresh or staleness asks again",
+          "[http][http_cache]") {
+  TestServer server;
+  std::atomic<int> calls{0};
+  server.route("/fresh/", [&](const Request&) {
+    ++calls;
+    return response(200, "OK", "page " + std::to_string(calls.load()),
+                    "Cache-Control: max-age=600, public\r\n");
+  });
+  server.route("/aged/", [&](const Request&) {
+    return response(200, "OK", "aged", "Cache-Control: max-age=600\r\nAge: 600\r\n");
+  });
+  server.route("/nocache/", [&](const Request&) { return ok("plain"); });
+  test::TempDirFixture tmp;
+  auto store = BlobStore::open(tmp.dir() / "cache");
+  REQUIRE(store);
+  CacheUse use = CacheUse::reused;
+  auto first = cached_get(*store, server.url("/fresh/"), fast(), false, &use);
+  REQUIRE(first);
+  CHECK(*first == "page 1");
+  CHECK(use == CacheUse::fetched);
+  auto second = cached_get(*store, server.url("/fresh/"), fast(), false, &use);
+  REQUIRE(second);
+  CHECK(*second == "page 1");
+  CHECK(use == CacheUse::reused);
+  CHECK(server.hits("/fresh/") == 1);
+  // Another Accept is another entry.
+  FetchOptions json = fast();
+  json.headers.emplace_back("Accept: application/vnd.pypi.simple.v1+json");
+  REQUIRE(cached_get(*store, server.url("/fresh/"), json, false, &use));
+  CHECK(use == CacheUse::fetched);
+  auto refreshed = cached_get(*store, server.url("/fresh/"), fast(), true, &use);
+  REQUIRE(refreshed);
+  CHECK(*refreshed == "page 3");
+  CHECK(use == CacheUse::fetched);
+  // Already as old as its max-age when it arrived, or without caching headers: asked each time.
+  for (const char* path : {"/aged/", "/nocache/"}) {
+    REQUIRE(cached_get(*store, server.url(path), fast(), false, &use));
+    REQUIRE(cached_get(*store, server.url(path), fast(), false, &use));
+    CHECK(use == CacheUse::fetched);
+    CHECK(server.hits(path) == 2);
+  }
 }

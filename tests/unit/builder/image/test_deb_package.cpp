@@ -181,19 +181,6 @@ std::string with_new_conffiles(const std::string& status) {
   return out;
 }
 
-// A minimal ar archive (deb(5)'s container), for hand-made hostile packages.
-std::string ar_archive(const std::vector<std::pair<std::string, std::string>>& members) {
-  std::string out = "!<arch>\n";
-  for (const auto& [name, data] : members) {
-    out += fmt::format("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", name, 0, 0, 0, 100644, data.size());
-    out += data;
-    if (data.size() % 2 != 0) {
-      out += '\n';
-    }
-  }
-  return out;
-}
-
 struct Member {
   TarEntry entry;
   std::string data;
@@ -235,9 +222,9 @@ std::string control_tar(const std::string& package) {
 
 // A .deb made by hand from a data.tar's members.
 fs::path hand_deb(const TempDirFixture& fx, const std::string& name, const std::vector<Member>& data) {
-  return fx.write(name + ".deb", ar_archive({{"debian-binary", "2.0\n"},
-                                             {"control.tar", control_tar(name)},
-                                             {"data.tar", tar_of(data)}}));
+  return fx.write(name + ".deb", test::ar_archive({{"debian-binary", "2.0\n"},
+                                                   {"control.tar", control_tar(name)},
+                                                   {"data.tar", tar_of(data)}}));
 }
 
 // The members of a tar held in memory, as "type name[ -> target]" lines, and file contents.
@@ -574,46 +561,47 @@ TEST_CASE("hostile packages are refused with a message naming the problem", "[de
                                                       "Status: install ok installed\n")});
   std::vector<Case> cases = {
       {"not-ar", "hello world\n", "not a Debian package (an ar archive)"},
-      {"first-member", ar_archive({{"control.tar", good_control}, {"debian-binary", "2.0\n"}}),
+      {"first-member", test::ar_archive({{"control.tar", good_control}, {"debian-binary", "2.0\n"}}),
        "the first member is 'control.tar', expected 'debian-binary'"},
       {"format-3",
-       ar_archive({{"debian-binary", "3.0\n"}, {"control.tar", good_control}, {"data.tar", good_data}}),
+       test::ar_archive({{"debian-binary", "3.0\n"}, {"control.tar", good_control}, {"data.tar", good_data}}),
        "unsupported Debian package format '3.0'"},
       {"wrong-order",
-       ar_archive({{"debian-binary", "2.0\n"}, {"data.tar", good_data}, {"control.tar", good_control}}),
+       test::ar_archive({{"debian-binary", "2.0\n"}, {"data.tar", good_data}, {"control.tar", good_control}}),
        "member 'data.tar' where control.tar"},
-      {"no-data", ar_archive({{"debian-binary", "2.0\n"}, {"control.tar", good_control}}),
+      {"no-data", test::ar_archive({{"debian-binary", "2.0\n"}, {"control.tar", good_control}}),
        "the package ends before its data.tar member"},
       {"dotdot",
-       ar_archive({{"debian-binary", "2.0\n"},
-                   {"control.tar", good_control},
-                   {"data.tar", tar_of({file("./../x", "x")})}}),
+       test::ar_archive({{"debian-binary", "2.0\n"},
+                         {"control.tar", good_control},
+                         {"data.tar", tar_of({file("./../x", "x")})}}),
        "'..' component"},
       {"absolute",
-       ar_archive({{"debian-binary", "2.0\n"},
-                   {"control.tar", good_control},
-                   {"data.tar", tar_of({file("/etc/x", "x")})}}),
+       test::ar_archive({{"debian-binary", "2.0\n"},
+                         {"control.tar", good_control},
+                         {"data.tar", tar_of({file("/etc/x", "x")})}}),
        "absolute name"},
       {"device",
-       ar_archive({{"debian-binary", "2.0\n"},
-                   {"control.tar", good_control},
-                   {"data.tar", tar_of({Member{device, ""}})}}),
+       test::ar_archive({{"debian-binary", "2.0\n"},
+                         {"control.tar", good_control},
+                         {"data.tar", tar_of({Member{device, ""}})}}),
        "'dev/null' is a device node"},
       {"dangling-hardlink",
-       ar_archive({{"debian-binary", "2.0\n"},
-                   {"control.tar", good_control},
-                   {"data.tar", tar_of({Member{hardlink, ""}})}}),
+       test::ar_archive({{"debian-binary", "2.0\n"},
+                         {"control.tar", good_control},
+                         {"data.tar", tar_of({Member{hardlink, ""}})}}),
        "hard link /h -> /missing: the target is not a file earlier in the package"},
       {"misnamed-compression",
-       ar_archive({{"debian-binary", "2.0\n"}, {"control.tar", good_control}, {"data.tar.gz", good_data}}),
+       test::ar_archive(
+           {{"debian-binary", "2.0\n"}, {"control.tar", good_control}, {"data.tar.gz", good_data}}),
        "data.tar.gz"},
       {"status-field",
-       ar_archive({{"debian-binary", "2.0\n"}, {"control.tar", with_status}, {"data.tar", good_data}}),
+       test::ar_archive({{"debian-binary", "2.0\n"}, {"control.tar", with_status}, {"data.tar", good_data}}),
        "a package may not set the 'Status' field"},
       {"twice",
-       ar_archive({{"debian-binary", "2.0\n"},
-                   {"control.tar", good_control},
-                   {"data.tar", tar_of({file("./x", "1"), file("./x", "2")})}}),
+       test::ar_archive({{"debian-binary", "2.0\n"},
+                         {"control.tar", good_control},
+                         {"data.tar", tar_of({file("./x", "1"), file("./x", "2")})}}),
        "lists 'x' twice"},
   };
   if (have_dpkg()) {
@@ -708,13 +696,13 @@ TEST_CASE("every compression dpkg allows is read, and '_' members are skipped", 
       control_name = "control.tar"; // dpkg allows these for data.tar only
       control = control_tar("pkg");
     }
-    fs::path deb =
-        fx.write("pkg.deb", ar_archive({{"debian-binary", "2.0\n"},
-                                        {"_extension", "ignored"},
-                                        {control_name, control},
-                                        {"_another", "ignored"},
-                                        {std::string("data.tar") + c.suffix, slurp(fx.dir() / "data.out")},
-                                        {"trailing", "ignored"}}));
+    fs::path deb = fx.write(
+        "pkg.deb", test::ar_archive({{"debian-binary", "2.0\n"},
+                                     {"_extension", "ignored"},
+                                     {control_name, control},
+                                     {"_another", "ignored"},
+                                     {std::string("data.tar") + c.suffix, slurp(fx.dir() / "data.out")},
+                                     {"trailing", "ignored"}}));
     Assembled a = assemble({deb}, DebState::installed);
     std::map<std::string, std::string> contents;
     members_of(fx, a.tar, &contents);
