@@ -268,6 +268,14 @@ python3 3.11.2-1+b1 python3.11,python3-minimal
 python3-yaml 6.0-3+b2 python3
 python3-six 1.16.0-4 python3
 EOF
+  rm -rf "$stage"
+  sign_flat_repo "$dir" lockstep-wheel-test
+}
+
+# sign_flat_repo DIR ORIGIN: the index of DIR's .deb files (Packages), its Release, and an
+# InRelease signed by a fresh key exported to DIR/keyring.gpg. Needs gpg, gpgconf, dpkg-deb.
+sign_flat_repo() {
+  local dir=$1 origin=$2 gnupg
   (cd "$dir" && for deb in *.deb; do
     dpkg-deb -f "$deb"
     echo "Filename: $deb"
@@ -276,17 +284,16 @@ EOF
     echo
   done >Packages)
   {
-    echo "Origin: lockstep-wheel-test"
+    echo "Origin: $origin"
     echo "Date: Mon, 01 Jan 2024 00:00:00 UTC"
     echo "SHA256:"
     printf ' %s %s Packages\n' "$(sha256sum "$dir/Packages" | cut -d' ' -f1)" "$(stat -c %s "$dir/Packages")"
   } >"$dir/Release"
-  local gnupg
-  gnupg=$(mktemp -d /tmp/ls-wheel-gpg.XXXXXX)
+  gnupg=$(mktemp -d /tmp/ls-repo-gpg.XXXXXX)
   gpg_() { gpg --homedir "$gnupg" --batch --quiet --yes --pinentry-mode loopback --passphrase '' "$@"; }
-  gpg_ --quick-gen-key 'lockstep wheel tests <wheels@example.invalid>' ed25519 sign never 2>/dev/null
+  gpg_ --quick-gen-key "lockstep tests <$origin@example.invalid>" ed25519 sign never 2>/dev/null
   gpg_ --export >"$dir/keyring.gpg"
   gpg_ --digest-algo SHA512 --clearsign --output "$dir/InRelease" "$dir/Release"
   gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
-  rm -rf "$gnupg" "$stage"
+  rm -rf "$gnupg"
 }

@@ -41,27 +41,7 @@ make_flat_repo() { # DIR
     dpkg-deb --root-owner-group -Zxz --build "$stage" "$dir/ls-old_${version}_amd64.deb" >/dev/null
     rm -rf "$stage"
   done
-  (cd "$dir" && for deb in *.deb; do
-    dpkg-deb -f "$deb"
-    echo "Filename: $deb"
-    echo "Size: $(stat -c %s "$deb")"
-    echo "SHA256: $(sha256sum "$deb" | cut -d' ' -f1)"
-    echo
-  done >Packages)
-  {
-    echo "Origin: lockstep-over-base-test"
-    echo "Date: Mon, 01 Jan 2024 00:00:00 UTC"
-    echo "SHA256:"
-    printf ' %s %s Packages\n' "$(sha256sum "$dir/Packages" | cut -d' ' -f1)" "$(stat -c %s "$dir/Packages")"
-  } >"$dir/Release"
-  local gnupg
-  gnupg=$(mktemp -d /tmp/ls-over-gpg.XXXXXX)
-  gpg_() { gpg --homedir "$gnupg" --batch --quiet --yes --pinentry-mode loopback --passphrase '' "$@"; }
-  gpg_ --quick-gen-key 'lockstep over-base tests <t@example.invalid>' ed25519 sign never 2>/dev/null
-  gpg_ --export >"$dir/keyring.gpg"
-  gpg_ --digest-algo SHA512 --clearsign --output "$dir/InRelease" "$dir/Release"
-  gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
-  rm -rf "$gnupg"
+  sign_flat_repo "$dir" lockstep-over-base-test
 }
 make_flat_repo "$WORK/repo/old"
 

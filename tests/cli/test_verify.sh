@@ -16,39 +16,7 @@ need jq python3 gpg gpgconf dpkg-deb dpkg skopeo umoci
 
 # A flat repository with the Debian packages that give the image its Python (docs only: the wheels
 # are checked by records here, never run).
-make_python_repo() { # DIR
-  local dir=$1 stage name version gnupg
-  stage=$(mktemp -d "$WORK/stage.XXXXXX")
-  mkdir -p "$dir"
-  while read -r name version depends; do
-    mkdir -p "$stage/$name/DEBIAN" "$stage/$name/usr/share/doc/$name"
-    echo "fake $name for lockstep's verify tests" >"$stage/$name/usr/share/doc/$name/README"
-    printf 'Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: t <t@example.invalid>\n%sDescription: fake %s\n' \
-      "$name" "$version" "${depends:+Depends: $depends
-}" "$name" >"$stage/$name/DEBIAN/control"
-    find "$stage/$name" -exec touch -h -d @1704067200 {} +
-    dpkg-deb --root-owner-group -Zxz --build "$stage/$name" "$dir/${name}_${version}_amd64.deb" >/dev/null
-  done <<'EOF'
-libc6 2.36-9+deb12u4
-python3.11 3.11.2-6+deb12u1 libc6
-python3 3.11.2-1+b1 python3.11
-EOF
-  (cd "$dir" && for deb in *.deb; do
-    dpkg-deb -f "$deb"
-    printf 'Filename: %s\nSize: %s\nSHA256: %s\n\n' "$deb" "$(stat -c %s "$deb")" "$(sha256sum "$deb" | cut -d' ' -f1)"
-  done >Packages)
-  printf 'Origin: lockstep-verify-test\nDate: Mon, 01 Jan 2024 00:00:00 UTC\nSHA256:\n %s %s Packages\n' \
-    "$(sha256sum "$dir/Packages" | cut -d' ' -f1)" "$(stat -c %s "$dir/Packages")" >"$dir/Release"
-  gnupg=$(mktemp -d /tmp/ls-verify-gpg.XXXXXX)
-  gpg --homedir "$gnupg" --batch --quiet --pinentry-mode loopback --passphrase '' \
-    --quick-gen-key 'lockstep verify tests <v@example.invalid>' ed25519 sign never 2>/dev/null
-  gpg --homedir "$gnupg" --batch --quiet --export >"$dir/keyring.gpg"
-  gpg --homedir "$gnupg" --batch --quiet --yes --pinentry-mode loopback --passphrase '' --digest-algo SHA512 \
-    --clearsign --output "$dir/InRelease" "$dir/Release"
-  gpgconf --homedir "$gnupg" --kill gpg-agent >/dev/null 2>&1 || true
-  rm -rf "$gnupg" "$stage"
-}
-make_python_repo pyrepo
+make_python_apt_repo "$WORK/pyrepo"
 
 # make_wheel DIR NAME VERSION ENTRY_POINTS FILE=CONTENT...: a py3-none-any wheel with a right RECORD.
 make_wheel() {
