@@ -93,10 +93,20 @@ Result<std::int64_t> lock_epoch(const std::optional<envspec::Lock>& previous) {
 }
 
 Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
-  // Loading libcurl (dlopen of it and its libraries, about 12 ms of a core) overlaps reading the
-  // spec and the previous lock: a re-lock that needs one index page or METADATA file then doesn't
-  // wait for it (and one that needs nothing finishes before it).
-  auto curl_ready = std::async(std::launch::async, [] { (void)curl::libcurl(); });
+  // Loading libcurl (dlopen of it and its libraries: about 15 ms of a core) overlaps reading the
+  // spec when the lock will surely download (no lock yet, or --update). A re-lock loads it only
+  // when it must fetch something: most of its index pages and METADATA are in the store, and a
+  // load running beside it slows it (the threads share one address space).
+  std::future<void> curl_ready;
+  {
+    std::error_code ec;
+    const std::filesystem::path guessed =
+        args.lock.empty() ? envspec::default_lock_path(std::filesystem::absolute(args.spec, ec))
+                          : std::filesystem::path(args.lock);
+    if (args.update_given || !std::filesystem::exists(guessed, ec)) {
+      curl_ready = std::async(std::launch::async, [] { (void)curl::libcurl(); });
+    }
+  }
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
   log::Timer load_timer("read the spec");
