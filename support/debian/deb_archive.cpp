@@ -1,5 +1,6 @@
 #include "support/debian/deb_archive.hpp"
 
+#include "support/archive_names.hpp"
 #include "support/interrupt.hpp"
 
 #include <archive.h>
@@ -23,76 +24,13 @@ namespace {
 constexpr std::int64_t k_max_debian_binary = 64;
 constexpr std::size_t k_max_ar_members = 16;
 constexpr std::int64_t k_max_data_member = 64LL << 30; // one file in data.tar
-constexpr std::size_t k_max_name = 4095;               // PATH_MAX - 1 for names and link targets
+constexpr std::size_t k_max_member_name = 4095;        // PATH_MAX - 1 for names and link targets
 constexpr std::uint32_t k_max_id = 0xFFFFFFFEU;        // (uid_t)-1 is not an owner
-// The bounds of layer::normalise_name (support/oci/layer_model.hpp) on a normalised name.
-constexpr std::size_t k_max_component = 255; // NAME_MAX
-constexpr std::size_t k_max_path = 4095;
 
 std::string archive_message(struct archive* a) {
   const char* m = archive_error_string(a);
   return m != nullptr ? m : "unknown error";
 }
-
-// normalize_member_name (support/oci/tar_reader.hpp), which this room may not include, with the
-// same rule and messages: strips "./" and empty components and a trailing '/'; refuses an absolute
-// name or a ".." component. "." and "./" become "".
-Result<std::string> normalize_name(std::string_view name) {
-  if (name.empty()) {
-    return invalid_input("archive member with an empty name");
-  }
-  if (name.front() == '/') {
-    return invalid_input("archive member '{}' has an absolute name", name);
-  }
-  std::string out;
-  std::size_t i = 0;
-  while (i <= name.size()) {
-    std::size_t j = name.find('/', i);
-    j = j == std::string_view::npos ? name.size() : j;
-    std::string_view comp = name.substr(i, j - i);
-    if (comp == "..") {
-      return invalid_input("archive member '{}' has a '..' component", name);
-    }
-    if (!comp.empty() && comp != ".") {
-      if (comp.size() > k_max_component) {
-        return invalid_input("archive member '{}' has a name component longer than {} bytes", name,
-                             k_max_component);
-      }
-      if (!out.empty()) {
-        out += '/';
-      }
-      out += comp;
-    }
-    i = j + 1;
-  }
-  if (out.size() > k_max_path) {
-    return invalid_input("archive member '{}' has a name longer than {} bytes", name, k_max_path);
-  }
-  return out;
-}
-
-// Utf8Locale (support/oci/tar_writer.hpp), which this room may not include: this thread's LC_CTYPE
-// is C.UTF-8 (where the system has it) for its lifetime, so that libarchive passes name bytes
-// through unchanged whatever LANG/LC_ALL say.
-class Utf8Ctype {
-public:
-  Utf8Ctype() {
-    static locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
-    if (utf8 != static_cast<locale_t>(nullptr)) {
-      m_previous = uselocale(utf8);
-    }
-  }
-  ~Utf8Ctype() {
-    if (m_previous != static_cast<locale_t>(nullptr)) {
-      uselocale(m_previous);
-    }
-  }
-  Utf8Ctype(const Utf8Ctype&) = delete;
-  Utf8Ctype& operator=(const Utf8Ctype&) = delete;
-
-private:
-  locale_t m_previous = static_cast<locale_t>(nullptr);
-};
 
 } // namespace
 
@@ -185,11 +123,11 @@ Result<std::optional<DebMember>> InnerTar::next() {
     return invalid_input("{}: {} has a member with an unreadable name", m_where, m_member);
   }
   std::string_view raw_name(raw);
-  if (raw_name.size() > k_max_name) {
+  if (raw_name.size() > k_max_member_name) {
     return invalid_input("{}: {} has a member name of {} bytes (at most {})", m_where, m_member,
-                         raw_name.size(), k_max_name);
+                         raw_name.size(), k_max_member_name);
   }
-  auto name = normalize_name(raw_name);
+  auto name = normalize_member_name(raw_name);
   if (!name) {
     return invalid_input("{}: {}: {}; refusing the package", m_where, m_member, name.error().message);
   }
@@ -206,7 +144,7 @@ Result<std::optional<DebMember>> InnerTar::next() {
   m.gid = static_cast<std::uint32_t>(gid);
   m.mtime = archive_entry_mtime(entry);
   if (const char* target = archive_entry_hardlink(entry); target != nullptr) {
-    auto t = normalize_name(target);
+    auto t = normalize_member_name(target);
     if (!t || t->empty()) {
       return invalid_input(
           "{}: {}: hard link '{}' -> '{}' is not a path inside the package; refusing the package", m_where,
@@ -232,7 +170,7 @@ Result<std::optional<DebMember>> InnerTar::next() {
     m.type = DebMember::Type::symlink;
     const char* target = archive_entry_symlink(entry);
     m.link_target = target != nullptr ? target : "";
-    if (m.link_target.empty() || m.link_target.size() > k_max_name) {
+    if (m.link_target.empty() || m.link_target.size() > k_max_member_name) {
       return invalid_input("{}: {}: symlink '{}' has an empty or overlong target", m_where, m_member, m.name);
     }
     break;
@@ -404,7 +342,7 @@ Result<std::unique_ptr<InnerTar>> open_deb_data(DebArchive& ar, std::string_view
 Result<std::vector<std::pair<std::string, std::string>>>
 read_deb_files(const fs::path& deb, const std::function<bool(std::string_view)>& wanted,
                std::uint64_t max_each, std::string_view what) {
-  Utf8Ctype locale;
+  Utf8Locale locale;
   LS_TRY_ASSIGN(DebArchive ar, DebArchive::open(deb, what));
   LS_TRY_ASSIGN(auto data, open_deb_data(ar, what));
   std::vector<std::pair<std::string, std::string>> out;

@@ -38,47 +38,6 @@ std::string_view type_name(unsigned type) {
 
 } // namespace
 
-bool normalise_name(std::string_view raw, std::string& out, std::string& why) {
-  out.clear();
-  if (raw.empty()) {
-    why = "has an empty name";
-    return false;
-  }
-  int depth = 0;
-  std::size_t i = 0;
-  while (i <= raw.size()) {
-    std::size_t j = raw.find('/', i);
-    j = j == std::string_view::npos ? raw.size() : j;
-    std::string_view comp = raw.substr(i, j - i);
-    if (comp == "..") {
-      why = depth == 0 ? "escapes the root with '..'" : "has a '..' component";
-      return false;
-    }
-    if (!comp.empty() && comp != ".") {
-      if (comp.size() > k_max_name) {
-        why = fmt::format("has a name component longer than {} bytes", k_max_name);
-        return false;
-      }
-      if (!out.empty()) {
-        out += '/';
-      }
-      out += comp;
-      ++depth;
-    }
-    i = j + 1;
-  }
-  // "/" (umoci writes its root entry so) names the root; any other absolute name is refused.
-  if (raw.front() == '/' && !out.empty()) {
-    why = "has an absolute name; layer members are relative to the root";
-    return false;
-  }
-  if (out.size() > k_max_path) {
-    why = fmt::format("has a name longer than {} bytes", k_max_path);
-    return false;
-  }
-  return true;
-}
-
 namespace {
 
 // The components of a path without empty and "." ones, as the walks consume them.

@@ -15,6 +15,7 @@
 //    directory merges; anything else replaces what is there, subtree included; hard links to an
 //    existing non-directory). The disk unpacker executes the same rules with the kernel doing the
 //    walk and inode sets recording what the layer wrote.
+#include "support/archive_names.hpp"
 #include "support/result.hpp"
 
 #include <cstdint>
@@ -28,11 +29,11 @@ struct archive_entry; // libarchive
 
 namespace lockstep::layer {
 
+using lockstep::k_max_name;
+using lockstep::k_max_path;
 inline constexpr std::string_view k_whiteout_prefix = ".wh.";
 inline constexpr std::string_view k_whiteout_meta_prefix = ".wh..wh.";
 inline constexpr std::string_view k_opaque_marker = ".wh..wh..opq";
-inline constexpr std::size_t k_max_name = 255;           ///< bytes in one name component (NAME_MAX)
-inline constexpr std::size_t k_max_path = 4095;          ///< bytes in a member name or link target
 inline constexpr int k_max_links = 40;                   ///< symbolic links in one walk (MAXSYMLINKS)
 inline constexpr std::uint64_t k_max_id = 0xFFFFFFFEULL; ///< (uid_t)-1 means "unchanged" to chown
 
@@ -72,11 +73,6 @@ struct Member {
 /// empty or self-naming whiteout, a root that is not a directory, a hard link out of the root or to
 /// itself, an owner out of range, a name or link target too long, a negative size).
 Result<Member> classify_member(struct archive_entry* entry, std::string_view what);
-
-/// Normalises a member name or a hard link target: "./a//b/" -> "a/b", "." and "/" -> "". False,
-/// with the refusal in `why` ("has a '..' component", ...), for an empty or absolute name, a ".."
-/// component, or a name or component too long. The one normalisation of tar member names.
-bool normalise_name(std::string_view raw, std::string& out, std::string& why);
 
 /// "WHAT: member 'RAW' WHY", invalid_input: every refusal about one member reads so.
 Error refuse_member(std::string_view what, std::string_view raw, std::string_view why);

@@ -41,24 +41,6 @@ la_ssize_t read_layer_feed(struct archive* a, void* client, const void** buf) {
 
 } // namespace detail
 
-Result<std::string> normalize_member_name(std::string_view name) {
-  if (name.empty()) {
-    return invalid_input("archive member with an empty name");
-  }
-  if (name.front() == '/') {
-    return invalid_input("archive member '{}' has an absolute name", name);
-  }
-  std::string out;
-  std::string why;
-  if (!layer::normalise_name(name, out, why)) {
-    if (why.starts_with("escapes the root")) {
-      why = "has a '..' component";
-    }
-    return invalid_input("archive member '{}' {}", name, why);
-  }
-  return out;
-}
-
 Result<TarReader> TarReader::open(const std::filesystem::path& file, std::string what) {
   LS_TRY_ASSIGN(UniqueFd fd, open_file(file, O_RDONLY | O_NONBLOCK)); // a FIFO must not block us
   struct stat st {};

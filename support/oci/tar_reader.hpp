@@ -81,8 +81,4 @@ private:
   std::int64_t m_held_offset = 0;
 };
 
-/// Normalises a tar member name: strips "./" and empty components and a trailing '/'; refuses an
-/// absolute name or a ".." component. "." and "./" become "".
-Result<std::string> normalize_member_name(std::string_view name);
-
 } // namespace lockstep

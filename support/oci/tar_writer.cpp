@@ -10,22 +10,6 @@
 
 namespace lockstep {
 
-// libarchive converts names from the current locale's charset to UTF-8 for PAX records. Every call
-// runs under C.UTF-8 on this thread, so the output never depends on LANG/LC_ALL: valid UTF-8 names
-// are written as UTF-8, and anything else falls back to a raw name marked hdrcharset=BINARY.
-Utf8Locale::Utf8Locale() {
-  static locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(nullptr));
-  if (utf8 != static_cast<locale_t>(nullptr)) {
-    m_previous = uselocale(utf8);
-  }
-}
-
-Utf8Locale::~Utf8Locale() {
-  if (m_previous != static_cast<locale_t>(nullptr)) {
-    uselocale(m_previous);
-  }
-}
-
 // Exceptions must not unwind through libarchive's C frames: the callback parks them here and
 // TarWriter::check() rethrows after libarchive has returned.
 struct TarWriter::CallbackState {

@@ -5,6 +5,7 @@
 // The caller decides every field; nothing is taken from the clock, the umask, the user database or
 // the locale: no uname/gname, no atime/ctime, mtime in whole seconds, xattrs as SCHILY.xattr
 // records in the order given. The archive is unblocked and ends with two 512-byte zero blocks.
+#include "support/archive_names.hpp"
 #include "support/compress.hpp"
 #include "support/result.hpp"
 
@@ -19,21 +20,6 @@ struct archive;
 struct archive_entry;
 
 namespace lockstep {
-
-/// Switches this thread's LC_CTYPE to C.UTF-8 (where the system has it) for its lifetime, so that
-/// libarchive's conversions between the locale's charset and UTF-8 pass name bytes through
-/// unchanged whatever LANG/LC_ALL say. Hold one around every libarchive call that reads or writes
-/// member names (the tar writer does, and so does the .deb reader).
-class Utf8Locale {
-public:
-  Utf8Locale();
-  ~Utf8Locale();
-  Utf8Locale(const Utf8Locale&) = delete;
-  Utf8Locale& operator=(const Utf8Locale&) = delete;
-
-private:
-  locale_t m_previous = static_cast<locale_t>(nullptr);
-};
 
 /// One tar member, fully described.
 struct TarEntry {
