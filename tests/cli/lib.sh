@@ -224,6 +224,32 @@ stop_http_server() {
   fi
 }
 
+# ---- wheels ----------------------------------------------------------------------------------------
+# make_wheel DIR NAME VERSION 'Requires-Dist lines|...' 'entry_points.txt' FILE=CONTENT...: a
+# py3-none-any wheel with a right RECORD (py_index.write_wheel), its METADATA also extracted under
+# DIR/.meta; prints the wheel's path. "\n" in the texts is a newline.
+make_wheel() {
+  python3 - "$LOCKSTEP_SOURCE_DIR/tests/cli" "$@" <<'PY'
+import sys, zipfile
+sys.path.insert(0, sys.argv[1])
+import py_index
+out, name, version, requires, entry_points, *files = sys.argv[2:]
+members = {}
+for f in files:
+    path, content = f.split("=", 1)
+    members[path] = content.replace("\\n", "\n").encode()
+meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+for line in filter(None, requires.split("|")):
+    meta += line + "\n"
+dist = f"{name}-{version}.dist-info"
+path = f"{out}/{name}-{version}-py3-none-any.whl"
+py_index.write_wheel(path, dist, meta, members, entry_points=entry_points.replace("\\n", "\n"))
+with zipfile.ZipFile(path) as z:
+    z.extract(f"{dist}/METADATA", out + "/.meta")
+print(path)
+PY
+}
+
 # ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ------------------------------
 # make_python_apt_repo DIR: a signed flat repository (DIR/keyring.gpg) for specs that lock Python
 # packages. The packages hold only a doc file: a lock needs them for its target Python (3.11.2,

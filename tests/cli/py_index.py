@@ -81,6 +81,31 @@ def normalize(name):
     return "".join(out)
 
 
+def write_wheel(path, info, meta, files, tag="py3-none-any", entry_points=None,
+                compression=zipfile.ZIP_DEFLATED):
+    """Writes the wheel PATH: FILES ({member: bytes}), then INFO/METADATA (the text META),
+    INFO/WHEEL for TAG, INFO/entry_points.txt when given, and a RECORD with every member's sha256,
+    at a fixed time."""
+    members = dict(files)
+    members[f"{info}/METADATA"] = meta.encode()
+    members[f"{info}/WHEEL"] = \
+        f"Wheel-Version: 1.0\nGenerator: lockstep-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    if entry_points:
+        members[f"{info}/entry_points.txt"] = entry_points.encode()
+    record = ""
+    for member, data in members.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += f"{member},sha256={digest},{len(data)}\n"
+    record += f"{info}/RECORD,,\n"
+    members[f"{info}/RECORD"] = record.encode()
+    with zipfile.ZipFile(path, "w", compression) as z:
+        for member, data in members.items():
+            zi = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zi.compress_type = compression
+            z.writestr(zi, data)
+
+
 class Index:
     def __init__(self, root):
         self.root = root
@@ -106,25 +131,11 @@ class Index:
                     meta += f"Requires-Dist: {req.strip()}; ({m.strip()}) and {marker}\n"
                 else:
                     meta += f"Requires-Dist: {r}; {marker}\n"
-        info = f"{dist}-{version}.dist-info"
-        members = {
-            f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode(),
-            f"{info}/METADATA": meta.encode(),
-            f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: lockstep-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode(),
-        }
-        record = ""
-        for path, data in members.items():
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            record += f"{path},sha256={digest},{len(data)}\n"
-        record += f"{info}/RECORD,,\n"
-        members[f"{info}/RECORD"] = record.encode()
         filename = f"{dist}-{version}-{tag}.whl"
         path = os.path.join(self.root, "files", filename)
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-            for p, data in members.items():
-                zi = zipfile.ZipInfo(p, date_time=(2024, 1, 1, 0, 0, 0))
-                zi.external_attr = 0o644 << 16
-                z.writestr(zi, data)
+        write_wheel(path, f"{dist}-{version}.dist-info", meta,
+                    {f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode()}, tag=tag,
+                    compression=zipfile.ZIP_STORED)
         with open(path + ".metadata", "wb") as f:
             f.write(meta.encode())
         with open(path, "rb") as f:

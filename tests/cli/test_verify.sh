@@ -18,30 +18,9 @@ need jq python3 gpg gpgconf dpkg-deb dpkg skopeo umoci
 # are checked by records here, never run).
 make_python_apt_repo "$WORK/pyrepo"
 
-# make_wheel DIR NAME VERSION ENTRY_POINTS FILE=CONTENT...: a py3-none-any wheel with a right RECORD.
-make_wheel() {
-  python3 - "$@" <<'PY'
-import base64, hashlib, sys, zipfile
-out, name, version, entry_points, *files = sys.argv[1:]
-dist = f"{name}-{version}.dist-info"
-members = {p: c.replace("\\n", "\n").encode() for p, c in (f.split("=", 1) for f in files)}
-members[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
-members[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-if entry_points:
-    members[f"{dist}/entry_points.txt"] = entry_points.replace("\\n", "\n").encode()
-record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
-                 for p, d in members.items()) + f"{dist}/RECORD,,\n"
-members[f"{dist}/RECORD"] = record.encode()
-with zipfile.ZipFile(f"{out}/{name}-{version}-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as z:
-    for p, d in members.items():
-        info = zipfile.ZipInfo(p, date_time=(2024, 1, 1, 0, 0, 0))
-        info.external_attr = 0o644 << 16
-        z.writestr(info, d)
-PY
-}
 mkdir -p wheelhouse
-make_wheel wheelhouse demo 1.0 '[console_scripts]\ndemo-cli = demo:main\n' 'demo/__init__.py=def main():\n    print("demo")\n'
-make_wheel wheelhouse dep 1.0 '' 'dep/__init__.py=VALUE = 42\n'
+make_wheel wheelhouse demo 1.0 '' '[console_scripts]\ndemo-cli = demo:main\n' 'demo/__init__.py=def main():\n    print("demo")\n' >/dev/null
+make_wheel wheelhouse dep 1.0 '' '' 'dep/__init__.py=VALUE = 42\n' >/dev/null
 
 write_spec() { # FILE APT...
   local file=$1

@@ -18,40 +18,6 @@ need jq tar gpg gpgconf dpkg-deb python3 sha256sum
 make_python_apt_repo "$WORK/apt"
 
 # ---- wheels, built with python's zipfile ---------------------------------------------------------
-# make_wheel DIR NAME VERSION 'Requires-Dist lines' 'entry_points.txt' FILE=CONTENT...
-make_wheel() {
-  python3 - "$@" <<'PY'
-import base64, hashlib, sys, zipfile
-out, name, version, requires, entry_points, *files = sys.argv[1:]
-dist = f"{name}-{version}.dist-info"
-members = {}
-for f in files:
-    path, content = f.split("=", 1)
-    members[path] = content.replace("\\n", "\n").encode()
-meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-for line in filter(None, requires.split("|")):
-    meta += line + "\n"
-members[f"{dist}/METADATA"] = meta.encode()
-members[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: lockstep-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-if entry_points:
-    members[f"{dist}/entry_points.txt"] = entry_points.replace("\\n", "\n").encode()
-record = ""
-for path, data in members.items():
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    record += f"{path},sha256={digest},{len(data)}\n"
-record += f"{dist}/RECORD,,\n"
-members[f"{dist}/RECORD"] = record.encode()
-path = f"{out}/{name}-{version}-py3-none-any.whl"
-with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-    for p, data in members.items():
-        info = zipfile.ZipInfo(p, date_time=(2024, 1, 1, 0, 0, 0))
-        info.external_attr = 0o644 << 16
-        z.writestr(info, data, zipfile.ZIP_DEFLATED)
-with zipfile.ZipFile(path) as z:
-    z.extract(f"{dist}/METADATA", out + "/.meta")
-print(path)
-PY
-}
 mkdir -p wheelhouse
 make_wheel wheelhouse demo 1.0 \
   'Requires-Dist: dep==1.0|Requires-Dist: winonly==1; sys_platform == "win32"|Provides-Extra: fast|Requires-Dist: fastlib==1.0; extra == "fast"' \
