@@ -2,6 +2,7 @@
 
 #include "support/oci/oci.hpp"
 #include "support/purl.hpp"
+#include "support/python/pep508.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -232,7 +233,7 @@ std::string artifact_purl(const Lock& lock, const LockedArtifact& a) {
     return deb_purl(vendor, a.name, a.version, a.arch, distro);
   }
   if (a.kind == "wheel") {
-    return pypi_purl(a.name, a.version);
+    return pypi_purl(normalize_project_name(a.name), a.version);
   }
   PackageUrl p; // git: the repository's last path segment, at the commit
   p.type = "generic";

@@ -66,21 +66,10 @@ std::string deb_purl(std::string_view vendor, std::string_view name, std::string
   return p.str();
 }
 
-std::string pypi_purl(std::string_view name, std::string_view version) {
+std::string pypi_purl(std::string_view normalized_name, std::string_view version) {
   PackageUrl p;
   p.type = "pypi";
-  bool separator = false;
-  for (char c : name) {
-    if (c == '-' || c == '_' || c == '.') {
-      separator = true;
-      continue;
-    }
-    if (separator && !p.name.empty()) {
-      p.name += '-';
-    }
-    separator = false;
-    p.name += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  }
+  p.name = std::string(normalized_name);
   p.version = std::string(version);
   return p.str();
 }

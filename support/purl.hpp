@@ -34,8 +34,8 @@ std::string purl_encode(std::string_view s, bool keep_slash = false);
 std::string deb_purl(std::string_view vendor, std::string_view name, std::string_view version,
                      std::string_view arch, std::string_view distro);
 
-/// pkg:pypi/NAME@VERSION with the name normalised as PEP 503 says (lower case, runs of "-_." as '-').
-std::string pypi_purl(std::string_view name, std::string_view version);
+/// pkg:pypi/NAME@VERSION; NAME as PEP 503 normalises it (normalize_project_name, support/python).
+std::string pypi_purl(std::string_view normalized_name, std::string_view version);
 
 /// pkg:oci/NAME@DIGEST?repository_url=REPOSITORY[&tag=TAG]: NAME is the repository's last path
 /// segment, lower case; DIGEST the manifest's "sha256:<hex>".

@@ -76,6 +76,10 @@ TEST_CASE("package URLs of a lock's artifacts", "[sbom]") {
   CHECK(artifact_purl(lock, lock.artifacts[1]) ==
         "pkg:deb/debian/attr@1:2.4.47-2%2Bb1?arch=amd64&distro=debian-12");
   CHECK(artifact_purl(lock, lock.artifacts[0]) == "pkg:pypi/typing-extensions@4.12.2");
+  LockedArtifact unnormalized = lock.artifacts[0];
+  unnormalized.name = "Zope.Interface";
+  unnormalized.version = "6.0";
+  CHECK(artifact_purl(lock, unnormalized) == "pkg:pypi/zope-interface@6.0"); // PEP 503's name
   CHECK(artifact_purl(lock, lock.artifacts[2]) ==
         "pkg:generic/tools@" + std::string(40, 'a') +
             "?vcs_url=git%2Bhttps://github.com/example/tools.git%40" + std::string(40, 'a'));
