@@ -54,8 +54,8 @@ Result<void> write_lock(const std::filesystem::path& path, const std::string& te
   return file.commit();
 }
 
-std::filesystem::path lock_path_of(const envspec::Spec& spec, const std::string& lock_arg) {
-  return lock_arg.empty() ? envspec::default_lock_path(spec.file) : std::filesystem::absolute(lock_arg);
+std::filesystem::path lock_path_of(const std::filesystem::path& spec_file, const std::string& lock_arg) {
+  return lock_arg.empty() ? envspec::default_lock_path(spec_file) : std::filesystem::absolute(lock_arg);
 }
 
 // The lock already at `path`, if there is one that parses; a broken one is ignored with a warning
@@ -98,20 +98,16 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   // when it must fetch something: most of its index pages and METADATA are in the store, and a
   // load running beside it slows it (the threads share one address space).
   std::future<void> curl_ready;
-  {
-    std::error_code ec;
-    const std::filesystem::path guessed =
-        args.lock.empty() ? envspec::default_lock_path(std::filesystem::absolute(args.spec, ec))
-                          : std::filesystem::path(args.lock);
-    if (args.update_given || !std::filesystem::exists(guessed, ec)) {
-      curl_ready = std::async(std::launch::async, [] { (void)curl::libcurl(); });
-    }
+  if (std::error_code ec;
+      args.update_given ||
+      !std::filesystem::exists(lock_path_of(std::filesystem::absolute(args.spec, ec), args.lock), ec)) {
+    curl_ready = std::async(std::launch::async, [] { (void)curl::libcurl(); });
   }
   envspec::LoadOptions load;
   load.allow_outside = args.allow_outside;
   log::Timer load_timer("read the spec");
   LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
-  const std::filesystem::path lock_path = lock_path_of(spec, args.lock);
+  const std::filesystem::path lock_path = lock_path_of(spec.file, args.lock);
   const nlohmann::json inputs = envspec::lock_inputs(spec);
   load_timer.stop();
 
@@ -176,7 +172,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
   std::copy_if(args.update.begin(), args.update.end(), std::back_inserter(names),
                [](const std::string& n) { return !n.empty(); });
   options.update_all = args.update_given && names.empty();
-  options.refresh = args.refresh || args.update_given;
+  options.refresh = args.refresh;
   options.update.insert(names.begin(), names.end());
   LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
   LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
@@ -228,7 +224,7 @@ Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, c
   if (!spec.needs_lock()) {
     return std::optional<envspec::Lock>();
   }
-  const std::filesystem::path lock_path = lock_path_of(spec, lock_arg);
+  const std::filesystem::path lock_path = lock_path_of(spec.file, lock_arg);
   const nlohmann::json inputs = envspec::lock_inputs(spec);
   std::optional<envspec::Lock> previous;
   if (locked) {

@@ -6,6 +6,7 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 #include "support/version.hpp"
 
 #include <fcntl.h>
@@ -38,6 +39,7 @@ constexpr std::uint64_t k_max_redirect_body = 64 << 10;
 // Longest wait a server's Retry-After may ask for.
 constexpr long k_max_retry_after_s = 30;
 constexpr std::size_t k_file_chunk = 1 << 20;
+constexpr std::size_t k_max_cache_control = 4096; // bytes of Cache-Control kept from one response
 
 // ---- URLs ----------------------------------------------------------------------------------------
 
@@ -266,26 +268,14 @@ std::size_t on_curl_write(char* data, std::size_t size, std::size_t nmemb, void*
   return n;
 }
 
-// Notes the Content-Length of the response being received (libcurl does not report it when the
-// length alone exceeds CURLOPT_MAXFILESIZE).
-// The value of header `name` (lowercase, with its colon) in a header line, trimmed; nullopt if the
-// line is another header.
+// The value of header `name` (lower case) in a header line, trimmed; nullopt if the line is another
+// header.
 std::optional<std::string_view> header_value(std::string_view line, std::string_view name) {
-  if (line.size() < name.size()) {
+  const std::size_t colon = line.find(':');
+  if (colon == std::string_view::npos || ascii_lower(trim(line.substr(0, colon))) != name) {
     return std::nullopt;
   }
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) {
-      return std::nullopt;
-    }
-  }
-  std::string_view value = line.substr(name.size());
-  value.remove_prefix(std::min(value.find_first_not_of(" \t"), value.size()));
-  while (!value.empty() &&
-         (value.back() == '\r' || value.back() == '\n' || value.back() == ' ' || value.back() == '\t')) {
-    value.remove_suffix(1);
-  }
-  return value;
+  return trim(line.substr(colon + 1));
 }
 
 std::optional<std::uint64_t> header_number(std::string_view digits) {
@@ -297,6 +287,8 @@ std::optional<std::uint64_t> header_number(std::string_view digits) {
   return std::nullopt;
 }
 
+// Notes the headers of the response being received: its Content-Length (libcurl does not report
+// it when the length alone exceeds CURLOPT_MAXFILESIZE), Cache-Control and Age.
 std::size_t on_curl_header(char* data, std::size_t size, std::size_t nmemb, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::size_t n = size * nmemb;
@@ -307,12 +299,14 @@ std::size_t on_curl_header(char* data, std::size_t size, std::size_t nmemb, void
     t->age.reset();
     return n;
   }
-  if (auto v = header_value(line, "content-length:")) {
+  if (auto v = header_value(line, "content-length")) {
     t->announced = header_number(*v);
-  } else if (auto cc = header_value(line, "cache-control:")) {
-    // Several Cache-Control lines form one list.
-    t->cache_control += (t->cache_control.empty() ? "" : ", ") + std::string(cc->substr(0, 1024));
-  } else if (auto age = header_value(line, "age:")) {
+  } else if (auto cc = header_value(line, "cache-control")) {
+    // Several Cache-Control lines form one list (bounded: a hostile server may send many).
+    if (t->cache_control.size() + cc->size() <= k_max_cache_control) {
+      t->cache_control += (t->cache_control.empty() ? "" : ", ") + std::string(*cc);
+    }
+  } else if (auto age = header_value(line, "age")) {
     t->age = header_number(*age);
   }
   return n;

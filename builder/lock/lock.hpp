@@ -25,8 +25,8 @@ struct LockOptions {
   std::set<std::string> update;
   /// Ignore `previous` entirely (`lock --update` without names).
   bool update_all = false;
-  /// Read every Python index page again, even those the HTTP cache holds fresh (`lock --refresh`;
-  /// implied by `update`/`update_all`, which ask for the newest versions).
+  /// Read every Python index page again, even those the HTTP cache holds fresh (`lock --refresh`).
+  /// `update` and `update_all`, which ask for the newest versions, do so too.
   bool refresh = false;
   std::int64_t epoch = 0;
   /// How an image base in a registry is reached (TLS, credentials).

@@ -219,7 +219,13 @@ struct AptDistribution {
   std::string deb;         ///< the package ("python3-numpy")
   std::string deb_version; ///< its version ("1:1.24.2-1")
   std::string path;        ///< its .dist-info or .egg-info in the image
+  std::string where;       ///< the request it becomes: "packages.apt[1]", or "packages.apt"
 };
+
+/// "python3-numpy 1:1.24.2-1": the package that installs `d` (ResolveContext::fixed).
+std::string installed_by(const AptDistribution& d) {
+  return d.deb + " " + d.deb_version;
+}
 
 /// Locking packages.pip: what each pass of lock_wheels learns, for the passes after it.
 struct PipLock {
@@ -447,7 +453,7 @@ Result<void> collect_requests(PipLock& l) {
   }
   // apt's distributions: each one exactly at its version, asked for by the packages.apt entry that
   // names its package (else by packages.apt as a whole: a dependency of what it names).
-  for (const auto& [project, d] : l.apt_dists) {
+  for (auto& [project, d] : l.apt_dists) {
     PyRequest r;
     LS_TRY_ASSIGN(r.requirement, Requirement::parse(fmt::format("{}=={}", project, d.version.str())));
     r.where = "packages.apt";
@@ -461,6 +467,7 @@ Result<void> collect_requests(PipLock& l) {
       }
     }
     r.text = fmt::format("{} {} installs {} {}", d.deb, d.deb_version, project, d.version.str());
+    d.where = r.where;
     l.requests.push_back(std::move(r));
   }
   return {};
@@ -517,7 +524,7 @@ Result<void> resolve(PipLock& l) {
   c.installed = l.base_dists;
   for (const auto& [project, d] : l.apt_dists) {
     c.installed.insert_or_assign(project, std::pair{d.version, d.path});
-    c.fixed.insert_or_assign(project, fmt::format("{} {}", d.deb, d.deb_version));
+    c.fixed.insert_or_assign(project, installed_by(d));
   }
   c.previous = previous_wheels(l);
   for (const auto& [project, by] : c.fixed) {
@@ -575,17 +582,15 @@ Result<void> resolve(PipLock& l) {
       break;
     }
   }
-  // A Debian package's fixed distribution in the derivation: that packages.apt entry is one to change.
-  for (const PyRequest& r : l.requests) {
-    const std::size_t installs = r.text.find(" installs ");
-    if (r.where.starts_with("packages.apt") && installs != std::string::npos) {
-      const std::string fixed =
-          fmt::format("{} is installed by {}", r.text.substr(installs + 10), r.text.substr(0, installs));
-      if (l.resolution.explanation.find(fixed) != std::string::npos &&
-          std::find(l.resolution.root_causes.begin(), l.resolution.root_causes.end(), r.where) ==
-              l.resolution.root_causes.end()) {
-        l.resolution.root_causes.push_back(r.where);
-      }
+  // A Debian package's fixed distribution in the derivation (the provider's "PROJECT VERSION is
+  // installed by DEB DEB_VERSION"): that packages.apt entry is one to change.
+  for (const auto& [project, d] : l.apt_dists) {
+    const std::string fixed =
+        fmt::format("{} {} is installed by {}", project, d.version.str(), installed_by(d));
+    if (l.resolution.explanation.find(fixed) != std::string::npos &&
+        std::find(l.resolution.root_causes.begin(), l.resolution.root_causes.end(), d.where) ==
+            l.resolution.root_causes.end()) {
+      l.resolution.root_causes.push_back(d.where);
     }
   }
   std::string text = l.resolution.explanation;

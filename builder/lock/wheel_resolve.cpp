@@ -1138,50 +1138,62 @@ public:
   }
 };
 
+// One solve with `provider`: the resolution, or nullopt when it must start again (provider.stale()).
+Result<std::optional<WheelResolution>> solve_once(WheelProvider& provider) {
+  provider.start();
+  log::Timer solving("solve Python packages (PubGrub)");
+  LS_TRY_ASSIGN(pubgrub::Outcome outcome, pubgrub::solve(provider, 0, 0));
+  solving.stop();
+  if (provider.stale()) {
+    return std::optional<WheelResolution>();
+  }
+  WheelResolution out;
+  out.stats = outcome.stats;
+  out.solved = outcome.solved;
+  if (!outcome.solved) {
+    out.explanation = outcome.explanation;
+    for (const std::string& text : outcome.root_causes) {
+      const std::string where = provider.where_of(text);
+      if (!where.empty() &&
+          std::find(out.root_causes.begin(), out.root_causes.end(), where) == out.root_causes.end()) {
+        out.root_causes.push_back(where);
+      }
+    }
+  } else {
+    log::Timer reasons("chains of the chosen wheels");
+    LS_TRY_ASSIGN(out.wheels, provider.wheels(outcome));
+    reasons.stop();
+    provider.save_metadata_set(out.wheels);
+  }
+  out.index_pages = provider.pages_read();
+  out.metadata_reads = provider.metadata_read();
+  out.pages_cached = provider.pages_cached();
+  return std::optional<WheelResolution>(std::move(out));
+}
+
 } // namespace
 
 Result<WheelResolution> resolve_wheels(const ResolveContext& context,
                                        const std::vector<PyRequest>& requests) {
   // Solved again from the start when a project turns out to have a requirement naming one of its
   // pre-releases after sets of it left them out (rare; each pass names one more project).
+  // The context is copied only then, and changed only once the provider reading it is gone.
   const ResolveContext* current = &context;
-  std::optional<ResolveContext> again; // a copy only when the solve starts again
+  std::optional<ResolveContext> again;
   while (true) {
-    const ResolveContext& c = *current;
-    WheelProvider provider(c, requests);
-    provider.start();
-    log::Timer solving("solve Python packages (PubGrub)");
-    LS_TRY_ASSIGN(pubgrub::Outcome outcome, pubgrub::solve(provider, 0, 0));
-    solving.stop();
-    if (provider.stale()) {
-      std::set<std::string> named = provider.named_prereleases();
-      again = c;
-      again->prerelease_named = std::move(named);
-      current = &*again;
-      continue;
-    }
-    WheelResolution out;
-    out.stats = outcome.stats;
-    out.solved = outcome.solved;
-    if (!outcome.solved) {
-      out.explanation = outcome.explanation;
-      for (const std::string& text : outcome.root_causes) {
-        const std::string where = provider.where_of(text);
-        if (!where.empty() &&
-            std::find(out.root_causes.begin(), out.root_causes.end(), where) == out.root_causes.end()) {
-          out.root_causes.push_back(where);
-        }
+    std::set<std::string> named;
+    {
+      WheelProvider provider(*current, requests);
+      LS_TRY_ASSIGN(std::optional<WheelResolution> done, solve_once(provider));
+      if (done) {
+        return std::move(*done);
       }
-    } else {
-      log::Timer reasons("chains of the chosen wheels");
-      LS_TRY_ASSIGN(out.wheels, provider.wheels(outcome));
-      reasons.stop();
-      provider.save_metadata_set(out.wheels);
+      named = provider.named_prereleases();
     }
-    out.index_pages = provider.pages_read();
-    out.metadata_reads = provider.metadata_read();
-    out.pages_cached = provider.pages_cached();
-    return out;
+    ResolveContext next = *current;
+    next.prerelease_named = std::move(named);
+    again = std::move(next);
+    current = &*again;
   }
 }
 

@@ -622,6 +622,16 @@ TEST_CASE("cached_get reuses a fresh page without a request, and refresh or stal
   REQUIRE(refreshed);
   CHECK(*refreshed == "page 3");
   CHECK(use == CacheUse::fetched);
+  // Cache-Control over several lines is one list; a line too long to keep is left out.
+  server.route("/split/", [&](const Request&) {
+    return response(200, "OK", "split",
+                    "Cache-Control: public\r\nCache-Control: x-" + std::string(5000, 'a') +
+                        "\r\nCache-Control: max-age=60\r\n");
+  });
+  REQUIRE(cached_get(*store, server.url("/split/"), fast(), false, &use));
+  REQUIRE(cached_get(*store, server.url("/split/"), fast(), false, &use));
+  CHECK(use == CacheUse::reused);
+  CHECK(server.hits("/split/") == 1);
   // Already as old as its max-age when it arrived, or without caching headers: asked each time.
   for (const char* path : {"/aged/", "/nocache/"}) {
     REQUIRE(cached_get(*store, server.url(path), fast(), false, &use));
