@@ -90,6 +90,12 @@ assert_contains() { # HAYSTACK NEEDLE WHAT
   esac
 }
 
+assert_not_contains() { # HAYSTACK NEEDLE WHAT
+  case "$1" in
+    *"$2"*) fail "$3: [$2] found in: $1" ;;
+  esac
+}
+
 # Runs lockstep, capturing stdout/stderr/exit code into OUT, ERR, RC (never exits on failure).
 ls_run() {
   set +e

@@ -323,7 +323,13 @@ echo "app>=1.2" >"$dir/requirements.in"
 (cd "$dir" && ls_run lock && printf '%s\n' "$ERR" >err && [ "$RC" = 0 ]) || fail "lock app>=1.2 after its release"
 assert_contains "$(cat "$dir/err")" "reading them again" "the cached pages were read again"
 assert_eq "app==1.2 lib==1.1" "$(moving)" "a release newer than the cached page is found"
-pass "re-locking keeps every wheel that still fits; lock --update NAME moves NAME, --update all; cached index pages are read again when they hold no solution"
+# --refresh reads the pages first, so nothing has to be read again.
+release 1.3 1.1
+echo "app>=1.3" >"$dir/requirements.in"
+(cd "$dir" && ls_run lock --refresh && printf '%s\n' "$ERR" >err && [ "$RC" = 0 ]) || fail "lock --refresh app>=1.3"
+assert_not_contains "$(cat "$dir/err")" "reading them again" "--refresh does not start from the cached pages"
+assert_eq "app==1.3 lib==1.1" "$(moving)" "lock --refresh finds the new release"
+pass "re-locking keeps every wheel that still fits; lock --update NAME moves NAME, --update all; cached index pages are read again when they hold no solution, and --refresh reads them first"
 
 # ---- apt's Python packages: fixed, as the debs install them --------------------------------------
 # python3-yaml ships PyYAML 6.0 as a .dist-info, python3-six six 1.16.0 as an .egg-info file
