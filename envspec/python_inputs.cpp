@@ -5,15 +5,12 @@
 #include "envspec/node.hpp"
 #include "envspec/recipes.hpp"
 #include "support/python/pep508.hpp"
+#include "support/toml.hpp"
 
 #include <fmt/format.h>
 
-// As in support/registry/host_config.cpp: header-only, errors as values.
-#define TOML_HEADER_ONLY 1
-#define TOML_EXCEPTIONS 0
 #include <algorithm>
 #include <set>
-#include <toml++/toml.h>
 
 namespace lockstep::envspec {
 

@@ -22,15 +22,13 @@
 #include "support/log.hpp"
 #include "support/oci/oci.hpp"
 #include "support/text.hpp"
+#include "support/toml.hpp"
 
-#define TOML_HEADER_ONLY 1
-#define TOML_EXCEPTIONS 0
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <toml++/toml.h>
 
 namespace lockstep::registry {
 
