@@ -1,6 +1,7 @@
 #include "cli/cli.hpp"
 
 #include "runner/launch/relay.hpp"
+#include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/registry/client.hpp"
@@ -48,6 +49,33 @@ void apply_context(const Context& ctx) {
 }
 
 } // namespace
+
+bool is_spec_name(const std::filesystem::path& p) {
+  return p.extension() == ".yaml" || p.extension() == ".yml";
+}
+
+std::filesystem::path spec_beside(const std::filesystem::path& lock) {
+  std::filesystem::path yaml = lock;
+  yaml.replace_extension(".yaml");
+  std::filesystem::path yml = lock;
+  yml.replace_extension(".yml");
+  std::error_code ec;
+  return std::filesystem::exists(yaml, ec) || !std::filesystem::exists(yml, ec) ? yaml : yml;
+}
+
+Result<ExitCode> write_output(const std::string& output, const std::string& text, std::string_view command) {
+  if (output.empty() || output == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      return Error{ExitCode::io, fmt::format("{}: can't write to standard output", command)};
+    }
+    return ExitCode::ok;
+  }
+  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(std::filesystem::absolute(output), 0644));
+  LS_TRY(out.write(text));
+  LS_TRY(out.commit());
+  log::info("wrote {}", output);
+  return ExitCode::ok;
+}
 
 std::string command_footer(std::string_view examples, std::initializer_list<ExitCode> codes) {
   std::string out = std::string(examples) + "\n\nExit codes:\n";
@@ -114,6 +142,7 @@ int run(int argc, char** argv) {
   register_verify(app, ctx);
   register_diff(app, ctx);
   register_export(app, ctx);
+  register_sbom(app, ctx);
   register_schema(app, ctx);
   register_login(app, ctx);
 

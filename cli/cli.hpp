@@ -2,10 +2,13 @@
 // The `lockstep` command line: one CLI11 app, one subcommand module per command (cmd_*.cpp), and
 // one place (run()) that prints errors and maps them to exit codes.
 #include "envspec/lockfile.hpp"
+#include "support/oci/oci.hpp"
+#include "support/oci/registry_ref.hpp"
 #include "support/result.hpp"
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -58,12 +61,29 @@ void register_diff(CLI::App& app, Context& ctx);
 void register_export(CLI::App& app, Context& ctx);
 void register_schema(CLI::App& app, Context& ctx);
 void register_login(CLI::App& app, Context& ctx);
+void register_sbom(CLI::App& app, Context& ctx);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
 /// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);
 /// without, a missing or stale lock is (re)made first and written.
 Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, const std::string& lock_arg,
                                                     bool locked);
+
+/// True for a spec's file name (.yaml or .yml).
+bool is_spec_name(const std::filesystem::path& p);
+
+/// The spec beside a lock: NAME.yaml, else NAME.yml.
+std::filesystem::path spec_beside(const std::filesystem::path& lock);
+
+/// Writes `text` to `output` atomically, or to standard output for "" or "-"; `command` names the
+/// writer in errors.
+Result<ExitCode> write_output(const std::string& output, const std::string& text, std::string_view command);
+
+/// Attaches each SBOM file (as `lockstep sbom` or a build writes them) to the image `subject` in
+/// `target`'s repository as an OCI referrer (support/registry/referrers.hpp). An SBOM of another
+/// image is check_failed naming both digests, before anything is pushed.
+Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descriptor& subject,
+                               const std::vector<std::filesystem::path>& files);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);

@@ -31,6 +31,7 @@ struct BuildArgs {
   bool locked = false;
   std::string lock;
   std::vector<std::string> push; ///< docker:// targets
+  std::vector<std::string> sbom; ///< --sbom files
   std::string userns = "auto";
 };
 
@@ -43,6 +44,7 @@ constexpr const char* k_examples = R"(Examples:
   digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
   SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
   lockstep build --push docker://registry.lab:5000/team/app:v1 --push docker://registry.lab:5000/team/app:latest
+  lockstep build --sbom app.spdx.json --oci out   the image's SBOM too (pushed with it by --push)
   lockstep build --userns single                   without root: map only your own ids (no /etc/subuid)
 
 Output paths given here replace the spec's `outputs` paths. Timestamps come from the lock, else
@@ -93,6 +95,12 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
   content.blobs.push_back(result.config);
   content.blobs.insert(content.blobs.end(), result.layers.begin(), result.layers.end());
   auto source = registry::local_blobs({}, store);
+  std::vector<std::filesystem::path> sbom_files; // the SBOMs written go along, attached to the image
+  for (const builder::WrittenOutput& o : result.outputs) {
+    if (o.kind == "sbom") {
+      sbom_files.push_back(o.path);
+    }
+  }
   std::vector<bool> done(targets.size(), false);
   for (const auto& t : targets) {
     if (t.digest && *t.digest != result.manifest.digest) {
@@ -115,6 +123,7 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
                                               registry::default_client_options()));
     log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
+    LS_TRY(attach_sbom_files(targets[i], result.manifest, sbom_files));
   }
   return {};
 }
@@ -139,6 +148,9 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   }
   if (!args.sif.empty()) {
     options.sif = std::filesystem::absolute(args.sif);
+  }
+  for (const std::string& f : args.sbom) {
+    options.sbom.push_back(std::filesystem::absolute(f));
   }
   if (!args.sif_compression.empty()) {
     options.sif_compression = parse_squashfs_compressor(args.sif_compression);
@@ -201,6 +213,11 @@ void register_build(CLI::App& app, Context& ctx) {
   cmd->add_option("--docker-archive", args->docker_archive, "Write a docker-archive for `docker load`")
       ->type_name("FILE");
   cmd->add_option("--sif", args->sif, "Write a SIF (Singularity Image Format) file for Apptainer/Singularity")
+      ->type_name("FILE");
+  cmd->add_option(
+         "--sbom", args->sbom,
+         "Write the image's SBOM: FILE.spdx.json (SPDX 2.3) or FILE.cdx.json (CycloneDX 1.6); repeatable")
+      ->allow_extra_args(false)
       ->type_name("FILE");
   cmd->add_option("--sif-compression", args->sif_compression,
                   "SIF squashfs compression (default: outputs.sif_compression or gzip)")

@@ -47,35 +47,6 @@ packages (with index options, or URLs and paths relative to the file written; "-
 output). Exit codes: 0 written, 2 bad usage, spec or lock. The mappings are described in
 docs/export.md and docs/python-resolver.md.)";
 
-bool is_spec_name(const fs::path& p) {
-  return p.extension() == ".yaml" || p.extension() == ".yml";
-}
-
-// The spec beside a lock: NAME.yaml, else NAME.yml.
-fs::path spec_beside(const fs::path& lock) {
-  fs::path yaml = lock;
-  yaml.replace_extension(".yaml");
-  fs::path yml = lock;
-  yml.replace_extension(".yml");
-  std::error_code ec;
-  return fs::exists(yaml, ec) || !fs::exists(yml, ec) ? yaml : yml;
-}
-
-// Writes `text` to `output` atomically, or to standard output for "" or "-".
-Result<ExitCode> write_output(const std::string& output, const std::string& text) {
-  if (output.empty() || output == "-") {
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-      return Error{ExitCode::io, "export: can't write to standard output"};
-    }
-    return ExitCode::ok;
-  }
-  LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(output), 0644));
-  LS_TRY(out.write(text));
-  LS_TRY(out.commit());
-  log::info("wrote {}", output);
-  return ExitCode::ok;
-}
-
 Result<ExitCode> run_export(const ExportArgs& args) {
   const int formats = static_cast<int>(args.dockerfile) + static_cast<int>(args.apptainer) +
                       static_cast<int>(!args.requirements.empty()) + static_cast<int>(!args.pylock.empty());
@@ -128,7 +99,7 @@ Result<ExitCode> run_export(const ExportArgs& args) {
     po.spec_dir = spec_path.parent_path();
     po.output_dir = output == "-" ? fs::current_path() : fs::absolute(output).parent_path();
     LS_TRY_ASSIGN(std::string text, builder::export_python(spec, lock, po));
-    return write_output(output, text);
+    return write_output(output, text, "export");
   }
 
   builder::ExportOptions options;
@@ -139,7 +110,7 @@ Result<ExitCode> run_export(const ExportArgs& args) {
   for (const std::string& l : result.limitations) {
     log::warn("export: {}", l);
   }
-  return write_output(args.output, result.text);
+  return write_output(args.output, result.text, "export");
 }
 
 } // namespace

@@ -20,6 +20,7 @@ struct PushArgs {
   std::vector<std::string> targets;
   std::vector<std::string> tags;
   std::string platform;
+  std::vector<std::string> sbom; ///< --sbom files, attached to the image in each target
 };
 
 struct PullArgs {
@@ -33,12 +34,14 @@ constexpr const char* k_push_examples = R"(Examples:
   lockstep push build/hello.sif oras://registry.lab:5000/team/hello:v1      apptainer pull oras://...
   lockstep push docker://registry.lab:5000/team/hello:v1 docker://mirror.lab/team/hello:v1
   lockstep push --tls-verify=false oci:build/hello docker://127.0.0.1:5000/test/hello
+  lockstep push oci:build/hello docker://registry.lab:5000/team/hello:v1 --sbom build/hello.spdx.json
 
 IMAGE is any image lockstep reads (oci:, oci-archive:, docker-archive:, docker://, a .sif for
 oras:// targets). The digest printed is the manifest digest in the registry, the same as the local
 one: the manifest is pushed byte for byte. Blobs the registry has are not sent again; blobs pushed
 before to another repository of the same registry are mounted. No manifest is pushed unless every
-blob arrived. Credentials: `lockstep login HOST` (docs/registry.md).)";
+blob arrived. Credentials: `lockstep login HOST` (docs/registry.md). --sbom attaches an SBOM of
+the image (`lockstep sbom`, outputs.sbom) as an OCI referrer; `lockstep sbom docker://...` finds it.)";
 
 constexpr const char* k_pull_examples = R"(Examples:
   lockstep pull docker://debian:bookworm                       docker.io/library/debian:bookworm
@@ -82,6 +85,9 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
   LS_TRY_ASSIGN(ImageArg image, parse_image_arg(args.image));
   nlohmann::json out = nlohmann::json::array();
   if (image.kind == ImageArg::Kind::sif) {
+    if (!args.sbom.empty()) {
+      return invalid_input("--sbom attaches to an OCI image; {} is a SIF", args.image);
+    }
     std::filesystem::path sif = image.path;
     if (image.ref.is_remote()) {
       LS_TRY_ASSIGN(sif, registry::pull_sif(image.ref.remote));
@@ -123,6 +129,12 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
       }
       LS_TRY_ASSIGN(auto pushed,
                     registry::push(*source, content, target, tags_for(target, args.tags), store, options));
+      oci::Descriptor subject;
+      subject.media_type = content.media_type;
+      subject.digest = opened.manifest_digest;
+      subject.size = static_cast<std::int64_t>(content.manifest_bytes.size());
+      std::vector<std::filesystem::path> sboms(args.sbom.begin(), args.sbom.end());
+      LS_TRY(attach_sbom_files(target, subject, sboms));
       out.push_back({{"target", "docker://" + target.name()},
                      {"digest", pushed.first.str()},
                      {"uploaded", pushed.second.uploaded},
@@ -194,6 +206,9 @@ void register_push(CLI::App& app, Context& ctx) {
       ->type_name("TAG");
   cmd->add_option("--platform", args->platform, "For a multi-platform IMAGE: which one")
       ->type_name("OS/ARCH");
+  cmd->add_option("--sbom", args->sbom, "Attach this SBOM of the image (an OCI referrer); repeatable")
+      ->allow_extra_args(false)
+      ->type_name("FILE");
   add_common_flags(*cmd, ctx);
   add_registry_flags(*cmd, ctx);
   cmd->footer(k_push_examples);

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -164,6 +166,34 @@ std::string render_spdx(const Lock& lock, const SbomOptions& options) {
     relationships.push_back(
         {{"spdxElementId", "SPDXRef-image"}, {"relationshipType", "CONTAINS"}, {"relatedSpdxElement", e.id}});
   }
+  // SPDX 2.3 (10.1): every LicenseRef- a package uses is declared in the document.
+  std::set<std::string> refs;
+  for (const auto& p : packages) {
+    const std::string declared = p.value("licenseDeclared", "");
+    for (std::size_t at = declared.find("LicenseRef-"); at != std::string::npos;
+         at = declared.find("LicenseRef-", at + 1)) {
+      std::size_t end = at + 11;
+      while (end < declared.size() && (std::isalnum(static_cast<unsigned char>(declared[end])) != 0 ||
+                                       declared[end] == '.' || declared[end] == '-')) {
+        ++end;
+      }
+      refs.insert(declared.substr(at, end - at));
+    }
+  }
+  if (!refs.empty()) {
+    ordered infos = ordered::array();
+    for (const std::string& r : refs) {
+      infos.push_back(
+          {{"licenseId", r},
+           {"name", r.substr(11)},
+           {"extractedText",
+            fmt::format(
+                "A license the SPDX License List does not name, declared as '{}' (or a name like it) by "
+                "a package's DEP-5 copyright file or METADATA; its text is in that package.",
+                r.substr(11))}});
+    }
+    doc["hasExtractedLicensingInfos"] = std::move(infos);
+  }
   doc["packages"] = std::move(packages);
   doc["relationships"] = std::move(relationships);
   return doc.dump() + "\n";
@@ -215,6 +245,72 @@ std::optional<SbomFormat> parse_sbom_format(std::string_view text) {
     return SbomFormat::cyclonedx_json;
   }
   return std::nullopt;
+}
+
+std::string_view sbom_media_type(SbomFormat format) {
+  return format == SbomFormat::spdx_json ? "application/spdx+json" : "application/vnd.cyclonedx+json";
+}
+
+std::string_view sbom_format_name(SbomFormat format) {
+  return format == SbomFormat::spdx_json ? "spdx-json" : "cyclonedx-json";
+}
+
+Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view what) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return invalid_input("{}: not a JSON document", what);
+  }
+  SbomSubject out;
+  // The digest in a hashes/checksums array: the SHA-256 entry's hex.
+  auto sha256_in = [](const nlohmann::json* list, const char* alg_key, const char* alg,
+                      const char* value_key) -> std::optional<Digest> {
+    if (list == nullptr || !list->is_array()) {
+      return std::nullopt;
+    }
+    for (const auto& h : *list) {
+      if (h.is_object() && h.value(alg_key, "") == alg && h.contains(value_key) && h[value_key].is_string()) {
+        if (auto d = Digest::parse("sha256:" + h[value_key].get<std::string>())) {
+          return *d;
+        }
+      }
+    }
+    return std::nullopt;
+  };
+  std::optional<Digest> subject;
+  if (doc.contains("spdxVersion")) {
+    out.format = SbomFormat::spdx_json;
+    const auto packages = doc.find("packages");
+    if (packages != doc.end() && packages->is_array()) {
+      for (const auto& p : *packages) {
+        if (p.is_object() && p.value("SPDXID", "") == "SPDXRef-image") {
+          const auto c = p.find("checksums");
+          subject = sha256_in(c == p.end() ? nullptr : &*c, "algorithm", "SHA256", "checksumValue");
+        }
+      }
+    }
+  } else if (doc.value("bomFormat", "") == "CycloneDX") {
+    out.format = SbomFormat::cyclonedx_json;
+    const nlohmann::json* component = nullptr;
+    if (auto m = doc.find("metadata"); m != doc.end() && m->is_object()) {
+      if (auto c = m->find("component"); c != m->end() && c->is_object()) {
+        component = &*c;
+      }
+    }
+    if (component != nullptr) {
+      const auto h = component->find("hashes");
+      subject = sha256_in(h == component->end() ? nullptr : &*h, "alg", "SHA-256", "content");
+    }
+  } else {
+    return invalid_input("{}: neither an SPDX (spdxVersion) nor a CycloneDX (bomFormat) JSON document", what);
+  }
+  if (!subject) {
+    return invalid_input(
+        "{}: the SBOM does not name the digest of the image it describes (as `lockstep sbom` "
+        "writes: the SHA-256 of its {})",
+        what, out.format == SbomFormat::spdx_json ? "SPDXRef-image package" : "metadata component");
+  }
+  out.subject = *subject;
+  return out;
 }
 
 std::string distro_of_suite(std::string_view suite) {

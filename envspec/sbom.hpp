@@ -7,6 +7,7 @@
 // manifest, or the lock's own digest), so the same lock and image give the same bytes anywhere.
 #include "envspec/lockfile.hpp"
 #include "support/digest.hpp"
+#include "support/result.hpp"
 
 #include <map>
 #include <optional>
@@ -31,6 +32,24 @@ struct SbomOptions {
 
 /// The SBOM of `lock` in `format`, as compact JSON with sorted packages, ending in a newline.
 std::string render_sbom(const Lock& lock, SbomFormat format, const SbomOptions& options);
+
+/// The media type (and OCI artifactType) of an SBOM: "application/spdx+json" or
+/// "application/vnd.cyclonedx+json".
+std::string_view sbom_media_type(SbomFormat format);
+
+/// "spdx-json" or "cyclonedx-json".
+std::string_view sbom_format_name(SbomFormat format);
+
+/// What an SBOM file says about itself: its format, and the digest of what it describes (the SPDX
+/// root package's or the CycloneDX metadata component's SHA-256, as lockstep writes them).
+struct SbomSubject {
+  SbomFormat format = SbomFormat::spdx_json;
+  Digest subject;
+};
+
+/// Reads an SBOM's format and subject. Text that is not an SPDX 2.x or CycloneDX JSON document, or
+/// one that does not name the digest it describes, is invalid_input naming `what`.
+Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view what);
 
 /// The package URL of one artifact ("pkg:deb/debian/attr@1:2.4.47-2%2Bb1?arch=amd64&distro=debian-12",
 /// "pkg:pypi/torch@2.4.1", "pkg:generic/NAME@COMMIT?vcs_url=git%2BURL%40COMMIT"), from the lock's

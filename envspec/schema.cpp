@@ -1447,6 +1447,8 @@ private:
         output_path(e.value, path, out.docker_archive);
       } else if (e.key == "sif") {
         output_path(e.value, path, out.sif);
+      } else if (e.key == "sbom") {
+        sbom_paths(e.value, path, out.sbom);
       } else if (e.key == "sif_compression") {
         const std::string* s = string(e.value, path);
         if (s == nullptr) {
@@ -1514,6 +1516,32 @@ private:
       if (ok && !step.sh.empty()) {
         out.push_back(std::move(step));
       }
+    }
+  }
+
+  // outputs.sbom: one path or a list; the name says the format (.spdx.json or .cdx.json).
+  void sbom_paths(const Node& v, const std::string& path, std::vector<fs::path>& out) {
+    auto one = [&](const Node& item, const std::string& item_key) {
+      const std::string* s = nonempty_string(item, item_key, "a path");
+      if (s == nullptr) {
+        return;
+      }
+      if (!s->ends_with(".spdx.json") && !s->ends_with(".cdx.json")) {
+        error(item.location, item_key,
+              fmt::format(
+                  "'{}': an SBOM's file name says its format: NAME.spdx.json (SPDX 2.3) or NAME.cdx.json "
+                  "(CycloneDX 1.6)",
+                  *s));
+        return;
+      }
+      out.push_back(resolve_host_path(item));
+    };
+    if (v.is_sequence()) {
+      for (std::size_t i = 0; i < v.items.size(); ++i) {
+        one(v.items[i], item_path(path, i));
+      }
+    } else {
+      one(v, path);
     }
   }
 

@@ -129,6 +129,9 @@ struct Outputs {
   std::optional<std::filesystem::path> oci_archive;
   std::optional<std::filesystem::path> docker_archive;
   std::optional<std::filesystem::path> sif;
+  /// SBOM files written beside the image (`outputs.sbom`): *.spdx.json (SPDX 2.3) or *.cdx.json
+  /// (CycloneDX 1.6), by name.
+  std::vector<std::filesystem::path> sbom;
   Codec compression = Codec::gzip;                               ///< layer compression
   SquashfsCompressor sif_compression = SquashfsCompressor::gzip; ///< the SIF's squashfs blocks
 };

@@ -27,7 +27,7 @@ struct AllShapes : Shapes {
   Shape copy, copy_host, copy_git, mode, owner;
   Shape run, run_item, command, network;
   Shape env, labels, scalar_value, argv, user;
-  Shape compression, sif_compression;
+  Shape compression, sif_compression, sbom_path, sbom_list, sbom;
 
   AllShapes();
 };
@@ -347,6 +347,12 @@ AllShapes::AllShapes() {
   labels = {.kind = Kind::dict, .value = &scalar_value};
   compression = {.values = {"gzip", "zstd"}};
   sif_compression = {.values = {"gzip", "zstd", "xz", "lz4"}};
+  sbom_path = {.name = "sbomPath",
+               .doc = "An SBOM file: NAME.spdx.json (SPDX 2.3) or NAME.cdx.json (CycloneDX 1.6).",
+               .pattern = R"(\.(spdx|cdx)\.json$)",
+               .non_empty = true};
+  sbom_list = {.kind = Kind::list, .items = &sbom_path};
+  sbom = {.kind = Kind::one_of, .forms = {&sbom_path, &sbom_list}};
   outputs = {
       .kind = Kind::map,
       .name = "outputs",
@@ -364,6 +370,10 @@ AllShapes::AllShapes() {
           {.name = "sif",
            .shape = &host_path,
            .doc = "A SIF file for Apptainer/Singularity.",
+           .in_digest = false},
+          {.name = "sbom",
+           .shape = &sbom,
+           .doc = "SBOM files of the image, by name: *.spdx.json (SPDX 2.3), *.cdx.json (CycloneDX 1.6).",
            .in_digest = false},
           {.name = "compression", .shape = &compression, .doc = "Layer compression: gzip (default) or zstd."},
           {.name = "sif_compression",

@@ -21,7 +21,10 @@ test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools
   iproute2 procps openmpi-bin libopenmpi-dev munge slurm-wlm slurmctld slurmd slurm-client
   # the registries of the registry suites (tests/cli/registry.sh): the real registry, htpasswd's
   # bcrypt, the test CA, and the token issuer's signing
-  docker-registry apache2-utils openssl python3-cryptography)
+  docker-registry apache2-utils openssl python3-cryptography
+  # the judges of the SBOM suites (tests/cli/sbom_check.py): SPDX license expressions and the
+  # SPDX license list
+  python3-license-expression node-spdx-license-ids)
 # bench also builds the statically linked release binary (LOCKSTEP_STATIC_DEPS): the .a files of
 # libarchive's dependencies come from their -dev packages.
 bench_pkgs=(mmdebstrap hyperfine python3-mpi4py python3-venv pigz bubblewrap libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev

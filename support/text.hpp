@@ -20,6 +20,17 @@ inline std::string ascii_lower(std::string_view s) {
   return out;
 }
 
+/// `s` with ASCII 'a'-'z' raised; every other byte unchanged.
+inline std::string ascii_upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'a' && c <= 'z') {
+      c = static_cast<char>(c - 'a' + 'A');
+    }
+  }
+  return out;
+}
+
 /// Whether `c` is an ASCII letter or digit.
 inline bool is_ascii_alnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');

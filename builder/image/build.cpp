@@ -5,6 +5,7 @@
 #include "builder/image/git_layers.hpp"
 #include "builder/image/image_facts.hpp"
 #include "builder/image/run_step.hpp"
+#include "builder/image/sbom_output.hpp"
 #include "builder/image/sif_output.hpp"
 #include "builder/image/wheel_layers.hpp"
 #include "builder/lock/base_contents.hpp"
@@ -259,12 +260,17 @@ Result<void> write_sif_output(const envspec::Spec& spec, const BuildOptions& opt
   return {};
 }
 
+// Output paths on the command line replace all of the spec's.
+bool cli_outputs(const BuildOptions& options) {
+  return options.oci || options.oci_archive || options.docker_archive || options.sif || !options.sbom.empty();
+}
+
 // Pass: publish every requested output.
 Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, const BuildOptions& options,
                                                  const BlobStore& store, const oci::StoredImage& image,
                                                  Codec codec) {
   std::vector<WrittenOutput> wanted;
-  bool cli = options.oci || options.oci_archive || options.docker_archive || options.sif;
+  const bool cli = cli_outputs(options);
   auto pick = [&](const std::optional<fs::path>& cli_path, const std::optional<fs::path>& spec_path,
                   const char* kind) {
     const auto& p = cli ? cli_path : spec_path;
@@ -510,7 +516,7 @@ Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
     result.git = git_info_for(b.spec.dir);
   }
   LS_TRY_ASSIGN(BlobInfo cfg, store.put(b.config().dump()));
-  result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}};
+  result.config = oci::Descriptor{std::string(oci::k_media_config), cfg.digest, cfg.size, {}, {}, {}, {}};
   oci::Manifest manifest;
   manifest.media_type = std::string(oci::k_media_manifest);
   manifest.config = result.config;
@@ -527,7 +533,7 @@ Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
         std::to_string(result.base_layer_count);
   }
   LS_TRY_ASSIGN(BlobInfo man, store.put(manifest.serialize()));
-  result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}};
+  result.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man.digest, man.size, {}, {}, {}, {}};
   result.manifest.platform = b.spec.platform;
   return {};
 }
@@ -545,6 +551,33 @@ oci::StoredImage stored_image(const BuildResult& result) {
 }
 
 } // namespace
+
+// Pass: the SBOM files (outputs.sbom or --sbom) of the image just built, named by its manifest digest.
+Result<void> write_sboms(ImageBuild& b, const BlobStore& store) {
+  const std::vector<fs::path>& paths = cli_outputs(b.options) ? b.options.sbom : b.spec.outputs.sbom;
+  if (paths.empty()) {
+    return {};
+  }
+  log::Timer t("sbom");
+  envspec::Lock none; // a spec with nothing to lock: an SBOM of the image alone
+  none.epoch = b.result.epoch;
+  const envspec::Lock& lock = b.options.lock ? *b.options.lock : none;
+  for (const fs::path& path : paths) {
+    const std::optional<envspec::SbomFormat> format = sbom_format_of_path(path);
+    if (!format) {
+      return invalid_input("{}: an SBOM's file name says its format: NAME.spdx.json or NAME.cdx.json",
+                           path.string());
+    }
+    LS_TRY_ASSIGN(std::string text, make_sbom(lock, *format, b.spec.name, b.result.manifest.digest, store,
+                                              envspec::local_roots(b.spec)));
+    LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(path), 0644));
+    LS_TRY(out.write(text));
+    LS_TRY(out.commit());
+    b.result.outputs.push_back(WrittenOutput{"sbom", path});
+    log::info("wrote {}", b.result.outputs.back().reference());
+  }
+  return {};
+}
 
 std::string WrittenOutput::reference() const {
   return kind + ":" + path.string();
@@ -575,6 +608,9 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   // 5. Outputs, each published atomically.
   log::Timer outputs_timer("write outputs");
   LS_TRY_ASSIGN(b.result.outputs, write_outputs(spec, options, store, stored_image(b.result), b.codec));
+  outputs_timer.stop();
+  // 6. SBOMs of the image, when asked for.
+  LS_TRY(write_sboms(b, store));
   return std::move(b.result);
 }
 

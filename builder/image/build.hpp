@@ -25,6 +25,9 @@ struct BuildOptions {
   std::optional<std::filesystem::path> oci_archive;
   std::optional<std::filesystem::path> docker_archive;
   std::optional<std::filesystem::path> sif;
+  /// SBOM files (`--sbom`): *.spdx.json or *.cdx.json; with the other output paths, replaces the
+  /// spec's `outputs.sbom`.
+  std::vector<std::filesystem::path> sbom;
   /// `--sif-compression`, overriding `outputs.sif_compression`.
   std::optional<SquashfsCompressor> sif_compression;
   /// `--tag`: "TAG" or "NAME:TAG"; default "latest" with the spec's name.
@@ -48,7 +51,7 @@ struct BuildOptions {
 
 /// One written output.
 struct WrittenOutput {
-  std::string kind; ///< "oci", "oci-archive", "docker-archive", "sif"
+  std::string kind; ///< "oci", "oci-archive", "docker-archive", "sif", "sbom"
   std::filesystem::path path;
   [[nodiscard]] std::string reference() const; ///< e.g. "oci:build/hello:latest"
 };

@@ -130,6 +130,9 @@ json Descriptor::to_json() const {
   if (!urls.empty()) {
     j["urls"] = urls;
   }
+  if (!artifact_type.empty()) {
+    j["artifactType"] = artifact_type;
+  }
   if (platform) {
     json p = json::object();
     p["os"] = platform->os;
@@ -165,6 +168,7 @@ Result<Descriptor> Descriptor::from_json(const json& j, const std::string& where
   }
   d.size = size->get<std::int64_t>();
   LS_TRY_ASSIGN(d.annotations, get_annotations(j, where));
+  LS_TRY_ASSIGN(d.artifact_type, get_string(j, "artifactType", where, false));
   if (auto u = j.find("urls"); u != j.end() && !u->is_null()) {
     if (!u->is_array()) {
       return invalid_input("{}: 'urls' must be an array", where);
@@ -195,10 +199,16 @@ std::string Manifest::serialize() const {
   if (!media_type.empty()) {
     j["mediaType"] = media_type;
   }
+  if (!artifact_type.empty()) {
+    j["artifactType"] = artifact_type;
+  }
   j["config"] = config.to_json();
   j["layers"] = json::array();
   for (const auto& l : layers) {
     j["layers"].push_back(l.to_json());
+  }
+  if (subject) {
+    j["subject"] = subject->to_json();
   }
   if (!annotations.empty()) {
     j["annotations"] = annotations;
@@ -232,6 +242,10 @@ Result<Manifest> Manifest::parse(std::string_view bytes, const std::string& wher
   for (std::size_t i = 0; i < layers->size(); ++i) {
     LS_TRY_ASSIGN(Descriptor d, Descriptor::from_json((*layers)[i], fmt::format("{}.layers[{}]", where, i)));
     m.layers.push_back(std::move(d));
+  }
+  LS_TRY_ASSIGN(m.artifact_type, get_string(j, "artifactType", where, false));
+  if (auto s = j.find("subject"); s != j.end() && !s->is_null()) {
+    LS_TRY_ASSIGN(m.subject, Descriptor::from_json(*s, where + ".subject"));
   }
   LS_TRY_ASSIGN(m.annotations, get_annotations(j, where));
   return m;

@@ -78,6 +78,7 @@ struct Descriptor {
   std::map<std::string, std::string> annotations;
   std::optional<Platform> platform;
   std::vector<std::string> urls;
+  std::string artifact_type; ///< `artifactType` (OCI 1.1): in an index, the referrer's type; "" for none
 
   [[nodiscard]] json to_json() const;
   /// Strict: digest validated, size >= 0, types checked. `where` names the location in errors.
@@ -86,9 +87,11 @@ struct Descriptor {
 
 /// An image manifest (OCI, or Docker schema 2 which has the same shape).
 struct Manifest {
-  std::string media_type; ///< may be empty: the field is optional in OCI
+  std::string media_type;    ///< may be empty: the field is optional in OCI
+  std::string artifact_type; ///< `artifactType` (OCI 1.1): what an artifact manifest holds; "" for an image
   Descriptor config;
   std::vector<Descriptor> layers;
+  std::optional<Descriptor> subject; ///< `subject` (OCI 1.1): the manifest this one refers to
   std::map<std::string, std::string> annotations;
 
   [[nodiscard]] std::string serialize() const;

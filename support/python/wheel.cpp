@@ -1,5 +1,6 @@
 #include "support/python/wheel.hpp"
 
+#include "support/spdx_license.hpp"
 #include "support/text.hpp"
 
 #include <algorithm>
@@ -281,6 +282,37 @@ Result<CoreMetadata> parse_core_metadata(std::string_view text, std::string_view
     return invalid_input("{}: no {} field", what, have_name ? "Version" : "Name");
   }
   return md;
+}
+
+std::string metadata_license(std::string_view metadata) {
+  auto headers = parse_email_headers(metadata, "METADATA");
+  if (!headers) {
+    return "";
+  }
+  std::string license;
+  std::vector<std::string> classifiers;
+  for (const auto& [name, value] : *headers) {
+    const std::string key = ascii_lower(name);
+    if (key == "license-expression") {
+      if (auto e = normalize_license_expression(value)) {
+        return *e;
+      }
+    } else if (key == "license" && value.find('\n') == std::string::npos) {
+      license = value;
+    } else if (key == "classifier" && value.starts_with("License ::")) {
+      classifiers.push_back(value);
+    }
+  }
+  if (auto named = license_of_name(license); named && !license.empty()) {
+    return *named;
+  }
+  if (classifiers.size() == 1) {
+    const std::string& c = classifiers.front();
+    if (auto named = license_of_name(c.substr(c.rfind("::") + 2))) {
+      return *named;
+    }
+  }
+  return "";
 }
 
 Result<WheelInfo> parse_wheel_info(std::string_view text, std::string_view what) {

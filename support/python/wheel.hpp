@@ -79,6 +79,12 @@ struct CoreMetadata {
 /// Requires-Python is invalid_input naming `what`.
 Result<CoreMetadata> parse_core_metadata(std::string_view text, std::string_view what);
 
+/// The license a METADATA declares, as an SPDX expression: License-Expression (core metadata 2.4,
+/// PEP 639) normalised; else a `License:` that names a license (an SPDX identifier or a common
+/// spelling such as "MIT License", not a license's text); else the one "License ::" trove
+/// classifier when there is exactly one. "" when none of these says (a malformed METADATA too).
+std::string metadata_license(std::string_view metadata);
+
 /// A wheel's WHEEL file.
 struct WheelInfo {
   int version_major = 1;

@@ -175,7 +175,8 @@ Result<std::string> read_up_to(ZipReader& zip, const std::string& member, std::s
   return out;
 }
 
-Result<CoreMetadata> read_wheel_metadata(const fs::path& whl, std::string_view what_view) {
+Result<std::pair<std::string, std::string>> read_wheel_metadata_text(const fs::path& whl,
+                                                                     std::string_view what_view) {
   const std::string what(what_view);
   LS_TRY_ASSIGN(ZipReader zip, ZipReader::open(whl, what));
   MemberListing listing(zip, what);
@@ -206,7 +207,13 @@ Result<CoreMetadata> read_wheel_metadata(const fs::path& whl, std::string_view w
     return invalid_input(
         "{}: expected exactly one .dist-info directory with a METADATA file; not a valid wheel", what);
   }
-  return parse_core_metadata(*metadata, what + ": " + metadata_name);
+  return std::pair{std::move(metadata_name), std::move(*metadata)};
+}
+
+Result<CoreMetadata> read_wheel_metadata(const fs::path& whl, std::string_view what_view) {
+  const std::string what(what_view);
+  LS_TRY_ASSIGN(auto metadata, read_wheel_metadata_text(whl, what));
+  return parse_core_metadata(metadata.second, what + ": " + metadata.first);
 }
 
 } // namespace lockstep

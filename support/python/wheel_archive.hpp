@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
 
 struct archive;
 struct archive_entry;
@@ -82,6 +83,11 @@ Result<std::string> read_whole(ZipReader& zip, const std::string& name, std::int
 
 /// Reads at most `limit` bytes of the current member (fewer at its end).
 Result<std::string> read_up_to(ZipReader& zip, const std::string& member, std::size_t limit);
+
+/// The member name and text of the wheel `whl`'s single .dist-info/METADATA (at most 16 MiB);
+/// member names are checked as installing checks them.
+Result<std::pair<std::string, std::string>> read_wheel_metadata_text(const std::filesystem::path& whl,
+                                                                     std::string_view what);
 
 /// The core metadata of the wheel `whl` (its single .dist-info/METADATA), for locking when the index
 /// does not serve it separately (PEP 658). Member names are checked as installing checks them.

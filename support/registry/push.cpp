@@ -370,7 +370,7 @@ namespace {
 
 // The manifest under each of `refs`, byte for byte; the registry must keep its digest.
 Result<void> put_manifests(Client& client, const PushContent& content, const oci::RegistryRef& target,
-                           const std::vector<std::string>& refs, const Digest& digest) {
+                           const std::vector<std::string>& refs, const Digest& digest, PushStats& stats) {
   for (const std::string& ref : refs) {
     ApiRequest put;
     put.method = "PUT";
@@ -387,6 +387,7 @@ Result<void> put_manifests(Client& client, const PushContent& content, const oci
       return invalid_input("manifest of {}:{}: the registry stored it as {}, not {} (it changed the bytes)",
                            target.name(), ref, stated->substr(0, 80), digest.str());
     }
+    stats.oci_subject = r.header("oci-subject").value_or("");
   }
   return {};
 }
@@ -437,7 +438,7 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
   }
   if (stale.size() < refs.size()) {
     stats.present = blobs.size();
-    LS_TRY(put_manifests(*client, content, target, stale, digest));
+    LS_TRY(put_manifests(*client, content, target, stale, digest, stats));
     return std::pair{digest, stats};
   }
   Pusher pusher(*client, target, source, store);
@@ -459,7 +460,7 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
     remember_blob(store, target.host, target.repository, b.digest);
   }
   // Only now the manifest, under every tag.
-  LS_TRY(put_manifests(*client, content, target, refs, digest));
+  LS_TRY(put_manifests(*client, content, target, refs, digest, stats));
   return std::pair{digest, stats};
 }
 

@@ -24,6 +24,9 @@ struct PushStats {
   std::size_t mounted = 0;  ///< mounted from another repository
   std::size_t present = 0;  ///< already in the repository
   std::uint64_t bytes = 0;  ///< uploaded bytes
+  /// The OCI-Subject header the registry answered the manifest PUT with: a registry with the
+  /// referrers API (OCI distribution 1.1) names the subject it indexed. "" otherwise.
+  std::string oci_subject;
 };
 
 /// One manifest (or any blob-referencing document) and the blobs it needs.

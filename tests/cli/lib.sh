@@ -258,7 +258,7 @@ PY
 
 # ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ------------------------------
 # make_python_apt_repo DIR: a signed flat repository (DIR/keyring.gpg) for specs that lock Python
-# packages. The packages hold only a doc file: a lock needs them for its target Python (3.11.2,
+# packages. The packages hold only doc files: a lock needs them for its target Python (3.11.2,
 # glibc 2.36); python3-yaml and python3-six also hold their Python distribution's metadata (PyYAML
 # 6.0 as a .dist-info, six 1.16.0 as an .egg-info file). Needs gpg, gpgconf, dpkg-deb, sha256sum.
 make_python_apt_repo() { # DIR
@@ -268,6 +268,14 @@ make_python_apt_repo() { # DIR
   while read -r name version depends; do
     mkdir -p "$stage/$name/DEBIAN" "$stage/$name/usr/share/doc/$name"
     echo "fake $name for lockstep's Python tests" >"$stage/$name/usr/share/doc/$name/README"
+    # Copyright files as Debian has them: machine-readable (DEP-5) for python3-six and
+    # python3-yaml, free text for libc6 (tests/cli/test_sbom.sh reads their licenses).
+    case $name in
+    python3-six) printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nCopyright: 2010 B. Peterson\nLicense: Expat\n\nLicense: Expat\n Permission is hereby granted...\n' ;;
+    python3-yaml) printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nCopyright: 2006 K. Simonov\nLicense: Expat\n\nFiles: debian/*\nCopyright: 2007 Debian\nLicense: GPL-2+ or Artistic, and Zlib\n' ;;
+    libc6) printf 'This is the Debian prepackaged version of the GNU C Library.\nIt is LGPL.\n' ;;
+    *) true ;;
+    esac >"$stage/$name/usr/share/doc/$name/copyright"
     # Two Python libraries as Debian ships them: a .dist-info directory and an .egg-info file.
     site="$stage/$name/usr/lib/python3/dist-packages"
     case $name in

@@ -113,11 +113,13 @@ class Index:
         os.makedirs(os.path.join(root, "files"), exist_ok=True)
 
     def wheel(self, name, version, requires=(), extras=None, requires_python=None, yanked=None,
-              tag="py3-none-any"):
+              tag="py3-none-any", headers=()):
         """Writes one wheel of NAME VERSION whose METADATA lists REQUIRES (Requires-Dist lines)
-        and EXTRAS ({extra: [requirement, ...]})."""
+        and EXTRAS ({extra: [requirement, ...]}), and HEADERS ("License: MIT") as they are."""
         dist = name.replace("-", "_").replace(".", "_")
         meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        for h in headers:
+            meta += h + "\n"
         if requires_python:
             meta += f"Requires-Python: {requires_python}\n"
         for r in requires:
@@ -595,6 +597,16 @@ def torch_graph(root):
     index.write(["torch==2.0.0"])
 
 
+def sbom_index(root):
+    """Wheels declaring their licenses each way METADATA can (tests/cli/test_sbom.sh)."""
+    idx = Index(root)
+    idx.wheel("alpha", "1.0", requires=["beta>=2", "gamma"],
+              headers=["License-Expression: mit OR Apache-2.0"])
+    idx.wheel("beta", "2.0", headers=["License: BSD", "Classifier: License :: OSI Approved :: MIT License"])
+    idx.wheel("gamma", "0.1", headers=["License: Copyright (c) 2024 Gamma Ltd. All rights reserved."])
+    idx.write(["alpha"])
+
+
 def main():
     what = sys.argv[1]
     if what == "random":
@@ -605,6 +617,8 @@ def main():
         conflict_graphs(sys.argv[2])
     elif what == "torch":
         torch_graph(sys.argv[2])
+    elif what == "sbom":
+        sbom_index(sys.argv[2])
     elif what == "serve":
         serve(sys.argv[2])
     else:

@@ -2,7 +2,9 @@
 # The real thing: examples/mpi-hello (Debian bookworm from deb.debian.org, openmpi-bin,
 # python3-mpi4py) built from its committed lock with --locked, checked by skopeo, umoci and siftool,
 # built a second time into an empty store with the same digest, and run with 4 MPI ranks inside the
-# image with `lockstep exec`. Needs network access to deb.debian.org (exit 77 without it, except in
+# image with `lockstep exec`. Its SBOMs (outputs.sbom) are judged by tests/cli/sbom_check.py against
+# the lock and the image umoci unpacked, and are the same bytes from both builds and from
+# `lockstep sbom`. Needs network access to deb.debian.org (exit 77 without it, except in
 # CI where it is a failure). Then through a registry: pushed to the real docker-registry (skopeo
 # reads the same digest), and `lockstep run docker://…` with an empty store pulls it and runs 4 ranks.
 source "$(dirname "$0")/lib.sh"
@@ -24,6 +26,7 @@ fi
 cp -r "$example" ex
 sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
   ex/lockstep.yaml
+printf '  sbom: [out.spdx.json, out.cdx.json]\n' >>ex/lockstep.yaml
 
 ls_run lock --check ex/lockstep.yaml
 assert_eq 0 "$RC" "the committed lock matches the example's spec: $ERR"
@@ -41,12 +44,24 @@ grep -q '^Package: python3-mpi4py$' bundle/rootfs/var/lib/dpkg/status || fail "d
 siftool list ex/out.sif | grep -q Squashfs || fail "siftool doesn't see the squashfs partition"
 pass "skopeo, umoci and siftool read the image; dpkg's database lists the packages"
 
+# The SBOMs the build wrote: every locked deb once, licenses as the image's copyright files say.
+for f in ex/out.spdx.json ex/out.cdx.json; do
+  /usr/bin/python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/sbom_check.py" "$f" ex/lockstep.lock --subject "$digest" \
+    --root bundle/rootfs >"$WORK/sbom-check.out" || fail "$f: $(cat "$WORK/sbom-check.out")"
+done
+ls_run sbom oci:ex/out --lock ex/lockstep.lock
+assert_eq 0 "$RC" "lockstep sbom oci:ex/out: $ERR"
+printf '%s\n' "$OUT" | cmp -s - ex/out.spdx.json || fail "lockstep sbom gives other bytes than the build wrote"
+cp ex/out.spdx.json "$WORK/first.spdx.json"
+pass "the image's SBOMs list every locked package once with the licenses its copyright files declare ($(cat "$WORK/sbom-check.out"))"
+
 # The same lock into an empty store: the same digest.
 rm -rf ex/out ex/out.sif
 LOCKSTEP_CACHE="$WORK/cache2" ls_run build --locked ex/lockstep.yaml
 assert_eq 0 "$RC" "second build: $ERR"
 assert_eq "$digest" "$(last_line "$OUT")" "a second build from the lock in an empty store gives the same digest"
-pass "two builds from the lock give identical digests"
+cmp -s ex/out.spdx.json "$WORK/first.spdx.json" || fail "the second build's SBOM differs"
+pass "two builds from the lock give identical digests and SBOMs"
 
 # 4 ranks inside the image (Open MPI's mpirun in the container, shared memory between ranks).
 ls_run exec oci:ex/out -- mpirun --oversubscribe -n 4 python3 /opt/hello/hello.py
@@ -58,7 +73,7 @@ pass "a 4-rank MPI job runs inside the image with lockstep exec"
 # Through a registry: push, then run it from the registry with an empty store.
 registry_up hub plain
 ref="docker://$REG_HUB_HOST/examples/mpi-hello:1"
-ls_run push --tls-verify=false oci:ex/out "$ref"
+ls_run push --tls-verify=false oci:ex/out "$ref" --sbom ex/out.spdx.json
 assert_eq 0 "$RC" "push examples/mpi-hello: $ERR"
 assert_eq "$digest" "$(last_line "$OUT")" "push prints the image's digest"
 assert_eq "$digest" "$(skopeo inspect --tls-verify=false --raw "$ref" | sha256sum | sed 's/^/sha256:/; s/ .*//')" \
@@ -74,6 +89,9 @@ assert_eq "$ref $digest" "$(jq -r '"\(.image.pulled_from) \(.image.digest)"' "$W
 layers=$(skopeo inspect --tls-verify=false --raw "$ref" | jq '.layers | length')
 assert_eq "$((layers + 1))" "$(registry_requests hub GET '/v2/examples/mpi-hello/blobs/.*' '200')" \
   "config and layers fetched once each"
-pass "examples/mpi-hello pushed to a registry, pulled into an empty store by lockstep run and run with 4 ranks"
+LOCKSTEP_CACHE="$WORK/cache4" ls_run sbom --tls-verify=false "$ref"
+assert_eq 0 "$RC" "sbom $ref: $ERR"
+printf '%s\n' "$OUT" | cmp -s - ex/out.spdx.json || fail "the SBOM attached in the registry differs"
+pass "examples/mpi-hello pushed to a registry with its SBOM, pulled into an empty store by lockstep run and run with 4 ranks"
 
 done_testing

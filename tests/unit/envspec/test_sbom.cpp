@@ -142,3 +142,37 @@ TEST_CASE("an SPDX 2.3 SBOM: the image contains each artifact once", "[sbom]") {
   CHECK(parse_sbom_format("spdx-json") == SbomFormat::spdx_json);
   CHECK_FALSE(parse_sbom_format("spdx"));
 }
+
+TEST_CASE("SPDX declares every LicenseRef- its packages use", "[sbom]") {
+  SbomOptions o = sample_options();
+  o.licenses[digest_of("deb").hex()] = "GPL-2.0-or-later AND LicenseRef-public-domain";
+  o.licenses[digest_of("wheel").hex()] = "LicenseRef-Proprietary OR MIT";
+  const auto doc = nlohmann::json::parse(render_sbom(sample_lock(), SbomFormat::spdx_json, o));
+  std::set<std::string> declared;
+  for (const auto& i : doc["hasExtractedLicensingInfos"]) {
+    declared.insert(i["licenseId"].get<std::string>());
+    CHECK_FALSE(i["extractedText"].get<std::string>().empty());
+  }
+  CHECK(declared == std::set<std::string>{"LicenseRef-Proprietary", "LicenseRef-public-domain"});
+}
+
+TEST_CASE("an SBOM names the digest it describes; other documents are refused", "[sbom]") {
+  const SbomOptions o = sample_options();
+  for (SbomFormat f : {SbomFormat::spdx_json, SbomFormat::cyclonedx_json}) {
+    auto read = read_sbom_subject(render_sbom(sample_lock(), f, o), "x");
+    REQUIRE(read);
+    CHECK(read->format == f);
+    CHECK(read->subject == o.subject);
+  }
+  CHECK(sbom_media_type(SbomFormat::spdx_json) == "application/spdx+json");
+  CHECK(sbom_media_type(SbomFormat::cyclonedx_json) == "application/vnd.cyclonedx+json");
+  auto not_json = read_sbom_subject("{", "f.json");
+  REQUIRE_FALSE(not_json);
+  CHECK(not_json.error().code == ExitCode::invalid_input);
+  auto neither = read_sbom_subject(R"({"name": "x"})", "f.json");
+  REQUIRE_FALSE(neither);
+  CHECK(neither.error().message.find("neither an SPDX") != std::string::npos);
+  auto no_subject = read_sbom_subject(R"({"spdxVersion": "SPDX-2.3", "packages": []})", "f.json");
+  REQUIRE_FALSE(no_subject);
+  CHECK(no_subject.error().message.find("does not name the digest") != std::string::npos);
+}

@@ -61,16 +61,17 @@ oci::StoredImage store_image(const BlobStore& store, const std::vector<std::stri
     auto info = store.put(l);
     REQUIRE(info);
     m.layers.push_back(
-        oci::Descriptor{std::string(oci::k_media_layer_tar), info->digest, info->size, {}, {}, {}});
+        oci::Descriptor{std::string(oci::k_media_layer_tar), info->digest, info->size, {}, {}, {}, {}});
   }
   auto cfg = store.put(config.dump());
   REQUIRE(cfg);
-  m.config = oci::Descriptor{std::string(oci::k_media_config), cfg->digest, cfg->size, {}, {}, {}};
+  m.config = oci::Descriptor{std::string(oci::k_media_config), cfg->digest, cfg->size, {}, {}, {}, {}};
   m.annotations["org.opencontainers.image.title"] = "demo";
   m.annotations["dev.lockstep.spec.digest"] = "not a label";
   auto man = store.put(m.serialize());
   REQUIRE(man);
-  image.manifest = oci::Descriptor{std::string(oci::k_media_manifest), man->digest, man->size, {}, {}, {}};
+  image.manifest =
+      oci::Descriptor{std::string(oci::k_media_manifest), man->digest, man->size, {}, {}, {}, {}};
   image.blobs.push_back(m.config);
   image.blobs.insert(image.blobs.end(), m.layers.begin(), m.layers.end());
   image.epoch = epoch;

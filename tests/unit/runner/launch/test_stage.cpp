@@ -28,12 +28,12 @@ StageImage small_image(const BlobStore& store, const std::string& layer_bytes) {
           .value();
   oci::Manifest m;
   m.media_type = "application/vnd.oci.image.manifest.v1+json";
-  m.config = {"application/vnd.oci.image.config.v1+json", config.digest, config.size, {}, {}, {}};
-  m.layers.push_back({"application/vnd.oci.image.layer.v1.tar", layer.digest, layer.size, {}, {}, {}});
+  m.config = {"application/vnd.oci.image.config.v1+json", config.digest, config.size, {}, {}, {}, {}};
+  m.layers.push_back({"application/vnd.oci.image.layer.v1.tar", layer.digest, layer.size, {}, {}, {}, {}});
   const std::string bytes = m.serialize();
   BlobInfo manifest = store.put(bytes).value();
   oci::StoredImage stored;
-  stored.manifest = {m.media_type, manifest.digest, manifest.size, {}, {}, {}};
+  stored.manifest = {m.media_type, manifest.digest, manifest.size, {}, {}, {}, {}};
   stored.blobs = {m.config, m.layers[0]};
   return stage_image_in_store(store, stored).value();
 }

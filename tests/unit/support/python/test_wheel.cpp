@@ -336,3 +336,22 @@ TEST_CASE("RECORD hashes agree with python's hashlib and base64", "[wheel][peer]
                         "digest()).rstrip(b'=').decode())\"");
   CHECK(record_hash(sha256_of(data)) + "\n" == theirs);
 }
+
+TEST_CASE("the license a METADATA declares, as an SPDX expression", "[wheel][license]") {
+  CHECK(metadata_license("Metadata-Version: 2.4\nName: a\nVersion: 1\nLicense-Expression: mit OR Apache-2.0\n"
+                         "License: BSD\n") == "MIT OR Apache-2.0");
+  CHECK(metadata_license("Metadata-Version: 2.1\nName: a\nVersion: 1\nLicense: Apache License 2.0\n") ==
+        "Apache-2.0");
+  CHECK(metadata_license("Metadata-Version: 2.1\nName: a\nVersion: 1\nLicense: BSD\n"
+                         "Classifier: License :: OSI Approved :: MIT License\n") == "MIT");
+  // a License field holding a license's text is not a name
+  CHECK(metadata_license("Metadata-Version: 2.1\nName: a\nVersion: 1\nLicense: Copyright (c) 2020\n"
+                         "        Permission is hereby granted\n")
+            .empty());
+  // two classifiers: which applies is not said
+  CHECK(metadata_license("Metadata-Version: 2.1\nName: a\nVersion: 1\n"
+                         "Classifier: License :: OSI Approved :: MIT License\n"
+                         "Classifier: License :: OSI Approved :: Apache Software License\n")
+            .empty());
+  CHECK(metadata_license("Metadata-Version: 2.1\nName: a\nVersion: 1\n").empty());
+}

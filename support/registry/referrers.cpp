@@ -1,0 +1,206 @@
+// Referrers: artifacts attached to a manifest in a registry; see referrers.hpp.
+#include "support/registry/referrers.hpp"
+
+#include "support/log.hpp"
+#include "support/registry/push.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace lockstep::registry {
+
+namespace {
+
+// Index documents of the tag schema and of the API are small; a larger one is refused.
+constexpr std::uint64_t k_max_index = 4ULL << 20;
+constexpr std::uint64_t k_max_manifest = 4ULL << 20;
+
+oci::RegistryRef at(const oci::RegistryRef& repo, const std::string& reference) {
+  oci::RegistryRef r = repo;
+  r.digest.reset();
+  r.tag = reference;
+  return r;
+}
+
+ApiRequest get(const oci::RegistryRef& repo, const std::string& path, std::string accept, std::string what) {
+  ApiRequest r;
+  r.path_or_url = "/v2/" + repo.repository + path;
+  r.headers = {"Accept: " + std::move(accept)};
+  r.scopes = {{repo.repository, "pull"}};
+  r.max_body = k_max_index;
+  r.expected = {404};
+  r.what = std::move(what);
+  return r;
+}
+
+// The referrers the API lists for `subject`; nullopt when the registry has no such API (404).
+Result<std::optional<oci::Index>> api_referrers(Client& client, const oci::RegistryRef& repo,
+                                                const Digest& subject) {
+  const std::string what = fmt::format("referrers of {}@{}", repo.name(), subject.str());
+  LS_TRY_ASSIGN(HttpResponse r, client.request(get(repo, "/referrers/" + subject.str(),
+                                                   std::string(oci::k_media_index), what)));
+  if (r.status == 404) {
+    return std::optional<oci::Index>();
+  }
+  LS_TRY_ASSIGN(oci::Index index, oci::Index::parse(r.body, what));
+  return std::optional<oci::Index>(std::move(index));
+}
+
+// The index under the referrers tag; nullopt when the tag does not exist.
+Result<std::optional<oci::Index>> tag_referrers(Client& client, const oci::RegistryRef& repo,
+                                                const Digest& subject) {
+  const std::string tag = referrers_tag(subject);
+  const std::string what = fmt::format("referrers index {}:{}", repo.name(), tag);
+  LS_TRY_ASSIGN(HttpResponse r,
+                client.request(get(repo, "/manifests/" + tag, std::string(oci::k_media_index), what)));
+  if (r.status == 404) {
+    return std::optional<oci::Index>();
+  }
+  LS_TRY_ASSIGN(oci::Index index, oci::Index::parse(r.body, what));
+  return std::optional<oci::Index>(std::move(index));
+}
+
+} // namespace
+
+std::string referrers_tag(const Digest& subject) {
+  return subject.algorithm() + "-" + subject.hex();
+}
+
+std::string artifact_manifest(const oci::Descriptor& subject, const oci::Descriptor& content,
+                              const Attachment& attachment) {
+  oci::Manifest m;
+  m.media_type = std::string(oci::k_media_manifest);
+  m.artifact_type = attachment.artifact_type;
+  m.config.media_type = std::string(k_media_empty);
+  m.config.digest = sha256_of("{}");
+  m.config.size = 2;
+  m.layers = {content};
+  oci::Descriptor s;
+  s.media_type = subject.media_type.empty() ? std::string(oci::k_media_manifest) : subject.media_type;
+  s.digest = subject.digest;
+  s.size = subject.size;
+  m.subject = s;
+  m.annotations = attachment.annotations;
+  return m.serialize();
+}
+
+Result<Attached> attach(const oci::RegistryRef& repo, const oci::Descriptor& subject,
+                        const Attachment& attachment, const BlobStore& store, const ClientOptions& options) {
+  LS_TRY_ASSIGN(BlobInfo empty, store.put("{}"));
+  LS_TRY_ASSIGN(BlobInfo blob, store.put(attachment.content));
+  oci::Descriptor content;
+  content.media_type = attachment.media_type;
+  content.digest = blob.digest;
+  content.size = static_cast<std::int64_t>(blob.size);
+  PushContent push_content;
+  push_content.manifest_bytes = artifact_manifest(subject, content, attachment);
+  push_content.media_type = std::string(oci::k_media_manifest);
+  oci::Descriptor config;
+  config.media_type = std::string(k_media_empty);
+  config.digest = empty.digest;
+  config.size = static_cast<std::int64_t>(empty.size);
+  push_content.blobs = {config, content};
+  Attached out;
+  out.manifest.media_type = std::string(oci::k_media_manifest);
+  out.manifest.digest = sha256_of(push_content.manifest_bytes);
+  out.manifest.size = static_cast<std::int64_t>(push_content.manifest_bytes.size());
+  out.manifest.artifact_type = attachment.artifact_type;
+  out.manifest.annotations = attachment.annotations;
+
+  auto source = local_blobs({}, store);
+  const oci::RegistryRef by_digest = at(repo, out.manifest.digest.str());
+  LS_TRY_ASSIGN(auto pushed,
+                push(*source, push_content, by_digest, {out.manifest.digest.str()}, store, options));
+  if (pushed.second.oci_subject == subject.digest.str()) {
+    return out; // the registry indexed it
+  }
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
+  LS_TRY_ASSIGN(auto api, api_referrers(*client, repo, subject.digest));
+  if (api) {
+    return out; // it has the API (the manifest was there before, so no OCI-Subject came back)
+  }
+  // The tag schema: the index under sha256-<hex>, with this artifact listed once.
+  LS_TRY_ASSIGN(auto existing, tag_referrers(*client, repo, subject.digest));
+  oci::Index index;
+  index.media_type = std::string(oci::k_media_index);
+  if (existing) {
+    index.manifests = std::move(existing->manifests);
+    index.annotations = std::move(existing->annotations);
+  }
+  out.tag_schema = true;
+  if (std::any_of(index.manifests.begin(), index.manifests.end(),
+                  [&](const oci::Descriptor& d) { return d.digest == out.manifest.digest; })) {
+    return out;
+  }
+  index.manifests.push_back(out.manifest);
+  PushContent index_content;
+  index_content.manifest_bytes = index.serialize();
+  index_content.media_type = std::string(oci::k_media_index);
+  const std::string tag = referrers_tag(subject.digest);
+  LS_TRY(push(*source, index_content, at(repo, tag), {tag}, store, options));
+  log::debug("{}: listed {} under the referrers tag {}", repo.name(), out.manifest.digest.str(), tag);
+  return out;
+}
+
+Result<std::vector<oci::Descriptor>> list_referrers(const oci::RegistryRef& repo, const Digest& subject,
+                                                    std::string_view artifact_type,
+                                                    const ClientOptions& options) {
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
+  LS_TRY_ASSIGN(auto index, api_referrers(*client, repo, subject));
+  if (!index) {
+    LS_TRY_ASSIGN(index, tag_referrers(*client, repo, subject));
+  }
+  std::vector<oci::Descriptor> out;
+  if (index) {
+    for (oci::Descriptor& d : index->manifests) {
+      if (artifact_type.empty() || d.artifact_type == artifact_type) {
+        out.push_back(std::move(d));
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::string> fetch_referrer(const oci::RegistryRef& repo, const oci::Descriptor& referrer,
+                                   const Digest& subject, std::uint64_t max_size,
+                                   const ClientOptions& options) {
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
+  const std::string what = fmt::format("referrer {}@{}", repo.name(), referrer.digest.str());
+  ApiRequest r = get(repo, "/manifests/" + referrer.digest.str(), std::string(oci::k_media_manifest), what);
+  r.max_body = k_max_manifest;
+  r.expected.clear();
+  LS_TRY_ASSIGN(HttpResponse resp, client->request(std::move(r)));
+  if (sha256_of(resp.body) != referrer.digest) {
+    return invalid_input("{}: the registry sent a manifest with digest {}; nothing was read", what,
+                         sha256_of(resp.body).str());
+  }
+  LS_TRY_ASSIGN(oci::Manifest m, oci::Manifest::parse(resp.body, what));
+  if (!m.subject) {
+    return invalid_input("{}: the manifest has no subject; it is not attached to an image", what);
+  }
+  if (m.subject->digest != subject) {
+    return Error{ExitCode::check_failed, fmt::format("{} is attached to {}, not to {}", what,
+                                                     m.subject->digest.str(), subject.str())};
+  }
+  if (m.layers.size() != 1) {
+    return invalid_input("{}: an artifact with {} layers; expected one", what, m.layers.size());
+  }
+  const oci::Descriptor& layer = m.layers.front();
+  if (layer.size < 0 || static_cast<std::uint64_t>(layer.size) > max_size) {
+    return invalid_input("{}: its content has {} bytes, more than the {} accepted", what, layer.size,
+                         max_size);
+  }
+  ApiRequest b = get(repo, "/blobs/" + layer.digest.str(), "*/*", what + " content");
+  b.max_body = static_cast<std::uint64_t>(layer.size);
+  b.expected.clear();
+  b.follow_redirects = true;
+  LS_TRY_ASSIGN(HttpResponse blob, client->request(std::move(b)));
+  if (blob.body.size() != static_cast<std::size_t>(layer.size) || sha256_of(blob.body) != layer.digest) {
+    return invalid_input("{}: its content does not match {} ({} bytes); nothing was read", what,
+                         layer.digest.str(), layer.size);
+  }
+  return std::move(blob.body);
+}
+
+} // namespace lockstep::registry

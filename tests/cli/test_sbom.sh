@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# SBOMs (docs/sbom.md): `lockstep sbom` of a lock with debs (DEP-5 and free-text copyright files)
+# and wheels (License-Expression, a License name, a classifier, a license text), judged by
+# tests/cli/sbom_check.py (the official CycloneDX 1.6 JSON Schema through python3-jsonschema, SPDX
+# 2.3's clauses, python3-license-expression, and the lock: every artifact once, nothing else);
+# deterministic across stores, umask, locale and time zone; `build --sbom`; attached on push as OCI
+# referrers under the referrers tag of the real docker-registry 2.8 (which has no referrers API),
+# read back by skopeo and by `lockstep sbom docker://`; an SBOM of another image is refused.
+source "$(dirname "$0")/lib.sh"
+source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
+need jq python3 gpg gpgconf dpkg-deb sha256sum skopeo docker-registry
+
+PY=/usr/bin/python3
+if ! "$PY" -c 'import jsonschema, license_expression' 2>/dev/null || [ ! -r /usr/share/nodejs/spdx-license-ids/index.json ]; then
+  [ -z "${CI:-}" ] || fail "python3-jsonschema, python3-license-expression and node-spdx-license-ids are needed (scripts/install-deps.sh)"
+  echo "SKIP: python3-jsonschema, python3-license-expression or node-spdx-license-ids missing" >&2
+  exit 77
+fi
+CHECK="$LOCKSTEP_SOURCE_DIR/tests/cli/sbom_check.py"
+# in_p ARGS...: ls_run in the spec's directory (where `lockstep sbom` finds ./lockstep.lock).
+in_p() {
+  pushd p >/dev/null
+  ls_run "$@"
+  popd >/dev/null
+}
+INDEX_PY="$LOCKSTEP_SOURCE_DIR/tests/cli/py_index.py"
+
+mkdir -p "$WORK/www" p
+make_python_apt_repo "$WORK/www/apt"
+python3 "$INDEX_PY" sbom "$WORK/www/idx"
+start_http_server "$WORK/www" "$INDEX_PY"
+cp "$WORK/www/apt/keyring.gpg" p/apt-keyring.gpg
+cat >p/lockstep.yaml <<YAML
+lockstep: 1
+name: team/sbom-demo
+repos:
+  - {apt: $HTTP_URL/apt, flat: true, keyring: apt-keyring.gpg}
+  - {pypi: $HTTP_URL/idx/simple}
+packages:
+  apt: [python3, python3-six, python3-yaml]
+  pip: [alpha]
+YAML
+in_p lock
+assert_eq 0 "$RC" "lock: $ERR"
+lock_digest="sha256:$(sha256sum p/lockstep.lock | cut -d' ' -f1)"
+
+# ---- the SBOM of a lock -------------------------------------------------------------------------
+in_p sbom
+assert_eq 0 "$RC" "sbom of ./lockstep.lock: $ERR"
+printf '%s\n' "$OUT" >lock.spdx.json
+"$PY" "$CHECK" lock.spdx.json p/lockstep.lock --subject "$lock_digest" >/dev/null || fail "the SPDX SBOM of the lock"
+licenses=$(jq -r '.packages[] | select(.SPDXID != "SPDXRef-image") | "\(.name)=\(.licenseDeclared)"' lock.spdx.json |
+  LC_ALL=C sort | tr '\n' ' ')
+assert_eq "alpha=MIT OR Apache-2.0 beta=MIT gamma=NOASSERTION libc6=NOASSERTION python3-minimal=NOASSERTION \
+python3-six=MIT python3-yaml=(GPL-2.0-or-later OR Artistic-1.0) AND MIT AND Zlib python3.11=NOASSERTION \
+python3=NOASSERTION " "$licenses" "licenses from DEP-5 copyright files and METADATA"
+assert_eq "team/sbom-demo $lock_digest" \
+  "$(jq -r '"\(.name) sha256:\(.packages[0].checksums[0].checksumValue)"' lock.spdx.json)" \
+  "the document is named after the spec and describes the lock's digest"
+assert_eq "pkg:deb/debian/python3-yaml@6.0-3%2Bb2?arch=amd64 pkg:pypi/alpha@1.0" \
+  "$(jq -r '[.packages[].externalRefs[]?.referenceLocator | select(test("yaml|alpha"))] | join(" ")' lock.spdx.json)" \
+  "package URLs (a flat repository names no suite: no distro)"
+pass "SPDX 2.3 of a lock: every artifact once, with purl, sha256 and the licenses the packages declare"
+
+in_p sbom --json -o ../lock.cdx.json
+assert_eq 0 "$RC" "sbom -o lock.cdx.json: $ERR"
+assert_eq "cyclonedx-json $lock_digest" "$(jq -r '"\(.format) \(.subject)"' <<<"$OUT")" "--json names the format and subject"
+"$PY" "$CHECK" lock.cdx.json p/lockstep.lock --subject "$lock_digest" >/dev/null || fail "the CycloneDX SBOM of the lock"
+pass "CycloneDX 1.6 (chosen by the .cdx.json name) is valid against the official schema"
+
+# The same bytes from an empty store (every package fetched again), another umask, locale and zone.
+old_umask=$(umask)
+umask 077
+LOCKSTEP_CACHE="$WORK/cache-b" LC_ALL=C TZ=Asia/Tokyo in_p sbom -o ../again.spdx.json
+umask "$old_umask"
+assert_eq 0 "$RC" "sbom from an empty store: $ERR"
+cmp -s lock.spdx.json again.spdx.json || fail "the SBOM differs with another store, umask, locale or time zone"
+pass "the SBOM of a lock is the same bytes from an empty store, under another umask, locale and time zone"
+
+# ---- bad input ----------------------------------------------------------------------------------
+in_p sbom --format xml
+assert_eq 2 "$RC" "an unknown format"
+assert_contains "$ERR" "expected spdx-json or cyclonedx-json" "the formats are named"
+printf '{"lockstep-lock": 1, "artifacts": 3}\n' >bad.lock
+ls_run sbom bad.lock -o bad.spdx.json
+assert_eq 2 "$RC" "a malformed lock"
+[ ! -e bad.spdx.json ] || fail "an SBOM was written for a malformed lock"
+ls_run sbom dir:"$WORK" --lock p/lockstep.lock
+assert_eq 2 "$RC" "a root directory has no digest to describe"
+pass "bad formats, locks and images are refused (exit 2) and nothing is written"
+
+# ---- build --sbom, push --sbom, sbom docker:// ---------------------------------------------------
+mkdir img
+printf 'hello\n' >img/hello.txt
+printf 'lockstep: 1\nname: team/img\ncopy: [{from: ./hello.txt, to: /hello.txt}]\n' >img/lockstep.yaml
+ls_run build img/lockstep.yaml --oci img/out --sbom img/out.spdx.json --sbom img/out.cdx.json
+assert_eq 0 "$RC" "build --sbom: $ERR"
+digest=$(last_line "$OUT")
+for f in img/out.spdx.json img/out.cdx.json; do
+  "$PY" "$CHECK" "$f" <(echo '{"artifacts": []}') --subject "$digest" >/dev/null || fail "$f"
+done
+pass "build --sbom writes SPDX and CycloneDX SBOMs naming the image's digest"
+
+registry_up hub plain
+ref="docker://$REG_HUB_HOST/team/img:1"
+ls_run push --tls-verify=false oci:img/out "$ref" --sbom img/out.spdx.json --sbom img/out.cdx.json
+assert_eq 0 "$RC" "push --sbom: $ERR"
+referrers="docker://$REG_HUB_HOST/team/img:sha256-${digest#sha256:}"
+index=$(skopeo inspect --tls-verify=false --raw "$referrers") || fail "skopeo can't read the referrers tag"
+assert_eq "application/spdx+json application/vnd.cyclonedx+json" \
+  "$(jq -r '[.manifests[].artifactType] | sort | join(" ")' <<<"$index")" "the referrers index lists both SBOMs"
+artifact=$(jq -r '.manifests[] | select(.artifactType == "application/spdx+json") | .digest' <<<"$index")
+manifest=$(skopeo inspect --tls-verify=false --raw "docker://$REG_HUB_HOST/team/img@$artifact")
+assert_eq "$digest application/vnd.oci.empty.v1+json application/spdx+json" \
+  "$(jq -r '"\(.subject.digest) \(.config.mediaType) \(.layers[0].mediaType)"' <<<"$manifest")" \
+  "an OCI 1.1 artifact: subject, empty config, the SBOM as its layer"
+pass "push --sbom attaches OCI 1.1 referrers, listed under the referrers tag (docker-registry 2.8 has no API)"
+
+ls_run sbom --tls-verify=false "$ref"
+assert_eq 0 "$RC" "sbom docker://: $ERR"
+printf '%s\n' "$OUT" | cmp -s - img/out.spdx.json || fail "sbom docker:// gives another SPDX document"
+ls_run sbom --tls-verify=false "$ref" --format cyclonedx-json -o pulled.cdx.json
+assert_eq 0 "$RC" "sbom docker:// --format cyclonedx-json: $ERR"
+cmp -s pulled.cdx.json img/out.cdx.json || fail "sbom docker:// gives another CycloneDX document"
+pass "lockstep sbom docker://REF finds the attached SBOMs, byte for byte"
+
+ls_run push --tls-verify=false oci:img/out "$ref" --sbom img/out.spdx.json
+assert_eq 0 "$RC" "a second push --sbom: $ERR"
+ls_run push --tls-verify=false oci:img/out "$ref" --sbom lock.spdx.json
+assert_eq 1 "$RC" "an SBOM of another digest is refused"
+assert_contains "$ERR" "describes $lock_digest, not the image pushed ($digest)" "both digests are named"
+printf 'not json' >junk.spdx.json
+ls_run push --tls-verify=false oci:img/out "$ref" --sbom junk.spdx.json
+assert_eq 2 "$RC" "a malformed SBOM"
+assert_eq 2 "$(skopeo inspect --tls-verify=false --raw "$referrers" | jq '.manifests | length')" \
+  "the referrers index still lists the two SBOMs, once each"
+pass "attaching again changes nothing; an SBOM of another image (exit 1) or a malformed one (exit 2) is not attached"
+
+ls_run push --tls-verify=false oci:img/out "docker://$REG_HUB_HOST/team/bare:1"
+assert_eq 0 "$RC" "push without --sbom: $ERR"
+ls_run sbom --tls-verify=false "docker://$REG_HUB_HOST/team/bare:1"
+assert_eq 1 "$RC" "no SBOM attached"
+assert_contains "$ERR" "no spdx-json SBOM is attached" "says what is missing"
+pass "an image with no SBOM attached is exit 1, saying how to attach one"
+
+done_testing
