@@ -143,6 +143,7 @@ int run(int argc, char** argv) {
   register_diff(app, ctx);
   register_export(app, ctx);
   register_sbom(app, ctx);
+  register_sign(app, ctx);
   register_schema(app, ctx);
   register_login(app, ctx);
 

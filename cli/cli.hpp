@@ -7,6 +7,7 @@
 #include "support/result.hpp"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <functional>
@@ -62,6 +63,7 @@ void register_export(CLI::App& app, Context& ctx);
 void register_schema(CLI::App& app, Context& ctx);
 void register_login(CLI::App& app, Context& ctx);
 void register_sbom(CLI::App& app, Context& ctx);
+void register_sign(CLI::App& app, Context& ctx);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
 /// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);
@@ -84,6 +86,13 @@ Result<ExitCode> write_output(const std::string& output, const std::string& text
 /// image is check_failed naming both digests, before anything is pushed.
 Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descriptor& subject,
                                const std::vector<std::filesystem::path>& files);
+
+/// `verify docker://REF --key PUB`: the image's cosign signatures (cmd_sign.cpp). ok when one by the
+/// key names the image's digest and repository; check_failed when none does (a signature over
+/// another digest names both digests); invalid_input when the only ones by the key are malformed.
+/// Fills `report` (--json) and prints a line unless ctx.json.
+Result<ExitCode> verify_signatures(const std::string& image, const std::string& public_key,
+                                   const Context& ctx, nlohmann::json& report);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);

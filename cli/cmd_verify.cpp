@@ -19,6 +19,7 @@ constexpr const char* k_verify_footer = R"(Examples:
   lockstep verify oci:out                      every file of every package against dpkg's and pip's records
   lockstep verify out --lock lockstep.lock     also: exactly the lock's debs and wheels, built from that lock
   lockstep verify image.sif --json             the same as JSON (docs/verify-diff.md)
+  lockstep verify docker://registry.lab:5000/team/train:v1 --key lockstep.pub   its signature (docs/signing.md)
 
 IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:NAME[:TAG]], a SIF file, an OCI
 layout directory, an OCI or docker archive, or dir:ROOT (an unpacked root).
@@ -27,15 +28,31 @@ recorded MD5; each row of a .dist-info/RECORD with a hash has that sha256 and si
 image records that lock's digest (when it records one), and its installed debs and wheels are exactly
 the lock's (name, version, architecture).
 
-Exit codes: 0 everything matches, 1 a mismatch (one line per problem), 2 the image, the lock or a
-record in the image is malformed or unreadable, 3/4 as for every command.)";
+With --key PUB (a registry image): a cosign signature by that key must name the image's manifest
+digest and repository (as skopeo's sigstoreSigned policy with matchRepository checks); with --lock
+as well, the files are checked too.
+
+Exit codes: 0 everything matches, 1 a mismatch (one line per problem; a signature over another
+digest names both), 2 the image, the lock, a signature or a record in the image is malformed or
+unreadable, 3/4 as for every command.)";
 
 struct VerifyArgs {
   std::string image;
   std::string lock;
+  std::string key;
 };
 
 Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
+  if (!args.key.empty()) {
+    nlohmann::json report;
+    LS_TRY_ASSIGN(ExitCode signed_ok, verify_signatures(args.image, args.key, ctx, report));
+    if (args.lock.empty()) {
+      if (ctx.json) {
+        std::printf("%s\n", report.dump(2).c_str());
+      }
+      return signed_ok;
+    }
+  }
   LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_arg(args.image));
   std::optional<envspec::Lock> lock;
   if (!args.lock.empty()) {
@@ -75,6 +92,8 @@ void register_verify(CLI::App& app, Context& ctx) {
       ->required();
   cmd->add_option("--lock", args->lock, "Also check that the image holds exactly this lock's packages")
       ->type_name("LOCK");
+  cmd->add_option("--key", args->key, "Check the registry image's cosign signature with this public key")
+      ->type_name("PUB");
   add_common_flags(*cmd, ctx);
   add_registry_flags(*cmd, ctx);
   cmd->footer(k_verify_footer);

@@ -5,6 +5,7 @@
 #include "support/registry/push.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -62,6 +63,31 @@ Result<std::optional<oci::Index>> tag_referrers(Client& client, const oci::Regis
 }
 
 } // namespace
+
+Result<oci::Descriptor> resolve_manifest(const oci::RegistryRef& ref, const ClientOptions& options) {
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(ref, options));
+  const std::string what = "manifest of " + ref.str();
+  ApiRequest r = get(ref, "/manifests/" + ref.api_reference(),
+                     fmt::format("{}, {}, application/vnd.docker.distribution.manifest.v2+json, "
+                                 "application/vnd.docker.distribution.manifest.list.v2+json",
+                                 oci::k_media_manifest, oci::k_media_index),
+                     what);
+  r.max_body = k_max_manifest;
+  LS_TRY_ASSIGN(HttpResponse resp, client->request(std::move(r)));
+  if (resp.status == 404) {
+    return invalid_input("{}: no such image in registry {} (manifest unknown); check the repository and tag",
+                         ref.str(), ref.host);
+  }
+  oci::Descriptor d;
+  d.digest = sha256_of(resp.body);
+  d.size = static_cast<std::int64_t>(resp.body.size());
+  if (ref.digest && *ref.digest != d.digest) {
+    return invalid_input("{}: the registry sent a manifest with digest {}", what, d.digest.str());
+  }
+  d.media_type = resp.header("content-type").value_or(std::string(oci::k_media_manifest));
+  d.media_type = d.media_type.substr(0, d.media_type.find(';'));
+  return d;
+}
 
 std::string referrers_tag(const Digest& subject) {
   return subject.algorithm() + "-" + subject.hex();
@@ -201,6 +227,113 @@ Result<std::string> fetch_referrer(const oci::RegistryRef& repo, const oci::Desc
                          layer.digest.str(), layer.size);
   }
   return std::move(blob.body);
+}
+
+std::string signature_tag(const Digest& image) {
+  return referrers_tag(image) + ".sig";
+}
+
+namespace {
+
+constexpr std::uint64_t k_max_payload = 1ULL << 20;
+
+// The signature manifest under the image's signature tag; nullopt when there is none.
+Result<std::optional<oci::Manifest>> signature_manifest(Client& client, const oci::RegistryRef& repo,
+                                                        const Digest& image) {
+  const std::string tag = signature_tag(image);
+  const std::string what = fmt::format("signatures {}:{}", repo.name(), tag);
+  LS_TRY_ASSIGN(HttpResponse r,
+                client.request(get(repo, "/manifests/" + tag, std::string(oci::k_media_manifest), what)));
+  if (r.status == 404) {
+    return std::optional<oci::Manifest>();
+  }
+  LS_TRY_ASSIGN(oci::Manifest m, oci::Manifest::parse(r.body, what));
+  return std::optional<oci::Manifest>(std::move(m));
+}
+
+} // namespace
+
+Result<std::vector<AttachedSignature>> fetch_signatures(const oci::RegistryRef& repo, const Digest& image,
+                                                        const ClientOptions& options) {
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
+  LS_TRY_ASSIGN(auto manifest, signature_manifest(*client, repo, image));
+  std::vector<AttachedSignature> out;
+  if (!manifest) {
+    return out;
+  }
+  for (const oci::Descriptor& layer : manifest->layers) {
+    if (layer.media_type != k_media_simple_signing) {
+      log::debug("{}: skipping a signature layer of type {}", repo.name(), layer.media_type);
+      continue;
+    }
+    const std::string what = fmt::format("signature payload {} of {}", layer.digest.str(), repo.name());
+    if (layer.size < 0 || static_cast<std::uint64_t>(layer.size) > k_max_payload) {
+      return invalid_input("{}: {} bytes, more than the {} accepted", what, layer.size, k_max_payload);
+    }
+    ApiRequest b = get(repo, "/blobs/" + layer.digest.str(), "*/*", what);
+    b.max_body = static_cast<std::uint64_t>(layer.size);
+    b.expected.clear();
+    b.follow_redirects = true;
+    LS_TRY_ASSIGN(HttpResponse blob, client->request(std::move(b)));
+    if (sha256_of(blob.body) != layer.digest) {
+      return invalid_input("{}: the registry sent other bytes ({})", what, sha256_of(blob.body).str());
+    }
+    AttachedSignature s;
+    s.layer = layer.digest;
+    s.payload = std::move(blob.body);
+    if (auto a = layer.annotations.find(std::string(k_annotation_cosign_signature));
+        a != layer.annotations.end()) {
+      s.signature = a->second;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<Digest> add_signature(const oci::RegistryRef& repo, const Digest& image, std::string_view payload,
+                             std::string_view signature, const BlobStore& store,
+                             const ClientOptions& options) {
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
+  LS_TRY_ASSIGN(auto existing, signature_manifest(*client, repo, image));
+  std::vector<oci::Descriptor> layers = existing ? existing->layers : std::vector<oci::Descriptor>();
+  LS_TRY_ASSIGN(BlobInfo blob, store.put(payload));
+  const bool there = std::any_of(layers.begin(), layers.end(), [&](const oci::Descriptor& l) {
+    auto a = l.annotations.find(std::string(k_annotation_cosign_signature));
+    return l.digest == blob.digest && a != l.annotations.end() && a->second == signature;
+  });
+  if (!there) {
+    oci::Descriptor layer;
+    layer.media_type = std::string(k_media_simple_signing);
+    layer.digest = blob.digest;
+    layer.size = static_cast<std::int64_t>(blob.size);
+    layer.annotations[std::string(k_annotation_cosign_signature)] = std::string(signature);
+    layers.push_back(std::move(layer));
+  }
+  // The config containers/image writes for such a manifest: an image config listing the layers.
+  nlohmann::json diff_ids = nlohmann::json::array();
+  for (const oci::Descriptor& l : layers) {
+    diff_ids.push_back(l.digest.str());
+  }
+  const nlohmann::json config_json = {{"architecture", ""},
+                                      {"config", nlohmann::json::object()},
+                                      {"os", ""},
+                                      {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}};
+  LS_TRY_ASSIGN(BlobInfo config_blob, store.put(config_json.dump()));
+  oci::Manifest m;
+  m.media_type = std::string(oci::k_media_manifest);
+  m.config.media_type = std::string(oci::k_media_config);
+  m.config.digest = config_blob.digest;
+  m.config.size = static_cast<std::int64_t>(config_blob.size);
+  m.layers = layers;
+  PushContent content;
+  content.manifest_bytes = m.serialize();
+  content.media_type = std::string(oci::k_media_manifest);
+  content.blobs.push_back(m.config);
+  content.blobs.insert(content.blobs.end(), layers.begin(), layers.end());
+  auto source = local_blobs({}, store);
+  const std::string tag = signature_tag(image);
+  LS_TRY_ASSIGN(auto pushed, push(*source, content, at(repo, tag), {tag}, store, options));
+  return pushed.first;
 }
 
 } // namespace lockstep::registry

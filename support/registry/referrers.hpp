@@ -9,6 +9,11 @@
 // (Debian's docker-registry 2.8) gets the distribution spec's fallback, the referrers tag schema:
 // an image index under the tag "sha256-<hex of the subject>" listing every referrer, which the
 // pusher reads, extends and pushes again. Readers try the API, then the tag.
+//
+// Signatures follow cosign's older convention, which containers/image (skopeo 1.9) reads and writes
+// with `use-sigstore-attachments`: an OCI image manifest under the tag "sha256-<hex>.sig" whose
+// layers are simple-signing payloads (application/vnd.dev.cosign.simplesigning.v1+json), each with
+// its base64 signature in the annotation dev.cosignproject.cosign/signature.
 #include "support/blob_store.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/registry_ref.hpp"
@@ -38,6 +43,11 @@ struct Attached {
   bool tag_schema = false;  ///< indexed through the "sha256-<hex>" tag, the registry having no API
 };
 
+/// The manifest (or index) `ref` names in its registry, as the registry holds it: its media type,
+/// digest (of the bytes; a pinned digest must match) and size. Signatures and referrers attach to
+/// this digest. No such manifest is invalid_input.
+Result<oci::Descriptor> resolve_manifest(const oci::RegistryRef& ref, const ClientOptions& options);
+
 /// The tag the referrers tag schema lists `subject`'s referrers under: "sha256-<hex>".
 std::string referrers_tag(const Digest& subject);
 
@@ -64,5 +74,31 @@ Result<std::vector<oci::Descriptor>> list_referrers(const oci::RegistryRef& repo
 Result<std::string> fetch_referrer(const oci::RegistryRef& repo, const oci::Descriptor& referrer,
                                    const Digest& subject, std::uint64_t max_size,
                                    const ClientOptions& options);
+
+inline constexpr std::string_view k_media_simple_signing = "application/vnd.dev.cosign.simplesigning.v1+json";
+inline constexpr std::string_view k_annotation_cosign_signature = "dev.cosignproject.cosign/signature";
+
+/// The tag of `image`'s signatures: "sha256-<hex>.sig".
+std::string signature_tag(const Digest& image);
+
+/// One signature attached to an image: its payload (digest checked) and base64 signature.
+struct AttachedSignature {
+  Digest layer;
+  std::string payload;
+  std::string signature; ///< base64, as stored; "" when the layer has none
+};
+
+/// The signatures attached to `image` in `repo`'s repository (none when the tag does not exist).
+/// Layers of other media types are skipped; a payload over 1 MiB or not matching its digest is
+/// invalid_input.
+Result<std::vector<AttachedSignature>> fetch_signatures(const oci::RegistryRef& repo, const Digest& image,
+                                                        const ClientOptions& options);
+
+/// Adds a signature of `image` (its simple-signing `payload` and base64 `signature`) to the
+/// signatures under its signature tag, keeping those there; the same payload and signature twice
+/// is added once. Returns the digest of the signature manifest.
+Result<Digest> add_signature(const oci::RegistryRef& repo, const Digest& image, std::string_view payload,
+                             std::string_view signature, const BlobStore& store,
+                             const ClientOptions& options);
 
 } // namespace lockstep::registry
