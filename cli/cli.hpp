@@ -94,6 +94,18 @@ Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descri
 Result<ExitCode> verify_signatures(const std::string& image, const std::string& public_key,
                                    const Context& ctx, nlohmann::json& report);
 
+/// With `key_path`: signs the pushed image `subject` in `target` (cosign's format) and attaches the
+/// build's provenance (kept in the store by `lockstep build`) as a DSSE envelope signed by the key;
+/// without, attaches the provenance statement unsigned. No provenance in the store: none attached.
+Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descriptor& subject,
+                               const std::string& key_path, const std::string& passphrase_file);
+
+/// `verify docker://REF --key PUB`: the provenance attached to the image, signed by the key, must be
+/// a statement about the image's digest (else check_failed naming both); with `lock`, one must exist,
+/// name the lock's digest and list exactly the lock's inputs.
+Result<ExitCode> verify_provenance(const std::string& image, const std::string& public_key,
+                                   const envspec::Lock* lock, nlohmann::json& report);
+
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);
 

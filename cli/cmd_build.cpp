@@ -32,6 +32,9 @@ struct BuildArgs {
   std::string lock;
   std::vector<std::string> push; ///< docker:// targets
   std::vector<std::string> sbom; ///< --sbom files
+  std::string provenance;        ///< --provenance FILE
+  std::string key;               ///< --key: sign what --push pushes
+  std::string passphrase_file;
   std::string userns = "auto";
 };
 
@@ -87,7 +90,8 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
 
 // --push: the built image, from the store, to each target (one upload per repository; the tags of
 // one repository in one push).
-Result<void> push_result(const builder::BuildResult& result, const std::vector<oci::RegistryRef>& targets) {
+Result<void> push_result(const builder::BuildResult& result, const std::vector<oci::RegistryRef>& targets,
+                         const BuildArgs& args) {
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
   registry::PushContent content;
   LS_TRY_ASSIGN(content.manifest_bytes, store.read(result.manifest.digest));
@@ -124,6 +128,7 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
     log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
     LS_TRY(attach_sbom_files(targets[i], result.manifest, sbom_files));
+    LS_TRY(attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
   }
   return {};
 }
@@ -151,6 +156,13 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   }
   for (const std::string& f : args.sbom) {
     options.sbom.push_back(std::filesystem::absolute(f));
+  }
+  if (!args.provenance.empty()) {
+    options.provenance = std::filesystem::absolute(args.provenance);
+  }
+  if (!args.key.empty() && args.push.empty()) {
+    return invalid_input("--key signs what --push pushes; give --push docker://... (or sign later with "
+                         "`lockstep push ... --key`)");
   }
   if (!args.sif_compression.empty()) {
     options.sif_compression = parse_squashfs_compressor(args.sif_compression);
@@ -183,7 +195,7 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
 
   LS_TRY_ASSIGN(builder::BuildResult result, builder::build_image(spec, options));
   if (!targets.empty()) {
-    LS_TRY(push_result(result, targets));
+    LS_TRY(push_result(result, targets, args));
   }
   if (result.outputs.empty()) {
     log::info("no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive/"
@@ -218,6 +230,13 @@ void register_build(CLI::App& app, Context& ctx) {
          "--sbom", args->sbom,
          "Write the image's SBOM: FILE.spdx.json (SPDX 2.3) or FILE.cdx.json (CycloneDX 1.6); repeatable")
       ->allow_extra_args(false)
+      ->type_name("FILE");
+  cmd->add_option("--provenance", args->provenance,
+                  "Also write the build's SLSA v1 provenance (in-toto statement) to FILE")
+      ->type_name("FILE");
+  cmd->add_option("--key", args->key, "With --push: sign the image and its provenance with this private key")
+      ->type_name("KEY");
+  cmd->add_option("--passphrase-file", args->passphrase_file, "Read the key's passphrase from FILE")
       ->type_name("FILE");
   cmd->add_option("--sif-compression", args->sif_compression,
                   "SIF squashfs compression (default: outputs.sif_compression or gzip)")

@@ -21,6 +21,8 @@ struct PushArgs {
   std::vector<std::string> tags;
   std::string platform;
   std::vector<std::string> sbom; ///< --sbom files, attached to the image in each target
+  std::string key;               ///< --key: sign the image and its provenance
+  std::string passphrase_file;
 };
 
 struct PullArgs {
@@ -41,7 +43,9 @@ oras:// targets). The digest printed is the manifest digest in the registry, the
 one: the manifest is pushed byte for byte. Blobs the registry has are not sent again; blobs pushed
 before to another repository of the same registry are mounted. No manifest is pushed unless every
 blob arrived. Credentials: `lockstep login HOST` (docs/registry.md). --sbom attaches an SBOM of
-the image (`lockstep sbom`, outputs.sbom) as an OCI referrer; `lockstep sbom docker://...` finds it.)";
+the image (`lockstep sbom`, outputs.sbom) as an OCI referrer; `lockstep sbom docker://...` finds it.
+The build's SLSA provenance (kept in the store by `lockstep build`) is attached too: as a DSSE
+envelope signed with --key, which also signs the image (docs/signing.md).)";
 
 constexpr const char* k_pull_examples = R"(Examples:
   lockstep pull docker://debian:bookworm                       docker.io/library/debian:bookworm
@@ -135,6 +139,7 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
       subject.size = static_cast<std::int64_t>(content.manifest_bytes.size());
       std::vector<std::filesystem::path> sboms(args.sbom.begin(), args.sbom.end());
       LS_TRY(attach_sbom_files(target, subject, sboms));
+      LS_TRY(attach_provenance(target, subject, args.key, args.passphrase_file));
       out.push_back({{"target", "docker://" + target.name()},
                      {"digest", pushed.first.str()},
                      {"uploaded", pushed.second.uploaded},
@@ -208,6 +213,11 @@ void register_push(CLI::App& app, Context& ctx) {
       ->type_name("OS/ARCH");
   cmd->add_option("--sbom", args->sbom, "Attach this SBOM of the image (an OCI referrer); repeatable")
       ->allow_extra_args(false)
+      ->type_name("FILE");
+  cmd->add_option("--key", args->key,
+                  "Sign the image (cosign's format) and its build provenance with this private key")
+      ->type_name("KEY");
+  cmd->add_option("--passphrase-file", args->passphrase_file, "Read the key's passphrase from FILE")
       ->type_name("FILE");
   add_common_flags(*cmd, ctx);
   add_registry_flags(*cmd, ctx);

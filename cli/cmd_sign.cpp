@@ -1,7 +1,9 @@
 // `lockstep sign docker://REF --key KEY` and `lockstep generate-key`: cosign-format signatures of
 // registry images, which skopeo's `sigstoreSigned` policies accept (docs/signing.md). Checking
 // them is `lockstep verify docker://REF --key PUB` (cmd_verify.cpp, verify_signatures below).
+#include "builder/image/build.hpp"
 #include "cli/cli.hpp"
+#include "envspec/provenance.hpp"
 #include "support/base64.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
@@ -139,18 +141,23 @@ std::string signed_reference(const oci::RegistryRef& ref) {
   return ref.tag.empty() ? ref.name() : ref.name() + ":" + ref.tag;
 }
 
+// Signs `digest` as `ref` names it; returns the signature manifest's digest.
+Result<Digest> sign_image(const oci::RegistryRef& ref, const Digest& digest, const SigningKey& key) {
+  const std::string payload =
+      simple_signing_payload(signed_reference(ref), digest, fmt::format("lockstep {}", k_version));
+  LS_TRY_ASSIGN(std::string signature, key.sign(payload));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  return registry::add_signature(ref, digest, payload, base64_encode(signature), store,
+                                 registry::default_client_options());
+}
+
 Result<ExitCode> run_sign(const SignArgs& args, const Context& ctx) {
   LS_TRY_ASSIGN(oci::RegistryRef ref, registry_image(args.image, "sign"));
   LS_TRY_ASSIGN(SigningKey key,
                 SigningKey::load_private(args.key, [&] { return passphrase(args.passphrase_file, false); }));
-  const registry::ClientOptions& options = registry::default_client_options();
-  LS_TRY_ASSIGN(oci::Descriptor manifest, registry::resolve_manifest(ref, options));
-  const std::string payload =
-      simple_signing_payload(signed_reference(ref), manifest.digest, fmt::format("lockstep {}", k_version));
-  LS_TRY_ASSIGN(std::string signature, key.sign(payload));
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
-  LS_TRY_ASSIGN(Digest sig_manifest, registry::add_signature(ref, manifest.digest, payload,
-                                                             base64_encode(signature), store, options));
+  LS_TRY_ASSIGN(oci::Descriptor manifest,
+                registry::resolve_manifest(ref, registry::default_client_options()));
+  LS_TRY_ASSIGN(Digest sig_manifest, sign_image(ref, manifest.digest, key));
   const std::string tag = registry::signature_tag(manifest.digest);
   if (ctx.json) {
     const nlohmann::json j{{"image", "docker://" + ref.name() + "@" + manifest.digest.str()},
@@ -192,7 +199,116 @@ Result<ExitCode> run_generate_key(const GenerateKeyArgs& args) {
   return ExitCode::ok;
 }
 
+constexpr std::string_view k_media_dsse = "application/vnd.dsse.envelope.v1+json";
+
 } // namespace
+
+Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descriptor& subject,
+                               const std::string& key_path, const std::string& passphrase_file) {
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  std::optional<SigningKey> key;
+  if (!key_path.empty()) {
+    LS_TRY_ASSIGN(key,
+                  SigningKey::load_private(key_path, [&] { return passphrase(passphrase_file, false); }));
+    LS_TRY(sign_image(target, subject.digest, *key));
+    log::info("signed docker://{}@{} with key {}", target.name(), subject.digest.str().substr(0, 19),
+              key->key_id().str().substr(0, 19));
+  }
+  const std::optional<std::string> statement = builder::provenance_record(store, subject.digest);
+  if (!statement) {
+    log::debug("no provenance of {} in the store (it was not built here): none attached",
+               subject.digest.str());
+    return {};
+  }
+  registry::Attachment a;
+  if (key) {
+    LS_TRY_ASSIGN(a.content, dsse_sign(*key, envspec::k_intoto_payload_type, *statement));
+    a.artifact_type = std::string(k_media_dsse);
+  } else {
+    a.content = *statement;
+    a.artifact_type = std::string(envspec::k_intoto_payload_type);
+  }
+  a.media_type = a.artifact_type;
+  LS_TRY_ASSIGN(registry::Attached attached,
+                registry::attach(target, subject, a, store, registry::default_client_options()));
+  log::info("attached the build's provenance{} to docker://{}@{} ({})", key ? ", signed," : "", target.name(),
+            subject.digest.str().substr(0, 19), attached.manifest.digest.str().substr(0, 19));
+  return {};
+}
+
+Result<ExitCode> verify_provenance(const std::string& image, const std::string& public_key,
+                                   const envspec::Lock* lock, nlohmann::json& report) {
+  LS_TRY_ASSIGN(oci::RegistryRef ref, registry_image(image, "verify --key"));
+  LS_TRY_ASSIGN(SigningKey key, SigningKey::load_public(public_key));
+  const registry::ClientOptions& options = registry::default_client_options();
+  LS_TRY_ASSIGN(oci::Descriptor manifest, registry::resolve_manifest(ref, options));
+  LS_TRY_ASSIGN(std::vector<oci::Descriptor> found,
+                registry::list_referrers(ref, manifest.digest, k_media_dsse, options));
+  std::optional<envspec::ProvenanceFacts> facts;
+  for (const oci::Descriptor& d : found) {
+    LS_TRY_ASSIGN(std::string text, registry::fetch_referrer(ref, d, manifest.digest, 16ULL << 20, options));
+    const std::string what = fmt::format("provenance {} of {}", d.digest.str().substr(0, 19), ref.name());
+    LS_TRY_ASSIGN(DsseEnvelope env, parse_dsse(text, what));
+    const bool by_key =
+        std::any_of(env.signatures.begin(), env.signatures.end(), [&](const std::string& sig) {
+          return key.verify(dsse_pae(env.payload_type, env.payload), sig);
+        });
+    if (!by_key) {
+      continue;
+    }
+    if (env.payload_type != envspec::k_intoto_payload_type) {
+      return invalid_input("{}: payloadType {}, not {}", what, env.payload_type,
+                           envspec::k_intoto_payload_type);
+    }
+    LS_TRY_ASSIGN(envspec::ProvenanceFacts f, envspec::read_provenance(env.payload, what));
+    if (f.subject != manifest.digest) {
+      return Error{ExitCode::check_failed, fmt::format("{} is a statement about {}, not the image's {}", what,
+                                                       f.subject.str(), manifest.digest.str())};
+    }
+    facts = std::move(f);
+  }
+  if (!facts) {
+    report["provenance"] = "none";
+    if (lock != nullptr) {
+      return Error{
+          ExitCode::check_failed,
+          fmt::format("{} ({}) has no provenance signed by key {}: push it with `lockstep push ... --key "
+                      "KEY` from the store that built it",
+                      ref.str(), manifest.digest.str(), key.key_id().str().substr(0, 19))};
+    }
+    return ExitCode::ok;
+  }
+  report["provenance"] = {{"builder", facts->builder_id},
+                          {"lock", facts->lock ? facts->lock->str() : std::string()},
+                          {"dependencies", facts->dependencies.size()}};
+  if (lock != nullptr) {
+    const Digest want = envspec::lock_digest(*lock);
+    if (!facts->lock || *facts->lock != want) {
+      return Error{ExitCode::check_failed,
+                   fmt::format("{}: its provenance says it was built from the lock {}, not {}", ref.str(),
+                               facts->lock ? facts->lock->str() : std::string("(none)"), want.str())};
+    }
+    const std::map<std::string, std::string> deps = envspec::lock_dependencies(*lock);
+    std::vector<std::string> differences;
+    for (const auto& [sha, uri] : deps) {
+      if (!facts->dependencies.contains(sha)) {
+        differences.push_back("missing " + uri);
+      }
+    }
+    for (const auto& [sha, uri] : facts->dependencies) {
+      if (!deps.contains(sha)) {
+        differences.push_back("not in the lock: " + uri);
+      }
+    }
+    if (!differences.empty()) {
+      return Error{
+          ExitCode::check_failed,
+          fmt::format("{}: its provenance's inputs differ from the lock's ({} differences), first: {}",
+                      ref.str(), differences.size(), differences.front())};
+    }
+  }
+  return ExitCode::ok;
+}
 
 Result<ExitCode> verify_signatures(const std::string& image, const std::string& public_key,
                                    const Context& ctx, nlohmann::json& report) {

@@ -29,8 +29,9 @@ image records that lock's digest (when it records one), and its installed debs a
 the lock's (name, version, architecture).
 
 With --key PUB (a registry image): a cosign signature by that key must name the image's manifest
-digest and repository (as skopeo's sigstoreSigned policy with matchRepository checks); with --lock
-as well, the files are checked too.
+digest and repository (as skopeo's sigstoreSigned policy with matchRepository checks), and a
+provenance attached and signed by the key must be about that digest. With --lock as well, the signed
+provenance must exist, name that lock and list exactly its inputs, and the files are checked too.
 
 Exit codes: 0 everything matches, 1 a mismatch (one line per problem; a signature over another
 digest names both), 2 the image, the lock, a signature or a record in the image is malformed or
@@ -45,12 +46,23 @@ struct VerifyArgs {
 Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
   if (!args.key.empty()) {
     nlohmann::json report;
-    LS_TRY_ASSIGN(ExitCode signed_ok, verify_signatures(args.image, args.key, ctx, report));
+    LS_TRY(verify_signatures(args.image, args.key, ctx, report));
+    std::optional<envspec::Lock> provenance_lock;
+    if (!args.lock.empty()) {
+      LS_TRY_ASSIGN(provenance_lock, envspec::read_lock(args.lock));
+    }
+    LS_TRY(verify_provenance(args.image, args.key, provenance_lock ? &*provenance_lock : nullptr, report));
+    if (!ctx.json && report.contains("provenance") && report["provenance"].is_object()) {
+      std::printf("provenance ok: built by %s%s, %zu inputs\n",
+                  report["provenance"]["builder"].get<std::string>().c_str(),
+                  provenance_lock ? " from this lock" : "",
+                  report["provenance"]["dependencies"].get<std::size_t>());
+    }
     if (args.lock.empty()) {
       if (ctx.json) {
         std::printf("%s\n", report.dump(2).c_str());
       }
-      return signed_ok;
+      return ExitCode::ok;
     }
   }
   LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_arg(args.image));

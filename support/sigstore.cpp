@@ -374,4 +374,37 @@ Result<SimpleSigning> parse_simple_signing(std::string_view payload, std::string
   return SimpleSigning{critical["identity"]["docker-reference"].get<std::string>(), *digest};
 }
 
+std::string dsse_pae(std::string_view payload_type, std::string_view payload) {
+  return fmt::format("DSSEv1 {} {} {} {}", payload_type.size(), payload_type, payload.size(), payload);
+}
+
+Result<std::string> dsse_sign(const SigningKey& key, std::string_view payload_type,
+                              std::string_view payload) {
+  LS_TRY_ASSIGN(std::string sig, key.sign(dsse_pae(payload_type, payload)));
+  const nlohmann::ordered_json j = {{"payload", base64_encode(payload)},
+                                    {"payloadType", payload_type},
+                                    {"signatures", {{{"keyid", ""}, {"sig", base64_encode(sig)}}}}};
+  return j.dump();
+}
+
+Result<DsseEnvelope> parse_dsse(std::string_view text, std::string_view what_view) {
+  const std::string what(what_view);
+  LS_TRY_ASSIGN(nlohmann::json j, parse_json(text, what));
+  if (!j.is_object() || !j.contains("payload") || !j["payload"].is_string() || !j.contains("payloadType") ||
+      !j["payloadType"].is_string() || !j.contains("signatures") || !j["signatures"].is_array()) {
+    return invalid_input("{}: not a DSSE envelope (payload, payloadType, signatures)", what);
+  }
+  DsseEnvelope out;
+  out.payload_type = j["payloadType"].get<std::string>();
+  LS_TRY_ASSIGN(out.payload, base64_decode(j["payload"].get<std::string>(), what + ": payload"));
+  for (const auto& s : j["signatures"]) {
+    if (!s.is_object() || !s.contains("sig") || !s["sig"].is_string()) {
+      return invalid_input("{}: a signature without \"sig\"", what);
+    }
+    LS_TRY_ASSIGN(std::string der, base64_decode(s["sig"].get<std::string>(), what + ": sig"));
+    out.signatures.push_back(std::move(der));
+  }
+  return out;
+}
+
 } // namespace lockstep

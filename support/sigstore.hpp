@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockstep {
 
@@ -75,5 +76,22 @@ struct SimpleSigning {
   Digest digest;
 };
 Result<SimpleSigning> parse_simple_signing(std::string_view payload, std::string_view what);
+
+/// DSSE's pre-authentication encoding of a payload: "DSSEv1 <len(type)> <type> <len(body)> <body>"
+/// (lengths in decimal bytes): what a DSSE signature signs.
+std::string dsse_pae(std::string_view payload_type, std::string_view payload);
+
+/// A DSSE envelope (compact JSON): {"payload": base64, "payloadType", "signatures": [{"keyid": "",
+/// "sig": base64 DER}]}, signed by `key`.
+Result<std::string> dsse_sign(const SigningKey& key, std::string_view payload_type, std::string_view payload);
+
+/// A DSSE envelope read back: its payload type, payload, and each signature (DER).
+struct DsseEnvelope {
+  std::string payload_type;
+  std::string payload;
+  std::vector<std::string> signatures;
+};
+/// Parses an envelope; a malformed one (fields missing, bad base64) is invalid_input naming `what`.
+Result<DsseEnvelope> parse_dsse(std::string_view text, std::string_view what);
 
 } // namespace lockstep

@@ -12,11 +12,13 @@
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/host_paths.hpp"
+#include "envspec/provenance.hpp"
 #include "envspec/stack.hpp"
 #include "support/log.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/image_writer.hpp"
 #include "support/registry/pull.hpp"
+#include "support/version.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -552,6 +554,37 @@ oci::StoredImage stored_image(const BuildResult& result) {
 
 } // namespace
 
+constexpr const char* k_provenance_ns = "provenance";
+
+// Pass: the SLSA provenance statement of the image just built, kept in the store by its manifest
+// digest (push attaches it) and written to --provenance FILE.
+Result<void> write_provenance(ImageBuild& b, const BlobStore& store) {
+  envspec::ProvenanceInputs in;
+  in.name = b.spec.name;
+  in.subject = b.result.manifest.digest;
+  in.spec_digest = b.spec.digest;
+  if (b.options.lock) {
+    in.lock = envspec::lock_digest(*b.options.lock);
+  }
+  in.platform = b.spec.platform.str();
+  in.version = std::string(k_version);
+  if (const char* id = std::getenv("LOCKSTEP_BUILDER_ID"); id != nullptr) {
+    in.builder_id = id;
+  }
+  in.compression = b.codec == Codec::zstd ? "zstd" : "gzip";
+  in.epoch = b.result.epoch;
+  const std::string statement = envspec::render_provenance(b.options.lock ? &*b.options.lock : nullptr, in);
+  LS_TRY(store.put_record(k_provenance_ns, b.result.manifest.digest.hex(), statement));
+  if (b.options.provenance) {
+    LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(*b.options.provenance), 0644));
+    LS_TRY(out.write(statement));
+    LS_TRY(out.commit());
+    b.result.outputs.push_back(WrittenOutput{"provenance", *b.options.provenance});
+    log::info("wrote {}", b.result.outputs.back().reference());
+  }
+  return {};
+}
+
 // Pass: the SBOM files (outputs.sbom or --sbom) of the image just built, named by its manifest digest.
 Result<void> write_sboms(ImageBuild& b, const BlobStore& store) {
   const std::vector<fs::path>& paths = cli_outputs(b.options) ? b.options.sbom : b.spec.outputs.sbom;
@@ -577,6 +610,10 @@ Result<void> write_sboms(ImageBuild& b, const BlobStore& store) {
     log::info("wrote {}", b.result.outputs.back().reference());
   }
   return {};
+}
+
+std::optional<std::string> provenance_record(const BlobStore& store, const Digest& manifest) {
+  return store.get_record(k_provenance_ns, manifest.hex());
 }
 
 std::string WrittenOutput::reference() const {
@@ -609,8 +646,9 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   log::Timer outputs_timer("write outputs");
   LS_TRY_ASSIGN(b.result.outputs, write_outputs(spec, options, store, stored_image(b.result), b.codec));
   outputs_timer.stop();
-  // 6. SBOMs of the image, when asked for.
+  // 6. SBOMs of the image, when asked for; its provenance.
   LS_TRY(write_sboms(b, store));
+  LS_TRY(write_provenance(b, store));
   return std::move(b.result);
 }
 

@@ -28,6 +28,9 @@ struct BuildOptions {
   /// SBOM files (`--sbom`): *.spdx.json or *.cdx.json; with the other output paths, replaces the
   /// spec's `outputs.sbom`.
   std::vector<std::filesystem::path> sbom;
+  /// `--provenance FILE`: also write the build's SLSA provenance statement there (it is always kept
+  /// in the store, by manifest digest, for push to attach: provenance_record()).
+  std::optional<std::filesystem::path> provenance;
   /// `--sif-compression`, overriding `outputs.sif_compression`.
   std::optional<SquashfsCompressor> sif_compression;
   /// `--tag`: "TAG" or "NAME:TAG"; default "latest" with the spec's name.
@@ -71,6 +74,9 @@ struct BuildResult {
   std::optional<GitInfo> git;
   bool impure = false; ///< a `run:` step had the network (annotated dev.lockstep.impure)
 };
+
+/// The SLSA provenance statement a build of the image `manifest` kept in `store`, if any.
+std::optional<std::string> provenance_record(const BlobStore& store, const Digest& manifest);
 
 /// Builds the image the spec describes and writes its outputs.
 Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options);

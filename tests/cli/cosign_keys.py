@@ -12,6 +12,11 @@
         Exit 0 when a signature under sha256-<hex>.sig verifies with PUBKEY and its payload passes the
         checks containers/image makes (exactly critical and optional; critical exactly identity, image
         and type; the type; the digest); prints the signed reference.
+    cosign_keys.py verify-dsse REGISTRY REPO DIGEST PUBKEY
+        Finds the DSSE envelope attached to DIGEST (the referrers index under the tag sha256-<hex>,
+        artifactType application/vnd.dsse.envelope.v1+json), verifies its signature over DSSE's
+        pre-authentication encoding with PUBKEY, and prints the statement's subject digest and
+        predicate type.
     cosign_keys.py push-signature REGISTRY REPO TAG PAYLOAD_FILE SIGNATURE_ANNOTATION
         A signature manifest as cosign lays it out (an OCI manifest whose layer is the payload with
         media type application/vnd.dev.cosign.simplesigning.v1+json and the annotation
@@ -149,6 +154,33 @@ def verify(registry, repo, digest, pub_path):
     return 1
 
 
+def verify_dsse(registry, repo, digest, pub_path):
+    with open(pub_path, "rb") as f:
+        pub = serialization.load_pem_public_key(f.read())
+    index = json.loads(get(f"http://{registry}/v2/{repo}/manifests/sha256-{digest.split(':')[1]}",
+                           "application/vnd.oci.image.index.v1+json"))
+    for d in index["manifests"]:
+        if d.get("artifactType") != "application/vnd.dsse.envelope.v1+json":
+            continue
+        manifest = json.loads(get(f"http://{registry}/v2/{repo}/manifests/{d['digest']}",
+                                  "application/vnd.oci.image.manifest.v1+json"))
+        if manifest["subject"]["digest"] != digest:
+            continue
+        env = json.loads(get(f"http://{registry}/v2/{repo}/blobs/{manifest['layers'][0]['digest']}"))
+        body = base64.b64decode(env["payload"])
+        ptype = env["payloadType"].encode()
+        pae = b"DSSEv1 %d %s %d %s" % (len(ptype), ptype, len(body), body)
+        for s in env["signatures"]:
+            try:
+                pub.verify(base64.b64decode(s["sig"]), pae, ec.ECDSA(hashes.SHA256()))
+            except Exception:  # noqa: BLE001 - another key
+                continue
+            statement = json.loads(body)
+            print("sha256:" + statement["subject"][0]["digest"]["sha256"], statement["predicateType"])
+            return 0
+    return 1
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "keypair":
         keypair(sys.argv[2], sys.argv[3])
@@ -156,6 +188,8 @@ if __name__ == "__main__":
         sign(*sys.argv[2:8])
     elif sys.argv[1] == "verify":
         sys.exit(verify(*sys.argv[2:6]))
+    elif sys.argv[1] == "verify-dsse":
+        sys.exit(verify_dsse(*sys.argv[2:6]))
     elif sys.argv[1] == "push-signature":
         push_signature(*sys.argv[2:7])
     else:

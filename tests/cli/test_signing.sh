@@ -130,4 +130,46 @@ assert_eq 2 "$RC" "a wrong passphrase"
 assert_contains "$ERR" "passphrase does not open this key" "says the passphrase is wrong"
 pass "another key or no signature: exit 1; another digest: exit 1 naming both; malformed or a wrong passphrase: exit 2"
 
+# ---- provenance: kept by build, attached and signed by push --key, checked by verify --------------
+mkdir -p gp/repo
+git -C gp/repo init -q
+printf 'v1\n' >gp/repo/app.txt
+git -C gp/repo -c user.name=t -c user.email=t@example.com add -A
+git -C gp/repo -c user.name=t -c user.email=t@example.com commit -qm v1
+git -C gp/repo tag v1
+printf 'lockstep: 1\nname: team/prov\ncopy: [{git: ./repo, rev: v1, to: /src}]\n' >gp/lockstep.yaml
+ls_run build gp/lockstep.yaml --oci gp/out --provenance gp/prov.json
+assert_eq 0 "$RC" "build with a lock: $ERR"
+dp=$(last_line "$OUT")
+lock_digest="sha256:$(sha256sum gp/lockstep.lock | cut -d' ' -f1)"
+assert_eq "${dp#sha256:} https://slsa.dev/provenance/v1 ${lock_digest#sha256:} 1" \
+  "$(jq -r '"\(.subject[0].digest.sha256) \(.predicateType) \(.predicate.buildDefinition.externalParameters.lock.digest.sha256) \(.predicate.buildDefinition.resolvedDependencies | length)"' gp/prov.json)" \
+  "the statement names the image, the lock and the lock's one input"
+ls_run push --tls-verify=false oci:gp/out "docker://$HOST/team/prov:1" --key lk.key --passphrase-file pass.txt
+assert_eq 0 "$RC" "push --key: $ERR"
+assert_eq "$dp https://slsa.dev/provenance/v1" "$("$PY" "$KEYS" verify-dsse "$HOST" team/prov "$dp" lk.pub)" \
+  "the independent verifier accepts the DSSE envelope of the provenance"
+assert_eq "$HOST/team/prov:1" "$("$PY" "$KEYS" verify "$HOST" team/prov "$dp" lk.pub)" "push --key signed the image"
+ls_run verify --tls-verify=false "docker://$HOST/team/prov:1" --key lk.pub --lock gp/lockstep.lock
+assert_eq 0 "$RC" "verify --key --lock: $ERR"
+assert_contains "$OUT" "provenance ok: built by pkg:generic/lockstep@" "the provenance is checked"
+pass "build keeps an SLSA v1 provenance; push --key signs the image and attaches it as DSSE; verify checks it against the lock"
+
+# Another lock (the source moved on) is exit 1 naming both lock digests.
+cp -r gp gp2
+printf 'v2\n' >gp2/repo/app.txt
+git -C gp2/repo -c user.name=t -c user.email=t@example.com commit -qam v2
+git -C gp2/repo tag -f v1 >/dev/null
+ls_run lock --update gp2/lockstep.yaml
+assert_eq 0 "$RC" "relock: $ERR"
+[ "$(sha256sum <gp/lockstep.lock)" != "$(sha256sum <gp2/lockstep.lock)" ] || fail "the lock did not move"
+other_lock="sha256:$(sha256sum gp2/lockstep.lock | cut -d' ' -f1)"
+ls_run verify --tls-verify=false "docker://$HOST/team/prov:1" --key lk.pub --lock gp2/lockstep.lock
+assert_eq 1 "$RC" "the provenance of another lock"
+assert_contains "$ERR" "built from the lock $lock_digest, not $other_lock" "both lock digests are named"
+ls_run verify --tls-verify=false "docker://$HOST/team/img:1" --key lk.pub --lock gp/lockstep.lock
+assert_eq 1 "$RC" "no signed provenance attached"
+assert_contains "$ERR" "has no provenance signed by key" "says what is missing"
+pass "provenance of another lock, or none, is exit 1"
+
 done_testing

@@ -103,3 +103,20 @@ TEST_CASE("simple-signing payloads are written and read strictly", "[sigstore]")
           R"("},"type":"cosign container image signature","extra":1},"optional":null})",
       "p"));
 }
+
+TEST_CASE("DSSE envelopes sign the pre-authentication encoding", "[sigstore][dsse]") {
+  CHECK(dsse_pae("application/vnd.in-toto+json", "{}") == "DSSEv1 28 application/vnd.in-toto+json 2 {}");
+  auto key = SigningKey::generate();
+  REQUIRE(key);
+  auto env = dsse_sign(*key, "application/vnd.in-toto+json", "{\"a\":1}");
+  REQUIRE(env);
+  auto read = parse_dsse(*env, "e");
+  REQUIRE(read);
+  CHECK(read->payload == "{\"a\":1}");
+  CHECK(read->payload_type == "application/vnd.in-toto+json");
+  REQUIRE(read->signatures.size() == 1);
+  CHECK(key->verify(dsse_pae(read->payload_type, read->payload), read->signatures[0]));
+  CHECK_FALSE(key->verify(read->payload, read->signatures[0])); // not the bare payload
+  CHECK_FALSE(parse_dsse(R"({"payload":"!!","payloadType":"x","signatures":[]})", "e"));
+  CHECK_FALSE(parse_dsse(R"({"payloadType":"x"})", "e"));
+}
