@@ -144,6 +144,7 @@ int run(int argc, char** argv) {
   register_export(app, ctx);
   register_sbom(app, ctx);
   register_sign(app, ctx);
+  register_vendor(app, ctx);
   register_schema(app, ctx);
   register_login(app, ctx);
 

@@ -64,6 +64,7 @@ void register_schema(CLI::App& app, Context& ctx);
 void register_login(CLI::App& app, Context& ctx);
 void register_sbom(CLI::App& app, Context& ctx);
 void register_sign(CLI::App& app, Context& ctx);
+void register_vendor(CLI::App& app, Context& ctx);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
 /// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);
@@ -105,6 +106,12 @@ Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descri
 /// name the lock's digest and list exactly the lock's inputs.
 Result<ExitCode> verify_provenance(const std::string& image, const std::string& public_key,
                                    const envspec::Lock* lock, nlohmann::json& report);
+
+/// Sets the process's mirrors (support/mirror.hpp): `cli` (--mirror, relative to the working
+/// directory), then the spec's `mirrors` (relative to `spec_dir`), then LOCKSTEP_MIRRORS (separated by
+/// blanks); each a directory (DIR or dir:DIR) or docker://REGISTRY/REPO. `offline` forbids upstream.
+Result<void> configure_mirrors(const std::vector<std::string>& cli, const std::vector<std::string>& spec,
+                               const std::filesystem::path& spec_dir, bool offline);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);

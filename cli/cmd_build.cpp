@@ -30,10 +30,12 @@ struct BuildArgs {
   bool no_vcs = false;
   bool locked = false;
   std::string lock;
-  std::vector<std::string> push; ///< docker:// targets
-  std::vector<std::string> sbom; ///< --sbom files
-  std::string provenance;        ///< --provenance FILE
-  std::string key;               ///< --key: sign what --push pushes
+  std::vector<std::string> push;    ///< docker:// targets
+  std::vector<std::string> sbom;    ///< --sbom files
+  std::string provenance;           ///< --provenance FILE
+  std::vector<std::string> mirrors; ///< --mirror
+  bool offline = false;
+  std::string key; ///< --key: sign what --push pushes
   std::string passphrase_file;
   std::string userns = "auto";
 };
@@ -47,6 +49,7 @@ constexpr const char* k_examples = R"(Examples:
   digest=$(lockstep build -q)                      the manifest digest is the last line on stdout
   SOURCE_DATE_EPOCH=$(git log -1 --format=%ct) lockstep build --json
   lockstep build --push docker://registry.lab:5000/team/app:v1 --push docker://registry.lab:5000/team/app:latest
+  lockstep build --locked --offline --mirror /srv/vendor   from `lockstep vendor`, no network
   lockstep build --sbom app.spdx.json --oci out   the image's SBOM too (pushed with it by --push)
   lockstep build --userns single                   without root: map only your own ids (no /etc/subuid)
 
@@ -140,6 +143,10 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   LS_TRY_ASSIGN(envspec::Spec spec, envspec::load_spec(args.spec, load));
   load_timer.stop();
 
+  if (args.offline && !args.locked) {
+    return invalid_input("--offline builds from the lock as it is: add --locked");
+  }
+  LS_TRY(configure_mirrors(args.mirrors, spec.mirrors, spec.dir, args.offline));
   builder::BuildOptions options;
   LS_TRY_ASSIGN(options.lock, lock_for_build(spec, args.lock, args.locked));
   if (!args.oci.empty()) {
@@ -231,6 +238,12 @@ void register_build(CLI::App& app, Context& ctx) {
          "Write the image's SBOM: FILE.spdx.json (SPDX 2.3) or FILE.cdx.json (CycloneDX 1.6); repeatable")
       ->allow_extra_args(false)
       ->type_name("FILE");
+  cmd->add_option("--mirror", args->mirrors,
+                  "Fetch the lock's files from this vendor DIR or docker://REGISTRY/REPO first (repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("WHERE");
+  cmd->add_flag("--offline", args->offline,
+                "Never ask upstream: only the store and the mirrors (with --locked)");
   cmd->add_option("--provenance", args->provenance,
                   "Also write the build's SLSA v1 provenance (in-toto statement) to FILE")
       ->type_name("FILE");

@@ -208,7 +208,8 @@ Result<std::string> image_sbom(const std::string& text, const SbomArgs& args, en
     auto title = annotations.find(std::string(oci::k_annotation_title));
     name = title != annotations.end() ? title->second : std::string("image");
   }
-  return builder::make_sbom(lock.lock, format, name, opened.manifest_digest, store, lock.roots);
+  return builder::make_sbom(lock.lock, format, name, opened.manifest_digest, store, lock.path.parent_path(),
+                            lock.roots);
 }
 
 Result<ExitCode> run_sbom(const SbomArgs& args, const Context& ctx) {
@@ -230,7 +231,7 @@ Result<ExitCode> run_sbom(const SbomArgs& args, const Context& ctx) {
       name = lock.path.stem().string();
     }
     LS_TRY_ASSIGN(text, builder::make_sbom(lock.lock, format, name, envspec::lock_digest(lock.lock), store,
-                                           lock.roots));
+                                           lock.path.parent_path(), lock.roots));
     subject_kind = "lock";
   } else {
     std::error_code ec;

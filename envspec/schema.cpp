@@ -87,6 +87,8 @@ public:
         user(v, spec.user);
       } else if (key == "outputs") {
         this->outputs(v, spec.outputs);
+      } else if (key == "mirrors") {
+        mirrors(v, spec.mirrors);
       } else {
         unknown_key(e, "", m_shapes.spec);
       }
@@ -1515,6 +1517,30 @@ private:
       }
       if (ok && !step.sh.empty()) {
         out.push_back(std::move(step));
+      }
+    }
+  }
+
+  // mirrors: vendor directories (resolved against this file's directory; not confined: a mirror's files
+  // are taken only when their sha256 is the lock's) and docker:// repositories.
+  void mirrors(const Node& v, std::vector<std::string>& out) {
+    if (!v.is_sequence()) {
+      error(v.location, "mirrors", "expected a list of directories or docker://REGISTRY/REPO");
+      return;
+    }
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      const std::string key = item_path("mirrors", i);
+      const std::string* s = nonempty_string(v.items[i], key, "a directory or docker://REGISTRY/REPO");
+      if (s == nullptr) {
+        continue;
+      }
+      if (s->starts_with("docker://")) {
+        out.push_back(*s);
+      } else if (s->find("://") != std::string::npos) {
+        error(v.items[i].location, key,
+              fmt::format("'{}': a mirror is a directory or docker://REGISTRY/REPO", *s));
+      } else {
+        out.push_back(resolve_host_path(v.items[i]).string());
       }
     }
   }

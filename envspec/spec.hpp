@@ -192,6 +192,9 @@ struct Spec {
   std::optional<std::string> workdir;
   std::optional<std::string> user;
   Outputs outputs;
+  /// `mirrors`: vendor directories (absolute, resolved against the spec's directory) and
+  /// docker://REGISTRY/REPO repositories a build fetches the lock's files from first.
+  std::vector<std::string> mirrors;
 
   std::filesystem::path file; ///< the spec file (absolute)
   std::filesystem::path dir;  ///< its directory: relative paths resolve against it

@@ -27,7 +27,7 @@ struct AllShapes : Shapes {
   Shape copy, copy_host, copy_git, mode, owner;
   Shape run, run_item, command, network;
   Shape env, labels, scalar_value, argv, user;
-  Shape compression, sif_compression, sbom_path, sbom_list, sbom;
+  Shape compression, sif_compression, sbom_path, sbom_list, sbom, mirror, mirrors;
 
   AllShapes();
 };
@@ -352,6 +352,10 @@ AllShapes::AllShapes() {
                .pattern = R"(\.(spdx|cdx)\.json$)",
                .non_empty = true};
   sbom_list = {.kind = Kind::list, .items = &sbom_path};
+  mirror = {.name = "mirror",
+            .doc = "A vendor directory (DIR, relative to this file) or docker://REGISTRY/REPO.",
+            .non_empty = true};
+  mirrors = {.kind = Kind::list, .items = &mirror};
   sbom = {.kind = Kind::one_of, .forms = {&sbom_path, &sbom_list}};
   outputs = {
       .kind = Kind::map,
@@ -422,6 +426,10 @@ AllShapes::AllShapes() {
            .doc = "The working directory, an absolute path in the image."},
           {.name = "user", .shape = &user, .doc = "NAME or UID, optionally :GROUP or :GID."},
           {.name = "outputs", .shape = &outputs, .doc = "What lockstep build writes."},
+          {.name = "mirrors",
+           .shape = &mirrors,
+           .doc = "Where builds fetch the lock's files first (lockstep vendor); not part of the digest.",
+           .in_digest = false},
           {.name = "stack",
            .shape = &stack,
            .doc = "CUDA, cuDNN, NCCL, MPI, Python and a framework, solved."},

@@ -602,7 +602,7 @@ Result<void> write_sboms(ImageBuild& b, const BlobStore& store) {
                            path.string());
     }
     LS_TRY_ASSIGN(std::string text, make_sbom(lock, *format, b.spec.name, b.result.manifest.digest, store,
-                                              envspec::local_roots(b.spec)));
+                                              b.spec.dir, envspec::local_roots(b.spec)));
     LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(path), 0644));
     LS_TRY(out.write(text));
     LS_TRY(out.commit());

@@ -1,6 +1,7 @@
 // Licenses for SBOMs and the SBOM of a lock: see sbom_output.hpp.
 #include "builder/image/sbom_output.hpp"
 
+#include "builder/lock/lock.hpp"
 #include "support/debian/copyright.hpp"
 #include "support/debian/deb_archive.hpp"
 #include "support/http.hpp"
@@ -64,7 +65,7 @@ std::optional<envspec::SbomFormat> sbom_format_of_path(const fs::path& path) {
 }
 
 Result<std::map<std::string, std::string>> artifact_licenses(const envspec::Lock& lock,
-                                                             const BlobStore& store,
+                                                             const BlobStore& store, const fs::path& spec_dir,
                                                              const std::vector<fs::path>& local_roots) {
   std::map<std::string, std::string> out;
   std::vector<const envspec::LockedArtifact*> unread;
@@ -84,13 +85,17 @@ Result<std::map<std::string, std::string>> artifact_licenses(const envspec::Lock
     return out;
   }
   // What the store lacks is fetched as a build fetches it.
+  const envspec::Lock resolved = resolve_lock_urls(lock, spec_dir);
   std::vector<Download> downloads;
   FetchOptions fetch;
   fetch.local_roots = local_roots;
   fetch.max_size = 0;
   for (const envspec::LockedArtifact* a : unread) {
     if (!store.has(a->sha256, static_cast<std::int64_t>(a->size))) {
-      downloads.push_back(Download{a->url, a->sha256, a->size, a->name + " " + a->version});
+      // A local file the lock names relative to its spec's directory is fetched from there.
+      const auto index = static_cast<std::size_t>(a - lock.artifacts.data());
+      downloads.push_back(
+          Download{resolved.artifacts[index].url, a->sha256, a->size, a->name + " " + a->version});
       fetch.max_size = std::max(fetch.max_size, a->size);
     }
   }
@@ -117,13 +122,13 @@ Result<std::map<std::string, std::string>> artifact_licenses(const envspec::Lock
 }
 
 Result<std::string> make_sbom(const envspec::Lock& lock, envspec::SbomFormat format, const std::string& name,
-                              const Digest& subject, const BlobStore& store,
+                              const Digest& subject, const BlobStore& store, const fs::path& spec_dir,
                               const std::vector<fs::path>& local_roots) {
   envspec::SbomOptions options;
   options.name = name;
   options.subject = subject;
   options.version = std::string(k_version);
-  LS_TRY_ASSIGN(options.licenses, artifact_licenses(lock, store, local_roots));
+  LS_TRY_ASSIGN(options.licenses, artifact_licenses(lock, store, spec_dir, local_roots));
   return envspec::render_sbom(lock, format, options);
 }
 

@@ -25,6 +25,7 @@ artifact_licenses(const envspec::Lock& lock, const BlobStore& store,
 /// The SBOM of `lock` in `format` for the image (or lock) `name` whose digest is `subject`.
 Result<std::string> make_sbom(const envspec::Lock& lock, envspec::SbomFormat format, const std::string& name,
                               const Digest& subject, const BlobStore& store,
+                              const std::filesystem::path& spec_dir,
                               const std::vector<std::filesystem::path>& local_roots);
 
 /// "spdx-json" for a path ending in .spdx.json, "cyclonedx-json" for .cdx.json (the names each

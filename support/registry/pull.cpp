@@ -3,6 +3,7 @@
 
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/mirror.hpp"
 #include "support/oci/image_internal.hpp"
 #include "support/registry/transfer.hpp"
 
@@ -152,6 +153,16 @@ private:
   // its Content-Type against its mediaType; stored, and described for resolve_in_layout.
   Result<oci::Descriptor> fetch_top_manifest() {
     const std::string what = "manifest of " + m_ref.str();
+    const MirrorSet& mirrors = default_mirrors();
+    if (m_ref.digest && !m_store.has(*m_ref.digest) && !mirrors.mirrors.empty()) {
+      LS_TRY(mirrors.fetch(*m_ref.digest, std::nullopt, m_store)); // a vendored manifest, when there is one
+    }
+    if (mirrors.offline && !(m_ref.digest && m_store.has(*m_ref.digest))) {
+      return Error{ExitCode::check_failed,
+                   fmt::format("offline: {} is not in the store or a mirror ({}){}", what, mirrors.names(),
+                               m_ref.digest ? "; vendor the lock into one (`lockstep vendor`)"
+                                            : ": offline, only a pinned digest can be used")};
+    }
     if (m_ref.digest && m_store.has(*m_ref.digest)) {
       // Pinned and already here: no need to ask the registry.
       LS_TRY_ASSIGN(std::string body, m_store.read(*m_ref.digest, k_max_manifest_size));

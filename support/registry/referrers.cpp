@@ -134,6 +134,17 @@ Result<Attached> attach(const oci::RegistryRef& repo, const oci::Descriptor& sub
   out.manifest.artifact_type = attachment.artifact_type;
   out.manifest.annotations = attachment.annotations;
 
+  // Already listed under the referrers tag (attaching the same artifact again): nothing to do.
+  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
+  LS_TRY_ASSIGN(auto existing, tag_referrers(*client, repo, subject.digest));
+  const auto listed = [&](const std::optional<oci::Index>& idx) {
+    return idx && std::any_of(idx->manifests.begin(), idx->manifests.end(),
+                              [&](const oci::Descriptor& d) { return d.digest == out.manifest.digest; });
+  };
+  if (listed(existing)) {
+    out.tag_schema = true;
+    return out;
+  }
   auto source = local_blobs({}, store);
   const oci::RegistryRef by_digest = at(repo, out.manifest.digest.str());
   LS_TRY_ASSIGN(auto pushed,
@@ -141,13 +152,11 @@ Result<Attached> attach(const oci::RegistryRef& repo, const oci::Descriptor& sub
   if (pushed.second.oci_subject == subject.digest.str()) {
     return out; // the registry indexed it
   }
-  LS_TRY_ASSIGN(std::shared_ptr<Client> client, Client::open(repo, options));
   LS_TRY_ASSIGN(auto api, api_referrers(*client, repo, subject.digest));
   if (api) {
     return out; // it has the API (the manifest was there before, so no OCI-Subject came back)
   }
   // The tag schema: the index under sha256-<hex>, with this artifact listed once.
-  LS_TRY_ASSIGN(auto existing, tag_referrers(*client, repo, subject.digest));
   oci::Index index;
   index.media_type = std::string(oci::k_media_index);
   if (existing) {
@@ -155,10 +164,6 @@ Result<Attached> attach(const oci::RegistryRef& repo, const oci::Descriptor& sub
     index.annotations = std::move(existing->annotations);
   }
   out.tag_schema = true;
-  if (std::any_of(index.manifests.begin(), index.manifests.end(),
-                  [&](const oci::Descriptor& d) { return d.digest == out.manifest.digest; })) {
-    return out;
-  }
   index.manifests.push_back(out.manifest);
   PushContent index_content;
   index_content.manifest_bytes = index.serialize();

@@ -3,6 +3,7 @@
 
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
+#include "support/mirror.hpp"
 #include "support/parallel.hpp"
 
 #include <optional>
@@ -81,6 +82,23 @@ Result<FetchTotals> BlobFetch::run(const std::vector<oci::Descriptor>& blobs,
       dup = dup || t->digest == b.digest;
     }
     if (!dup && !store.has(b.digest, b.size)) {
+      // A mirror (a vendor directory or registry) first; offline, nothing else.
+      const MirrorSet& mirrors = default_mirrors();
+      if (!mirrors.mirrors.empty()) {
+        LS_TRY_ASSIGN(bool mirrored,
+                      mirrors.fetch(b.digest,
+                                    b.size >= 0 ? std::optional<std::uint64_t>(b.size) : std::nullopt,
+                                    store));
+        if (mirrored) {
+          continue;
+        }
+      }
+      if (mirrors.offline) {
+        return Error{ExitCode::check_failed,
+                     fmt::format("offline: blob {} of {} is in no mirror ({}); vendor the lock into one "
+                                 "(`lockstep vendor`) or build online",
+                                 b.digest.str(), repository, mirrors.names())};
+      }
       todo.push_back(&b);
       total += b.size > 0 ? static_cast<std::uint64_t>(b.size) : 0;
     }

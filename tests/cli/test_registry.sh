@@ -57,12 +57,13 @@ back=$(sha256sum <"$WORK/back/blobs/sha256/${LOCAL#sha256:}" | cut -d' ' -f1)
 [ "sha256:$back" = "$LOCAL" ] || fail "skopeo's copy of the manifest has another digest"
 pass "push: the registry's digest is the local one under three tags; skopeo inspects and copies it back bit for bit"
 
-# Re-push: one HEAD of the manifest and nothing else; a new tag on it: that tag's PUT, no blob asked.
+# Re-push: one HEAD of the manifest, one GET of the referrers tag (the build's provenance is listed
+# there already) and nothing else; a new tag on it: that tag's PUT, no blob asked.
 before=$(registry_requests r1 '[A-Z]+' '/v2/team/bb/.*')
 "$LOCKSTEP" push -q --tls-verify=false "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" >/dev/null
 after=$(registry_requests r1 '[A-Z]+' '/v2/team/bb/.*')
-assert_eq "1 1" "$((after - before)) $(registry_requests r1 HEAD '/v2/team/bb/manifests/v1' 200)" \
-  "a re-push asks for the manifest once and sends nothing"
+assert_eq "2 1" "$((after - before)) $(registry_requests r1 HEAD '/v2/team/bb/manifests/v1' 200)" \
+  "a re-push asks for the manifest and the referrers tag once each, and sends nothing"
 before_blobs=$(registry_requests r1 '[A-Z]+' '/v2/team/bb/blobs/.*')
 "$LOCKSTEP" push -q --tls-verify=false --tag v9 "oci:$WORK/img/out/layout" "docker://$R1/team/bb:v1" >/dev/null
 assert_eq "$before_blobs 1" \

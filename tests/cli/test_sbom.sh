@@ -107,8 +107,9 @@ ls_run push --tls-verify=false oci:img/out "$ref" --sbom img/out.spdx.json --sbo
 assert_eq 0 "$RC" "push --sbom: $ERR"
 referrers="docker://$REG_HUB_HOST/team/img:sha256-${digest#sha256:}"
 index=$(skopeo inspect --tls-verify=false --raw "$referrers") || fail "skopeo can't read the referrers tag"
-assert_eq "application/spdx+json application/vnd.cyclonedx+json" \
-  "$(jq -r '[.manifests[].artifactType] | sort | join(" ")' <<<"$index")" "the referrers index lists both SBOMs"
+assert_eq "application/spdx+json application/vnd.cyclonedx+json application/vnd.in-toto+json" \
+  "$(jq -r '[.manifests[].artifactType] | sort | join(" ")' <<<"$index")" \
+  "the referrers index lists both SBOMs (and the build's provenance)"
 artifact=$(jq -r '.manifests[] | select(.artifactType == "application/spdx+json") | .digest' <<<"$index")
 manifest=$(skopeo inspect --tls-verify=false --raw "docker://$REG_HUB_HOST/team/img@$artifact")
 assert_eq "$digest application/vnd.oci.empty.v1+json application/spdx+json" \
@@ -132,7 +133,8 @@ assert_contains "$ERR" "describes $lock_digest, not the image pushed ($digest)" 
 printf 'not json' >junk.spdx.json
 ls_run push --tls-verify=false oci:img/out "$ref" --sbom junk.spdx.json
 assert_eq 2 "$RC" "a malformed SBOM"
-assert_eq 2 "$(skopeo inspect --tls-verify=false --raw "$referrers" | jq '.manifests | length')" \
+assert_eq 2 "$(skopeo inspect --tls-verify=false --raw "$referrers" |
+  jq '[.manifests[] | select(.artifactType | test("spdx|cyclonedx"))] | length')" \
   "the referrers index still lists the two SBOMs, once each"
 pass "attaching again changes nothing; an SBOM of another image (exit 1) or a malformed one (exit 2) is not attached"
 
