@@ -9,7 +9,7 @@
 # reads the same digest), and `lockstep run docker://…` with an empty store pulls it and runs 4 ranks.
 source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
-need jq skopeo umoci siftool curl docker-registry
+need jq skopeo umoci siftool curl docker-registry unshare ip
 
 example="$LOCKSTEP_SOURCE_DIR/examples/mpi-hello"
 [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||
@@ -62,6 +62,37 @@ assert_eq 0 "$RC" "second build: $ERR"
 assert_eq "$digest" "$(last_line "$OUT")" "a second build from the lock in an empty store gives the same digest"
 cmp -s ex/out.spdx.json "$WORK/first.spdx.json" || fail "the second build's SBOM differs"
 pass "two builds from the lock give identical digests and SBOMs"
+
+# Vendored, then built with no network at all: a network namespace of its own (unshare --net: only a
+# loopback, no route anywhere), an empty store, --offline. From a directory, and from a real
+# docker-registry running inside that namespace. Both give the online digest (docs/vendor.md).
+ls_run vendor ex/lockstep.lock --to "$WORK/vend"
+assert_eq 0 "$RC" "vendor to a directory: $ERR"
+cat >"$WORK/offline.sh" <<'SH'
+set -eu
+ip link set lo up
+! curl -fsS --max-time 5 -o /dev/null http://deb.debian.org/debian/dists/bookworm/InRelease 2>/dev/null ||
+  { echo "the namespace reaches deb.debian.org" >&2; exit 9; }
+LOCKSTEP_CACHE="$WORK/cache-offline-dir" "$LOCKSTEP" build -q --locked --offline --mirror "$WORK/vend" \
+  --oci "$WORK/offline-dir" ex/lockstep.yaml | tail -n 1 >"$WORK/digest-dir"
+mkdir -p "$WORK/reg"
+printf 'version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:5000\n' \
+  "$WORK/reg/data" >"$WORK/reg/config.yml"
+docker-registry serve "$WORK/reg/config.yml" >"$WORK/reg/log" 2>&1 &
+registry=$!
+for _ in $(seq 100); do curl -fsS -o /dev/null http://127.0.0.1:5000/v2/ 2>/dev/null && break; sleep 0.1; done
+"$LOCKSTEP" vendor -q --tls-verify=false ex/lockstep.lock --to docker://127.0.0.1:5000/vendor/mpi-hello >/dev/null
+LOCKSTEP_CACHE="$WORK/cache-offline-reg" "$LOCKSTEP" build -q --locked --offline --tls-verify=false \
+  --mirror docker://127.0.0.1:5000/vendor/mpi-hello --oci "$WORK/offline-reg" ex/lockstep.yaml |
+  tail -n 1 >"$WORK/digest-reg"
+kill "$registry"
+wait "$registry" 2>/dev/null || true
+SH
+WORK="$WORK" LOCKSTEP="$LOCKSTEP" unshare --net -- bash "$WORK/offline.sh" 2>"$WORK/offline.err" ||
+  fail "the offline builds in a network namespace: $(tail -n 20 "$WORK/offline.err")"
+assert_eq "$digest" "$(cat "$WORK/digest-dir")" "built offline from the vendor directory: the online digest"
+assert_eq "$digest" "$(cat "$WORK/digest-reg")" "built offline from the vendored registry: the online digest"
+pass "vendored to a directory and a registry, built --offline with no network: the same digest as online"
 
 # 4 ranks inside the image (Open MPI's mpirun in the container, shared memory between ranks).
 ls_run exec oci:ex/out -- mpirun --oversubscribe -n 4 python3 /opt/hello/hello.py
