@@ -41,7 +41,7 @@ fi
 # LOCKSTEP_SKIP_FUZZ=1 to skip it.
 if [ "${LOCKSTEP_SKIP_FUZZ:-0}" != "1" ]; then
   fuzz_targets=(fuzz_unpack fuzz_layer fuzz_spec fuzz_lock fuzz_image fuzz_stream fuzz_registry fuzz_stage
-    fuzz_record fuzz_pyinputs)
+    fuzz_record fuzz_pyinputs fuzz_supply)
   if [ "${LOCKSTEP_SKIP_SANITIZERS:-0}" = "1" ]; then
     echo "== fuzz: configure and build (build/asan, clang)"
     cmake -S . -B build/asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -51,10 +51,11 @@ if [ "${LOCKSTEP_SKIP_FUZZ:-0}" != "1" ]; then
   rm -rf build/asan/fuzz-run
   # NAME SECONDS [libFuzzer flags]: the unpacker 60 s; the layer model, the spec, lock and image
   # readers, the layer decoder, the registry texts and the staging bundle 30 s each; the rootless
-  # file records 15 s; the Python project files 20 s.
+  # file records 15 s; the Python project files 20 s; the supply-chain documents (licenses, SBOMs,
+  # signatures, provenance) 20 s.
   for target in "unpack 60" "layer 30 -timeout=10" "spec 30 -timeout=10" "lock 30 -timeout=10" \
     "image 30 -timeout=10" "stream 30 -timeout=10" "registry 30 -timeout=10" \
-    "stage 30 -timeout=10" "record 15 -timeout=10" "pyinputs 20 -timeout=10"; do
+    "stage 30 -timeout=10" "record 15 -timeout=10" "pyinputs 20 -timeout=10" "supply 20 -timeout=10"; do
     read -r name seconds flags <<<"$target"
     flags="$flags -dict=tests/fuzz/$name.dict"
     echo "== fuzz: fuzz_$name for $seconds s"
