@@ -533,6 +533,36 @@ private:
         const std::optional<bool> flat = boolean(e.value, key_path);
         repo.flat = flat.value_or(false);
         ok = flat.has_value() && ok;
+      } else if (e.key == "snapshot") {
+        static const std::regex stamp_re("[0-9]{8}T[0-9]{6}Z");
+        const std::string* s = nonempty_string(e.value, key_path, "a timestamp");
+        if (s != nullptr && std::regex_match(*s, stamp_re)) {
+          repo.snapshot = *s;
+        } else {
+          if (s != nullptr) {
+            error(e.value.location, key_path,
+                  fmt::format("'{}' is not a snapshot timestamp: write it as snapshot.debian.org does, "
+                              "YYYYMMDDTHHMMSSZ (e.g. 20240101T000000Z)",
+                              *s));
+          }
+          ok = false;
+        }
+      } else if (e.key == "snapshot_url") {
+        const std::string* s = nonempty_string(e.value, key_path, "a URL");
+        if (s != nullptr && (s->starts_with("http://") || s->starts_with("https://"))) {
+          repo.snapshot_url = *s;
+          while (repo.snapshot_url.size() > 8 && repo.snapshot_url.back() == '/') {
+            repo.snapshot_url.pop_back();
+          }
+        } else {
+          if (s != nullptr) {
+            error(e.value.location, key_path,
+                  fmt::format("'{}': a snapshot service's URL of the archive, http(s)://HOST/PATH laid out "
+                              "PATH/<timestamp>/ (e.g. https://snapshot.debian.org/archive/debian)",
+                              *s));
+          }
+          ok = false;
+        }
       } else {
         unknown_key(e, path, m_shapes.repo_apt);
         ok = false;
@@ -560,6 +590,23 @@ private:
     } else if (!repo.flat && repo.components.empty() && item.find("components") == nullptr) {
       error(item.location, path, "missing 'components' (e.g. components: [main])");
       ok = false;
+    }
+    // A snapshot service for the archive: given, or known for Debian's and Ubuntu's; with a timestamp,
+    // the repository is read from the snapshot.
+    if (repo.snapshot_url.empty()) {
+      repo.snapshot_url = known_snapshot_base(repo.url);
+    }
+    if (!repo.snapshot.empty() && ok) {
+      if (repo.snapshot_url.empty()) {
+        error(
+            item.find("snapshot")->key_location, child_path(path, "snapshot"),
+            fmt::format("no snapshot service is known for {}: give its URL with snapshot_url (laid out like "
+                        "https://snapshot.debian.org/archive/debian/<timestamp>/)",
+                        repo.url));
+        ok = false;
+      } else {
+        repo.url = repo.snapshot_url + "/" + repo.snapshot;
+      }
     }
     // `suite: S` and `suites: [S]` are the same repository: both set `suite` and `suites`.
     if (!repo.flat && !repo.suite.empty()) {

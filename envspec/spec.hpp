@@ -94,12 +94,33 @@ struct Repo {
   std::vector<std::string> suites;
   std::vector<std::string> components; ///< apt: e.g. [main] (empty for a flat repository)
   bool flat = false;                   ///< apt: `flat: true`, a repository without dists/
+  /// apt: `snapshot: YYYYMMDDTHHMMSSZ`, the repository as a snapshot service served it then (`url` is
+  /// then the snapshot's URL, `url_text` the URL as written); "" for the live repository.
+  std::string snapshot;
+  /// apt: the snapshot service's URL of this archive, laid out BASE/<timestamp>/ like
+  /// snapshot.debian.org/archive/debian (`snapshot_url:`, else known for Debian's and Ubuntu's
+  /// archives: snapshot_base_of). A build fetches a pool file upstream no longer has from there.
+  std::string snapshot_url;
   std::filesystem::path keyring; ///< apt: the OpenPGP keyring (absolute) Release files must be signed by
   std::string keyring_text;
   std::filesystem::path dir; ///< wheels: a local directory of .whl files (absolute)
   std::string dir_text;
   SourceLocation location;
 };
+
+/// The snapshot service's URL of the archive at `url` (an apt repository URL as written, without a
+/// snapshot timestamp): snapshot.debian.org/archive/NAME for deb.debian.org/NAME and
+/// security.debian.org/NAME, snapshot.ubuntu.com/ubuntu for archive.ubuntu.com/ubuntu and
+/// security.ubuntu.com/ubuntu; "" for others.
+std::string known_snapshot_base(std::string_view url);
+
+/// The snapshot URL of the pool file `file_url` of the apt repository `repo_url` as it was at
+/// `release_date` (a Release file's Date, RFC 2822): BASE/<timestamp>/<path under repo_url>, the
+/// timestamp six hours after the date (snapshot.debian.org imports four times a day, so the snapshot
+/// after a Release has its files). "" when `file_url` is not under `repo_url` or the date does not
+/// parse.
+std::string snapshot_file_url(std::string_view base, std::string_view repo_url, std::string_view file_url,
+                              std::string_view release_date);
 
 /// One requested package: `NAME`, `NAME=VERSION`, `NAME:ARCH` (apt) or a PEP 508 requirement (pip).
 struct PackageRequest {

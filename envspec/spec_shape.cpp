@@ -20,6 +20,7 @@ struct AllShapes : Shapes {
   Shape schema_version, image_name, extends, extends_list, platform, host_path, image_path;
   Shape base_scratch, base_oci, base_image, base_debian, oci_path, image_ref, tag, debian_suite,
       debian_variant;
+  Shape snapshot_stamp;
   Shape repos, repo, repo_apt_dists, repo_apt_suites, apt_suites, repo_apt_flat, repo_url, apt_suite,
       apt_components, apt_component, flat_false, flat_true;
   Shape apt_list, apt_package, pip_list, pip_item, pip_requirement;
@@ -123,12 +124,25 @@ AllShapes::AllShapes() {
               .doc = "An http, https or file URL, or a local directory.",
               .pattern = R"(^((https?|file)://.*|(?![A-Za-z][A-Za-z0-9+.-]*://).+)$)"};
   apt_suite = {.pattern = R"(^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+/-]*$)"};
+  snapshot_stamp = {.name = "snapshotTimestamp",
+                    .doc = "A snapshot timestamp, YYYYMMDDTHHMMSSZ (UTC).",
+                    .pattern = R"(^[0-9]{8}T[0-9]{6}Z$)"};
   apt_component = {.pattern = R"(^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+/-]*$)"};
   apt_components = {.kind = Kind::list, .non_empty = true, .items = &apt_component};
   flat_false = {.types = k_boolean, .values = {"false"}};
   flat_true = {.types = k_boolean, .values = {"true"}};
   const Key apt_url{
       .name = "apt", .shape = &repo_url, .doc = "The repository's URL.", .presence = Presence::required};
+  const Key snapshot{.name = "snapshot",
+                     .shape = &snapshot_stamp,
+                     .doc = "Read the repository as a snapshot service served it then: YYYYMMDDTHHMMSSZ."};
+  const Key snapshot_url{
+      .name = "snapshot_url",
+      .shape = &repo_url,
+      .doc = "The archive in a snapshot service laid out URL/<timestamp>/ (known for Debian's "
+             "and Ubuntu's): pinned by snapshot, and where a build finds pool files gone "
+             "upstream.",
+      .in_digest = false};
   const Key keyring{.name = "keyring",
                     .shape = &host_path,
                     .doc = "The OpenPGP keyring the repository's Release file must be signed with.",
@@ -148,6 +162,8 @@ AllShapes::AllShapes() {
                          .doc = "The components, e.g. [main].",
                          .presence = Presence::required},
                         keyring,
+                        snapshot,
+                        snapshot_url,
                         {.name = "flat", .shape = &flat_false, .doc = "false: the repository has dists/."},
                     }};
   apt_suites = {.kind = Kind::list, .non_empty = true, .items = &apt_suite};
@@ -166,6 +182,8 @@ AllShapes::AllShapes() {
                           .doc = "The components of every suite, e.g. [main, universe].",
                           .presence = Presence::required},
                          keyring,
+                         snapshot,
+                         snapshot_url,
                          {.name = "flat", .shape = &flat_false, .doc = "false: the repository has dists/."},
                      }};
   repo_apt_flat = {.kind = Kind::map,
@@ -178,6 +196,8 @@ AllShapes::AllShapes() {
                         .doc = "true: a flat repository (no suite, no components).",
                         .presence = Presence::required},
                        keyring,
+                       snapshot,
+                       snapshot_url,
                    }};
   repo_apt = {.kind = Kind::one_of, .forms = {&repo_apt_dists, &repo_apt_suites, &repo_apt_flat}};
   repo_pypi = {.kind = Kind::map,

@@ -211,6 +211,7 @@ struct Transfer {
   std::optional<std::uint64_t> age;       // the response's Age, in seconds
   // Across attempts: bytes already counted in the progress line.
   std::uint64_t reported = 0;
+  bool not_found = false; // the server answered 404 or 410
 
   // The most bytes the body may have.
   [[nodiscard]] std::uint64_t limit() const { return expected_size ? *expected_size : max_size; }
@@ -453,6 +454,7 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
   }
   if (rc == CURLE_HTTP_RETURNED_ERROR) {
     if (code == 404 || code == 410) {
+      t.not_found = true;
       return fail(external_error("can't download {}: not found (HTTP {})", t.what, code));
     }
     Error e = external_error("can't download {}: the server answered HTTP {}", t.what, code);
@@ -711,25 +713,44 @@ Result<std::vector<BlobInfo>> fetch_all(const BlobStore& store, const std::vecto
                                           mirrors.names())};
             continue;
           }
-          BlobSink sink(store);
-          Transfer t;
-          t.url = d.url;
-          t.what = describe(d);
-          t.max_size = options.max_size;
-          t.expected_size = d.size;
-          t.sink = &sink;
-          t.progress = &progress;
-          auto fetched = run_transfer(easy, t, options);
+          // The file's URL, then each fallback in turn while the server says it has no such file
+          // (a pool file a mirror dropped, found in a snapshot archive).
+          std::optional<BlobSink> sink;
+          Result<void> fetched = internal_error("no download attempted");
+          std::string what;
+          for (std::size_t u = 0; u <= d.fallback_urls.size(); ++u) {
+            Transfer t;
+            t.url = u == 0 ? d.url : d.fallback_urls[u - 1];
+            t.what = u == 0 ? describe(d) : describe(Download{t.url, d.sha256, d.size, d.label, {}});
+            t.max_size = options.max_size;
+            t.expected_size = d.size;
+            sink.emplace(store);
+            t.sink = &*sink;
+            t.progress = &progress;
+            auto attempt = run_transfer(easy, t, options);
+            what = t.what;
+            if (attempt || !t.not_found || u == d.fallback_urls.size()) {
+              if (!attempt && u > 0) {
+                Error e = std::move(attempt).error();
+                e.message = fmt::format("{} (and not at {})", e.message, display_url(d.url));
+                attempt = e;
+              }
+              fetched = std::move(attempt);
+              break;
+            }
+            log::info("{} is gone from {}; trying {}", d.label.empty() ? display_url(d.url) : d.label,
+                      display_url(d.url), display_url(d.fallback_urls[u]));
+          }
           if (!fetched) {
             errors[i] = std::move(fetched).error();
             continue;
           }
-          auto info = sink.commit(t.what, d.sha256);
+          auto info = sink->commit(what, d.sha256);
           if (!info) {
             errors[i] = std::move(info).error();
             continue;
           }
-          log::debug("downloaded {}: {} ({} bytes)", t.what, info->digest.str(), info->size);
+          log::debug("downloaded {}: {} ({} bytes)", what, info->digest.str(), info->size);
           results[i] = *info;
         } catch (const std::exception& e) {
           errors[i] = internal_error("downloading {}: {}", describe(d), e.what());

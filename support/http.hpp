@@ -69,6 +69,9 @@ struct Download {
                                      ///< skipped if the store already has the blob
   std::optional<std::uint64_t> size; ///< when known: the body must have exactly this many bytes
   std::string label;                 ///< names the file in messages ("ls-lib 2.0-1"); may be empty
+  /// Other URLs of the same file, tried in order when the server says `url` is not there (404/410):
+  /// a snapshot archive's copy of a pool file (docs/vendor.md). Same size and sha256 checks.
+  std::vector<std::string> fallback_urls = {};
 };
 
 /// Downloads every file into `store`, several at once (up to 8 transfers), with one aggregated

@@ -438,6 +438,11 @@ Result<void> add_package_layers(ImageBuild& b, const BlobStore& store) {
   // lock's own.
   LS_TRY(check_lock_local_files(*b.options.lock, spec));
   state.local_roots = envspec::local_roots(spec);
+  for (const envspec::Repo& r : spec.repos) {
+    if (r.kind == envspec::Repo::Kind::apt && !r.snapshot_url.empty()) {
+      state.snapshot_bases[r.url] = r.snapshot_url;
+    }
+  }
   const envspec::Lock lock = resolve_lock_urls(*b.options.lock, spec.dir);
   {
     log::Timer t("packages");

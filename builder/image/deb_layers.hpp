@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct PackageBuildState {
   std::vector<std::string> history;    ///< one per appended layer
   /// Where the lock's local files may be read from (envspec::local_roots; support/http.hpp).
   std::vector<std::filesystem::path> local_roots;
+  /// The snapshot service of each apt repository (lock repository URL -> base, the spec's
+  /// snapshot_url or a known one): a pool file gone upstream is fetched from the snapshot of its
+  /// Release's date.
+  std::map<std::string, std::string> snapshot_bases;
   /// The image base's installed state, when the packages go over an image base (else null): its
   /// dpkg database is extended, its links and directories are respected, a locked package it has
   /// at another version replaces that one.

@@ -285,7 +285,7 @@ TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the
       errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
       path() +
           ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, copy, entrypoint, env, extends, "
-          "labels, lockstep, name, outputs, packages, platform, repos, run, stack, user, workdir\n"
+          "labels, lockstep, mirrors, name, outputs, packages, platform, repos, run, stack, user, workdir\n"
           "    3 | frobnicate: yes\n"
           "      | ^~~~~~~~~~\n");
 }
@@ -928,4 +928,29 @@ TEST_CASE_METHOD(SpecFixture, "run steps are validated", "[spec][errors]") {
             "    5 |   - \"\"\n"
             "      |     ^~\n"
             "4 errors\n");
+}
+
+TEST_CASE("snapshot services of known archives, and a pool file's snapshot URL", "[spec][snapshot]") {
+  using lockstep::envspec::known_snapshot_base;
+  using lockstep::envspec::snapshot_file_url;
+  CHECK(known_snapshot_base("http://deb.debian.org/debian") == "https://snapshot.debian.org/archive/debian");
+  CHECK(known_snapshot_base("https://security.debian.org/debian-security/") ==
+        "https://snapshot.debian.org/archive/debian-security");
+  CHECK(known_snapshot_base("http://archive.ubuntu.com/ubuntu") == "https://snapshot.ubuntu.com/ubuntu");
+  CHECK(known_snapshot_base("http://mirror.example.org/debian").empty());
+  CHECK(known_snapshot_base("http://deb.debian.org/debian/extra").empty());
+  CHECK(
+      snapshot_file_url("https://snapshot.debian.org/archive/debian", "http://deb.debian.org/debian",
+                        "http://deb.debian.org/debian/pool/main/a/attr/attr_2.5.1-4_amd64.deb",
+                        "Sat, 11 Jul 2026 20:16:37 UTC") ==
+      "https://snapshot.debian.org/archive/debian/20260712T021637Z/pool/main/a/attr/attr_2.5.1-4_amd64.deb");
+  CHECK(snapshot_file_url("https://s/archive/debian", "http://deb.debian.org/debian", "http://other/x.deb",
+                          "Sat, 11 Jul 2026 20:16:37 UTC")
+            .empty());
+  CHECK(snapshot_file_url("https://s/archive/debian", "http://d/debian", "http://d/debian/pool/x.deb",
+                          "garbage")
+            .empty());
+  CHECK(
+      snapshot_file_url("", "http://d/debian", "http://d/debian/pool/x.deb", "Sat, 11 Jul 2026 20:16:37 UTC")
+          .empty());
 }
