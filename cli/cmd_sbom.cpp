@@ -277,11 +277,11 @@ Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descri
     a.content = std::move(text);
     // The SBOM's own creation time (the image's epoch), so the attachment's digest is reproducible.
     const nlohmann::json doc = nlohmann::json::parse(a.content, nullptr, false);
+    const nlohmann::json::json_pointer at(s.format == envspec::SbomFormat::spdx_json ? "/creationInfo/created"
+                                                                                     : "/metadata/timestamp");
     std::string created;
-    if (s.format == envspec::SbomFormat::spdx_json) {
-      created = doc.value("/creationInfo/created"_json_pointer, std::string());
-    } else {
-      created = doc.value("/metadata/timestamp"_json_pointer, std::string());
+    if (doc.is_object() && doc.contains(at) && doc.at(at).is_string()) {
+      created = doc.at(at).get<std::string>();
     }
     if (!created.empty()) {
       a.annotations["org.opencontainers.image.created"] = created;

@@ -255,6 +255,19 @@ std::string_view sbom_format_name(SbomFormat format) {
   return format == SbomFormat::spdx_json ? "spdx-json" : "cyclonedx-json";
 }
 
+namespace {
+
+// obj[key] when obj is an object and that is a string; else "" (never throws on hostile input).
+std::string string_field(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) {
+    return "";
+  }
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+} // namespace
+
 Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view what) {
   const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
@@ -268,7 +281,7 @@ Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view wh
       return std::nullopt;
     }
     for (const auto& h : *list) {
-      if (h.is_object() && h.value(alg_key, "") == alg && h.contains(value_key) && h[value_key].is_string()) {
+      if (string_field(h, alg_key) == alg && !string_field(h, value_key).empty()) {
         if (auto d = Digest::parse("sha256:" + h[value_key].get<std::string>())) {
           return *d;
         }
@@ -282,13 +295,13 @@ Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view wh
     const auto packages = doc.find("packages");
     if (packages != doc.end() && packages->is_array()) {
       for (const auto& p : *packages) {
-        if (p.is_object() && p.value("SPDXID", "") == "SPDXRef-image") {
+        if (string_field(p, "SPDXID") == "SPDXRef-image") {
           const auto c = p.find("checksums");
           subject = sha256_in(c == p.end() ? nullptr : &*c, "algorithm", "SHA256", "checksumValue");
         }
       }
     }
-  } else if (doc.value("bomFormat", "") == "CycloneDX") {
+  } else if (string_field(doc, "bomFormat") == "CycloneDX") {
     out.format = SbomFormat::cyclonedx_json;
     const nlohmann::json* component = nullptr;
     if (auto m = doc.find("metadata"); m != doc.end() && m->is_object()) {

@@ -124,11 +124,14 @@ Result<std::string> decrypt_cosign(std::string_view body, std::string_view passp
   LS_TRY_ASSIGN(nlohmann::json j, parse_json(body, std::string(what)));
   const nlohmann::json& kdf = j.is_object() && j.contains("kdf") ? j["kdf"] : nlohmann::json();
   const nlohmann::json& cipher = j.is_object() && j.contains("cipher") ? j["cipher"] : nlohmann::json();
-  if (!kdf.is_object() || kdf.value("name", "") != "scrypt" || !kdf.contains("params") ||
-      !kdf["params"].is_object()) {
+  const auto name_of = [](const nlohmann::json& o) {
+    return o.is_object() && o.contains("name") && o["name"].is_string() ? o["name"].get<std::string>()
+                                                                        : std::string();
+  };
+  if (!kdf.is_object() || name_of(kdf) != "scrypt" || !kdf.contains("params") || !kdf["params"].is_object()) {
     return invalid_input("{}: the encrypted key's kdf is not scrypt", what);
   }
-  if (!cipher.is_object() || cipher.value("name", "") != "nacl/secretbox") {
+  if (!cipher.is_object() || name_of(cipher) != "nacl/secretbox") {
     return invalid_input("{}: the encrypted key's cipher is not nacl/secretbox", what);
   }
   const nlohmann::json& params = kdf["params"];

@@ -152,8 +152,11 @@ Result<VendorResult> vendor_to_dir(const envspec::Lock& lock, const std::string&
   if (fs::exists(index_path, ec)) {
     LS_TRY_ASSIGN(std::string text, read_file(index_path, k_max_index));
     LS_TRY_ASSIGN(nlohmann::json old, parse_json(text, index_path.string()));
-    if (!old.is_object() || old.value("lockstep-vendor", 0) != 1 || !old.contains("files") ||
-        !old["files"].is_array() || !old.contains("locks") || !old["locks"].is_array()) {
+    const bool v1 = old.is_object() && old.contains("lockstep-vendor") &&
+                    old["lockstep-vendor"].is_number_integer() &&
+                    old["lockstep-vendor"].get<std::int64_t>() == 1;
+    if (!v1 || !old.contains("files") || !old["files"].is_array() || !old.contains("locks") ||
+        !old["locks"].is_array()) {
       return invalid_input(
           "{}: not a lockstep vendor index (lockstep-vendor: 1, files, locks); vendor into an "
           "empty directory",
