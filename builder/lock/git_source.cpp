@@ -6,6 +6,7 @@
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
 #include "support/libgit.hpp"
+#include "support/mirror.hpp"
 
 #include <fmt/ranges.h>
 
@@ -712,6 +713,13 @@ Result<void> ensure_git_commit(const fs::path& store_root, const std::string& ur
   LS_TRY_ASSIGN(bool present, found()); // another process may have fetched it while we waited
   if (present) {
     return {};
+  }
+  if (default_mirrors().offline) {
+    return Error{ExitCode::check_failed,
+                 fmt::format("offline: commit {} of {} is not in the store, and git sources are not vendored "
+                             "yet; build once online on this machine (the store keeps the clone), or drop "
+                             "--offline",
+                             commit.substr(0, 12), shown(url))};
   }
   log::Progress progress("fetching " + shown(url), 0);
   LS_TRY_ASSIGN(auto remote, RemoteSession::connect(*git, repo, url, progress));

@@ -7,7 +7,7 @@
 # nothing is stored; a second lock vendored into the same directory merges the index.
 source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
-need jq python3 gpg gpgconf dpkg-deb dpkg skopeo docker-registry sha256sum
+need jq python3 gpg gpgconf dpkg-deb dpkg skopeo docker-registry sha256sum git
 
 "$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo >/dev/null 2>&1 || fail "make-repo.sh failed"
 make_python_apt_repo "$WORK/pyrepo"
@@ -92,6 +92,25 @@ assert_contains "$ERR" "does not match its sha256" "says the file does not match
 [ ! -e "$WORK/c6/blobs/sha256/$victim" ] || fail "the corrupt file was stored"
 [ ! -e out7 ] || fail "an output was written"
 pass "offline without the file (exit 1), --offline without --locked (exit 2), a corrupt mirror file (exit 2, nothing stored)"
+
+# Git sources are not vendored yet: vendor says so, and an offline build without the clone in its
+# store stops with exit 1 saying why.
+mkdir -p gp/repo
+git -C gp/repo init -q
+printf 'v1\n' >gp/repo/app.txt
+git -C gp/repo -c user.name=t -c user.email=t@example.com add -A
+git -C gp/repo -c user.name=t -c user.email=t@example.com commit -qm v1
+git -C gp/repo tag v1
+printf 'lockstep: 1\nname: gitsrc\ncopy: [{git: ./repo, rev: v1, to: /src}]\n' >gp/lockstep.yaml
+ls_run lock gp/lockstep.yaml
+assert_eq 0 "$RC" "lock with a git source: $ERR"
+ls_run vendor gp/lockstep.lock --to gvend
+assert_eq 0 "$RC" "vendor a lock with a git source: $ERR"
+assert_contains "$ERR" "git sources are not vendored yet" "vendor names what it left"
+LOCKSTEP_CACHE="$WORK/c7" ls_run build --locked --offline --mirror gvend gp/lockstep.yaml --oci gp/out
+assert_eq 1 "$RC" "offline with a git source not in the store"
+assert_contains "$ERR" "offline: commit" "says the commit is not in the store"
+pass "a git source is named as not vendored, and an offline build without its clone is exit 1"
 
 # ---- several locks in one directory --------------------------------------------------------------
 mkdir -p second
