@@ -392,8 +392,8 @@ Result<ExitCode> verify_signatures(const std::string& image, const std::string& 
 
 void register_sign(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<SignArgs>();
-  auto* cmd =
-      app.add_subcommand("sign", "Sign a registry image (cosign's format; skopeo and podman verify it)");
+  auto* cmd = app.add_subcommand("sign", "Sign a registry image in cosign's format (cosign, and skopeo or "
+                                         "podman built with sigstore, verify it)");
   cmd->add_option("IMAGE", args->image, "docker://HOST/REPO[:TAG][@DIGEST]")->required();
   cmd->add_option("--key", args->key, "The private key (cosign's encrypted file, or a PEM P-256 key)")
       ->required()
