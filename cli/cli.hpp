@@ -88,24 +88,22 @@ Result<ExitCode> write_output(const std::string& output, const std::string& text
 Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descriptor& subject,
                                const std::vector<std::filesystem::path>& files);
 
-/// `verify docker://REF --key PUB`: the image's cosign signatures (cmd_sign.cpp). ok when one by the
-/// key names the image's digest and repository; check_failed when none does (a signature over
-/// another digest names both digests); invalid_input when the only ones by the key are malformed.
-/// Fills `report` (--json) and prints a line unless ctx.json.
-Result<ExitCode> verify_signatures(const std::string& image, const std::string& public_key,
-                                   const Context& ctx, nlohmann::json& report);
-
 /// With `key_path`: signs the pushed image `subject` in `target` (cosign's format) and attaches the
 /// build's provenance (kept in the store by `lockstep build`) as a DSSE envelope signed by the key;
 /// without, attaches the provenance statement unsigned. No provenance in the store: none attached.
 Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descriptor& subject,
                                const std::string& key_path, const std::string& passphrase_file);
 
-/// `verify docker://REF --key PUB`: the provenance attached to the image, signed by the key, must be
-/// a statement about the image's digest (else check_failed naming both); with `lock`, one must exist,
-/// name the lock's digest and list exactly the lock's inputs.
-Result<ExitCode> verify_provenance(const std::string& image, const std::string& public_key,
-                                   const envspec::Lock* lock, nlohmann::json& report);
+/// `verify docker://REF --key PUB` (cmd_sign.cpp), with the image's manifest resolved once:
+/// - a cosign signature by the key must name the image's digest and repository: none (or none by
+///   the key) is check_failed, one over another digest check_failed naming both, only malformed
+///   ones invalid_input; prints a line unless ctx.json;
+/// - a provenance attached and signed by the key must be a statement about that digest (else
+///   check_failed naming both); with `lock`, one must exist, name the lock's digest and list exactly
+///   its inputs.
+/// Fills `report` (--json).
+Result<void> verify_registry_image(const std::string& image, const std::string& public_key,
+                                   const envspec::Lock* lock, const Context& ctx, nlohmann::json& report);
 
 /// Sets the process's mirrors (support/mirror.hpp): `cli` (--mirror, relative to the working
 /// directory), then the spec's `mirrors` (relative to `spec_dir`), then LOCKSTEP_MIRRORS (separated by

@@ -1,6 +1,6 @@
 // `lockstep sign docker://REF --key KEY` and `lockstep generate-key`: cosign-format signatures of
 // registry images, which skopeo's `sigstoreSigned` policies accept (docs/signing.md). Checking
-// them is `lockstep verify docker://REF --key PUB` (cmd_verify.cpp, verify_signatures below).
+// them is `lockstep verify docker://REF --key PUB` (cmd_verify.cpp, verify_registry_image below).
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
 #include "envspec/provenance.hpp"
@@ -236,12 +236,20 @@ Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descri
   return {};
 }
 
-Result<ExitCode> verify_provenance(const std::string& image, const std::string& public_key,
-                                   const envspec::Lock* lock, nlohmann::json& report) {
-  LS_TRY_ASSIGN(oci::RegistryRef ref, registry_image(image, "verify --key"));
-  LS_TRY_ASSIGN(SigningKey key, SigningKey::load_public(public_key));
+namespace {
+
+// The image `verify --key` checks: its reference, the key, its manifest as the registry holds it.
+struct CheckedImage {
+  oci::RegistryRef ref;
+  SigningKey key;
+  oci::Descriptor manifest;
+};
+
+// A provenance attached to the image and signed by the key must be about its digest; with `lock`,
+// one must exist, name that lock and list exactly its inputs.
+Result<void> verify_provenance(const CheckedImage& image, const envspec::Lock* lock, nlohmann::json& report) {
+  const auto& [ref, key, manifest] = image;
   const registry::ClientOptions& options = registry::default_client_options();
-  LS_TRY_ASSIGN(oci::Descriptor manifest, registry::resolve_manifest(ref, options));
   LS_TRY_ASSIGN(std::vector<oci::Descriptor> found,
                 registry::list_referrers(ref, manifest.digest, k_media_dsse, options));
   std::optional<envspec::ProvenanceFacts> facts;
@@ -276,7 +284,7 @@ Result<ExitCode> verify_provenance(const std::string& image, const std::string& 
                       "KEY` from the store that built it",
                       ref.str(), manifest.digest.str(), key.key_id().str().substr(0, 19))};
     }
-    return ExitCode::ok;
+    return {};
   }
   report["provenance"] = {{"builder", facts->builder_id},
                           {"lock", facts->lock ? facts->lock->str() : std::string()},
@@ -307,15 +315,14 @@ Result<ExitCode> verify_provenance(const std::string& image, const std::string& 
                       ref.str(), differences.size(), differences.front())};
     }
   }
-  return ExitCode::ok;
+  return {};
 }
 
-Result<ExitCode> verify_signatures(const std::string& image, const std::string& public_key,
-                                   const Context& ctx, nlohmann::json& report) {
-  LS_TRY_ASSIGN(oci::RegistryRef ref, registry_image(image, "verify --key"));
-  LS_TRY_ASSIGN(SigningKey key, SigningKey::load_public(public_key));
+// A cosign signature by the key must name the image's digest and repository.
+Result<void> verify_signatures(const CheckedImage& image, const std::string& image_text,
+                               const std::string& public_key, const Context& ctx, nlohmann::json& report) {
+  const auto& [ref, key, manifest] = image;
   const registry::ClientOptions& options = registry::default_client_options();
-  LS_TRY_ASSIGN(oci::Descriptor manifest, registry::resolve_manifest(ref, options));
   LS_TRY_ASSIGN(std::vector<registry::AttachedSignature> signatures,
                 registry::fetch_signatures(ref, manifest.digest, options));
   report["image"] = "docker://" + ref.name() + "@" + manifest.digest.str();
@@ -367,7 +374,7 @@ Result<ExitCode> verify_signatures(const std::string& image, const std::string& 
       std::printf("signature ok: %s@%s signed as %s by key %s\n", ref.name().c_str(),
                   manifest.digest.str().c_str(), valid->c_str(), key.key_id().str().substr(0, 19).c_str());
     }
-    return ExitCode::ok;
+    return {};
   }
   if (!other_digests.empty()) {
     return Error{ExitCode::check_failed,
@@ -387,7 +394,20 @@ Result<ExitCode> verify_signatures(const std::string& image, const std::string& 
       fmt::format("{} ({}) has {} signature{}, none by key {} ({}); sign it with `lockstep sign {} --key "
                   "KEY`",
                   ref.str(), manifest.digest.str(), signatures.size(), signatures.size() == 1 ? "" : "s",
-                  key.key_id().str().substr(0, 19), public_key, image)};
+                  key.key_id().str().substr(0, 19), public_key, image_text)};
+}
+
+} // namespace
+
+Result<void> verify_registry_image(const std::string& image, const std::string& public_key,
+                                   const envspec::Lock* lock, const Context& ctx, nlohmann::json& report) {
+  LS_TRY_ASSIGN(oci::RegistryRef ref, registry_image(image, "verify --key"));
+  LS_TRY_ASSIGN(SigningKey key, SigningKey::load_public(public_key));
+  LS_TRY_ASSIGN(oci::Descriptor manifest,
+                registry::resolve_manifest(ref, registry::default_client_options()));
+  const CheckedImage checked{std::move(ref), std::move(key), std::move(manifest)};
+  LS_TRY(verify_signatures(checked, image, public_key, ctx, report));
+  return verify_provenance(checked, lock, report);
 }
 
 void register_sign(CLI::App& app, Context& ctx) {

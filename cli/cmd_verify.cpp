@@ -46,12 +46,12 @@ struct VerifyArgs {
 Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
   if (!args.key.empty()) {
     nlohmann::json report;
-    LS_TRY(verify_signatures(args.image, args.key, ctx, report));
     std::optional<envspec::Lock> provenance_lock;
     if (!args.lock.empty()) {
       LS_TRY_ASSIGN(provenance_lock, envspec::read_lock(args.lock));
     }
-    LS_TRY(verify_provenance(args.image, args.key, provenance_lock ? &*provenance_lock : nullptr, report));
+    LS_TRY(verify_registry_image(args.image, args.key, provenance_lock ? &*provenance_lock : nullptr, ctx,
+                                 report));
     if (!ctx.json && report.contains("provenance") && report["provenance"].is_object()) {
       std::printf("provenance ok: built by %s%s, %zu inputs\n",
                   report["provenance"]["builder"].get<std::string>().c_str(),
