@@ -3,7 +3,7 @@
 #include "builder/image/deb_package.hpp"
 #include "builder/image/layer_plan.hpp"
 #include "builder/image/run_step.hpp"
-#include "envspec/spec.hpp"
+#include "builder/lock/lock.hpp"
 #include "support/debian/apt_packages.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/http.hpp"
@@ -491,17 +491,8 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   std::vector<Download> downloads;
   for (const envspec::LockedArtifact* a : debs) {
     downloads.push_back(Download{a->url, a->sha256, a->size, a->name});
-    if (a->repo >= 0 && static_cast<std::size_t>(a->repo) < lock.repos.size()) {
-      const envspec::LockedRepo& r = lock.repos[static_cast<std::size_t>(a->repo)];
-      auto known = state.snapshot_bases.find(r.url);
-      const std::string snapshot =
-          known != state.snapshot_bases.end() ? known->second : envspec::known_snapshot_base(r.url);
-      // Several suites: the last one's Release date (theirs are close).
-      const std::string date = r.suites.empty() ? r.release_date : r.suites.back().release_date;
-      std::string fallback = envspec::snapshot_file_url(snapshot, r.url, a->url, date);
-      if (!fallback.empty() && fallback != a->url) {
-        downloads.back().fallback_urls.push_back(std::move(fallback));
-      }
+    if (std::string fallback = deb_snapshot_url(lock, *a, state.snapshot_bases); !fallback.empty()) {
+      downloads.back().fallback_urls.push_back(std::move(fallback));
     }
   }
   {

@@ -2,7 +2,6 @@
 #include "builder/image/vendor.hpp"
 
 #include "builder/lock/lock.hpp"
-#include "envspec/spec.hpp"
 #include "support/fs.hpp"
 #include "support/http.hpp"
 #include "support/json.hpp"
@@ -91,14 +90,9 @@ Result<Gathered> gather(const envspec::Lock& lock, const std::string& lock_text,
     }
     downloads.push_back(Download{resolved.artifacts[i].url, a.sha256, a.size, a.name + " " + a.version});
     // A deb the mirror dropped since the lock was made: from the snapshot of its Release's date.
-    if (a.kind == "deb" && a.repo >= 0 && static_cast<std::size_t>(a.repo) < lock.repos.size()) {
-      const envspec::LockedRepo& r = lock.repos[static_cast<std::size_t>(a.repo)];
-      const std::string date = r.suites.empty() ? r.release_date : r.suites.back().release_date;
-      std::string fallback =
-          envspec::snapshot_file_url(envspec::known_snapshot_base(r.url), r.url, a.url, date);
-      if (!fallback.empty()) {
-        downloads.back().fallback_urls.push_back(std::move(fallback));
-      }
+    if (std::string fallback = a.kind == "deb" ? deb_snapshot_url(lock, a, {}) : std::string();
+        !fallback.empty()) {
+      downloads.back().fallback_urls.push_back(std::move(fallback));
     }
     fetch.max_size = std::max(fetch.max_size, a.size);
     g.files.push_back({a.sha256, a.size, a.kind,

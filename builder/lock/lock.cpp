@@ -398,6 +398,19 @@ void relative_urls(const envspec::Spec& spec, envspec::Lock& lock) {
 
 } // namespace
 
+std::string deb_snapshot_url(const envspec::Lock& lock, const envspec::LockedArtifact& a,
+                             const std::map<std::string, std::string>& bases) {
+  if (a.repo < 0 || static_cast<std::size_t>(a.repo) >= lock.repos.size()) {
+    return "";
+  }
+  const envspec::LockedRepo& r = lock.repos[static_cast<std::size_t>(a.repo)];
+  const auto given = bases.find(r.url);
+  const std::string base = given != bases.end() ? given->second : envspec::known_snapshot_base(r.url);
+  const std::string date = r.suites.empty() ? r.release_date : r.suites.back().release_date;
+  std::string url = envspec::snapshot_file_url(base, r.url, a.url, date);
+  return url == a.url ? std::string() : url;
+}
+
 envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir) {
   envspec::Lock out = lock;
   const auto absolute = [&spec_dir](std::string& url) {

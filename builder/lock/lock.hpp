@@ -8,6 +8,7 @@
 #include "support/result.hpp"
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -41,6 +42,13 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
 /// A copy of `lock` whose relative URLs (local files under the spec's directory, recorded relative
 /// to it) are made absolute `file://` URLs against `spec_dir`, for fetching.
 envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir);
+
+/// Where a snapshot archive keeps deb `a`'s pool file (envspec::snapshot_file_url): the snapshot
+/// service of its repository from `bases` (lock repository URL -> the spec's snapshot_url), else a
+/// known one (envspec::known_snapshot_base), at its repository's Release date (several suites: the
+/// last one's, their dates being close). "" when there is none, or it is `a`'s own URL.
+std::string deb_snapshot_url(const envspec::Lock& lock, const envspec::LockedArtifact& a,
+                             const std::map<std::string, std::string>& bases);
 
 /// Refuses, before anything is read, every local file `lock` names (a relative URL, an absolute path
 /// or a file: URL of a deb or wheel) that does not lead, through symlinks, inside the spec's directory
