@@ -35,31 +35,51 @@ ApiRequest get(const oci::RegistryRef& repo, const std::string& path, std::strin
   return r;
 }
 
+// The document at `path` (a manifest or the referrers API), parsed as T; nullopt when the registry
+// answers 404.
+template <typename T>
+Result<std::optional<T>> optional_document(Client& client, const oci::RegistryRef& repo,
+                                           const std::string& path, std::string_view accept,
+                                           const std::string& what) {
+  LS_TRY_ASSIGN(HttpResponse r, client.request(get(repo, path, std::string(accept), what)));
+  if (r.status == 404) {
+    return std::optional<T>();
+  }
+  LS_TRY_ASSIGN(T document, T::parse(r.body, what));
+  return std::optional<T>(std::move(document));
+}
+
+// The bytes of blob `d` (at most `max_size`), checked against its size and digest.
+Result<std::string> blob_bytes(Client& client, const oci::RegistryRef& repo, const oci::Descriptor& d,
+                               std::uint64_t max_size, const std::string& what) {
+  if (d.size < 0 || static_cast<std::uint64_t>(d.size) > max_size) {
+    return invalid_input("{}: {} bytes, more than the {} accepted", what, d.size, max_size);
+  }
+  ApiRequest b = get(repo, "/blobs/" + d.digest.str(), "*/*", what);
+  b.max_body = static_cast<std::uint64_t>(d.size);
+  b.expected.clear();
+  b.follow_redirects = true;
+  LS_TRY_ASSIGN(HttpResponse blob, client.request(std::move(b)));
+  if (blob.body.size() != static_cast<std::size_t>(d.size) || sha256_of(blob.body) != d.digest) {
+    return invalid_input("{}: the registry sent other bytes than {} ({} bytes); nothing was read", what,
+                         d.digest.str(), d.size);
+  }
+  return std::move(blob.body);
+}
+
 // The referrers the API lists for `subject`; nullopt when the registry has no such API (404).
 Result<std::optional<oci::Index>> api_referrers(Client& client, const oci::RegistryRef& repo,
                                                 const Digest& subject) {
-  const std::string what = fmt::format("referrers of {}@{}", repo.name(), subject.str());
-  LS_TRY_ASSIGN(HttpResponse r, client.request(get(repo, "/referrers/" + subject.str(),
-                                                   std::string(oci::k_media_index), what)));
-  if (r.status == 404) {
-    return std::optional<oci::Index>();
-  }
-  LS_TRY_ASSIGN(oci::Index index, oci::Index::parse(r.body, what));
-  return std::optional<oci::Index>(std::move(index));
+  return optional_document<oci::Index>(client, repo, "/referrers/" + subject.str(), oci::k_media_index,
+                                       fmt::format("referrers of {}@{}", repo.name(), subject.str()));
 }
 
 // The index under the referrers tag; nullopt when the tag does not exist.
 Result<std::optional<oci::Index>> tag_referrers(Client& client, const oci::RegistryRef& repo,
                                                 const Digest& subject) {
   const std::string tag = referrers_tag(subject);
-  const std::string what = fmt::format("referrers index {}:{}", repo.name(), tag);
-  LS_TRY_ASSIGN(HttpResponse r,
-                client.request(get(repo, "/manifests/" + tag, std::string(oci::k_media_index), what)));
-  if (r.status == 404) {
-    return std::optional<oci::Index>();
-  }
-  LS_TRY_ASSIGN(oci::Index index, oci::Index::parse(r.body, what));
-  return std::optional<oci::Index>(std::move(index));
+  return optional_document<oci::Index>(client, repo, "/manifests/" + tag, oci::k_media_index,
+                                       fmt::format("referrers index {}:{}", repo.name(), tag));
 }
 
 } // namespace
@@ -217,21 +237,7 @@ Result<std::string> fetch_referrer(const oci::RegistryRef& repo, const oci::Desc
   if (m.layers.size() != 1) {
     return invalid_input("{}: an artifact with {} layers; expected one", what, m.layers.size());
   }
-  const oci::Descriptor& layer = m.layers.front();
-  if (layer.size < 0 || static_cast<std::uint64_t>(layer.size) > max_size) {
-    return invalid_input("{}: its content has {} bytes, more than the {} accepted", what, layer.size,
-                         max_size);
-  }
-  ApiRequest b = get(repo, "/blobs/" + layer.digest.str(), "*/*", what + " content");
-  b.max_body = static_cast<std::uint64_t>(layer.size);
-  b.expected.clear();
-  b.follow_redirects = true;
-  LS_TRY_ASSIGN(HttpResponse blob, client->request(std::move(b)));
-  if (blob.body.size() != static_cast<std::size_t>(layer.size) || sha256_of(blob.body) != layer.digest) {
-    return invalid_input("{}: its content does not match {} ({} bytes); nothing was read", what,
-                         layer.digest.str(), layer.size);
-  }
-  return std::move(blob.body);
+  return blob_bytes(*client, repo, m.layers.front(), max_size, what + " content");
 }
 
 std::string signature_tag(const Digest& image) {
@@ -246,14 +252,8 @@ constexpr std::uint64_t k_max_payload = 1ULL << 20;
 Result<std::optional<oci::Manifest>> signature_manifest(Client& client, const oci::RegistryRef& repo,
                                                         const Digest& image) {
   const std::string tag = signature_tag(image);
-  const std::string what = fmt::format("signatures {}:{}", repo.name(), tag);
-  LS_TRY_ASSIGN(HttpResponse r,
-                client.request(get(repo, "/manifests/" + tag, std::string(oci::k_media_manifest), what)));
-  if (r.status == 404) {
-    return std::optional<oci::Manifest>();
-  }
-  LS_TRY_ASSIGN(oci::Manifest m, oci::Manifest::parse(r.body, what));
-  return std::optional<oci::Manifest>(std::move(m));
+  return optional_document<oci::Manifest>(client, repo, "/manifests/" + tag, oci::k_media_manifest,
+                                          fmt::format("signatures {}:{}", repo.name(), tag));
 }
 
 } // namespace
@@ -272,20 +272,9 @@ Result<std::vector<AttachedSignature>> fetch_signatures(const oci::RegistryRef& 
       continue;
     }
     const std::string what = fmt::format("signature payload {} of {}", layer.digest.str(), repo.name());
-    if (layer.size < 0 || static_cast<std::uint64_t>(layer.size) > k_max_payload) {
-      return invalid_input("{}: {} bytes, more than the {} accepted", what, layer.size, k_max_payload);
-    }
-    ApiRequest b = get(repo, "/blobs/" + layer.digest.str(), "*/*", what);
-    b.max_body = static_cast<std::uint64_t>(layer.size);
-    b.expected.clear();
-    b.follow_redirects = true;
-    LS_TRY_ASSIGN(HttpResponse blob, client->request(std::move(b)));
-    if (sha256_of(blob.body) != layer.digest) {
-      return invalid_input("{}: the registry sent other bytes ({})", what, sha256_of(blob.body).str());
-    }
     AttachedSignature s;
     s.layer = layer.digest;
-    s.payload = std::move(blob.body);
+    LS_TRY_ASSIGN(s.payload, blob_bytes(*client, repo, layer, k_max_payload, what));
     if (auto a = layer.annotations.find(std::string(k_annotation_cosign_signature));
         a != layer.annotations.end()) {
       s.signature = a->second;
