@@ -256,6 +256,18 @@ print(path)
 PY
 }
 
+# make_tagged_git_repo DIR TAG: a git repository at DIR with one commit (app.txt holding "v1"),
+# tagged TAG, for specs with a `copy: [{git: ..., rev: TAG}]` source.
+make_tagged_git_repo() {
+  local dir=$1 tag=$2
+  mkdir -p "$dir"
+  git -C "$dir" init -q
+  printf 'v1\n' >"$dir/app.txt"
+  git -C "$dir" -c user.name=t -c user.email=t@example.com add -A
+  git -C "$dir" -c user.name=t -c user.email=t@example.com commit -qm v1
+  git -C "$dir" tag "$tag"
+}
+
 # ---- a flat apt repository with a (fake) Debian python3.11 and libc6 ------------------------------
 # make_python_apt_repo DIR: a signed flat repository (DIR/keyring.gpg) for specs that lock Python
 # packages. The packages hold only doc files: a lock needs them for its target Python (3.11.2,

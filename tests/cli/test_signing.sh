@@ -131,12 +131,7 @@ assert_contains "$ERR" "passphrase does not open this key" "says the passphrase 
 pass "another key or no signature: exit 1; another digest: exit 1 naming both; malformed or a wrong passphrase: exit 2"
 
 # ---- provenance: kept by build, attached and signed by push --key, checked by verify --------------
-mkdir -p gp/repo
-git -C gp/repo init -q
-printf 'v1\n' >gp/repo/app.txt
-git -C gp/repo -c user.name=t -c user.email=t@example.com add -A
-git -C gp/repo -c user.name=t -c user.email=t@example.com commit -qm v1
-git -C gp/repo tag v1
+make_tagged_git_repo gp/repo v1
 printf 'lockstep: 1\nname: team/prov\ncopy: [{git: ./repo, rev: v1, to: /src}]\n' >gp/lockstep.yaml
 ls_run build gp/lockstep.yaml --oci gp/out --provenance gp/prov.json
 assert_eq 0 "$RC" "build with a lock: $ERR"

@@ -95,12 +95,7 @@ pass "offline without the file (exit 1), --offline without --locked (exit 2), a 
 
 # Git sources are not vendored yet: vendor says so, and an offline build without the clone in its
 # store stops with exit 1 saying why.
-mkdir -p gp/repo
-git -C gp/repo init -q
-printf 'v1\n' >gp/repo/app.txt
-git -C gp/repo -c user.name=t -c user.email=t@example.com add -A
-git -C gp/repo -c user.name=t -c user.email=t@example.com commit -qm v1
-git -C gp/repo tag v1
+make_tagged_git_repo gp/repo v1
 printf 'lockstep: 1\nname: gitsrc\ncopy: [{git: ./repo, rev: v1, to: /src}]\n' >gp/lockstep.yaml
 ls_run lock gp/lockstep.yaml
 assert_eq 0 "$RC" "lock with a git source: $ERR"
