@@ -1,5 +1,7 @@
 #include "support/blob_store.hpp"
 
+#include "support/fs.hpp"
+#include "support/interrupt.hpp"
 #include "support/log.hpp"
 
 #include <fcntl.h>
@@ -68,6 +70,25 @@ bool BlobStore::has(const Digest& digest, std::optional<std::int64_t> size) cons
     return false;
   }
   return !size || st.st_size == *size;
+}
+
+Result<BlobInfo> BlobStore::put_file(int fd, const Digest& expected,
+                                     std::optional<std::int64_t> expected_size,
+                                     const std::string& what) const {
+  LS_TRY_ASSIGN(Writer writer, begin_write());
+  std::vector<char> buf(1 << 20);
+  while (true) {
+    LS_TRY(check_interrupted());
+    LS_TRY_ASSIGN(std::size_t n, read_some(fd, buf.data(), buf.size(), what));
+    if (n == 0) {
+      break;
+    }
+    LS_TRY(writer.write(buf.data(), n));
+    if (expected_size && writer.size() > *expected_size) {
+      break; // grew while reading: commit() reports the size mismatch
+    }
+  }
+  return writer.commit(expected, expected_size);
 }
 
 Result<BlobStore::Writer> BlobStore::begin_write() const {

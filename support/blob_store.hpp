@@ -70,6 +70,12 @@ public:
   Result<Writer> begin_write() const;
   /// Stores `bytes` and returns its digest.
   Result<BlobInfo> put(std::string_view bytes) const;
+  /// Stores what the open file `fd` holds (read to its end, or until it has more than
+  /// `expected_size` bytes), published only when its digest is `expected` (and its size
+  /// `expected_size`, when given): else invalid_input, nothing published. `what` names the file in
+  /// read errors. Stops with ExitCode::interrupted on SIGINT/SIGTERM.
+  Result<BlobInfo> put_file(int fd, const Digest& expected, std::optional<std::int64_t> expected_size,
+                            const std::string& what) const;
   /// Reads a whole blob of at most `max_size` bytes, verifying its digest.
   Result<std::string> read(const Digest& digest, std::uint64_t max_size = 64ULL << 20) const;
   /// Rehashes a stored blob; a corrupt blob is removed and reported.

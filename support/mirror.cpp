@@ -27,16 +27,12 @@ Result<bool> DirMirror::fetch(const Digest& sha256, std::optional<std::uint64_t>
                          name(), file.string(), st.st_size, *size);
   }
   LS_TRY_ASSIGN(UniqueFd fd, open_input_file(file));
-  LS_TRY_ASSIGN(BlobStore::Writer writer, store.begin_write());
-  std::vector<char> buf(1 << 20);
-  while (true) {
-    LS_TRY_ASSIGN(std::size_t n, read_some(fd.get(), buf.data(), buf.size(), file.string()));
-    if (n == 0) {
-      break;
-    }
-    LS_TRY(writer.write(buf.data(), n));
+  auto committed = store.put_file(
+      fd.get(), sha256, size ? std::optional<std::int64_t>(static_cast<std::int64_t>(*size)) : std::nullopt,
+      file.string());
+  if (!committed && committed.error().code != ExitCode::invalid_input) {
+    return committed.error(); // a read error or an interruption, not the file's content
   }
-  auto committed = writer.commit(sha256);
   if (!committed) {
     return invalid_input("mirror {}: {} does not match its sha256 {} ({}); refusing it (nothing was stored)",
                          name(), file.string(), sha256.str(), committed.error().message);

@@ -20,8 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::size_t k_chunk = 1 << 20;
-
 class OciDirSource final : public ImageSource {
 public:
   OciDirSource(ImageRef ref, SourceNames names, Index index)
@@ -52,20 +50,7 @@ public:
     }
     LS_TRY(check_readable_blob(desc, UINT64_MAX, m_names.location));
     LS_TRY_ASSIGN(UniqueFd fd, open_blob_file(desc));
-    LS_TRY_ASSIGN(BlobStore::Writer writer, store.begin_write());
-    std::vector<char> buf(k_chunk);
-    while (true) {
-      LS_TRY(check_interrupted());
-      LS_TRY_ASSIGN(std::size_t n, read_some(fd.get(), buf.data(), buf.size(), blob_what(desc)));
-      if (n == 0) {
-        break;
-      }
-      LS_TRY(writer.write(buf.data(), n));
-      if (writer.size() > desc.size) {
-        break; // grew while reading; commit() reports the size mismatch
-      }
-    }
-    auto info = writer.commit(desc.digest, desc.size);
+    auto info = store.put_file(fd.get(), desc.digest, desc.size, blob_what(desc));
     if (!info) {
       return std::move(info).error().with_context(
           fmt::format("blob {} in {} (the layout is corrupt)", desc.digest.str(), m_names.location));
