@@ -99,6 +99,9 @@ digest=$(last_line "$OUT")
 for f in img/out.spdx.json img/out.cdx.json; do
   "$PY" "$CHECK" "$f" <(echo '{"artifacts": []}') --subject "$digest" >/dev/null || fail "$f"
 done
+ls_run sbom oci:img/out --lock p/lockstep.lock
+assert_eq 2 "$RC" "an image built without a lock"
+assert_contains "$ERR" "records no lock" "says the image was not built from a lock"
 pass "build --sbom writes SPDX and CycloneDX SBOMs naming the image's digest"
 
 registry_up hub plain

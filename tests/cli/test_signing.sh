@@ -165,6 +165,10 @@ assert_contains "$ERR" "built from the lock $lock_digest, not $other_lock" "both
 ls_run verify --tls-verify=false "docker://$HOST/team/img:1" --key lk.pub --lock gp/lockstep.lock
 assert_eq 1 "$RC" "no signed provenance attached"
 assert_contains "$ERR" "has no provenance signed by key" "says what is missing"
+ls_run sbom oci:gp/out --lock gp2/lockstep.lock
+assert_eq 1 "$RC" "an SBOM of an image with another lock"
+assert_contains "$ERR" "was built from the lock $lock_digest, but" "the image's lock is named"
+assert_contains "$ERR" "is $other_lock" "and the lock given"
 pass "provenance of another lock, or none, is exit 1"
 
 done_testing
