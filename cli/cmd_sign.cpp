@@ -248,7 +248,9 @@ struct CheckedImage {
 // A provenance attached to the image and signed by the key must be about its digest; with `lock`,
 // one must exist, name that lock and list exactly its inputs.
 Result<void> verify_provenance(const CheckedImage& image, const envspec::Lock* lock, nlohmann::json& report) {
-  const auto& [ref, key, manifest] = image;
+  const oci::RegistryRef& ref = image.ref;
+  const SigningKey& key = image.key;
+  const oci::Descriptor& manifest = image.manifest;
   const registry::ClientOptions& options = registry::default_client_options();
   LS_TRY_ASSIGN(std::vector<oci::Descriptor> found,
                 registry::list_referrers(ref, manifest.digest, k_media_dsse, options));

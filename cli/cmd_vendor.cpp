@@ -71,19 +71,13 @@ Result<ExitCode> run_vendor(const VendorArgs& args, const Context& ctx) {
     LS_TRY_ASSIGN(result, builder::vendor_to_dir(lock, lock_text, store, lock_path.parent_path(), roots,
                                                  fs::absolute(dir), options));
   }
-  for (const std::string& l : result.left) {
-    log::warn("vendor: {}", l);
-  }
   std::uint64_t total = 0;
   for (const auto& f : result.files) {
     total += f.size;
   }
   if (ctx.json) {
-    nlohmann::json j{{"to", result.where},
-                     {"files", result.files.size()},
-                     {"bytes", total},
-                     {"written", result.written},
-                     {"left", result.left}};
+    nlohmann::json j{
+        {"to", result.where}, {"files", result.files.size()}, {"bytes", total}, {"written", result.written}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     log::info("vendored {} files ({}) to {}; {} new", result.files.size(), log::human_size(total),

@@ -3,6 +3,7 @@
 #include "builder/image/layer_plan.hpp"
 #include "builder/lock/git_source.hpp"
 #include "support/log.hpp"
+#include "support/mirror.hpp"
 #include "support/oci/tar_writer.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +21,14 @@ const envspec::LockedArtifact* find_locked(const envspec::Lock& lock, const envs
     }
   }
   return nullptr;
+}
+
+// The canonical tree export `locked` pins, in the store or fetched from a mirror into it.
+Result<bool> vendored_export(const envspec::LockedArtifact& locked, const BlobStore& store) {
+  if (store.has(locked.sha256, static_cast<std::int64_t>(locked.size))) {
+    return true;
+  }
+  return default_mirrors().fetch(locked.sha256, locked.size, store);
 }
 
 } // namespace
@@ -49,7 +58,21 @@ Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lo
     auto layer = build_generated_layer(
         fp.finish(), true, store, state.codec, label, locked->size,
         [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
-          // Only a cold build reaches here: the content is checked against the lock first.
+          // Only a cold build reaches here. Without the commit in the git cache, the tree export the
+          // lock pins, from the store or a mirror (`lockstep vendor`), needs no clone.
+          std::set<std::string> seen;
+          LS_TRY_ASSIGN(bool cached, git_commit_cached(store.root(), item.git, locked->version));
+          if (!cached) {
+            LS_TRY_ASSIGN(bool vendored, vendored_export(*locked, store));
+            if (vendored) {
+              LS_TRY(export_git_archive(tar, progress, store.blob_path(locked->sha256), opt, seen,
+                                        fmt::format("copy[{}]: the tree export of {} at {} ({})", i,
+                                                    item.git_text, locked->version.substr(0, 12),
+                                                    locked->sha256.str().substr(0, 19))));
+              return {};
+            }
+          }
+          // The content is checked against the lock first.
           LS_TRY_ASSIGN(GitTreeDigest digest,
                         git_export_digest(store.root(), item.git, locked->version, locked->rev));
           if (digest.sha256 != locked->sha256) {
@@ -58,7 +81,6 @@ Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lo
                 "content changed under the same commit id; refusing it",
                 i, item.git_text, locked->version, digest.sha256.hex(), locked->sha256.hex());
           }
-          std::set<std::string> seen;
           LS_TRY(export_git_tree(tar, progress, store.root(), item.git, locked->version, opt, seen));
           return {};
         });

@@ -1,11 +1,13 @@
 // Vendoring a lock's files: see vendor.hpp.
 #include "builder/image/vendor.hpp"
 
+#include "builder/lock/git_source.hpp"
 #include "builder/lock/lock.hpp"
 #include "support/fs.hpp"
 #include "support/http.hpp"
 #include "support/json.hpp"
 #include "support/log.hpp"
+#include "support/mirror.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/oci.hpp"
 #include "support/registry/pull.hpp"
@@ -30,11 +32,6 @@ constexpr const char* k_index_name = "lockstep-vendor.json";
 constexpr std::string_view k_artifact_type = "application/vnd.lockstep.vendor.v1+json";
 constexpr std::string_view k_index_media_type = "application/vnd.lockstep.vendor.index.v1+json";
 constexpr std::uint64_t k_max_index = 64ULL << 20;
-
-struct Gathered {
-  std::vector<VendoredFile> files;
-  std::vector<std::string> left;
-};
 
 // The base image's manifest, config and layers into the store.
 Result<void> gather_base(const envspec::LockedBase& base, const BlobStore& store,
@@ -68,12 +65,13 @@ Result<void> gather_base(const envspec::LockedBase& base, const BlobStore& store
   return {};
 }
 
-Result<Gathered> gather(const envspec::Lock& lock, const std::string& lock_text, const BlobStore& store,
-                        const fs::path& spec_dir, const std::vector<fs::path>& local_roots,
-                        const registry::ClientOptions& options) {
-  Gathered g;
+Result<std::vector<VendoredFile>> gather(const envspec::Lock& lock, const std::string& lock_text,
+                                         const BlobStore& store, const fs::path& spec_dir,
+                                         const std::vector<fs::path>& local_roots,
+                                         const registry::ClientOptions& options) {
+  std::vector<VendoredFile> files;
   LS_TRY_ASSIGN(BlobInfo lock_blob, store.put(lock_text));
-  g.files.push_back(
+  files.push_back(
       {lock_blob.digest, static_cast<std::uint64_t>(lock_blob.size), "lock", "lockstep.lock", ""});
   std::vector<Download> downloads;
   FetchOptions fetch;
@@ -84,8 +82,23 @@ Result<Gathered> gather(const envspec::Lock& lock, const std::string& lock_text,
   for (std::size_t i = 0; i < lock.artifacts.size(); ++i) {
     const envspec::LockedArtifact& a = lock.artifacts[i];
     if (a.kind == "git") {
-      g.left.push_back(fmt::format("git {} at {}: git sources are not vendored yet; the build clones them",
-                                   a.name, a.version.substr(0, 12)));
+      // The commit's canonical tree export, which the lock pins by sha256: a build without the
+      // commit in its git cache writes the layer from it.
+      if (!store.has(a.sha256, static_cast<std::int64_t>(a.size))) {
+        Result<bool> mirrored = default_mirrors().fetch(a.sha256, a.size, store);
+        if (!mirrored) {
+          return mirrored.error();
+        }
+        if (!*mirrored) {
+          log::info("exporting {} at {}", a.name, a.version.substr(0, 12));
+          Result<BlobInfo> exported = store_git_export(store, resolved.artifacts[i].url, a.version, a.rev,
+                                                       GitTreeDigest{a.sha256, a.size});
+          if (!exported) {
+            return exported.error().with_context("git " + a.name);
+          }
+        }
+      }
+      files.push_back({a.sha256, a.size, "git", fmt::format("{} {}", a.name, a.version), a.url});
       continue;
     }
     downloads.push_back(Download{resolved.artifacts[i].url, a.sha256, a.size, a.name + " " + a.version});
@@ -95,29 +108,39 @@ Result<Gathered> gather(const envspec::Lock& lock, const std::string& lock_text,
       downloads.back().fallback_urls.push_back(std::move(fallback));
     }
     fetch.max_size = std::max(fetch.max_size, a.size);
-    g.files.push_back({a.sha256, a.size, a.kind,
-                       a.kind == "deb" ? fmt::format("{} {} {}", a.name, a.version, a.arch)
-                                       : fmt::format("{} {}", a.name, a.version),
-                       a.url});
+    files.push_back({a.sha256, a.size, a.kind,
+                     a.kind == "deb" ? fmt::format("{} {} {}", a.name, a.version, a.arch)
+                                     : fmt::format("{} {}", a.name, a.version),
+                     a.url});
   }
   if (!downloads.empty()) {
     LS_TRY(fetch_all(store, downloads, fetch));
   }
   if (lock.base) {
-    LS_TRY(gather_base(*lock.base, store, options, g.files));
+    LS_TRY(gather_base(*lock.base, store, options, files));
   }
-  if (lock.stack && lock.stack->recipes.rfind("git ", 0) == 0) {
-    g.left.push_back(fmt::format("the stack recipes from {}: not vendored yet", lock.stack->recipes));
+  if (lock.stack && lock.stack->recipes.rfind("git ", 0) == 0 && !lock.stack->recipes_commit.empty()) {
+    // A team's recipes at the locked commit, as a tree export: what the stack was solved from.
+    const std::string text = lock.stack->recipes.substr(4);
+    const std::string url = text.find("://") != std::string::npos || text.starts_with('/')
+                                ? text
+                                : (spec_dir / text).lexically_normal().string();
+    log::info("exporting the stack recipes {} at {}", text, lock.stack->recipes_commit.substr(0, 12));
+    Result<BlobInfo> recipes = store_git_export(store, url, lock.stack->recipes_commit, {});
+    if (!recipes) {
+      return recipes.error().with_context("stack recipes " + text);
+    }
+    files.push_back({recipes->digest, static_cast<std::uint64_t>(recipes->size), "recipes",
+                     fmt::format("{} {}", text, lock.stack->recipes_commit), text});
   }
   // One entry per file, in a fixed order.
-  std::sort(g.files.begin(), g.files.end(), [](const VendoredFile& x, const VendoredFile& y) {
+  std::sort(files.begin(), files.end(), [](const VendoredFile& x, const VendoredFile& y) {
     return std::tie(x.kind, x.name, x.sha256) < std::tie(y.kind, y.name, y.sha256);
   });
-  g.files.erase(
-      std::unique(g.files.begin(), g.files.end(),
-                  [](const VendoredFile& x, const VendoredFile& y) { return x.sha256 == y.sha256; }),
-      g.files.end());
-  return g;
+  files.erase(std::unique(files.begin(), files.end(),
+                          [](const VendoredFile& x, const VendoredFile& y) { return x.sha256 == y.sha256; }),
+              files.end());
+  return files;
 }
 
 nlohmann::json file_json(const VendoredFile& f) {
@@ -130,8 +153,7 @@ Result<std::vector<VendoredFile>> gather_lock_files(const envspec::Lock& lock, c
                                                     const BlobStore& store, const fs::path& spec_dir,
                                                     const std::vector<fs::path>& local_roots,
                                                     const registry::ClientOptions& options) {
-  LS_TRY_ASSIGN(Gathered g, gather(lock, lock_text, store, spec_dir, local_roots, options));
-  return g.files;
+  return gather(lock, lock_text, store, spec_dir, local_roots, options);
 }
 
 Result<VendorResult> vendor_to_dir(const envspec::Lock& lock, const std::string& lock_text,
@@ -168,18 +190,18 @@ Result<VendorResult> vendor_to_dir(const envspec::Lock& lock, const std::string&
       }
     }
   }
-  LS_TRY_ASSIGN(Gathered g, gather(lock, lock_text, store, spec_dir, local_roots, options));
+  LS_TRY_ASSIGN(std::vector<VendoredFile> files,
+                gather(lock, lock_text, store, spec_dir, local_roots, options));
   VendorResult result;
   result.where = "dir:" + dir.string();
-  result.left = g.left;
   const fs::path blobs = dir / "blobs" / "sha256";
   LS_TRY(make_dirs(blobs));
   std::uint64_t total = 0;
-  for (const VendoredFile& f : g.files) {
+  for (const VendoredFile& f : files) {
     total += f.size;
   }
   log::Progress progress("vendoring into " + dir.string(), total);
-  for (const VendoredFile& f : g.files) {
+  for (const VendoredFile& f : files) {
     const fs::path dest = blobs / f.sha256.hex();
     if (!fs::exists(dest, ec) || fs::file_size(dest, ec) != f.size) {
       fs::remove(dest, ec);
@@ -201,7 +223,7 @@ Result<VendorResult> vendor_to_dir(const envspec::Lock& lock, const std::string&
   LS_TRY_ASSIGN(AtomicFile out, AtomicFile::create(fs::absolute(index_path), 0644));
   LS_TRY(out.write(index.dump(1) + "\n"));
   LS_TRY(out.commit());
-  result.files = std::move(g.files);
+  result.files = std::move(files);
   return result;
 }
 
@@ -210,7 +232,8 @@ Result<VendorResult> vendor_to_registry(const envspec::Lock& lock, const std::st
                                         const std::vector<fs::path>& local_roots,
                                         const oci::RegistryRef& target,
                                         const registry::ClientOptions& options) {
-  LS_TRY_ASSIGN(Gathered g, gather(lock, lock_text, store, spec_dir, local_roots, options));
+  LS_TRY_ASSIGN(std::vector<VendoredFile> files,
+                gather(lock, lock_text, store, spec_dir, local_roots, options));
   const std::string tag = !target.tag.empty() && !(target.tag == "latest" && !target.digest)
                               ? target.tag
                               : "lock-" + envspec::lock_digest(lock).hex().substr(0, 16);
@@ -218,7 +241,7 @@ Result<VendorResult> vendor_to_registry(const envspec::Lock& lock, const std::st
                           {"tool", fmt::format("lockstep {}", k_version)},
                           {"locks", {envspec::lock_digest(lock).hex()}}};
   index["files"] = nlohmann::json::array();
-  for (const VendoredFile& f : g.files) {
+  for (const VendoredFile& f : files) {
     index["files"].push_back(file_json(f));
   }
   LS_TRY_ASSIGN(BlobInfo index_blob, store.put(index.dump(1) + "\n"));
@@ -234,7 +257,7 @@ Result<VendorResult> vendor_to_registry(const envspec::Lock& lock, const std::st
   idx.digest = index_blob.digest;
   idx.size = index_blob.size;
   m.layers.push_back(idx);
-  for (const VendoredFile& f : g.files) {
+  for (const VendoredFile& f : files) {
     oci::Descriptor d;
     d.media_type = "application/octet-stream";
     d.digest = f.sha256;
@@ -254,10 +277,9 @@ Result<VendorResult> vendor_to_registry(const envspec::Lock& lock, const std::st
   LS_TRY_ASSIGN(auto pushed, registry::push(*source, content, at, {tag}, store, options));
   VendorResult result;
   result.where = "docker://" + at.name() + ":" + tag;
-  result.left = g.left;
   result.written = pushed.second.uploaded + pushed.second.mounted;
   result.bytes = pushed.second.bytes;
-  result.files = std::move(g.files);
+  result.files = std::move(files);
   return result;
 }
 

@@ -28,10 +28,9 @@ struct VendoredFile {
 /// What vendoring did.
 struct VendorResult {
   std::vector<VendoredFile> files;
-  std::size_t written = 0;       ///< files newly placed (the others were there)
-  std::uint64_t bytes = 0;       ///< their bytes
-  std::vector<std::string> left; ///< what the lock names but lockstep does not vendor yet
-  std::string where;             ///< "dir:/srv/vendor", "docker://reg/team/vendor:lock-..."
+  std::size_t written = 0; ///< files newly placed (the others were there)
+  std::uint64_t bytes = 0; ///< their bytes
+  std::string where;       ///< "dir:/srv/vendor", "docker://reg/team/vendor:lock-..."
 };
 
 /// Puts every file `lock` (whose text is `lock_text`) needs into `store`, fetching what it lacks from

@@ -7,6 +7,7 @@
 // atomically (initialised beside it, then renamed) and flock(2)ed (STORE_ROOT/git/<sha256>.lock)
 // while a fetch writes to it, so concurrent builds share it safely. A commit the cache holds never
 // needs the network again.
+#include "support/blob_store.hpp"
 #include "support/digest.hpp"
 #include "support/log.hpp"
 #include "support/oci/tar_writer.hpp"
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -75,6 +77,27 @@ struct GitTreeDigest {
 /// Computes the GitTreeDigest of `commit` of `url` (fetching it into the store's git cache if needed).
 Result<GitTreeDigest> git_export_digest(const std::filesystem::path& store_root, const std::string& url,
                                         const std::string& commit, const std::string& rev_hint = {});
+
+/// True when the store's git cache holds `commit` (a full id) of `url`; never the network.
+Result<bool> git_commit_cached(const std::filesystem::path& store_root, const std::string& url,
+                               const std::string& commit);
+
+/// Writes lockstep's canonical export of `commit` (what GitTreeDigest digests) into `store` as a
+/// blob, fetching the commit into the git cache first if needed: what `lockstep vendor` saves of a
+/// git source. With `expected` (the lock's sha256 and size), other bytes are invalid_input and
+/// nothing is stored.
+Result<BlobInfo> store_git_export(const BlobStore& store, const std::string& url, const std::string& commit,
+                                  const std::string& rev_hint,
+                                  const std::optional<GitTreeDigest>& expected = std::nullopt);
+
+/// Writes the canonical export in `archive` (a file the caller checked against the lock's sha256,
+/// from the store or a mirror) into `tar` under `opt.to`: the same bytes export_git_tree() writes
+/// for the commit it came from, without the commit or the network. Members no git tree export can
+/// hold (other types or modes) and every bound of export_git_tree() are refused as invalid_input;
+/// `where` names the source in messages.
+Result<std::uint64_t> export_git_archive(TarWriter& tar, log::Progress& progress,
+                                         const std::filesystem::path& archive, const GitExportOptions& opt,
+                                         std::set<std::string>& seen, const std::string& where);
 
 /// The text that identifies what export_git_tree() writes (format version, commit, `to`, epoch,
 /// owner), for the layer fingerprint. The URL is not part of it: a commit id names its content.

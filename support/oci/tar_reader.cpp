@@ -146,6 +146,7 @@ Result<std::optional<TarMember>> TarReader::next() {
   }
   TarMember m;
   m.name = std::move(*name);
+  m.mode = static_cast<std::uint32_t>(archive_entry_perm(entry)) & 07777U;
   m_current = m.name;
   m_view_offset = 0;
   m_held = nullptr;

@@ -30,6 +30,7 @@ struct TarMember {
   enum class Type { file, directory, symlink, hardlink, other };
   std::string name; ///< normalised: relative, no "." or empty components; "" for the root itself
   Type type = Type::other;
+  std::uint32_t mode = 0;  ///< permission bits (07777)
   std::int64_t size = 0;   ///< data bytes (regular files only)
   std::string link_target; ///< symlink: the target as stored; hardlink: the normalised member name
 };

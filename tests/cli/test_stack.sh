@@ -116,10 +116,15 @@ assert_contains "$(jq -r '.stack.choices[1].facts[0]' lockstep.lock)" "NCCL 2.18
   "the facts point into the team's repository"
 ls_run check
 assert_eq 0 "$RC" "check reads the fetched recipes at the locked commit, offline: $ERR"
+ls_run vendor --to "$WORK/svend"
+assert_eq 0 "$RC" "vendor a lock solved from a team's recipes: $ERR"
+rsha=$(jq -r '.files[] | select(.kind == "recipes") | .sha256' "$WORK/svend/lockstep-vendor.json")
+tar -xOf "$WORK/svend/blobs/sha256/$rsha" recipes/nccl/nccl.yaml | cmp -s - "$TEAM/recipes/nccl/nccl.yaml" ||
+  fail "the vendored recipes are not the team's at the locked commit"
 write_spec "{cuda: \"12.1\", nccl: \"2.18.1\", recipes: {git: $TEAM, rev: $commit}}"
 ls_run check
 assert_eq 2 "$RC" "a row marked unverified is never used"
 assert_contains "$ERR" 'the recipes know no NCCL matching "2.18.1"' "the unverified 2.18.1 is not offered"
-pass "a team's recipes repository is fetched at its commit, recorded in the lock, and read offline by check"
+pass "a team's recipes repository is fetched at its commit, recorded in the lock, read offline by check, and vendored at that commit"
 
 done_testing

@@ -4,7 +4,8 @@
 # .whl gone from upstream, an empty store and --offline, the build from each mirror (--mirror, the
 # spec's `mirrors:`, LOCKSTEP_MIRRORS) has the online build's digest. Offline without a mirror that
 # has a file is exit 1 naming it; a mirror file that doesn't match its sha256 is refused (exit 2) and
-# nothing is stored; a second lock vendored into the same directory merges the index.
+# nothing is stored; a git source builds offline from its vendored tree export once its repository is
+# gone; a second lock vendored into the same directory merges the index.
 source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
 need jq python3 gpg gpgconf dpkg-deb dpkg skopeo docker-registry sha256sum git
@@ -93,19 +94,49 @@ assert_contains "$ERR" "does not match its sha256" "says the file does not match
 [ ! -e out7 ] || fail "an output was written"
 pass "offline without the file (exit 1), --offline without --locked (exit 2), a corrupt mirror file (exit 2, nothing stored)"
 
-# Git sources are not vendored yet: vendor says so, and an offline build without the clone in its
-# store stops with exit 1 saying why.
+# ---- git sources: the tree export the lock pins ---------------------------------------------------
+# A repository with what a tree export must keep: an executable, a symlink, nested directories.
 make_tagged_git_repo gp/repo v1
+mkdir -p gp/repo/bin gp/repo/lib/deep
+printf '#!/bin/sh\necho hi\n' >gp/repo/bin/run && chmod 755 gp/repo/bin/run
+printf 'x\n' >gp/repo/lib/deep/data.txt
+ln -s ../lib/deep/data.txt gp/repo/bin/data
+git -C gp/repo add -A && git -C gp/repo -c user.name=t -c user.email=t@example.com commit -qm v2 &&
+  git -C gp/repo tag -f v1 >/dev/null
 printf 'lockstep: 1\nname: gitsrc\ncopy: [{git: ./repo, rev: v1, to: /src}]\n' >gp/lockstep.yaml
 ls_run lock gp/lockstep.yaml
 assert_eq 0 "$RC" "lock with a git source: $ERR"
-ls_run vendor gp/lockstep.lock --to gvend
+ls_run build --locked gp/lockstep.yaml --oci gp/online
+assert_eq 0 "$RC" "online build with a git source: $ERR"
+gonline=$(last_line "$OUT")
+export_sha=$(jq -r '.artifacts[] | select(.kind == "git") | .sha256' gp/lockstep.lock)
+ls_run vendor gp/lockstep.lock --to gvend --json
 assert_eq 0 "$RC" "vendor a lock with a git source: $ERR"
-assert_contains "$ERR" "git sources are not vendored yet" "vendor names what it left"
-LOCKSTEP_CACHE="$WORK/c7" ls_run build --locked --offline --mirror gvend gp/lockstep.yaml --oci gp/out
-assert_eq 1 "$RC" "offline with a git source not in the store"
-assert_contains "$ERR" "offline: commit" "says the commit is not in the store"
-pass "a git source is named as not vendored, and an offline build without its clone is exit 1"
+assert_eq "git" "$(jq -r --arg s "$export_sha" '.files[] | select(.sha256 == $s) | .kind' gvend/lockstep-vendor.json)" \
+  "the index lists the tree export by the lock's sha256"
+assert_eq "app.txt bin/ bin/data bin/run lib/ lib/deep/ lib/deep/data.txt" \
+  "$(tar -tf "gvend/blobs/sha256/$export_sha" | tr '\n' ' ' | sed 's/ $//')" "GNU tar reads the export: the whole tree"
+ls_run vendor --tls-verify=false gp/lockstep.lock --to "docker://$REG_HUB_HOST/team/gvendor"
+assert_eq 0 "$RC" "vendor a git source to the registry: $ERR"
+mv gp/repo gp/repo.gone # the git host is gone
+LOCKSTEP_CACHE="$WORK/c7" ls_run build --locked --offline --mirror gvend gp/lockstep.yaml --oci gp/out7
+assert_eq 0 "$RC" "offline build of a git source from the directory: $ERR"
+assert_eq "$gonline" "$(last_line "$OUT")" "the online digest, from the vendored tree export"
+LOCKSTEP_CACHE="$WORK/c8" ls_run build --locked --offline --tls-verify=false \
+  --mirror "docker://$REG_HUB_HOST/team/gvendor" gp/lockstep.yaml --oci gp/out8
+assert_eq 0 "$RC" "offline build of a git source from the registry: $ERR"
+assert_eq "$gonline" "$(last_line "$OUT")" "the online digest, from the registry"
+LOCKSTEP_CACHE="$WORK/c9" ls_run build --locked --offline gp/lockstep.yaml --oci gp/out9
+assert_eq 1 "$RC" "offline, no mirror and no clone"
+assert_contains "$ERR" "no mirror has its tree export" "says what is missing and how to vendor it"
+cp -r gvend gbad
+chmod u+w "gbad/blobs/sha256/$export_sha"
+printf 'tampered' | dd of="gbad/blobs/sha256/$export_sha" bs=1 seek=600 conv=notrunc 2>/dev/null
+LOCKSTEP_CACHE="$WORK/c10" ls_run build --locked --offline --mirror gbad gp/lockstep.yaml --oci gp/out10
+assert_eq 2 "$RC" "a tampered tree export"
+[ ! -e "$WORK/c10/blobs/sha256/$export_sha" ] || fail "the tampered export was stored"
+[ ! -e gp/out10 ] || fail "an output was written from a tampered export"
+pass "a git source is vendored as its tree export (GNU tar reads it) and builds offline from a directory and a registry with the online digest; missing (exit 1) and tampered (exit 2) are refused"
 
 # ---- several locks in one directory --------------------------------------------------------------
 mkdir -p second

@@ -1,4 +1,5 @@
 #include "builder/lock/git_source.hpp"
+#include "support/blob_store.hpp"
 #include "support/oci/tar_writer.hpp"
 #include "tests/unit/test_support.hpp"
 
@@ -103,6 +104,16 @@ std::string tree_listing(const fs::path& root) {
   return test::run_command("cd " + quote(root) +
                            " && find . -mindepth 1 -printf '%y %m %p %l\\n' | LC_ALL=C sort");
 }
+
+// A tar to export into, with the options of a source at /src.
+struct ExportTarget {
+  test::StringSink sink;
+  TarWriter tar{sink};
+  log::Progress progress{"export", 0};
+  std::set<std::string> seen;
+  GitExportOptions opt;
+  ExportTarget() { opt.to = "/src"; }
+};
 
 // Error message of a failed result (for REQUIRE on the whole text).
 template <typename T> std::string message_of(const Result<T>& r) {
@@ -358,16 +369,94 @@ TEST_CASE("a tree with a .git entry is refused", "[git_source]") {
       trim(test::run_command("cd " + quote(f.src) + " && " + k_git + " commit-tree " + tree + " -m bad"));
   f.git("update-ref refs/heads/bad " + commit);
   REQUIRE(*resolve_git_rev(f.store, f.src.string(), "bad") == commit);
-  test::StringSink sink;
-  TarWriter tar(sink);
-  log::Progress progress("export", 0);
-  std::set<std::string> seen;
-  GitExportOptions opt;
-  opt.to = "/src";
-  auto r = export_git_tree(tar, progress, f.store, f.src.string(), commit, opt, seen);
+  ExportTarget t;
+  auto r = export_git_tree(t.tar, t.progress, f.store, f.src.string(), commit, t.opt, t.seen);
   CHECK(message_of(r) == "git source " + f.src.string() + " at " + commit +
                              ": the tree has an entry /src/.GIT, which git itself refuses to check out");
   CHECK(r.error().code == ExitCode::invalid_input);
+}
+
+TEST_CASE("a vendored tree export replays to the bytes of the commit's export", "[git_source]") {
+  GitRepoFixture f;
+  const std::string url = f.src.string();
+  auto digest = git_export_digest(f.store, url, f.c2);
+  REQUIRE(digest);
+  auto blobs = BlobStore::open(f.dir() / "blobs");
+  REQUIRE(blobs);
+  auto stored = store_git_export(*blobs, url, f.c2, "v2", *digest);
+  REQUIRE(stored);
+  CHECK(stored->digest == digest->sha256);
+  CHECK(static_cast<std::uint64_t>(stored->size) == digest->size);
+  // Another lock's sha256 for the same commit: refused, nothing stored.
+  auto wrong = store_git_export(*blobs, url, f.c2, "", GitTreeDigest{sha256_of("x"), digest->size});
+  CHECK(message_of(wrong).find("is no longer the one the lock pins") != std::string::npos);
+  CHECK_FALSE(blobs->has(sha256_of("x")));
+
+  // The repository gone, the export in another place, options as a build sets them.
+  fs::rename(f.src, f.dir() / "gone");
+  REQUIRE(git_commit_cached(f.store, url, f.c2));
+  CHECK(*git_commit_cached(f.store, url, f.c2));
+  CHECK_FALSE(*git_commit_cached(f.dir() / "empty-store", url, f.c2));
+  GitExportOptions opt;
+  opt.to = "/opt/src";
+  opt.epoch = 1700000000;
+  opt.uid = 1000;
+  opt.gid = 100;
+  const std::string from_commit = export_tar(f.store, url, f.c2, opt);
+  test::StringSink sink;
+  TarWriter tar(sink);
+  log::Progress progress("replay", 0);
+  std::set<std::string> seen;
+  auto bytes = export_git_archive(tar, progress, blobs->blob_path(digest->sha256), opt, seen, "vendored");
+  INFO((bytes ? "" : bytes.error().message));
+  REQUIRE(bytes);
+  tar.finish();
+  CHECK(*bytes == 6 + 2 + 3 + 5 + 18);
+  CHECK(sink.out == from_commit);
+  CHECK(seen.count("opt/src/run.sh") == 1);
+}
+
+TEST_CASE("a tree export holding what no git tree has is refused", "[git_source]") {
+  test::TempDirFixture f;
+  const auto refused = [&](const std::vector<TarEntry>& members) {
+    test::StringSink sink;
+    {
+      TarWriter tar(sink);
+      for (const TarEntry& m : members) {
+        tar.add(m);
+        if (m.type == TarEntry::Type::file && m.size > 0) {
+          tar.write_data(std::string(static_cast<std::size_t>(m.size), 'a').data(),
+                         static_cast<std::size_t>(m.size));
+        }
+      }
+      tar.finish();
+    }
+    f.write("x.tar", sink.out);
+    ExportTarget t;
+    auto r = export_git_archive(t.tar, t.progress, f.dir() / "x.tar", t.opt, t.seen, "vendored x");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    return r.error().message;
+  };
+  TarEntry setuid;
+  setuid.path = "bin";
+  setuid.mode = 04755;
+  setuid.size = 1;
+  CHECK(refused({setuid}) == "vendored x: member 'bin' is a file with mode 4755, which no git tree export "
+                             "holds; refusing it");
+  TarEntry dev;
+  dev.path = "null";
+  dev.type = TarEntry::Type::char_device;
+  CHECK(refused({dev}).find("a hard link or special file") != std::string::npos);
+  TarEntry dotgit;
+  dotgit.path = ".git";
+  dotgit.type = TarEntry::Type::dir;
+  dotgit.mode = 0755;
+  CHECK(refused({dotgit}).find("which git itself refuses to check out") != std::string::npos);
+  TarEntry file;
+  file.path = "a";
+  file.size = 1;
+  CHECK(refused({file, file}) == "vendored x: /src/a is already in this layer (another source provides it)");
 }
 
 TEST_CASE("the export fingerprint names the commit and the options", "[git_source]") {
