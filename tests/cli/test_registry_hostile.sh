@@ -93,4 +93,20 @@ set -e
 [ "$rc" = 2 ] && grep -q "larger than the limit" <<<"$out" || fail "gzip bomb, verify: rc $rc: $out"
 pass "a gzip bomb in a layer is refused at the expansion bound by exec and by verify (exit 2)"
 
+# A registry used as a vendor mirror (docs/vendor.md) that serves a base layer with one byte flipped:
+# the mirror is asked first, its blob refused (exit 2), nothing stored.
+printf 'lockstep: 1\nname: mirrored\nbase: {image: "docker://%s/ok/app:latest"}\n' "$H" >mirrored.yaml
+export LOCKSTEP_CACHE="$WORK/cache-mirrored"
+ls_run lock mirrored.yaml
+assert_eq 0 "$RC" "lock over the registry's image: $ERR"
+export LOCKSTEP_CACHE="$WORK/cache-mirror-bad"
+ls_run build --locked --mirror "docker://$H/blob-mismatch/vendor" mirrored.yaml --oci mirrored-out
+assert_eq 2 "$RC" "a mirror blob with other bytes"
+assert_contains "$ERR" "mirror docker://$H/blob-mismatch/vendor" "names the mirror"
+# (the layer is the only blob over 100 KiB: 256 KiB of pseudo-random bytes)
+[ "$(find "$WORK/cache-mirror-bad/blobs" -type f -size +100k 2>/dev/null | wc -l)" = 0 ] ||
+  fail "the mismatching layer was stored"
+[ ! -e mirrored-out ] || fail "an image was written from a mismatching mirror blob"
+pass "a registry mirror's blob with other bytes is refused (exit 2), nothing stored"
+
 echo "all $TESTS_RUN hostile-registry checks passed"
