@@ -34,12 +34,13 @@ constexpr const char* k_examples = R"(Examples:
   lockstep build --locked --offline --mirror /srv/vendor     later, with no network at all
   LOCKSTEP_MIRRORS=/srv/vendor lockstep build --locked        mirrors from the environment
 
-Saved: every deb and wheel of the lock, the base image's manifest, config and layers, and the lock
-itself, each under its sha256. A directory gets DIR/blobs/sha256/<hex> (hard links to the store where
-it can) and DIR/lockstep-vendor.json, an index of what is there (several locks may share one
-directory); a registry repository gets each file as a blob, listed by one artifact manifest tagged
-lock-<digest> (or the tag given). Git sources and recipes from git are not vendored yet: they are
-named at the end.)";
+Saved: every deb and wheel of the lock, each git source's tree export (the tar its sha256 in the lock
+pins; a build without the clone writes the layer from it), a team's stack recipes at the locked
+commit, the base image's manifest, config and layers, and the lock itself, each under its sha256. A
+directory gets DIR/blobs/sha256/<hex> (hard links to the store where it can) and
+DIR/lockstep-vendor.json, an index of what is there (several locks may share one directory); a
+registry repository gets each file as a blob, listed by one artifact manifest tagged lock-<digest>
+(or the tag given).)";
 
 Result<ExitCode> run_vendor(const VendorArgs& args, const Context& ctx) {
   if (args.to.empty()) {
