@@ -70,6 +70,19 @@ optional-dependencies = {a = [1]}
   CHECK_FALSE(read_pyproject("[project\n", "r.toml", {}));
 }
 
+TEST_CASE("non-ASCII text where whitespace may start is a parse error or a value, never undefined",
+          "[python_inputs]") {
+  // toml++ 3.3.0 treats U+00A1..U+0499 there as unreachable (support/toml.hpp).
+  auto bad = read_pyproject("\xC3\xA9 = 1\n", "p.toml", {});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.rfind("p.toml:1:", 0) == 0);
+  auto nbsp = read_pyproject("[project]\nname = \"x\"\xC2\xA0\ndependencies = []\n", "n.toml", {});
+  REQUIRE_FALSE(nbsp); // TOML allows only tab and space as whitespace
+  auto cafe = read_pyproject("[project]\nname = \"caf\xC3\xA9\"\ndependencies = [\"numpy\"]\n", "c.toml", {});
+  REQUIRE(cafe);
+  CHECK(texts(*cafe) == std::vector<std::string>{"numpy @c.toml:3"});
+}
+
 TEST_CASE("an environment.yml maps conda packages through the names table", "[python_inputs]") {
   const std::string text = R"(name: t
 channels: [pytorch, conda-forge]
