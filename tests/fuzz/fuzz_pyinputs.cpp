@@ -11,27 +11,16 @@
 #include "envspec/python_inputs.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
+#include "tests/fuzz/fuzz_checks.hpp"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace {
 
-[[noreturn]] void violation(const std::string& what) {
-  std::fprintf(stderr, "fuzz_pyinputs: VIOLATION: %s\n", what.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
-template <typename R> void expect_value_or_invalid(const R& r, const char* reader) {
-  if (!r && r.error().code != lockstep::ExitCode::invalid_input) {
-    violation(std::string(reader) + " returned an error other than invalid_input: " + r.error().message);
-  }
-}
+constexpr const char* k_target = "fuzz_pyinputs";
 
 // "# extras: a b" on the first line: the extras asked of a pyproject.toml.
 std::vector<std::string> extras_of(std::string_view text) {
@@ -57,7 +46,8 @@ std::vector<std::string> extras_of(std::string_view text) {
 void check_requirements(const std::vector<lockstep::envspec::ImportedRequirement>& reqs, const char* reader) {
   for (const auto& r : reqs) {
     if (!lockstep::Requirement::parse(r.text)) {
-      violation(std::string(reader) + " accepted an invalid requirement: " + r.text);
+      lockstep::fuzz::violation(k_target,
+                                std::string(reader) + " accepted an invalid requirement: " + r.text);
     }
   }
 }
@@ -72,24 +62,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (data[0] % 3) {
   case 0: {
     auto reqs = lockstep::envspec::read_pyproject(text, "pyproject.toml", extras_of(text));
-    expect_value_or_invalid(reqs, "read_pyproject");
+    lockstep::fuzz::expect_value_or_invalid(k_target, reqs, "read_pyproject");
     if (reqs) {
       check_requirements(*reqs, "read_pyproject");
     }
-    expect_value_or_invalid(lockstep::envspec::read_pyproject_info(text, "pyproject.toml"),
-                            "read_pyproject_info");
+    lockstep::fuzz::expect_value_or_invalid(
+        k_target, lockstep::envspec::read_pyproject_info(text, "pyproject.toml"), "read_pyproject_info");
     break;
   }
   case 1: {
     auto env = lockstep::envspec::read_conda_env(text, "environment.yml");
-    expect_value_or_invalid(env, "read_conda_env");
+    lockstep::fuzz::expect_value_or_invalid(k_target, env, "read_conda_env");
     if (env) {
       check_requirements(env->pip, "read_conda_env");
     }
     break;
   }
   default:
-    expect_value_or_invalid(lockstep::parse_core_metadata(text, "METADATA"), "parse_core_metadata");
+    lockstep::fuzz::expect_value_or_invalid(k_target, lockstep::parse_core_metadata(text, "METADATA"),
+                                            "parse_core_metadata");
     break;
   }
   return 0;

@@ -15,26 +15,15 @@
 #include "support/python/wheel.hpp"
 #include "support/sigstore.hpp"
 #include "support/spdx_license.hpp"
+#include "tests/fuzz/fuzz_checks.hpp"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 namespace {
 
-[[noreturn]] void violation(const std::string& what) {
-  std::fprintf(stderr, "fuzz_supply: VIOLATION: %s\n", what.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
-template <typename R> void expect_value_or_invalid(const R& r, const char* reader) {
-  if (!r && r.error().code != lockstep::ExitCode::invalid_input) {
-    violation(std::string(reader) + " returned an error other than invalid_input: " + r.error().message);
-  }
-}
+constexpr const char* k_target = "fuzz_supply";
 
 // An expression lockstep produced must be one it reads back unchanged.
 void expect_stable_expression(const std::string& e, const char* reader) {
@@ -43,7 +32,8 @@ void expect_stable_expression(const std::string& e, const char* reader) {
   }
   auto again = lockstep::normalize_license_expression(e);
   if (!again || *again != e) {
-    violation(std::string(reader) + " gave an expression that does not normalise to itself: " + e);
+    lockstep::fuzz::violation(k_target, std::string(reader) +
+                                            " gave an expression that does not normalise to itself: " + e);
   }
 }
 
@@ -67,25 +57,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     break;
   case 3:
-    expect_value_or_invalid(lockstep::envspec::read_sbom_subject(text, "sbom"), "read_sbom_subject");
+    lockstep::fuzz::expect_value_or_invalid(k_target, lockstep::envspec::read_sbom_subject(text, "sbom"),
+                                            "read_sbom_subject");
     break;
   case 4: {
     auto p = lockstep::parse_simple_signing(text, "payload");
-    expect_value_or_invalid(p, "parse_simple_signing");
+    lockstep::fuzz::expect_value_or_invalid(k_target, p, "parse_simple_signing");
     if (p) {
       auto again =
           lockstep::parse_simple_signing(lockstep::simple_signing_payload(p->reference, p->digest, "x"), "p");
       if (!again || again->digest != p->digest || again->reference != p->reference) {
-        violation("a simple-signing payload written again reads differently");
+        lockstep::fuzz::violation(k_target, "a simple-signing payload written again reads differently");
       }
     }
     break;
   }
   case 5:
-    expect_value_or_invalid(lockstep::parse_dsse(text, "envelope"), "parse_dsse");
+    lockstep::fuzz::expect_value_or_invalid(k_target, lockstep::parse_dsse(text, "envelope"), "parse_dsse");
     break;
   default:
-    expect_value_or_invalid(lockstep::envspec::read_provenance(text, "statement"), "read_provenance");
+    lockstep::fuzz::expect_value_or_invalid(k_target, lockstep::envspec::read_provenance(text, "statement"),
+                                            "read_provenance");
     break;
   }
   return 0;
