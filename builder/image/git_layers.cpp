@@ -3,7 +3,6 @@
 #include "builder/image/layer_plan.hpp"
 #include "builder/lock/git_source.hpp"
 #include "support/log.hpp"
-#include "support/mirror.hpp"
 #include "support/oci/tar_writer.hpp"
 
 #include <fmt/format.h>
@@ -21,14 +20,6 @@ const envspec::LockedArtifact* find_locked(const envspec::Lock& lock, const envs
     }
   }
   return nullptr;
-}
-
-// The canonical tree export `locked` pins, in the store or fetched from a mirror into it.
-Result<bool> vendored_export(const envspec::LockedArtifact& locked, const BlobStore& store) {
-  if (store.has(locked.sha256, static_cast<std::int64_t>(locked.size))) {
-    return true;
-  }
-  return default_mirrors().fetch(locked.sha256, locked.size, store);
 }
 
 } // namespace
@@ -63,7 +54,7 @@ Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lo
           std::set<std::string> seen;
           LS_TRY_ASSIGN(bool cached, git_commit_cached(store.root(), item.git, locked->version));
           if (!cached) {
-            LS_TRY_ASSIGN(bool vendored, vendored_export(*locked, store));
+            LS_TRY_ASSIGN(bool vendored, find_git_export(store, GitTreeDigest{locked->sha256, locked->size}));
             if (vendored) {
               LS_TRY(export_git_archive(tar, progress, store.blob_path(locked->sha256), opt, seen,
                                         fmt::format("copy[{}]: the tree export of {} at {} ({})", i,

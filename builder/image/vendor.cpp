@@ -7,7 +7,6 @@
 #include "support/http.hpp"
 #include "support/json.hpp"
 #include "support/log.hpp"
-#include "support/mirror.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/oci.hpp"
 #include "support/registry/pull.hpp"
@@ -84,18 +83,14 @@ Result<std::vector<VendoredFile>> gather(const envspec::Lock& lock, const std::s
     if (a.kind == "git") {
       // The commit's canonical tree export, which the lock pins by sha256: a build without the
       // commit in its git cache writes the layer from it.
-      if (!store.has(a.sha256, static_cast<std::int64_t>(a.size))) {
-        Result<bool> mirrored = default_mirrors().fetch(a.sha256, a.size, store);
-        if (!mirrored) {
-          return mirrored.error();
-        }
-        if (!*mirrored) {
-          log::info("exporting {} at {}", a.name, a.version.substr(0, 12));
-          Result<BlobInfo> exported = store_git_export(store, resolved.artifacts[i].url, a.version, a.rev,
-                                                       GitTreeDigest{a.sha256, a.size});
-          if (!exported) {
-            return exported.error().with_context("git " + a.name);
-          }
+      const GitTreeDigest pinned{a.sha256, a.size};
+      LS_TRY_ASSIGN(bool found, find_git_export(store, pinned));
+      if (!found) {
+        log::info("exporting {} at {}", a.name, a.version.substr(0, 12));
+        Result<BlobInfo> exported =
+            store_git_export(store, resolved.artifacts[i].url, a.version, a.rev, pinned);
+        if (!exported) {
+          return exported.error().with_context("git " + a.name);
         }
       }
       files.push_back({a.sha256, a.size, "git", fmt::format("{} {}", a.name, a.version), a.url});
@@ -122,9 +117,7 @@ Result<std::vector<VendoredFile>> gather(const envspec::Lock& lock, const std::s
   if (lock.stack && lock.stack->recipes.rfind("git ", 0) == 0 && !lock.stack->recipes_commit.empty()) {
     // A team's recipes at the locked commit, as a tree export: what the stack was solved from.
     const std::string text = lock.stack->recipes.substr(4);
-    const std::string url = text.find("://") != std::string::npos || text.starts_with('/')
-                                ? text
-                                : (spec_dir / text).lexically_normal().string();
+    const std::string url = resolve_spec_url(text, spec_dir);
     log::info("exporting the stack recipes {} at {}", text, lock.stack->recipes_commit.substr(0, 12));
     Result<BlobInfo> recipes = store_git_export(store, url, lock.stack->recipes_commit, {});
     if (!recipes) {

@@ -1023,6 +1023,13 @@ Result<BlobInfo> store_git_export(const BlobStore& store, const std::string& url
   return info;
 }
 
+Result<bool> find_git_export(const BlobStore& store, const GitTreeDigest& pinned) {
+  if (store.has(pinned.sha256, static_cast<std::int64_t>(pinned.size))) {
+    return true;
+  }
+  return default_mirrors().fetch(pinned.sha256, pinned.size, store);
+}
+
 Result<std::uint64_t> export_git_archive(TarWriter& tar, log::Progress& progress, const fs::path& archive,
                                          const GitExportOptions& opt, std::set<std::string>& seen,
                                          const std::string& where) {

@@ -90,6 +90,10 @@ Result<BlobInfo> store_git_export(const BlobStore& store, const std::string& url
                                   const std::string& rev_hint,
                                   const std::optional<GitTreeDigest>& expected = std::nullopt);
 
+/// True when the store holds the canonical export `pinned` names (a lock's sha256 and size), or a
+/// mirror (default_mirrors()) had it and it is now in the store, checked; false when neither has it.
+Result<bool> find_git_export(const BlobStore& store, const GitTreeDigest& pinned);
+
 /// Writes the canonical export in `archive` (a file the caller checked against the lock's sha256,
 /// from the store or a mirror) into `tar` under `opt.to`: the same bytes export_git_tree() writes
 /// for the commit it came from, without the commit or the network. Members no git tree export can
