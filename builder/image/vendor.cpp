@@ -82,13 +82,14 @@ Result<std::vector<VendoredFile>> gather(const envspec::Lock& lock, const std::s
     const envspec::LockedArtifact& a = lock.artifacts[i];
     if (a.kind == "git") {
       // The commit's canonical tree export, which the lock pins by sha256: a build without the
-      // commit in its git cache writes the layer from it.
+      // commit in its git cache writes the layer from it. It is made from the git cache the
+      // build used (keyed by the URL as the spec resolves it), so a gone repository is no matter.
       const GitTreeDigest pinned{a.sha256, a.size};
       LS_TRY_ASSIGN(bool found, find_git_export(store, pinned));
       if (!found) {
         log::info("exporting {} at {}", a.name, a.version.substr(0, 12));
         Result<BlobInfo> exported =
-            store_git_export(store, resolved.artifacts[i].url, a.version, a.rev, pinned);
+            store_git_export(store, resolve_spec_path(a.url, spec_dir), a.version, a.rev, pinned);
         if (!exported) {
           return exported.error().with_context("git " + a.name);
         }
@@ -117,7 +118,7 @@ Result<std::vector<VendoredFile>> gather(const envspec::Lock& lock, const std::s
   if (lock.stack && lock.stack->recipes.rfind("git ", 0) == 0 && !lock.stack->recipes_commit.empty()) {
     // A team's recipes at the locked commit, as a tree export: what the stack was solved from.
     const std::string text = lock.stack->recipes.substr(4);
-    const std::string url = resolve_spec_url(text, spec_dir);
+    const std::string url = resolve_spec_path(text, spec_dir);
     log::info("exporting the stack recipes {} at {}", text, lock.stack->recipes_commit.substr(0, 12));
     Result<BlobInfo> recipes = store_git_export(store, url, lock.stack->recipes_commit, {});
     if (!recipes) {

@@ -411,16 +411,20 @@ std::string deb_snapshot_url(const envspec::Lock& lock, const envspec::LockedArt
   return url == a.url ? std::string() : url;
 }
 
-std::string resolve_spec_url(const std::string& url, const std::filesystem::path& spec_dir) {
+std::string resolve_spec_path(const std::string& url, const std::filesystem::path& spec_dir) {
   if (url.find("://") == std::string::npos && !url.empty() && url.front() != '/') {
-    return "file://" + (spec_dir / url).lexically_normal().string();
+    return (spec_dir / url).lexically_normal().string();
   }
   return url;
 }
 
 envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir) {
   envspec::Lock out = lock;
-  const auto absolute = [&spec_dir](std::string& url) { url = resolve_spec_url(url, spec_dir); };
+  const auto absolute = [&spec_dir](std::string& url) {
+    if (std::string path = resolve_spec_path(url, spec_dir); path != url) {
+      url = "file://" + path;
+    }
+  };
   for (envspec::LockedArtifact& a : out.artifacts) {
     absolute(a.url);
   }

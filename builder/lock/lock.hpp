@@ -43,9 +43,10 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
 /// to it) are made absolute `file://` URLs against `spec_dir`, for fetching.
 envspec::Lock resolve_lock_urls(const envspec::Lock& lock, const std::filesystem::path& spec_dir);
 
-/// One URL as resolve_lock_urls() resolves it: a relative path (no scheme, no leading '/') becomes a
-/// file:// URL under `spec_dir`; anything else is returned as it is.
-std::string resolve_spec_url(const std::string& url, const std::filesystem::path& spec_dir);
+/// A git source's URL or path as its spec resolves it (the string its git cache is keyed by): a
+/// relative path (no scheme, no leading '/') becomes an absolute path under `spec_dir`; anything
+/// else is returned as it is. resolve_lock_urls() writes the same place as a file:// URL.
+std::string resolve_spec_path(const std::string& url, const std::filesystem::path& spec_dir);
 
 /// Where a snapshot archive keeps deb `a`'s pool file (envspec::snapshot_file_url): the snapshot
 /// service of its repository from `bases` (lock repository URL -> the spec's snapshot_url), else a

@@ -109,6 +109,7 @@ assert_eq 0 "$RC" "lock with a git source: $ERR"
 ls_run build --locked gp/lockstep.yaml --oci gp/online
 assert_eq 0 "$RC" "online build with a git source: $ERR"
 gonline=$(last_line "$OUT")
+mv gp/repo gp/repo.gone # the git host is gone: vendoring exports from the build's git cache
 export_sha=$(jq -r '.artifacts[] | select(.kind == "git") | .sha256' gp/lockstep.lock)
 ls_run vendor gp/lockstep.lock --to gvend --json
 assert_eq 0 "$RC" "vendor a lock with a git source: $ERR"
@@ -118,7 +119,6 @@ assert_eq "app.txt bin/ bin/data bin/run lib/ lib/deep/ lib/deep/data.txt" \
   "$(tar -tf "gvend/blobs/sha256/$export_sha" | tr '\n' ' ' | sed 's/ $//')" "GNU tar reads the export: the whole tree"
 ls_run vendor --tls-verify=false gp/lockstep.lock --to "docker://$REG_HUB_HOST/team/gvendor"
 assert_eq 0 "$RC" "vendor a git source to the registry: $ERR"
-mv gp/repo gp/repo.gone # the git host is gone
 LOCKSTEP_CACHE="$WORK/c7" ls_run build --locked --offline --mirror gvend gp/lockstep.yaml --oci gp/out7
 assert_eq 0 "$RC" "offline build of a git source from the directory: $ERR"
 assert_eq "$gonline" "$(last_line "$OUT")" "the online digest, from the vendored tree export"
@@ -136,7 +136,7 @@ LOCKSTEP_CACHE="$WORK/c10" ls_run build --locked --offline --mirror gbad gp/lock
 assert_eq 2 "$RC" "a tampered tree export"
 [ ! -e "$WORK/c10/blobs/sha256/$export_sha" ] || fail "the tampered export was stored"
 [ ! -e gp/out10 ] || fail "an output was written from a tampered export"
-pass "a git source is vendored as its tree export (GNU tar reads it) and builds offline from a directory and a registry with the online digest; missing (exit 1) and tampered (exit 2) are refused"
+pass "a git source is vendored as its tree export from the build's git cache (GNU tar reads it) and builds offline from a directory and a registry with the online digest; missing (exit 1) and tampered (exit 2) are refused"
 
 # ---- several locks in one directory --------------------------------------------------------------
 mkdir -p second
