@@ -46,6 +46,7 @@ void apply_context(const Context& ctx) {
   }
   registry.connections = ctx.connections;
   registry.stall_timeout_s = ctx.registry_timeout_s;
+  registry.retries = ctx.registry_retries;
 }
 
 } // namespace
@@ -111,6 +112,11 @@ void add_registry_flags(CLI::App& cmd, Context& ctx) {
                  "Registries: a transfer that receives nothing for this long fails (default 60)")
       ->check(CLI::Range(1, 3600))
       ->type_name("SECONDS");
+  cmd.add_option("--registry-retries", ctx.registry_retries,
+                 "Registries: further attempts after a transfer failure, 429 or 5xx, with doubling backoff "
+                 "(default 4; 0 fails at once)")
+      ->check(CLI::Range(0, 20))
+      ->type_name("N");
 }
 
 int run(int argc, char** argv) {

@@ -28,6 +28,7 @@ struct Context {
   std::string tls_verify;
   std::size_t connections = 8;
   long registry_timeout_s = 60;
+  int registry_retries = 4;
   /// Set by the chosen subcommand's parse callback; run() calls it after parsing.
   std::function<Result<ExitCode>()> action;
   /// Set by a command that ran another program (exec): its exit status, passed through as

@@ -37,4 +37,20 @@ Result<const LibCurl*> libcurl() {
   return &lib;
 }
 
+bool StallWatch::stalled(curl_off_t down, curl_off_t up) {
+  const auto now = std::chrono::steady_clock::now();
+  if (down + up != m_moved) {
+    m_moved = down + up;
+    m_since = now;
+  } else if (now - m_since >= m_limit) {
+    m_fired = true;
+  }
+  return m_fired;
+}
+
+std::string StallWatch::message() const {
+  return "timed out: nothing moved for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(m_limit).count()) + " s";
+}
+
 } // namespace lockstep::curl

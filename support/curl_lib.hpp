@@ -7,6 +7,7 @@
 #define CURL_DISABLE_TYPECHECK
 #include "support/result.hpp"
 
+#include <chrono>
 #include <curl/curl.h>
 #include <string>
 
@@ -58,6 +59,26 @@ struct EasyHandle {
       headers = nullptr;
     }
   }
+};
+
+// Ends a transfer that has moved no byte, either way, for `limit_s` seconds: libcurl's own low-speed
+// check averages over a window of several seconds, so a body that sent a few bytes and then stopped
+// took it up to six seconds more than asked to notice. The transfer's progress callback (libcurl
+// calls it about once a second, also while nothing arrives) asks `stalled`.
+class StallWatch {
+public:
+  explicit StallWatch(long limit_s) : m_limit(std::chrono::seconds(limit_s)) {}
+  /// True, and from then on fired(), once the byte counts have not moved for the limit.
+  bool stalled(curl_off_t down, curl_off_t up);
+  [[nodiscard]] bool fired() const { return m_fired; }
+  /// "timed out: nothing moved for N s", for the transfer's error.
+  [[nodiscard]] std::string message() const;
+
+private:
+  std::chrono::steady_clock::duration m_limit;
+  std::chrono::steady_clock::time_point m_since = std::chrono::steady_clock::now();
+  curl_off_t m_moved = -1;
+  bool m_fired = false;
 };
 
 } // namespace lockstep::curl

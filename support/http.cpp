@@ -209,6 +209,7 @@ struct Transfer {
   std::optional<std::uint64_t> announced; // the response's Content-Length
   std::string cache_control;              // the response's Cache-Control ("" if none)
   std::optional<std::uint64_t> age;       // the response's Age, in seconds
+  std::optional<curl::StallWatch> stall;  // per attempt
   // Across attempts: bytes already counted in the progress line.
   std::uint64_t reported = 0;
   bool not_found = false; // the server answered 404 or 410
@@ -314,8 +315,9 @@ std::size_t on_curl_header(char* data, std::size_t size, std::size_t nmemb, void
   return n;
 }
 
-int on_curl_progress(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return interrupted() ? 1 : 0;
+int on_curl_progress(void* user, curl_off_t, curl_off_t down, curl_off_t, curl_off_t up) {
+  auto* t = static_cast<Transfer*>(user);
+  return interrupted() || t->stall->stalled(down, up) ? 1 : 0;
 }
 
 // What one attempt came to.
@@ -383,7 +385,9 @@ Result<void> configure(const LibCurl& curl, CURL* h, Transfer& t, const FetchOpt
   set(CURLOPT_WRITEDATA, static_cast<void*>(&t));
   set(CURLOPT_HEADERFUNCTION, &on_curl_header);
   set(CURLOPT_HEADERDATA, static_cast<void*>(&t));
+  t.stall.emplace(options.low_speed_timeout_s);
   set(CURLOPT_XFERINFOFUNCTION, &on_curl_progress);
+  set(CURLOPT_XFERINFODATA, static_cast<void*>(&t));
   set(CURLOPT_NOPROGRESS, 0L);
   for (const std::string& header : options.headers) {
     if (header.find_first_of("\r\n") != std::string::npos || header.find(':') == std::string::npos) {
@@ -468,7 +472,10 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
   if (rc == CURLE_FILESIZE_EXCEEDED) {
     return fail(t.too_large(t.announced));
   }
-  std::string message = easy.error[0] != '\0' ? easy.error : curl.curl_easy_strerror(rc);
+  const bool stalled = rc == CURLE_ABORTED_BY_CALLBACK && t.stall->fired();
+  std::string message = stalled                 ? t.stall->message()
+                        : easy.error[0] != '\0' ? easy.error
+                                                : curl.curl_easy_strerror(rc);
   if (rc == CURLE_UNSUPPORTED_PROTOCOL && redirects > 0) {
     return fail(external_error("can't download {}: the server redirected to a URL that is not http or https, "
                                "which lockstep does not follow ({})",
@@ -477,8 +484,10 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
   if (rc == CURLE_TOO_MANY_REDIRECTS) {
     return fail(external_error("can't download {}: more than {} redirects", t.what, k_max_redirects));
   }
-  Error e = external_error("can't download {}: {} (curl error {})", t.what, message, static_cast<int>(rc));
-  return retryable(rc) ? retry(std::move(e)) : fail(std::move(e));
+  Error e = stalled ? external_error("can't download {}: {}", t.what, message)
+                    : external_error("can't download {}: {} (curl error {})", t.what, message,
+                                     static_cast<int>(rc));
+  return stalled || retryable(rc) ? retry(std::move(e)) : fail(std::move(e));
 }
 
 Attempt attempt_local(const fs::path& path, Transfer& t) {
@@ -584,7 +593,9 @@ Result<void> run_transfer(EasyHandle& easy, Transfer& t, const FetchOptions& opt
     }
     if (i >= attempts) {
       Error e = std::move(a.error);
-      e.message += fmt::format(" (gave up after {} attempts)", attempts);
+      if (attempts > 1) {
+        e.message += fmt::format(" (gave up after {} attempts)", attempts);
+      }
       return e;
     }
     long wait_ms = std::max(delay_ms, a.retry_after_s * 1000);

@@ -69,6 +69,7 @@ struct Exchange {
   std::optional<Error> error;    // a sink's or the size check's, stops the transfer
   std::uint64_t read_offset = 0; // of the request body
   bool body_started = false;
+  std::optional<curl::StallWatch> stall;
 };
 
 long status_of(const curl::LibCurl& c, CURL* h) {
@@ -164,8 +165,9 @@ std::size_t on_read(char* buffer, std::size_t size, std::size_t nitems, void* us
   return want;
 }
 
-int on_progress(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return interrupted() ? 1 : 0;
+int on_progress(void* user, curl_off_t, curl_off_t down, curl_off_t, curl_off_t up) {
+  auto* x = static_cast<Exchange*>(user);
+  return interrupted() || x->stall->stalled(down, up) ? 1 : 0;
 }
 
 // The system CA bundle followed by `extra`, as PEM, for CURLOPT_CAINFO_BLOB (libcurl's CAINFO would
@@ -249,6 +251,7 @@ Result<HttpResponse> HttpSession::perform(const HttpRequest& request) {
   Exchange x;
   x.request = &request;
   x.response = &response;
+  x.stall.emplace(request.low_speed_timeout_s);
 
   static const std::string user_agent = std::string("lockstep/") + k_version;
   std::vector<std::pair<CURLoption, CURLcode>> results;
@@ -270,6 +273,7 @@ Result<HttpResponse> HttpSession::perform(const HttpRequest& request) {
   set(CURLOPT_WRITEFUNCTION, &on_write);
   set(CURLOPT_WRITEDATA, static_cast<void*>(&x));
   set(CURLOPT_XFERINFOFUNCTION, &on_progress);
+  set(CURLOPT_XFERINFODATA, static_cast<void*>(&x));
   set(CURLOPT_NOPROGRESS, 0L);
   if (request.method == "HEAD") {
     set(CURLOPT_NOBODY, 1L);
@@ -330,7 +334,9 @@ Result<HttpResponse> HttpSession::perform(const HttpRequest& request) {
     return Error{ExitCode::interrupted, "interrupted; nothing was published"};
   }
   if (rc != CURLE_OK) {
-    response.transport_error = easy.error[0] != '\0' ? std::string(easy.error) : lib->curl_easy_strerror(rc);
+    response.transport_error = rc == CURLE_ABORTED_BY_CALLBACK && x.stall->fired() ? x.stall->message()
+                               : easy.error[0] != '\0'                             ? std::string(easy.error)
+                                                       : lib->curl_easy_strerror(rc);
     response.tls_failure = tls_code(rc);
     response.status = 0;
     return response;

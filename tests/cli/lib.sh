@@ -5,6 +5,7 @@ set -euo pipefail
 : "${LOCKSTEP:?LOCKSTEP must point to the lockstep binary (ctest sets it)}"
 : "${LOCKSTEP_SOURCE_DIR:?}"
 LOCKSTEP=$(realpath "$LOCKSTEP")
+LOCKSTEP_BINARY=$LOCKSTEP # the build's binary, even after add_test_user copies it
 WORK=$(mktemp -d /tmp/lockstep-cli-XXXXXX)
 export LOCKSTEP_CACHE="$WORK/cache"
 # Keep the suites' specs out of any enclosing git work tree (the repo's build dir is inside one).
@@ -146,6 +147,33 @@ layer_listing() { # LAYOUT N (0-based layer index of the first manifest)
   manifest=$(jq -r '.manifests[0].digest' "$1/index.json" | cut -d: -f2)
   digest=$(jq -r ".layers[$2].digest" "$1/blobs/sha256/$manifest" | cut -d: -f2)
   zcat -f "$1/blobs/sha256/$digest" | tar -tv --numeric-owner | awk '{print substr($1,1,1), $2, $6}'
+}
+
+# ---- fixtures built once per test run (docs/testing.md) --------------------------------------------
+# mpi_hello_fixture_key: what the mpi_hello fixture is keyed by: the lockstep binary and the files of
+# examples/mpi-hello (16 hex digits).
+mpi_hello_fixture_key() {
+  {
+    sha256sum <"$LOCKSTEP_BINARY"
+    (cd "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+  } | sha256sum | cut -c1-16
+}
+
+# mpi_hello_fixture DEST: a copy at DEST of examples/mpi-hello as the mpi_hello fixture built it
+# (tests/cli/fixture_mpi_hello.sh): its spec with outputs out, out.sif, out.spdx.json and
+# out.cdx.json, the lock, and those outputs. Sets MPI_HELLO_DIGEST to the image's manifest digest.
+# ctest builds the fixture before the suites that need it; a suite run by hand builds it here.
+mpi_hello_fixture() { # DEST
+  local dir
+  : "${LOCKSTEP_BUILD_DIR:?LOCKSTEP_BUILD_DIR must name the build tree (ctest sets it)}"
+  dir="$LOCKSTEP_BUILD_DIR/test-fixtures/mpi-hello/$(mpi_hello_fixture_key)"
+  if [ ! -f "$dir/digest" ]; then
+    LOCKSTEP="$LOCKSTEP_BINARY" bash "$LOCKSTEP_SOURCE_DIR/tests/cli/fixture_mpi_hello.sh" >&2 ||
+      fail "the mpi_hello fixture (tests/cli/fixture_mpi_hello.sh) failed"
+  fi
+  mkdir -p "$(dirname "$1")"
+  cp -a "$dir/ex" "$1"
+  MPI_HELLO_DIGEST=$(cat "$dir/digest")
 }
 
 # ---- HTTP server for repository fixtures ----------------------------------------------------------

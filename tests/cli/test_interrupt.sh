@@ -12,6 +12,17 @@ name: huge
 copy: [{from: ./src, to: /data}]
 YAML
 
+# The build is in the middle of writing its layer once the store holds a temporary file: signals
+# are sent then, whatever the machine's speed (a fixed delay could land before or after).
+wait_for_layer_write() { # PID
+  for _ in $(seq 1 1200); do
+    [ -z "$(ls -A "$LOCKSTEP_CACHE/tmp" 2>/dev/null)" ] || return 0
+    kill -0 "$1" 2>/dev/null || fail "the build ended before it wrote its layer"
+    sleep 0.05
+  done
+  fail "the build wrote no temporary file into the store within 60 s"
+}
+
 store_is_consistent() {
   for f in "$LOCKSTEP_CACHE"/blobs/sha256/*; do
     [ -e "$f" ] || continue
@@ -21,8 +32,7 @@ store_is_consistent() {
 
 "$LOCKSTEP" build proj/lockstep.yaml --oci out-kill 2>/dev/null &
 pid=$!
-sleep 1.5
-kill -0 "$pid" 2>/dev/null || fail "the build finished before it could be interrupted"
+wait_for_layer_write "$pid"
 kill -KILL "$pid"
 wait "$pid" || true
 [ ! -e out-kill ] || fail "a killed build left an output"
@@ -34,7 +44,7 @@ pass "SIGKILL mid-build leaves no output and no bad blob"
 export LOCKSTEP_CACHE="$WORK/cache-int"
 "$LOCKSTEP" build proj/lockstep.yaml --oci out-int 2>"$WORK/int.err" &
 pid=$!
-sleep 1.5
+wait_for_layer_write "$pid"
 kill -INT "$pid"
 set +e
 wait "$pid"

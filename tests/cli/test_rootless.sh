@@ -34,15 +34,13 @@ as_user() {
 }
 
 # ---- examples/mpi-hello, root and rootless -------------------------------------------------------
-for who in root user; do
-  mkdir -p "$who" && cp -r "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello" "$who/ex"
-  sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
-    "$who/ex/lockstep.yaml"
-done
+# Root's build is the mpi_hello fixture's (built as root this run, from the same lock).
+mpi_hello_fixture root/ex
+root_digest=$MPI_HELLO_DIGEST
+mkdir -p user && cp -r "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello" user/ex
+sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
+  user/ex/lockstep.yaml
 chown -R "$TUSER" user
-ls_run build --locked root/ex/lockstep.yaml
-assert_eq 0 "$RC" "root build of examples/mpi-hello: $ERR"
-root_digest=$(last_line "$OUT")
 as_user "$LOCKSTEP" build --locked user/ex/lockstep.yaml
 assert_eq 0 "$RC" "rootless build of examples/mpi-hello: $ERR"
 user_digest=$(last_line "$OUT")

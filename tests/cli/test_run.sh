@@ -23,12 +23,9 @@ if ! curl -fsS --max-time 20 -o /dev/null http://deb.debian.org/debian/dists/boo
 fi
 
 # ---- the images ----------------------------------------------------------------------------------
-cp -r "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello" ex
-sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
-  ex/lockstep.yaml
-ls_run build --locked ex/lockstep.yaml
-assert_eq 0 "$RC" "build examples/mpi-hello: $ERR"
-digest=$(last_line "$OUT")
+# examples/mpi-hello as the mpi_hello fixture built it this run (OCI layout and SIF).
+mpi_hello_fixture ex
+digest=$MPI_HELLO_DIGEST
 IMG="oci:$WORK/ex/out"
 SIF="$WORK/ex/out.sif"
 
@@ -290,7 +287,11 @@ head_run run --runs-dir "$RUNS" --job fail --hostfile "$CLUSTER_DIR/hostfile" -N
 assert_eq 3 "$RC" "a failing rank's status is the job's: $ERR"
 assert_contains "$ERR" "rank 2 on n3 exited with status 3" "the failing rank and node are named"
 assert_eq "2 n3 3" "$(record fail | jq -r '"\(.failure.rank) \(.failure.node) \(.failure.exit_code)"')" "record .failure"
-sleep 0.5
+# lockstep run returns once mpirun has; the ranks' processes may take a moment more to be reaped.
+for _ in $(seq 100); do
+  pgrep -f "$marker" >/dev/null || break
+  sleep 0.1
+done
 ! pgrep -f "$marker" >/dev/null || fail "ranks of the failed job are still running: $(pgrep -af "$marker")"
 pass "a failing rank tears the job down; the status names rank 2 on n3; no rank is left"
 

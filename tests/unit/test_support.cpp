@@ -69,6 +69,10 @@ ScopedEnv::~ScopedEnv() {
   }
 }
 
+fs::path source_dir() {
+  return LOCKSTEP_SOURCE_DIR;
+}
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;

@@ -61,6 +61,11 @@ private:
   std::optional<std::string> m_old;
 };
 
+/// The source tree the tests were built from (its tests/, recipes/ and docs/ are read by some
+/// tests). Defined in test_support.cpp alone, so that no other test's compile line names the
+/// checkout's path and a compiler cache serves every other test to a clone in another folder.
+std::filesystem::path source_dir();
+
 /// Reads a whole file.
 std::string slurp(const std::filesystem::path& p);
 

@@ -31,7 +31,7 @@ Lock lock_of(std::vector<LockedArtifact> artifacts) {
 }
 
 CudaDriverTable repo_driver_table() {
-  const std::filesystem::path file = std::filesystem::path(LOCKSTEP_SOURCE_DIR) / "recipes/cuda/drivers.yaml";
+  const std::filesystem::path file = test::source_dir() / "recipes/cuda/drivers.yaml";
   auto table = parse_cuda_driver_table(test::slurp(file), file);
   REQUIRE_OK(table);
   return *table;

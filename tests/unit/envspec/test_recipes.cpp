@@ -856,7 +856,7 @@ TEST_CASE("read_builtin_recipe reads the embedded copy, or LOCKSTEP_RECIPES_DIR'
     auto text = read_builtin_recipe("gpu/nvidia.yaml", origin);
     REQUIRE_OK(text);
     CHECK(origin == "recipes/gpu/nvidia.yaml");
-    CHECK(*text == test::slurp(fs::path(LOCKSTEP_SOURCE_DIR) / "recipes/gpu/nvidia.yaml"));
+    CHECK(*text == test::slurp(test::source_dir() / "recipes/gpu/nvidia.yaml"));
 
     auto absent = read_builtin_recipe("gpu/amd.yaml", origin);
     REQUIRE_FALSE(absent.ok());
@@ -892,7 +892,7 @@ TEST_CASE("The built-in recipes load without errors and are the source tree's", 
   CHECK(*again == *builtin); // parsed once, cached
 
   // The embedded bytes are the source tree's (the digest covers every file).
-  auto source = load_recipes_dir(fs::path(LOCKSTEP_SOURCE_DIR) / "recipes", RecipeOrigin{"dir", "", "", {}});
+  auto source = load_recipes_dir(test::source_dir() / "recipes", RecipeOrigin{"dir", "", "", {}});
   REQUIRE_OK(source);
   CHECK(source->origin.digest == set.origin.digest);
 

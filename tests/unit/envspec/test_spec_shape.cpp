@@ -330,8 +330,7 @@ TEST_CASE_METHOD(ShapeFixture, "The canonical form holds only keys of the spec's
 }
 
 TEST_CASE("docs/spec.md mentions every key of the spec's shape, in the key's own section", "[spec_shape]") {
-  const std::vector<std::string> lines =
-      test::lines_of(test::slurp(fs::path(LOCKSTEP_SOURCE_DIR) / "docs/spec.md"));
+  const std::vector<std::string> lines = test::lines_of(test::slurp(test::source_dir() / "docs/spec.md"));
   // The text of the section whose heading names `key` in backticks, up to the next heading of its level.
   const auto section = [&lines](std::string_view key) {
     const std::string mark = fmt::format("`{}`", key);

@@ -299,6 +299,22 @@ TEST_CASE("a body shorter than its Content-Length fails after the retries", "[ht
   CHECK(server.hits("/short") == 4);
 }
 
+TEST_CASE("a server that sends nothing for the stall timeout fails, saying so", "[http]") {
+  TestServer server;
+  server.route("/stall", [](const Request&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    return ok("late");
+  });
+  FetchOptions o = fast();
+  o.low_speed_timeout_s = 1;
+  o.retries = 0;
+  // The server answers after 3 s: a failure is the watch firing before it.
+  auto r = http_get(server.url("/stall"), o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::external);
+  CHECK(r.error().message == "can't download " + server.url("/stall") + ": timed out: nothing moved for 1 s");
+}
+
 TEST_CASE("a body larger than the limit is refused, announced or not", "[http]") {
   TestServer server;
   server.route("/big", ok(std::string(100, 'x')));

@@ -59,7 +59,7 @@ TEST_CASE("The embedded CUDA driver table is the recipe in the source tree", "[i
   ScopedEnv env("LOCKSTEP_RECIPES_DIR", nullptr);
   auto embedded = builder::load_cuda_driver_table();
   REQUIRE_OK(embedded);
-  const std::filesystem::path file = std::filesystem::path(LOCKSTEP_SOURCE_DIR) / "recipes/cuda/drivers.yaml";
+  const std::filesystem::path file = test::source_dir() / "recipes/cuda/drivers.yaml";
   auto source = envspec::parse_cuda_driver_table(test::slurp(file), file);
   REQUIRE_OK(source);
   REQUIRE(embedded->rows.size() == source->rows.size());

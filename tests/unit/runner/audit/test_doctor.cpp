@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path k_fixture = fs::path(LOCKSTEP_SOURCE_DIR) / "tests/fixtures/doctor";
+const fs::path k_fixture = test::source_dir() / "tests/fixtures/doctor";
 
 /// A copy of the fake node tree, and options that read it with no tool on PATH.
 struct NodeFixture : test::TempDirFixture {

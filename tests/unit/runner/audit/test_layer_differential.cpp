@@ -267,7 +267,7 @@ TEST_CASE("layer semantics: unpack, the SIF and image_contents give the same tre
 
 TEST_CASE("the unpack fuzz corpus: unpack, the SIF and image_contents agree on every seed", "[layers]") {
   REQUIRE(test::have_tool("unsquashfs"));
-  const fs::path corpus = fs::path(LOCKSTEP_SOURCE_DIR) / "tests/fuzz/corpus/unpack";
+  const fs::path corpus = test::source_dir() / "tests/fuzz/corpus/unpack";
   std::vector<fs::path> seeds;
   for (const auto& e : fs::directory_iterator(corpus)) {
     seeds.push_back(e.path());

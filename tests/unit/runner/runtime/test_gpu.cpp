@@ -353,7 +353,7 @@ TEST_CASE("gpu: the embedded recipe is recipes/gpu/nvidia.yaml and every entry n
   ::unsetenv("LOCKSTEP_RECIPES_DIR");
   auto embedded = load_gpu_recipe();
   REQUIRE(embedded.ok());
-  auto from_source = parse_gpu_recipe(test::slurp(fs::path(LOCKSTEP_SOURCE_DIR) / "recipes/gpu/nvidia.yaml"),
+  auto from_source = parse_gpu_recipe(test::slurp(test::source_dir() / "recipes/gpu/nvidia.yaml"),
                                       "recipes/gpu/nvidia.yaml");
   REQUIRE(from_source.ok());
   CHECK(embedded->libraries.size() == from_source->libraries.size());

@@ -121,7 +121,7 @@ TEST_CASE("every variable exec reads on its way to the container is part of the 
   for (std::string_view name : join::k_launcher_dir_variables) {
     CHECK(key.count(std::string(name)) == 1);
   }
-  const fs::path src = LOCKSTEP_SOURCE_DIR;
+  const fs::path src = test::source_dir();
   std::vector<fs::path> files = {src / "support/blob_store.cpp", src / "cli/cmd_exec.cpp"};
   for (const auto& e : fs::directory_iterator(src / "runner/runtime")) {
     if (e.path().extension() == ".cpp") {

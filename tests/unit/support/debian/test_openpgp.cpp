@@ -332,8 +332,8 @@ TEST_CASE("Debian's own InRelease verifies against debian-archive-keyring", "[op
 TEST_CASE("the test apt repository fixture is signed and indexed consistently", "[openpgp][fixture]") {
   test::TempDirFixture tmp;
   const fs::path repo = tmp.dir() / "repo";
-  test::run_command("bash '" LOCKSTEP_SOURCE_DIR "/tests/fixtures/apt/make-repo.sh' '" + repo.string() +
-                    "' >/dev/null");
+  test::run_command("bash '" + (test::source_dir() / "tests/fixtures/apt/make-repo.sh").string() + "' '" +
+                    repo.string() + "' >/dev/null");
   const fs::path dist = repo / "dists" / "lstest";
   for (const char* keyring : {"keyring.gpg", "keyring.asc"}) {
     auto text = verify_clearsigned(test::slurp(dist / "InRelease"), repo / keyring, "lstest InRelease");
