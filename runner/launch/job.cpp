@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -30,6 +31,12 @@ NodeReport unreachable(const std::string& node, const std::string& why) {
   r.node = node;
   r.checks.push_back({"reach", Check::Status::fail, why});
   return r;
+}
+
+// Whether an agent's exit status (128+N for signal N) is a signal a launcher ends its agents with.
+bool killed_by_teardown(int status) {
+  const int signal = status - 128;
+  return signal == SIGTERM || signal == SIGKILL || signal == SIGHUP || signal == SIGINT || signal == SIGPIPE;
 }
 
 // The last line of a program's output, bounded, for a message.
@@ -252,6 +259,7 @@ struct GatedPreflight::Node {
   std::string why;
   std::vector<std::string> argv; ///< the agent command that starts its preflight directly
   bool awaiting_relay = false;   ///< relayed: its preflight waits for mpirun's agent call
+  bool relayed = false;          ///< its preflight rides on mpirun's agent call (mpirun owns the agent)
 
   void start_directly() {
     if (Result<Dialogue> d = Dialogue::start(argv)) {
@@ -406,6 +414,7 @@ void GatedPreflight::take_relay_calls(const std::function<bool()>& launching) {
     node->awaiting_relay = false;
     if (Result<Dialogue> d = relay_preflight(std::move(conn), *index, m_desk->preflight)) {
       node->agent.emplace(std::move(*d));
+      node->relayed = true;
     } else {
       node->why = "mpirun's agent call through lockstep's relay failed: " + d.error().message;
     }
@@ -423,9 +432,9 @@ void GatedPreflight::take_relay_calls(const std::function<bool()>& launching) {
 std::vector<NodeReport> GatedPreflight::reports(const std::function<bool()>& launching) {
   take_relay_calls(launching);
   const auto deadline = Dialogue::Clock::now() + m_timeout;
-  auto read_one = [deadline](Node& n) -> NodeReport {
+  auto read_one = [deadline](Node& n) -> GatedOutcome {
     if (!n.agent) {
-      return unreachable(n.host, n.why);
+      return {unreachable(n.host, n.why)};
     }
     std::string bad;
     std::optional<std::string> line = n.agent->read_line(
@@ -439,7 +448,7 @@ std::vector<NodeReport> GatedPreflight::reports(const std::function<bool()>& lau
         },
         deadline);
     if (!line && n.agent->timed_out()) {
-      return unreachable(n.host, "no answer within the preflight timeout");
+      return {unreachable(n.host, "no answer within the preflight timeout")};
     }
     if (!line) { // its output ended: it has ended, or soon will
       CaptureResult end = n.agent->finish(Dialogue::Clock::now() + std::chrono::seconds(5));
@@ -451,22 +460,49 @@ std::vector<NodeReport> GatedPreflight::reports(const std::function<bool()>& lau
       const std::string said = !bad.empty()                  ? bad
                                : !last_line(end.err).empty() ? last_line(end.err)
                                                              : last_line(end.out);
-      return unreachable(
-          n.host, end.status < 0
-                      ? fmt::format("`lockstep preflight` didn't report: {}", said)
-                      : fmt::format("`lockstep preflight` didn't report (exit {}): {}", end.status, said));
+      // mpirun ends a launch by signalling its agents (the relay passes the signal on, and says
+      // so in its exit status), or by killing the relay itself (no status came).
+      const bool cut = n.relayed && bad.empty() && (end.status < 0 || killed_by_teardown(end.status));
+      return {unreachable(n.host, end.status < 0
+                                      ? fmt::format("`lockstep preflight` didn't report: {}", said)
+                                      : fmt::format("`lockstep preflight` didn't report (exit {}): {}",
+                                                    end.status, said)),
+              cut};
     }
     NodeReport r = std::move(*node_report_from_json(*line));
     r.node = r.node.empty() ? n.host : r.node;
-    return r;
+    return {std::move(r)};
   };
-  std::vector<std::future<NodeReport>> pending;
+  std::vector<std::future<GatedOutcome>> pending;
   for (Node& n : m_nodes) {
     pending.push_back(std::async(std::launch::async, read_one, std::ref(n)));
   }
-  std::vector<NodeReport> out;
+  std::vector<GatedOutcome> out;
   for (auto& f : pending) {
     out.push_back(f.get()); // in the plan's host order
+  }
+  return judge_cut_nodes(std::move(out));
+}
+
+std::vector<NodeReport> judge_cut_nodes(std::vector<GatedOutcome> outcomes) {
+  std::vector<std::string> failed; // failed without being cut
+  for (const GatedOutcome& o : outcomes) {
+    if (!o.cut && !o.report.ok()) {
+      failed.push_back(o.report.node);
+    }
+  }
+  std::vector<NodeReport> out;
+  for (GatedOutcome& o : outcomes) {
+    if (o.cut && !failed.empty()) {
+      NodeReport r;
+      r.node = o.report.node;
+      r.checks.push_back(
+          {"reach", Check::Status::warn,
+           fmt::format("not checked: mpirun stopped its launch when {} failed", fmt::join(failed, ", "))});
+      out.push_back(std::move(r));
+    } else {
+      out.push_back(std::move(o.report));
+    }
   }
   return out;
 }

@@ -98,6 +98,19 @@ private:
   bool m_finished = false;
 };
 
+/// One node's gated preflight as it was read: its report, and whether mpirun cut the node's call
+/// before a report came (the relayed agent ended by a signal, or its relay was gone).
+struct GatedOutcome {
+  NodeReport report;
+  bool cut = false;
+};
+
+/// mpirun ends every node's launch when one node's fails: a node whose call it cut that way was not
+/// checked, it did not fail. When some node failed without being cut, each cut node's "reach" check
+/// becomes a warning (shown, not a failure) naming the nodes that failed; otherwise (nothing else failed: mpirun itself was
+/// stopped) the cut nodes stay failed. In the plan's host order.
+std::vector<NodeReport> judge_cut_nodes(std::vector<GatedOutcome> outcomes);
+
 /// The verdict of a finished launch.
 struct RunVerdict {
   int exit_status = 0;               ///< lockstep run's exit status: 0, or the failure's own

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The ctest fixture `mpi_hello` (docs/testing.md): examples/mpi-hello built once per test run from its
-# committed lock (Debian bookworm from deb.debian.org), as an OCI layout, a SIF and its two SBOMs,
-# for the suites that need the image rather than the act of building it (test_mpi_hello judges this
-# build, test_run runs it on the simulated cluster, test_rootless compares a rootless build with it).
+# committed lock (Debian bookworm from deb.debian.org), as an OCI layout and a SIF (outputs out and
+# out.sif beside the copied spec), for the suites that need the image rather than the act of
+# building it (test_mpi_hello judges this build, test_run runs it on the simulated cluster,
+# test_rootless compares a rootless build with it).
 # Kept under $LOCKSTEP_BUILD_DIR/test-fixtures/mpi-hello/KEY, KEY the sha256 of the lockstep binary
 # and the example's files: a later run with the same inputs reuses it, any change builds it anew.
 # Suites read it through mpi_hello_fixture (lib.sh). Exit 77 without deb.debian.org, except in CI.
@@ -23,14 +24,17 @@ if [ -f "$root/$key/digest" ]; then
 fi
 mkdir -p "$root"
 rm -rf "${root:?}"/* # earlier keys: other binaries or another example
-tmp="$root/.$key.$$"
+# Built under the suite's temporary directory, as the suites build, not in the checkout: a spec in a
+# git work tree records its commit in the image (docs/spec.md, provenance).
+tmp="$WORK/fixture"
 mkdir -p "$tmp"
 cp -r "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello" "$tmp/ex"
 sed -i 's|oci: ../../build/examples/mpi-hello|oci: out|; s|sif: ../../build/examples/mpi-hello.sif|sif: out.sif|' \
   "$tmp/ex/lockstep.yaml"
-printf '  sbom: [out.spdx.json, out.cdx.json]\n' >>"$tmp/ex/lockstep.yaml"
 LOCKSTEP_CACHE="$WORK/store" ls_run build --locked "$tmp/ex/lockstep.yaml"
 assert_eq 0 "$RC" "build --locked examples/mpi-hello: $ERR"
 last_line "$OUT" >"$tmp/digest"
-mv "$tmp" "$root/$key"
+rm -rf "$root/.$key.$$"
+cp -a "$tmp" "$root/.$key.$$"
+mv "$root/.$key.$$" "$root/$key"
 echo "examples/mpi-hello: built into $root/$key ($(cat "$root/$key/digest"))"

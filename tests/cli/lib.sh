@@ -160,8 +160,8 @@ mpi_hello_fixture_key() {
 }
 
 # mpi_hello_fixture DEST: a copy at DEST of examples/mpi-hello as the mpi_hello fixture built it
-# (tests/cli/fixture_mpi_hello.sh): its spec with outputs out, out.sif, out.spdx.json and
-# out.cdx.json, the lock, and those outputs. Sets MPI_HELLO_DIGEST to the image's manifest digest.
+# (tests/cli/fixture_mpi_hello.sh): its spec with outputs out and out.sif, the lock, and those
+# outputs. Sets MPI_HELLO_DIGEST to the image's manifest digest.
 # ctest builds the fixture before the suites that need it; a suite run by hand builds it here.
 mpi_hello_fixture() { # DEST
   local dir

@@ -40,7 +40,17 @@ grep -q '^Package: python3-mpi4py$' bundle/rootfs/var/lib/dpkg/status || fail "d
 siftool list ex/out.sif | grep -q Squashfs || fail "siftool doesn't see the squashfs partition"
 pass "skopeo, umoci and siftool read the image; dpkg's database lists the packages"
 
-# The SBOMs the build wrote: every locked deb once, licenses as the image's copyright files say.
+# The same lock into an empty store, now also writing the two SBOMs (outputs.sbom): the same digest.
+sif_sha=$(sha256sum <ex/out.sif)
+rm -rf ex/out ex/out.sif
+printf '  sbom: [out.spdx.json, out.cdx.json]\n' >>ex/lockstep.yaml
+LOCKSTEP_CACHE="$WORK/cache2" ls_run build --locked ex/lockstep.yaml
+assert_eq 0 "$RC" "second build: $ERR"
+assert_eq "$digest" "$(last_line "$OUT")" "a second build from the lock in an empty store gives the same digest"
+pass "two builds from the lock give identical digests"
+
+# The SBOMs the build wrote: every locked deb once, licenses as the image's copyright files say; the
+# same bytes as `lockstep sbom` of the image.
 for f in ex/out.spdx.json ex/out.cdx.json; do
   /usr/bin/python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/sbom_check.py" "$f" ex/lockstep.lock --subject "$digest" \
     --root bundle/rootfs >"$WORK/sbom-check.out" || fail "$f: $(cat "$WORK/sbom-check.out")"
@@ -48,16 +58,9 @@ done
 ls_run sbom oci:ex/out --lock ex/lockstep.lock
 assert_eq 0 "$RC" "lockstep sbom oci:ex/out: $ERR"
 printf '%s\n' "$OUT" | cmp -s - ex/out.spdx.json || fail "lockstep sbom gives other bytes than the build wrote"
-cp ex/out.spdx.json "$WORK/first.spdx.json"
+# The SIF carries the SBOM as a data object: it differs from the first build's by that alone.
+[ "$(sha256sum <ex/out.sif)" != "$sif_sha" ] || fail "the SIF of a build with SBOMs is the one without"
 pass "the image's SBOMs list every locked package once with the licenses its copyright files declare ($(cat "$WORK/sbom-check.out"))"
-
-# The same lock into an empty store: the same digest.
-rm -rf ex/out ex/out.sif
-LOCKSTEP_CACHE="$WORK/cache2" ls_run build --locked ex/lockstep.yaml
-assert_eq 0 "$RC" "second build: $ERR"
-assert_eq "$digest" "$(last_line "$OUT")" "a second build from the lock in an empty store gives the same digest"
-cmp -s ex/out.spdx.json "$WORK/first.spdx.json" || fail "the second build's SBOM differs"
-pass "two builds from the lock give identical digests and SBOMs"
 
 # Vendored, then built with no network at all: a network namespace of its own (unshare --net: only a
 # loopback, no route anywhere), an empty store, --offline. From a directory, and from a real

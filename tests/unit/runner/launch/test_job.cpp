@@ -272,6 +272,38 @@ TEST_CASE("run: the verdict is the first failed rank's own status, else the laun
   CHECK(v.message == "can't run mpirun: not found");
 }
 
+TEST_CASE("run: a node whose call mpirun cut after another node failed was not checked; it did not fail",
+          "[job]") {
+  auto failed = [](const std::string& node, const std::string& why) {
+    NodeReport r;
+    r.node = node;
+    r.checks.push_back({"reach", Check::Status::fail, why});
+    return r;
+  };
+  NodeReport healthy;
+  healthy.node = "n2";
+  healthy.checks.push_back({"image", Check::Status::ok, ""});
+
+  // n9 can't be reached; mpirun then cut n1's call before n1 reported; n2 reported.
+  std::vector<NodeReport> out = judge_cut_nodes({{failed("n1", "didn't report (exit 143)"), true},
+                                                 {healthy, false},
+                                                 {failed("n9", "didn't report (exit 255)"), false}});
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].node == "n1");
+  CHECK(out[0].ok());
+  REQUIRE(out[0].find("reach") != nullptr);
+  CHECK(out[0].find("reach")->status == Check::Status::warn);
+  CHECK(out[0].find("reach")->detail == "not checked: mpirun stopped its launch when n9 failed");
+  CHECK(out[1] == healthy);
+  CHECK_FALSE(out[2].ok());
+  CHECK(out[2].find("reach")->detail == "didn't report (exit 255)");
+
+  // Every failed node was cut: nothing else explains it (mpirun itself was stopped), so they fail.
+  out = judge_cut_nodes({{failed("n1", "didn't report (exit 143)"), true}, {healthy, false}});
+  CHECK_FALSE(out[0].ok());
+  CHECK(out[0].find("reach")->detail == "didn't report (exit 143)");
+}
+
 TEST_CASE("run: the record's rank exits list every report", "[job]") {
   RankReport r = rank(0, "a", 0);
   r.start_ns = 0;
