@@ -176,6 +176,46 @@ mpi_hello_fixture() { # DEST
   MPI_HELLO_DIGEST=$(cat "$dir/digest")
 }
 
+# fixture_cached NAME KEY DEST CMD...: DEST holds what `CMD... DIR` makes in an empty DIR, copied from a
+# cache under $LOCKSTEP_BUILD_DIR/test-fixtures/NAME/KEY (KEY: the sha256 of what CMD's output depends
+# on), so that each kind of fixture is made once per test run, whichever suites ask first; flock
+# keeps two suites from making the same one at once. Without LOCKSTEP_BUILD_DIR it is made in place.
+fixture_cached() {
+  local name=$1 key=$2 dest=$3 cache
+  shift 3
+  if [ -z "${LOCKSTEP_BUILD_DIR:-}" ]; then
+    "$@" "$dest"
+    return
+  fi
+  cache="$LOCKSTEP_BUILD_DIR/test-fixtures/$name/$key"
+  mkdir -p "$(dirname "$cache")"
+  (
+    flock 9
+    if [ ! -d "$cache" ]; then
+      rm -rf "$cache.tmp"
+      "$@" "$cache.tmp" && mv "$cache.tmp" "$cache"
+    fi
+  ) 9>"$cache.lock" || return 1
+  mkdir -p "$dest"
+  cp -a "$cache/." "$dest/"
+}
+
+# fixture_repo SCRIPT DEST [ARGS...]: what tests/fixtures/apt/SCRIPT DEST ARGS... makes (a signed apt
+# repository; the scripts are deterministic but for the signatures), made once per test run.
+fixture_repo() {
+  local script=$1 dest=$2 key
+  shift 2
+  key=$({
+    cat "$LOCKSTEP_SOURCE_DIR"/tests/fixtures/apt/*.sh
+    printf '%s\n' "$script" "$@"
+  } | sha256sum | cut -c1-16)
+  fixture_cached apt "$key" "$dest" _fixture_repo_make "$script" "$@"
+}
+_fixture_repo_make() { # SCRIPT ARGS... DIR
+  local script=$1 dir=${*: -1}
+  bash "$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/$script" "$dir" "${@:2:$#-2}"
+}
+
 # ---- HTTP server for repository fixtures ----------------------------------------------------------
 # start_http_server DIR serves DIR read-only on 127.0.0.1 at a free port (the server binds port 0
 # and reports the port, so there is no race), waits until it answers, and sets
@@ -302,6 +342,10 @@ make_tagged_git_repo() {
 # glibc 2.36); python3-yaml and python3-six also hold their Python distribution's metadata (PyYAML
 # 6.0 as a .dist-info, six 1.16.0 as an .egg-info file). Needs gpg, gpgconf, dpkg-deb, sha256sum.
 make_python_apt_repo() { # DIR
+  fixture_cached python-apt "$(declare -f _make_python_apt_repo sign_flat_repo | sha256sum | cut -c1-16)" \
+    "$1" _make_python_apt_repo
+}
+_make_python_apt_repo() { # DIR
   local dir=$1 stage name version depends site
   stage=$(mktemp -d "$WORK/stage.XXXXXX")
   mkdir -p "$dir"

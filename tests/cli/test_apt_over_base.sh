@@ -15,7 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 need jq tar gpg gpgconf dpkg-deb python3 xz skopeo
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-tools --with-mpi-facts >/dev/null 2>&1 ||
+fixture_repo make-repo.sh repo --with-tools --with-mpi-facts >/dev/null 2>&1 ||
   fail "make-repo.sh failed"
 start_http_server "$WORK/repo"
 

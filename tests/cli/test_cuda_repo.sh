@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 need jq gpg gpgv dpkg-deb apt-get sha256sum tar
 
 MAKE="$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-cuda-repo.sh"
-"$MAKE" cuda >/dev/null 2>&1 || fail "make-cuda-repo.sh failed"
+fixture_repo make-cuda-repo.sh cuda >/dev/null 2>&1 || fail "make-cuda-repo.sh failed"
 REPO="$WORK/cuda/repos/debian12/x86_64"
 
 # ---- the repository ---------------------------------------------------------------------------------

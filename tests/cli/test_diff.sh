@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 need jq gpg dpkg-deb
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo >/dev/null 2>&1 || fail "make-repo.sh failed"
+fixture_repo make-repo.sh repo >/dev/null 2>&1 || fail "make-repo.sh failed"
 
 write_spec() { # NAME APT...
   local name=$1

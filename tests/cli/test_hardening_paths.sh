@@ -43,7 +43,7 @@ chmod a+rw "$WORK/outside/fifo"
 SECRET_SHA=$(sha256sum "$SECRET" | cut -d' ' -f1)
 SECRET_SIZE=$(stat -c %s "$SECRET")
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" "$WORK/repo-src" >/dev/null 2>&1 || fail "make-repo.sh failed"
+fixture_repo make-repo.sh "$WORK/repo-src" >/dev/null 2>&1 || fail "make-repo.sh failed"
 
 # Runs `lockstep ARGS` in the current directory as $AS with the store $CACHE; sets OUT, ERR, RC.
 # A run that hangs (a FIFO opened) ends after 30 s with RC 124.

@@ -10,7 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 need jq tar gpg dpkg-deb python3 xz skopeo umoci siftool unsquashfs
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-mpi-facts >/dev/null 2>&1 ||
+fixture_repo make-repo.sh repo --with-mpi-facts >/dev/null 2>&1 ||
   fail "make-repo.sh --with-mpi-facts failed"
 start_http_server "$WORK/repo"
 

@@ -13,7 +13,7 @@
 source "$(dirname "$0")/lib.sh"
 need jq tar gpg dpkg-deb python3 git xz skopeo
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-tools >/dev/null 2>&1 || fail "make-repo.sh failed"
+fixture_repo make-repo.sh repo --with-tools >/dev/null 2>&1 || fail "make-repo.sh failed"
 start_http_server "$WORK/repo"
 
 write_spec() { # PACKAGES [EXTRA]

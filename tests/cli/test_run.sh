@@ -207,7 +207,7 @@ assert_contains "$(cat "$WORK"/gate-ranks/rank-*.json)" "not started: no preflig
 pass "a rank whose node's preflight never opens the gate runs nothing and says why (exit 3, rank report)"
 
 # ---- preflight failures --------------------------------------------------------------------------
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-mpi-facts >/dev/null 2>&1 ||
+fixture_repo make-repo.sh repo --with-mpi-facts >/dev/null 2>&1 ||
   fail "make-repo.sh --with-mpi-facts failed"
 start_http_server "$WORK/repo"
 mkdir cu

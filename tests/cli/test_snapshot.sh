@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 need jq gpg gpgconf dpkg-deb dpkg python3
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" www/live >/dev/null 2>&1 || fail "make-repo.sh failed"
+fixture_repo make-repo.sh www/live >/dev/null 2>&1 || fail "make-repo.sh failed"
 # The snapshot service's copy, taken when the Release (Date: 2024-01-01 00:00 UTC) was published.
 mkdir -p www/snapshot/archive/live
 cp -r www/live www/snapshot/archive/live/20240101T000000Z

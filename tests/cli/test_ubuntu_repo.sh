@@ -21,7 +21,7 @@ source "$LOCKSTEP_SOURCE_DIR/tests/cli/apt_oracle.sh"
 need jq gpg gpgv dpkg-deb dpkg-query apt-get python3 sha256sum tar xz
 
 MAKE="$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-ubuntu-repo.sh"
-"$MAKE" ubuntu >"$WORK/make.log" 2>&1 || fail "make-ubuntu-repo.sh failed: $(cat "$WORK/make.log")"
+fixture_repo make-ubuntu-repo.sh ubuntu >"$WORK/make.log" 2>&1 || fail "make-ubuntu-repo.sh failed: $(cat "$WORK/make.log")"
 U="$WORK/ubuntu"
 
 # ---- the archive ------------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/apt_oracle.sh"
 need jq gpg dpkg-deb apt-get python3 xz
 
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-ubuntu-repo.sh" ubuntu >make.log 2>&1 ||
+fixture_repo make-ubuntu-repo.sh ubuntu >make.log 2>&1 ||
   fail "make-ubuntu-repo.sh failed: $(cat make.log)"
 # A shell and dpkg for the base (the archive's packages hold only small files).
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" ubuntu/tools --with-tools >/dev/null 2>&1 ||
+fixture_repo make-repo.sh ubuntu/tools --with-tools >/dev/null 2>&1 ||
   fail "make-repo.sh failed"
 start_http_server "$WORK/ubuntu"
 U=$HTTP_URL

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 need jq python3 gpg gpgconf dpkg-deb dpkg skopeo umoci
 
 # ---- inputs: the apt repository, a flat repository with a (fake) Python, a wheelhouse ------------
-"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo >/dev/null 2>&1 || fail "make-repo.sh failed"
+fixture_repo make-repo.sh repo >/dev/null 2>&1 || fail "make-repo.sh failed"
 
 # A flat repository with the Debian packages that give the image its Python (docs only: the wheels
 # are checked by records here, never run).
