@@ -107,8 +107,8 @@ struct GatedOutcome {
 
 /// mpirun ends every node's launch when one node's fails: a node whose call it cut that way was not
 /// checked, it did not fail. When some node failed without being cut, each cut node's "reach" check
-/// becomes a warning (shown, not a failure) naming the nodes that failed; otherwise (nothing else failed: mpirun itself was
-/// stopped) the cut nodes stay failed. In the plan's host order.
+/// becomes a warning (shown, not a failure) naming the nodes that failed; otherwise (nothing else
+/// failed: mpirun itself was stopped) the cut nodes stay failed. In the plan's host order.
 std::vector<NodeReport> judge_cut_nodes(std::vector<GatedOutcome> outcomes);
 
 /// The verdict of a finished launch.
