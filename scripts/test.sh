@@ -104,7 +104,7 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 
 begin_stage "dev build"
 if [ "$quick" = 1 ]; then
-  build_tree build/dev "${dev_args[@]}" -- unit_support unit_envspec unit_builder unit_runner unit_cli
+  build_tree build/dev "${dev_args[@]}" -- unit_support unit_envspec unit_builder unit_runner
 else
   build_tree build/dev "${dev_args[@]}"
 fi
