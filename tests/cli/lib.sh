@@ -179,11 +179,12 @@ mpi_hello_fixture() { # DEST
 # fixture_cached NAME KEY DEST CMD...: DEST holds what `CMD... DIR` makes in an empty DIR, copied from a
 # cache under $LOCKSTEP_BUILD_DIR/test-fixtures/NAME/KEY (KEY: the sha256 of what CMD's output depends
 # on), so that each kind of fixture is made once per test run, whichever suites ask first; flock
-# keeps two suites from making the same one at once. Without LOCKSTEP_BUILD_DIR it is made in place.
+# keeps two suites from making the same one at once. Made in place, uncached, without
+# LOCKSTEP_BUILD_DIR or when DEST already holds something (a suite's own packages to index with it).
 fixture_cached() {
   local name=$1 key=$2 dest=$3 cache
   shift 3
-  if [ -z "${LOCKSTEP_BUILD_DIR:-}" ]; then
+  if [ -z "${LOCKSTEP_BUILD_DIR:-}" ] || [ -n "$(ls -A "$dest" 2>/dev/null)" ]; then
     "$@" "$dest"
     return
   fi

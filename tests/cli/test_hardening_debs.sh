@@ -76,7 +76,7 @@ make_deb "$pool/ls-linked/ls-linked_1.0-1_all.deb" ls-linked \
   l:./usr/zz-linked:share/ls-linked f:./usr/zz-linked/b:linked-b f:./usr/zz-linked/sub/c:linked-c
 dpkg-deb -c "$pool/ls-evil-abs/ls-evil-abs_1.0-1_all.deb" | grep -q './usr/foo/bar' ||
   fail "dpkg-deb does not list the hostile package's file below its symlink"
-fixture_repo make-repo.sh "$WORK/repo" --with-tools >/dev/null 2>&1 ||
+"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" "$WORK/repo" --with-tools >/dev/null 2>&1 ||
   fail "make-repo.sh failed"
 start_http_server "$WORK/repo"
 trap cleanup EXIT # start_http_server chained its own; cleanup stops the server

@@ -56,7 +56,7 @@ chmod 0755 pkg/DEBIAN/postinst
 printf 'Package: ls-escape\nVersion: 1.0-1\nArchitecture: amd64\nMaintainer: lockstep tests <tests@example.invalid>\nDepends: ls-dpkg\nDescription: tries to leave the build sandbox\n' \
   >pkg/DEBIAN/control
 dpkg-deb --root-owner-group -Zxz --build pkg repo/pool/main/l/ls-escape/ls-escape_1.0-1_amd64.deb >/dev/null
-fixture_repo make-repo.sh repo --with-tools >/dev/null 2>&1 || fail "make-repo.sh failed"
+"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" repo --with-tools >/dev/null 2>&1 || fail "make-repo.sh failed"
 start_http_server "$WORK/repo"
 trap 'stop_http_server; cleanup' EXIT
 PORT=${HTTP_URL##*:}

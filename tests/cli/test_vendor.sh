@@ -141,7 +141,7 @@ pass "a git source is vendored as its tree export from the build's git cache (GN
 # ---- several locks in one directory --------------------------------------------------------------
 mkdir -p second
 cp -r repo pyrepo wheelhouse second/ 2>/dev/null
-fixture_repo make-repo.sh second/repo >/dev/null 2>&1 || fail "make-repo.sh failed"
+"$LOCKSTEP_SOURCE_DIR/tests/fixtures/apt/make-repo.sh" second/repo >/dev/null 2>&1 || fail "make-repo.sh failed"
 make_python_apt_repo "$WORK/second/pyrepo"
 make_wheel second/wheelhouse demo 1.0 '' '' 'demo/__init__.py=def main():\n    print("demo")\n' >/dev/null
 make_wheel second/wheelhouse dep 1.0 '' '' 'dep/__init__.py=VALUE = 42\n' >/dev/null
