@@ -17,6 +17,8 @@ namespace {
 
 // More repositories than this behind one git source (through commondir and alternates) is refused.
 constexpr std::size_t k_max_git_dirs = 16;
+// Entries of one git directory walked for symlinks that lead outside (refs, packs, loose objects).
+constexpr std::size_t k_max_git_entries = 1000000;
 // The files that redirect git are a line or a few; anything larger is not read.
 constexpr std::uint64_t k_max_redirect_file = 64 << 10;
 
@@ -104,6 +106,9 @@ private:
     if (auto p = inside(dir, what)) {
       return p;
     }
+    if (auto p = symlinks_inside(dir)) {
+      return p;
+    }
     const fs::path commondir = dir / "commondir";
     if (auto p = inside(commondir, "its commondir")) {
       return p;
@@ -135,6 +140,31 @@ private:
       if (auto p = objects(resolve(dir, line), "its objects/info/alternates")) {
         return p;
       }
+    }
+    return std::nullopt;
+  }
+
+  // Git stores symlinks, so a commit can ship a bare repository whose objects/pack, refs or
+  // packed-refs are symlinks into another repository: every symlink in the git directory `dir` must
+  // lead inside too. The walk does not follow them, and is bounded.
+  std::optional<std::string> symlinks_inside(const fs::path& dir) {
+    std::error_code ec;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
+    std::size_t entries = 0;
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (++entries > k_max_git_entries) {
+        return fmt::format("{}: more than {} files in the git directory {}", m_text, k_max_git_entries,
+                           dir.string());
+      }
+      if (it->is_symlink(ec)) {
+        const std::string what = "its " + it->path().lexically_relative(dir).string() + " (a symlink)";
+        if (auto p = inside(it->path(), what)) {
+          return p;
+        }
+      }
+    }
+    if (ec) {
+      return fmt::format("{}: can't read the git directory {}: {}", m_text, dir.string(), ec.message());
     }
     return std::nullopt;
   }

@@ -452,7 +452,14 @@ Result<HttpResponse> Client::request(ApiRequest req) {
   const std::string start_url =
       req.path_or_url.find("://") == std::string::npos ? url(req.path_or_url) : req.path_or_url;
   const std::string what = req.what.empty() ? redact_url(start_url) : req.what;
-  auto api_origin = origin_of(start_url);
+  // The registry's own origin: its credentials go there and nowhere else, whatever URL a Location
+  // (an upload session, a redirect) names.
+  const auto api_origin = origin_of(url("/"));
+  if (auto start = origin_of(start_url);
+      start && api_origin && api_origin->scheme == "https" && start->scheme == "http") {
+    return external_error("{}: registry {} sent the request to plain http ({}); refused", what, m_host,
+                          shown(redact_url(start_url)));
+  }
   bool renewed = false;
   long delay_ms = m_options.retry_delay_ms;
   const int retries = req.retries >= 0 ? req.retries : m_options.retries;

@@ -81,6 +81,17 @@ registry); in every failing case nothing is stored and nothing half-published:
                       honour `Range: bytes=N-` (and N-M) with 206 and Content-Range; without Range,
                       200 and the whole blob. Pull succeeds; the log shows the Range received
                       (range=bytes=N-) on a 206.
+  realm-offhost       Every request on the repository: 401 with `WWW-Authenticate: Bearer realm=
+                      "http://HOST2/token"` (the second listener, plain HTTP, another port), which
+                      hands out a token and logs auth=present or auth=absent. With credentials for
+                      the registry and --tls-verify=false for it: exit 3, the credentials are not
+                      sent over plain HTTP to another host (listener 2 logs nothing).
+  upload-offhost      A registry to push to that needs Authorization (any Basic or Bearer), else 401
+                      with a Basic challenge; it has no blob and no manifest (GET and HEAD: 404). A
+                      blob upload POST answers 202 with `Location: http://HOST2/upload/N` on the
+                      second listener, which takes the PUT (201) and logs auth=present or
+                      auth=absent; PATCH there answers 202 with its Range. A manifest PUT on the
+                      registry answers 201. Push succeeds, and listener 2 logged only auth=absent.
 
 Log (stdout, one line per request, flushed; the access-log shape registry_requests reads):
   127.0.0.1 - - [TIME] "METHOD URI HTTP/1.1" STATUS SIZE listener=1|2 case=CASE auth=present|absent
@@ -91,7 +102,8 @@ is logged with status 000.
 Other endpoints: GET /v2/ (200 {}), GET /token (auth-loop's realm), POST /_hostile/reset (clears the
 counters), GET /_hostile/info (the info file's content). Anything else: 404/405 with an OCI error.
 Options: --info FILE (written once both listeners listen: ports, digests, sizes; its presence says
-the registry is up), --addr IP (127.0.0.1), --mode CASE, --bomb-bytes N, --big-manifest-bytes N, --stall-seconds N.
+the registry is up), --addr IP (127.0.0.1), --mode CASE, --bomb-bytes N, --big-manifest-bytes N, --stall-seconds N,
+--tls-cert PEM --tls-key PEM (the first listener over HTTPS; the second stays plain HTTP).
 """
 
 import argparse
@@ -114,7 +126,8 @@ CASES = [
     "ok", "digest-mismatch", "blob-mismatch", "manifest-too-big", "manifest-too-big-nolength",
     "schema1", "redirect-loop", "redirect-offhost", "length-long", "length-short", "gzip-bomb",
     "stall", "stall-manifest", "stall-headers", "auth-loop", "bad-digest", "bad-digest-md5",
-    "bad-digest-traversal", "bad-digest-short", "rate-limit", "flaky-5xx", "resume",
+    "bad-digest-traversal", "bad-digest-short", "rate-limit", "flaky-5xx", "resume", "upload-offhost",
+    "realm-offhost",
 ]
 PING_CASES = {"auth-loop", "rate-limit", "flaky-5xx", "stall", "stall-headers"}
 
@@ -328,6 +341,8 @@ class State:
         self.counters = {}
         self.stop = threading.Event()
         self.token_serial = 0
+        self.upload_serial = 0
+        self.uploads = {}  # upload-offhost: bytes received per upload path
         self.port = self.port2 = None
 
         hello = b"hello from tests/cli/hostile_registry.py\n"
@@ -476,7 +491,31 @@ def make_handler(state, listener):
             state.stop.wait(args.stall_seconds)
 
         # ---- listener 2: blobs redirected off the registry's host ----
+        def second_upload(self):
+            """upload-offhost's upload session on listener 2: PATCH appends, PUT ends it."""
+            length = int(self.headers.get("Content-Length") or 0)
+            if length < 0 or length > 64 * MIB:
+                return self.error(400, "SIZE_INVALID", "body too large", case="upload-offhost")
+            body = self.rfile.read(length) if length else b""
+            path = self.path.split("?", 1)[0]
+            with state.lock:
+                received = state.uploads.get(path, 0) + len(body)
+                state.uploads[path] = received
+            if self.command == "PATCH":
+                return self.start(202, 0, [("Location", self.path), ("Range", f"0-{max(received, 1) - 1}")],
+                                  case="upload-offhost")
+            digest = re.search(r"[?&]digest=(sha256(?::|%3A)[0-9a-f]{64})", self.path)
+            if not digest:
+                return self.error(400, "DIGEST_INVALID", "no digest", case="upload-offhost")
+            self.start(201, 0, [("Docker-Content-Digest", digest.group(1).replace("%3A", ":"))],
+                       case="upload-offhost")
+
         def second_listener(self):
+            if self.path.startswith("/upload/"):
+                return self.second_upload()
+            if self.path.startswith("/token"):
+                body = json.dumps({"token": "offhost", "expires_in": 300}).encode()
+                return self.answer(200, body, case="realm-offhost")
             match = re.match(r"^/blobs/(sha256:[0-9a-f]{64})(\?.*)?$", self.path)
             if self.headers.get("Authorization"):
                 return self.error(400, "InvalidArgument", "only one auth mechanism allowed (Authorization sent "
@@ -542,6 +581,15 @@ def make_handler(state, listener):
                 return self.error(404, "NAME_UNKNOWN", f"repository name not known to registry: {name}")
             if case == "auth-loop":
                 return self.auth_loop_challenge(name, case)
+            if case == "realm-offhost":
+                realm = f"http://{args.addr}:{state.port2}/token"
+                return self.error(401, "UNAUTHORIZED", "authentication required",
+                                  [("WWW-Authenticate", f'Bearer realm="{realm}",service="hostile"')], case)
+            if case == "upload-offhost":
+                if not self.headers.get("Authorization"):
+                    return self.basic_challenge(case)
+                return self.error(404, "BLOB_UNKNOWN" if kind == "blobs" else "MANIFEST_UNKNOWN", "unknown",
+                                  case=case)
             if case == "redirect-offhost" and not self.headers.get("Authorization"):
                 return self.error(401, "UNAUTHORIZED", "authentication required",
                                   [("WWW-Authenticate", 'Basic realm="hostile"')], case)
@@ -551,11 +599,43 @@ def make_handler(state, listener):
 
         do_HEAD = do_GET
 
+        def basic_challenge(self, case):
+            self.error(401, "UNAUTHORIZED", "authentication required",
+                       [("WWW-Authenticate", 'Basic realm="hostile"')], case)
+
         def do_POST(self):
             if listener == 1 and self.path == "/_hostile/reset":
                 with state.lock:
                     state.counters.clear()
                 return self.answer(200, b"{}")
+            upload = re.match(r"^/v2/(?P<name>[^?]+?)/blobs/uploads/(\?.*)?$", self.path)
+            if listener == 1 and upload and self.case_of(upload.group("name")) == "upload-offhost":
+                if not self.headers.get("Authorization"):
+                    return self.basic_challenge("upload-offhost")
+                with state.lock:
+                    state.upload_serial += 1
+                    where = f"http://{args.addr}:{state.port2}/upload/{state.upload_serial}"
+                return self.start(202, 0, [("Location", where), ("Docker-Upload-UUID", str(state.upload_serial))],
+                                  case="upload-offhost")
+            self.refuse()
+
+        def do_PUT(self):
+            if listener == 2 and self.path.startswith("/upload/"):
+                return self.second_upload()
+            match = ROUTE.match(self.path.split("?", 1)[0])
+            if listener == 1 and match and match.group("kind") == "manifests" and \
+                    self.case_of(match.group("name")) == "upload-offhost":
+                if not self.headers.get("Authorization"):
+                    return self.basic_challenge("upload-offhost")
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if 0 < length <= 4 * MIB else b""
+                digest = "sha256:" + hashlib.sha256(body).hexdigest()
+                return self.start(201, 0, [("Docker-Content-Digest", digest)], case="upload-offhost")
+            self.refuse()
+
+        def do_PATCH(self):
+            if listener == 2 and self.path.startswith("/upload/"):
+                return self.second_upload()
             self.refuse()
 
         def refuse(self):
@@ -564,7 +644,7 @@ def make_handler(state, listener):
                 self.rfile.read(length)
             self.error(405, "UNSUPPORTED", "this registry is read-only")
 
-        do_PUT = do_PATCH = do_DELETE = refuse
+        do_DELETE = refuse
 
         def manifest(self, name, case, ref):
             body, media_type, claimed = state.manifests[case]
@@ -674,10 +754,17 @@ def main():
     p.add_argument("--bomb-bytes", type=int, default=16 << 30, help="gzip-bomb: uncompressed member bytes")
     p.add_argument("--big-manifest-bytes", type=int, default=6 * MIB, help="manifest-too-big: padding")
     p.add_argument("--stall-seconds", type=float, default=600, help="how long a stall lasts")
+    p.add_argument("--tls-cert", help="serve the first listener over HTTPS with this PEM certificate")
+    p.add_argument("--tls-key", help="and this PEM key (the second listener stays plain HTTP)")
     args = p.parse_args()
 
     state = State(args)
     server = Server((args.addr, 0), make_handler(state, 1))
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server2 = Server((args.addr, 0), make_handler(state, 2))
     state.port, state.port2 = server.server_address[1], server2.server_address[1]
     threading.Thread(target=server2.serve_forever, daemon=True).start()

@@ -20,6 +20,8 @@
 #                        already carries a query: http://127.0.0.1:P/auth?foo=bar
 #             tls-token  token over HTTPS; the issuer serves HTTPS with a certificate of the same CA
 #             hostile    tests/cli/hostile_registry.py (HTTP): see the cases at the top of that file
+#             hostile-tls  the same with its first listener over HTTPS (a certificate of a CA made
+#                        here, as tls; REG_N_CA, REG_N_CERTDIR); its second listener stays HTTP
 #       Options: user=U pass=P (auth and token modes; defaults: user "lockstep", a fresh password
 #                per registry containing ':' and '%41', so that clients must split Basic
 #                credentials at the first ':' and must not percent-decode them);
@@ -224,7 +226,8 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
   token) auth=token ;;
   tls-token) tls=1 auth=token ;;
   hostile) ;;
-  *) fail "registry_up: unknown mode '$mode' (plain, tls, mtls, auth, tls-auth, token, tls-token, hostile)" ;;
+  hostile-tls) tls=1 ;;
+  *) fail "registry_up: unknown mode '$mode' (plain, tls, mtls, auth, tls-auth, token, tls-token, hostile, hostile-tls)" ;;
   esac
   shift 2
   for opt in "$@"; do
@@ -249,9 +252,10 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
   [[ $addr =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "registry_up: addr must be an IPv4 address, not '$addr'"
   [ "$addr" = 127.0.0.1 ] || [ -n "$netns" ] ||
     fail "registry_up: addr=$addr needs netns= (outside a namespace of its own, registries stay on 127.0.0.1)"
-  [ "$mode" = hostile ] || need docker-registry openssl
+  [ "${mode%-tls}" = hostile ] || need docker-registry openssl
+  [ -z "$tls" ] || need openssl
   [ "$auth" != htpasswd ] || need htpasswd
-  [ "$mode" != hostile ] || need "$_REGISTRY_PYTHON"
+  [ "${mode%-tls}" != hostile ] || need "$_REGISTRY_PYTHON"
   if [ "$auth" = token ]; then
     if ! "$_REGISTRY_PYTHON" -c 'import cryptography' 2>/dev/null; then
       [ -z "${CI:-}" ] || fail "registry_up: $_REGISTRY_PYTHON can't import cryptography (python3-cryptography)"
@@ -271,26 +275,6 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
   _registry_set "$name" DAEMON_LOG "$dir/daemon.log"
   _registry_set "$name" NETNS "$netns"
 
-  if [ "$mode" = hostile ]; then
-    # shellcheck disable=SC2086 # hostile_args is a list of words on purpose
-    _registry_spawn "$dir/access.log" "$dir/daemon.log" "${in_ns[@]}" "$_REGISTRY_PYTHON" \
-      "$LOCKSTEP_SOURCE_DIR/tests/cli/hostile_registry.py" --info "$dir/info.json" --addr "$addr" $hostile_args
-    pid=$_REGISTRY_LAST_PID
-    eval "_REGISTRY_PIDS_$name=$pid"
-    _registry_wait_file "the hostile registry" "$dir/info.json" "$pid" "$dir/daemon.log" >/dev/null
-    info=$dir/info.json
-    port=$(jq -r .port "$info")
-    _registry_set "$name" PID "$pid"
-    _registry_set "$name" HOST "$addr:$port"
-    _registry_set "$name" URL "http://$addr:$port"
-    _registry_set "$name" HOST2 "$addr:$(jq -r .port2 "$info")"
-    _registry_set "$name" DIGEST "$(jq -r .manifest_digest "$info")"
-    _registry_set "$name" INFO "$info"
-    _registry_set "$name" USER hostile
-    _registry_set "$name" PASS "hostile:pw"
-    return 0
-  fi
-
   if [ -n "$tls" ]; then
     scheme=https
     _registry_make_ca "$dir" "$name"
@@ -303,15 +287,37 @@ registry_up() { # NAME MODE [OPTION=VALUE...]
     _registry_set "$name" CA "$dir/ca.crt"
     _registry_set "$name" CERTDIR "$dir/certs"
     curl_tls=(--cacert "$dir/ca.crt")
-    if [ "$mode" = mtls ]; then
-      _registry_make_cert "$dir" client "/CN=lockstep test client" "keyUsage=critical,digitalSignature" \
-        "extendedKeyUsage=clientAuth"
-      cp "$dir/client.crt" "$dir/certs/client.cert"
-      cp "$dir/client.key" "$dir/certs/client.key"
-      _registry_set "$name" CLIENT_CERT "$dir/client.crt"
-      _registry_set "$name" CLIENT_KEY "$dir/client.key"
-      curl_tls+=(--cert "$dir/client.crt" --key "$dir/client.key")
-    fi
+  fi
+
+  if [ "${mode%-tls}" = hostile ]; then
+    [ -z "$tls" ] || hostile_args+=" --tls-cert $dir/server.crt --tls-key $dir/server.key"
+    # shellcheck disable=SC2086 # hostile_args is a list of words on purpose
+    _registry_spawn "$dir/access.log" "$dir/daemon.log" "${in_ns[@]}" "$_REGISTRY_PYTHON" \
+      "$LOCKSTEP_SOURCE_DIR/tests/cli/hostile_registry.py" --info "$dir/info.json" --addr "$addr" $hostile_args
+    pid=$_REGISTRY_LAST_PID
+    eval "_REGISTRY_PIDS_$name=$pid"
+    _registry_wait_file "the hostile registry" "$dir/info.json" "$pid" "$dir/daemon.log" >/dev/null
+    info=$dir/info.json
+    port=$(jq -r .port "$info")
+    _registry_set "$name" PID "$pid"
+    _registry_set "$name" HOST "$addr:$port"
+    _registry_set "$name" URL "$scheme://$addr:$port"
+    _registry_set "$name" HOST2 "$addr:$(jq -r .port2 "$info")"
+    _registry_set "$name" DIGEST "$(jq -r .manifest_digest "$info")"
+    _registry_set "$name" INFO "$info"
+    _registry_set "$name" USER hostile
+    _registry_set "$name" PASS "hostile:pw"
+    return 0
+  fi
+
+  if [ "$mode" = mtls ]; then
+    _registry_make_cert "$dir" client "/CN=lockstep test client" "keyUsage=critical,digitalSignature" \
+      "extendedKeyUsage=clientAuth"
+    cp "$dir/client.crt" "$dir/certs/client.cert"
+    cp "$dir/client.key" "$dir/certs/client.key"
+    _registry_set "$name" CLIENT_CERT "$dir/client.crt"
+    _registry_set "$name" CLIENT_KEY "$dir/client.key"
+    curl_tls+=(--cert "$dir/client.crt" --key "$dir/client.key")
   fi
   if [ -n "$auth" ]; then
     # ':' and '%41' on purpose (see above); no spaces or glob characters, so that the flags
@@ -513,7 +519,7 @@ registry_skopeo_flags() { # NAME [src|dest]
   *) echo "--${prefix}tls-verify=false" ;;
   esac
   case $mode in
-  auth | tls-auth | token | tls-token | hostile)
+  auth | tls-auth | token | tls-token | hostile | hostile-tls)
     echo "--${prefix}creds=$(_registry_get "$name" USER):$(_registry_get "$name" PASS)"
     ;;
   esac

@@ -38,6 +38,7 @@ mkfifo "$WORK/outside/fifo"
 git init -q "$WORK/outside/repo"
 git -C "$WORK/outside/repo" -c user.email=t@e -c user.name=t commit -q --allow-empty -m "$MARK"
 git -C "$WORK/outside/repo" tag v1
+git -C "$WORK/outside/repo" gc -q # a pack and packed-refs, for the symlinked bare repository below
 chmod -R a+rX "$WORK/outside"
 chmod a+rw "$WORK/outside/fifo"
 SECRET_SHA=$(sha256sum "$SECRET" | cut -d' ' -f1)
@@ -140,6 +141,26 @@ for AS in "${WHO[@]}"; do
   lx check --allow-outside
   assert_eq 0 "$RC" "$AS: copy.git outside with --allow-outside ($ERR)"
   pass "$AS: copy.git of a repository outside is refused without --allow-outside, and nothing is fetched"
+
+  # A bare repository inside whose objects/pack, refs/heads and packed-refs are symlinks into the
+  # outside repository's (git stores symlinks: a commit can ship this).
+  rm -rf inner.git
+  git init -q --bare inner.git
+  rm -rf inner.git/objects/pack inner.git/refs/heads
+  for p in objects/pack refs/heads packed-refs; do
+    ln -s "$WORK/outside/repo/.git/$p" "inner.git/$p"
+  done
+  [ "$AS" = root ] || chown -R "$AS" inner.git
+  spec "copy: [{git: ./inner.git, rev: v1, to: /src}]"
+  for cmd in check lock; do
+    lx "$cmd"
+    assert_eq 2 "$RC" "$AS: $cmd with a bare repository symlinked outside ($ERR)"
+    assert_contains "$ERR" "(a symlink) makes git read $WORK/outside/repo/.git/" "$AS: $cmd names the symlink"
+    assert_contains "$ERR" "outside $base/proj; use --allow-outside" "$AS: $cmd says what to do"
+  done
+  [ ! -e "$CACHE/git" ] || [ -z "$(ls -A "$CACHE/git")" ] || fail "$AS: the symlinked repository was fetched"
+  rm -rf inner.git
+  pass "$AS: a bare repository inside whose packs and refs are symlinks outside is refused, nothing fetched"
 
   spec "repos: [{pypi: https://pypi.example.org/simple}]
 packages: {pip: [{requirements: ../../outside/requirements.txt}]}"

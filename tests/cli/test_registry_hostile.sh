@@ -84,6 +84,38 @@ grep -q 'listener=2' "$REG_H1_LOG" || fail "redirect-offhost: the second host wa
 if grep 'listener=2' "$REG_H1_LOG" | grep -q 'auth=present'; then fail "Authorization was sent to another host"; fi
 pass "a blob redirected to another host is fetched without the registry's Authorization"
 
+# A push whose upload sessions the registry opens on another host (a Location on the second
+# listener): the blobs go there, without the registry's Authorization.
+mkdir -p tiny/src
+printf 'tiny\n' >tiny/src/file
+printf 'lockstep: 1\nname: tiny\ncopy: [{from: ./src, to: /data}]\n' >tiny/lockstep.yaml
+export LOCKSTEP_CACHE="$WORK/cache-push"
+ls_run build --no-vcs tiny/lockstep.yaml --oci tiny/out
+assert_eq 0 "$RC" "build of the image to push: $ERR"
+ls_run push --tls-verify=false oci:tiny/out "docker://$H/upload-offhost/app:v1"
+assert_eq 0 "$RC" "push with upload sessions on another host: $ERR"
+[ "$(grep 'listener=2' "$REG_H1_LOG" | grep -c 'case=upload-offhost')" -ge 2 ] ||
+  fail "upload-offhost: the upload host was not used: $(grep upload-offhost "$REG_H1_LOG")"
+if grep 'listener=2' "$REG_H1_LOG" | grep 'case=upload-offhost' | grep -q 'auth=present'; then
+  fail "the registry's Authorization went to the upload host: $(grep upload-offhost "$REG_H1_LOG")"
+fi
+pass "a push's upload sessions on another host get the blobs without the registry's Authorization"
+
+# The same registry over verified HTTPS: an upload Location on plain http is refused (exit 3) and
+# nothing goes there.
+registry_up h2 hostile-tls
+H2=$REG_H2_HOST
+registry_certs_d h2 "$WORK/certs.d" >/dev/null
+export LOCKSTEP_CERTS_D="$WORK/certs.d"
+printf '{"auths":{"%s":{"auth":"%s"},"%s":{"auth":"%s"}}}' "$H" "$(printf 'u:p' | base64)" \
+  "$H2" "$(printf 'u:p' | base64)" >"$HOME/.config/containers/auth.json"
+export LOCKSTEP_CACHE="$WORK/cache-push-tls"
+ls_run push oci:tiny/out "docker://$H2/upload-offhost/app:v1"
+assert_eq 3 "$RC" "push to an https registry with an http upload Location: $ERR"
+assert_contains "$ERR" "sent the request to plain http" "the refusal says why"
+if grep -q 'listener=2' "$REG_H2_LOG"; then fail "a request went to the http upload host: $(cat "$REG_H2_LOG")"; fi
+pass "an https registry's upload Location on plain http is refused; nothing is sent there"
+
 # A gzip bomb in a layer: the pull stores the 16 MiB blob; unpacking it stops at the bound.
 export LOCKSTEP_CACHE="$WORK/cache-bomb"
 set +e
