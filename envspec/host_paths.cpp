@@ -149,7 +149,11 @@ private:
   // lead inside too. The walk does not follow them, and is bounded.
   std::optional<std::string> symlinks_inside(const fs::path& dir) {
     std::error_code ec;
-    fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
+    if (!fs::is_directory(dir, ec)) {
+      return std::nullopt; // not there (a vendored source, say): nothing git could read through it
+    }
+    // What git itself can't read (permission denied) it can't be led through either.
+    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
     std::size_t entries = 0;
     for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (++entries > k_max_git_entries) {
