@@ -312,6 +312,43 @@ Result<void> Client::learn_challenge(const HttpResponse& response) {
   return external_error("registry {} asks for authentication without a Bearer or Basic challenge", m_host);
 }
 
+bool Client::is_api_host(const std::string& authority) const {
+  std::string api = m_api_host;
+  std::transform(api.begin(), api.end(), api.begin(),
+                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+  return authority == api;
+}
+
+Result<TlsSettings> Client::tls_for(const std::string& authority) {
+  if (is_api_host(authority)) {
+    return m_settings.tls;
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    if (auto it = m_other_tls.find(authority); it != m_other_tls.end()) {
+      return it->second;
+    }
+  }
+  // The command line's --tls-verify names the registry, not the hosts it sends us to.
+  auto other = host_settings(m_options.config, authority, std::nullopt);
+  if (!other) {
+    return external_error("registry {} sent a request to {}, which is not HOST[:PORT]", m_host,
+                          shown(authority));
+  }
+  TlsSettings tls = other->tls;
+  tls.verify = !other->insecure;
+  // A CA trusted for the registry is trusted for the hosts it names (its token service, its
+  // storage), as those usually share its certificate authority.
+  for (const auto& ca : m_settings.tls.ca_files) {
+    if (std::find(tls.ca_files.begin(), tls.ca_files.end(), ca) == tls.ca_files.end()) {
+      tls.ca_files.push_back(ca);
+    }
+  }
+  std::lock_guard lock(m_mutex);
+  m_other_tls.emplace(authority, tls);
+  return tls;
+}
+
 Result<std::optional<Credential>> Client::credential_for(const std::vector<Scope>& scopes) {
   if (m_options.credential) {
     return m_options.credential;
@@ -341,14 +378,22 @@ Result<Client::Token> Client::fetch_token(const std::vector<Scope>& scopes) {
   }
   LS_TRY_ASSIGN(std::optional<Credential> credential, credential_for(scopes));
   auto origin = origin_of(realm);
-  if (credential && origin && origin->scheme == "http" && !m_settings.insecure) {
+  if (!origin) {
+    return external_error("registry {} sent a token realm that is not an http(s) URL: {}", m_host,
+                          shown(realm));
+  }
+  // Credentials go over plain HTTP only to the registry itself, and only when it is configured
+  // insecure; never to another host (or another port of the same one).
+  if (credential && origin->scheme == "http" && !(m_settings.insecure && is_api_host(origin->authority))) {
     return external_error(
-        "registry {} asks for credentials over plain HTTP ({}); refusing to send them. Mark "
-        "the registry insecure in registries.conf if that is intended",
-        m_host, redact_url(realm));
+        "registry {} asks for credentials over plain HTTP ({}); refusing to send them{}", m_host,
+        redact_url(realm),
+        is_api_host(origin->authority)
+            ? ". Mark the registry insecure in registries.conf if that is intended"
+            : ": its token service is another host, and credentials go to other hosts over https only");
   }
   HttpRequest q;
-  q.tls = m_settings.tls;
+  LS_TRY_ASSIGN(q.tls, tls_for(origin->authority));
   q.connect_timeout_s = m_options.connect_timeout_s;
   q.low_speed_timeout_s = m_options.stall_timeout_s;
   q.max_body = k_max_token_body;
@@ -508,7 +553,7 @@ Result<HttpResponse> Client::request(ApiRequest req) {
           return {};
         };
       }
-      q.tls = m_settings.tls;
+      LS_TRY_ASSIGN(q.tls, tls_for(origin->authority));
       q.connect_timeout_s = m_options.connect_timeout_s;
       q.low_speed_timeout_s = m_options.stall_timeout_s;
       LS_TRY_ASSIGN(response, s.perform(q));

@@ -116,6 +116,12 @@ private:
   Result<void> learn_challenge(const HttpResponse& response);
   Result<Token> fetch_token(const std::vector<Scope>& scopes);
   Result<std::optional<Credential>> credential_for(const std::vector<Scope>& scopes);
+  /// The TLS settings for a request to `authority` (HOST[:PORT] of a URL): the registry's own for
+  /// its API host. Any other host (a token realm, a redirect's storage) is verified as itself, by
+  /// its own certs.d and registries.conf and the registry's CAs, never by the registry's
+  /// --tls-verify=false or `insecure`.
+  Result<TlsSettings> tls_for(const std::string& authority);
+  [[nodiscard]] bool is_api_host(const std::string& authority) const;
   HttpSession& session();
 
   std::string m_host;     // as named: "docker.io", "127.0.0.1:5000"
@@ -129,6 +135,7 @@ private:
   std::string m_realm, m_service;
   std::map<std::string, Token> m_tokens;                          // by the joined scopes
   std::map<std::string, std::optional<Credential>> m_credentials; // by repository
+  std::map<std::string, TlsSettings> m_other_tls;                 // by authority, other hosts
 };
 
 } // namespace lockstep::registry

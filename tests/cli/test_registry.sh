@@ -305,18 +305,31 @@ out=$("$LOCKSTEP" exec "docker://$REG_A1_HOST/team/bb:v1")
 pass "Basic auth over TLS: refused without credentials (says lockstep login), login checks the password, push/exec work, --debug shows no secret"
 
 # ---------------------------------------------------------------------------------------------
-# The bearer-token flow: realm with a query, scopes merged for a mount, tokens renewed.
-registry_up k1 token expires=2
+# The bearer-token flow: realm with a query, scopes merged for a mount, tokens renewed. The token
+# service listens on another port, so it is another host: --tls-verify=false for the registry does
+# not cover it, the registry's CA (certs.d) does.
+registry_up k1 tls-token expires=2
 "$LOCKSTEP" logout -q --all >/dev/null 2>&1 || true
-printf '%s' "$REG_K1_PASS" | "$LOCKSTEP" login -q --tls-verify=false "$REG_K1_HOST" -u "$REG_K1_USER" --password-stdin
-d=$("$LOCKSTEP" push -q --tls-verify=false "oci:$WORK/img/out/layout" "docker://$REG_K1_HOST/team/bb:v1")
+mkdir -p "$WORK/no-certs.d"
+set +e
+out=$(printf '%s' "$REG_K1_PASS" | LOCKSTEP_CERTS_D="$WORK/no-certs.d" "$LOCKSTEP" login --tls-verify=false \
+  "$REG_K1_HOST" -u "$REG_K1_USER" --password-stdin 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] && grep -q "can't get a token for registry $REG_K1_HOST" <<<"$out" ||
+  fail "--tls-verify=false reached the token service on another port: rc $rc: $out"
+[ "$(registry_token_requests k1)" = 0 ] || fail "a token request reached the unverified realm: $(cat "$REG_K1_TOKEN_LOG")"
+pass "--tls-verify=false for a registry does not cover its token service on another port (verified, exit 3)"
+registry_certs_d k1 "$WORK/certs.d" >/dev/null
+printf '%s' "$REG_K1_PASS" | "$LOCKSTEP" login -q "$REG_K1_HOST" -u "$REG_K1_USER" --password-stdin
+d=$("$LOCKSTEP" push -q "oci:$WORK/img/out/layout" "docker://$REG_K1_HOST/team/bb:v1")
 [ "$d" = "$LOCAL" ] || fail "push with tokens printed $d"
-json=$("$LOCKSTEP" push --json --tls-verify=false "oci:$WORK/img/out/layout" "docker://$REG_K1_HOST/other/bb:v1")
+json=$("$LOCKSTEP" push --json "oci:$WORK/img/out/layout" "docker://$REG_K1_HOST/other/bb:v1")
 [ "$(jq -r '.[0].mounted' <<<"$json")" -ge 2 ] || fail "no mount under token auth: $json"
 [ "$(registry_token_requests k1 '(.scopes | any(test("other/bb:"))) and (.scopes | any(test("team/bb:pull")))')" -ge 1 ] ||
   fail "no token request merged the scopes of both repositories: $(tail -5 "$REG_K1_TOKEN_LOG")"
 sleep 3
-out=$("$LOCKSTEP" exec --tls-verify=false "docker://$REG_K1_HOST/team/bb:v1")
+out=$("$LOCKSTEP" exec "docker://$REG_K1_HOST/team/bb:v1")
 [ "$out" = "from the registry" ] || fail "exec with tokens printed: $out"
 pass "bearer tokens from a realm with a query: push, a mount with merged scopes, exec after expiry"
 
@@ -324,19 +337,19 @@ pass "bearer tokens from a realm with a query: push, a mount with merged scopes,
 # registries): exchanged at the realm with the OAuth2 refresh grant, never sent as a password.
 refresh=$(curl -fsS -X POST --data-urlencode grant_type=password --data-urlencode "username=$REG_K1_USER" \
   --data-urlencode "password=$REG_K1_PASS" --data-urlencode access_type=offline \
-  --data-urlencode "service=$REG_K1_SERVICE" --data-urlencode client_id=test "$REG_K1_TOKEN_REALM" | jq -r .refresh_token)
+  --data-urlencode "service=$REG_K1_SERVICE" --data-urlencode client_id=test --cacert "$REG_K1_CA" "$REG_K1_TOKEN_REALM" | jq -r .refresh_token)
 [ -n "$refresh" ] && [ "$refresh" != null ] || fail "the issuer gave no refresh token"
 "$LOCKSTEP" logout -q --all >/dev/null 2>&1 || true
 mkdir -p "$WORK/docker-idt"
 jq -n --arg h "$REG_K1_HOST" --arg t "$refresh" '{auths: {($h): {identitytoken: $t}}}' >"$WORK/docker-idt/config.json"
-out=$(DOCKER_CONFIG="$WORK/docker-idt" LOCKSTEP_CACHE="$WORK/cache-idt" "$LOCKSTEP" exec --tls-verify=false \
+out=$(DOCKER_CONFIG="$WORK/docker-idt" LOCKSTEP_CACHE="$WORK/cache-idt" "$LOCKSTEP" exec \
   "docker://$REG_K1_HOST/team/bb:v1")
 [ "$out" = "from the registry" ] || fail "exec with an identity token printed: $out"
 [ "$(registry_token_requests k1 '.auth == "refresh_token" and .status == 200 and (.scopes | any(test("team/bb:pull")))')" -ge 1 ] ||
   fail "no refresh-grant token request: $(tail -3 "$REG_K1_TOKEN_LOG")"
 jq -n --arg h "$REG_K1_HOST" '{auths: {($h): {identitytoken: "not-a-refresh-token"}}}' >"$WORK/docker-idt/config.json"
 set +e
-out=$(DOCKER_CONFIG="$WORK/docker-idt" LOCKSTEP_CACHE="$WORK/cache-idt2" "$LOCKSTEP" exec --tls-verify=false \
+out=$(DOCKER_CONFIG="$WORK/docker-idt" LOCKSTEP_CACHE="$WORK/cache-idt2" "$LOCKSTEP" exec \
   "docker://$REG_K1_HOST/team/bb:v1" 2>&1)
 rc=$?
 set -e

@@ -84,6 +84,16 @@ grep -q 'listener=2' "$REG_H1_LOG" || fail "redirect-offhost: the second host wa
 if grep 'listener=2' "$REG_H1_LOG" | grep -q 'auth=present'; then fail "Authorization was sent to another host"; fi
 pass "a blob redirected to another host is fetched without the registry's Authorization"
 
+# A token realm on another host over plain HTTP: with credentials for the registry and
+# --tls-verify=false for it, they are not sent there (exit 3), and that host is never asked.
+EXPECT_FLAGS=(--tls-verify=false)
+expect realm-offhost 3 "asks for credentials over plain HTTP.*refusing to send them"
+EXPECT_FLAGS=()
+if grep 'listener=2' "$REG_H1_LOG" | grep -q 'case=realm-offhost'; then
+  fail "realm-offhost: the realm on another host was asked: $(grep realm-offhost "$REG_H1_LOG")"
+fi
+pass "credentials are never sent over plain HTTP to a token realm on another host"
+
 # A push whose upload sessions the registry opens on another host (a Location on the second
 # listener): the blobs go there, without the registry's Authorization.
 mkdir -p tiny/src
