@@ -31,6 +31,8 @@ struct LockArgs {
   bool update_given = false;
   bool refresh = false;
   bool allow_outside = false;
+  std::size_t resolver_steps = builder::LockOptions{}.resolver_steps;
+  long resolver_timeout_s = builder::LockOptions{}.resolver_timeout.count();
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -173,6 +175,8 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
                [](const std::string& n) { return !n.empty(); });
   options.update_all = args.update_given && names.empty();
   options.refresh = args.refresh;
+  options.resolver_steps = args.resolver_steps;
+  options.resolver_timeout = std::chrono::seconds(args.resolver_timeout_s);
   options.update.insert(names.begin(), names.end());
   LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));
   LS_TRY_ASSIGN(envspec::Lock lock, builder::make_lock(spec, store, options));
@@ -269,6 +273,16 @@ void register_lock(CLI::App& app, Context& ctx) {
   cmd->add_flag(
       "--refresh", args->refresh,
       "Read every Python index page again, even those the cache holds fresh (Cache-Control max-age)");
+  cmd->add_option("--resolver-steps", args->resolver_steps,
+                  "The Python solver gives up after this many decisions and conflicts")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--resolver-timeout", args->resolver_timeout_s,
+                  "The Python solver gives up after this long")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_flag("--allow-outside", args->allow_outside,
                 "Allow host paths the spec reads (extends, copy, local repositories) outside its directory");
   add_common_flags(*cmd, ctx);

@@ -4,6 +4,8 @@
 // not in it.
 #include "support/pubgrub.hpp"
 
+#include "support/interrupt.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -157,7 +159,8 @@ enum class Relation { satisfied, contradicted, inconclusive, almost };
 
 class Solver {
 public:
-  Solver(Provider& provider, PackageId root) : m_provider(provider), m_root(root) {}
+  Solver(Provider& provider, PackageId root, const Limits& limits)
+      : m_provider(provider), m_root(root), m_limits(limits), m_start(std::chrono::steady_clock::now()) {}
 
   Result<Outcome> run(std::size_t root_version);
 
@@ -174,16 +177,20 @@ private:
   [[nodiscard]] bool is_failure(const Incompatibility& inc) const;
   Result<std::optional<PackageId>> next_package();
   Result<bool> decide(PackageId p);
+  // An interrupt, or a bound of m_limits reached: the error that stops the solve.
+  Result<void> check_limits() const;
 
   // Explanations.
   std::string term_text(const Term& t);
   std::string inc_text(std::size_t i);
-  void explain(std::size_t i, std::vector<std::string>& lines);
-  void count_uses(std::size_t i, std::map<std::size_t, int>& uses, std::set<std::size_t>& seen);
-  void collect_root_causes(std::size_t i, std::set<std::size_t>& seen, std::vector<std::string>& out);
+  void explain(std::size_t i, std::vector<std::string>& lines, std::size_t depth);
+  void count_uses(std::size_t failure);
+  void collect_root_causes(std::size_t failure, std::vector<std::string>& out);
 
   Provider& m_provider;
   PackageId m_root;
+  const Limits& m_limits;
+  std::chrono::steady_clock::time_point m_start;
   std::vector<std::size_t> m_sizes;           // by package: its universe size (known when > 0 or known flag)
   std::vector<bool> m_known;                  // by package
   std::vector<VersionSet> m_current;          // by package: the intersection of its assignments
@@ -197,7 +204,55 @@ private:
   std::map<std::size_t, int> m_uses;
   std::map<std::size_t, int> m_line_of;
   int m_next_line = 1;
+  std::size_t m_explained_bytes = 0;
+  std::size_t m_left_out = 0; // sentences the explanation's bound left out
 };
+
+// Deeper derivations are cut (explain() recurses once per level).
+constexpr std::size_t k_max_explain_depth = 256;
+
+// The lines joined by newlines, at most about `max` bytes: a longer text keeps its first lines and
+// its last five (the conclusion) and says how many it leaves out between them.
+std::string bounded_join(const std::vector<std::string>& lines, std::size_t max) {
+  std::size_t total = 0;
+  for (const std::string& l : lines) {
+    total += l.size() + 1;
+  }
+  if (total <= max + max / 4 || lines.size() <= 5) {
+    return fmt::format("{}", fmt::join(lines, "\n"));
+  }
+  const std::size_t tail = 5;
+  std::string out;
+  std::size_t kept = 0;
+  while (kept < lines.size() - tail && out.size() + lines[kept].size() < max) {
+    out += lines[kept++] + "\n";
+  }
+  out += fmt::format("[... {} lines of the derivation left out ...]", lines.size() - tail - kept);
+  for (std::size_t i = lines.size() - tail; i < lines.size(); ++i) {
+    out += "\n" + lines[i].substr(0, max / 8);
+  }
+  return out;
+}
+
+Result<void> Solver::check_limits() const {
+  LS_TRY(check_interrupted());
+  const std::size_t steps = m_stats.decisions + m_stats.conflicts;
+  const auto elapsed = std::chrono::steady_clock::now() - m_start;
+  const double seconds = std::chrono::duration<double>(elapsed).count();
+  const std::string hint = m_limits.how_to_raise.empty() ? std::string() : "; " + m_limits.how_to_raise;
+  if (steps > m_limits.max_steps) {
+    return invalid_input("version solving gave up after {} steps ({} decisions, {} conflicts, {:.1f} s), "
+                         "the bound on steps: the package metadata is too tangled to search{}",
+                         m_limits.max_steps, m_stats.decisions, m_stats.conflicts, seconds, hint);
+  }
+  if (elapsed > m_limits.max_time) {
+    return invalid_input("version solving gave up after {} s ({} decisions, {} conflicts), the bound on "
+                         "time: the package metadata is too tangled to search{}",
+                         std::chrono::duration_cast<std::chrono::seconds>(m_limits.max_time).count(),
+                         m_stats.decisions, m_stats.conflicts, hint);
+  }
+  return {};
+}
 
 Result<void> Solver::know(PackageId p) {
   if (p >= m_known.size()) {
@@ -289,6 +344,7 @@ Result<std::optional<std::size_t>> Solver::propagate(PackageId start) {
   std::vector<PackageId> changed{start};
   std::set<PackageId> queued{start};
   while (!changed.empty()) {
+    LS_TRY(check_limits());
     const PackageId p = changed.back();
     changed.pop_back();
     queued.erase(p);
@@ -331,6 +387,7 @@ Result<std::optional<std::size_t>> Solver::propagate(PackageId start) {
 Result<std::optional<std::size_t>> Solver::resolve_conflict(std::size_t inc_id, bool& failed) {
   ++m_stats.conflicts;
   while (!is_failure(m_incompatibilities[inc_id])) {
+    LS_TRY(check_limits());
     const Incompatibility inc = m_incompatibilities[inc_id];
     // The earliest assignment that satisfies each term, with the running intersections.
     std::map<PackageId, VersionSet> running;
@@ -509,19 +566,25 @@ Result<Outcome> Solver::run(std::size_t root_version) {
   Outcome out;
   PackageId next = m_root;
   while (true) {
+    LS_TRY(check_limits());
     LS_TRY_ASSIGN(std::optional<std::size_t> failure, propagate(next));
     if (failure) {
       std::vector<std::string> lines;
-      std::set<std::size_t> seen;
-      count_uses(*failure, m_uses, seen);
+      count_uses(*failure);
       if (m_incompatibilities[*failure].kind == Kind::conflict) {
-        explain(*failure, lines);
+        explain(*failure, lines, 0);
       } else {
         lines.push_back(fmt::format("Because {}, version solving failed.", inc_text(*failure)));
       }
-      out.explanation = fmt::format("{}", fmt::join(lines, "\n"));
-      seen.clear();
-      collect_root_causes(*failure, seen, out.root_causes);
+      if (m_left_out > 0) {
+        // The conclusion (the last sentence) stays; the cut is said where it is.
+        lines.insert(lines.end() - 1,
+                     fmt::format("[... {} branches of the derivation left out: it is longer than {} "
+                                 "bytes or {} levels deep ...]",
+                                 m_left_out, m_limits.max_explanation, k_max_explain_depth));
+      }
+      out.explanation = bounded_join(lines, m_limits.max_explanation);
+      collect_root_causes(*failure, out.root_causes);
       out.stats = m_stats;
       return out;
     }
@@ -593,38 +656,57 @@ std::string Solver::inc_text(std::size_t i) {
   return fmt::format("{} can't all hold", fmt::join(parts, " and "));
 }
 
-void Solver::count_uses(std::size_t i, std::map<std::size_t, int>& uses, std::set<std::size_t>& seen) {
-  ++uses[i];
-  if (!seen.insert(i).second) {
-    return;
-  }
-  const Incompatibility& inc = m_incompatibilities[i];
-  if (inc.kind == Kind::conflict) {
-    count_uses(inc.cause1, uses, seen);
-    count_uses(inc.cause2, uses, seen);
-  }
-}
-
-void Solver::collect_root_causes(std::size_t i, std::set<std::size_t>& seen, std::vector<std::string>& out) {
-  if (!seen.insert(i).second) {
-    return;
-  }
-  const Incompatibility& inc = m_incompatibilities[i];
-  if (inc.kind == Kind::conflict) {
-    collect_root_causes(inc.cause1, seen, out);
-    collect_root_causes(inc.cause2, seen, out);
-    return;
-  }
-  if (inc.kind == Kind::dependency &&
-      std::any_of(inc.terms.begin(), inc.terms.end(),
-                  [this](const Term& t) { return t.package == m_root; }) &&
-      std::find(out.begin(), out.end(), inc.text) == out.end()) {
-    out.push_back(inc.text);
+// How often each incompatibility of the derivation is used (a sentence used twice is numbered).
+// Iterative: a derivation can be as deep as the solve had conflicts.
+void Solver::count_uses(std::size_t failure) {
+  std::set<std::size_t> seen;
+  std::vector<std::size_t> todo{failure};
+  while (!todo.empty()) {
+    const std::size_t i = todo.back();
+    todo.pop_back();
+    ++m_uses[i];
+    if (!seen.insert(i).second) {
+      continue;
+    }
+    const Incompatibility& inc = m_incompatibilities[i];
+    if (inc.kind == Kind::conflict) {
+      todo.push_back(inc.cause2);
+      todo.push_back(inc.cause1);
+    }
   }
 }
 
-void Solver::explain(std::size_t i, std::vector<std::string>& lines) {
+// The root's dependencies the derivation rests on, in the order a depth-first walk meets them.
+void Solver::collect_root_causes(std::size_t failure, std::vector<std::string>& out) {
+  std::set<std::size_t> seen;
+  std::vector<std::size_t> todo{failure};
+  while (!todo.empty()) {
+    const std::size_t i = todo.back();
+    todo.pop_back();
+    if (!seen.insert(i).second) {
+      continue;
+    }
+    const Incompatibility& inc = m_incompatibilities[i];
+    if (inc.kind == Kind::conflict) {
+      todo.push_back(inc.cause2);
+      todo.push_back(inc.cause1);
+      continue;
+    }
+    if (inc.kind == Kind::dependency &&
+        std::any_of(inc.terms.begin(), inc.terms.end(),
+                    [this](const Term& t) { return t.package == m_root; }) &&
+        std::find(out.begin(), out.end(), inc.text) == out.end()) {
+      out.push_back(inc.text);
+    }
+  }
+}
+
+void Solver::explain(std::size_t i, std::vector<std::string>& lines, std::size_t depth) {
   const Incompatibility& inc = m_incompatibilities[i];
+  if (depth > 0 && (m_explained_bytes > m_limits.max_explanation || depth > k_max_explain_depth)) {
+    ++m_left_out;
+    return;
+  }
   const auto derived = [this](std::size_t c) { return m_incompatibilities[c].kind == Kind::conflict; };
   const auto line_ref = [this](std::size_t c) {
     auto it = m_line_of.find(c);
@@ -636,6 +718,7 @@ void Solver::explain(std::size_t i, std::vector<std::string>& lines) {
       m_line_of[i] = m_next_line++;
       sentence += fmt::format(" ({})", m_line_of[i]);
     }
+    m_explained_bytes += sentence.size() + 1;
     lines.push_back(std::move(sentence));
   };
   const std::size_t c1 = inc.cause1;
@@ -649,16 +732,17 @@ void Solver::explain(std::size_t i, std::vector<std::string>& lines) {
     } else if (l1 || l2) {
       const std::size_t with = l1 ? c1 : c2;
       const std::size_t without = l1 ? c2 : c1;
-      explain(without, lines);
+      explain(without, lines, depth + 1);
       write(fmt::format("And because {}{}, {}.", inc_text(with), line_ref(with), inc_text(i)));
     } else {
-      explain(c1, lines);
-      if (m_line_of.count(c1) == 0) {
+      const std::size_t before = lines.size();
+      explain(c1, lines, depth + 1);
+      if (m_line_of.count(c1) == 0 && lines.size() > before) {
         m_line_of[c1] = m_next_line++;
         lines.back() += fmt::format(" ({})", m_line_of[c1]);
       }
       lines.emplace_back();
-      explain(c2, lines);
+      explain(c2, lines, depth + 1);
       write(fmt::format("And because {}{}, {}.", inc_text(c1), line_ref(c1), inc_text(i)));
     }
     return;
@@ -677,12 +761,12 @@ void Solver::explain(std::size_t i, std::vector<std::string>& lines) {
       const std::size_t dd = d1 ? dinc.cause1 : dinc.cause2;
       const std::size_t de = d1 ? dinc.cause2 : dinc.cause1;
       if (m_line_of.count(dd) == 0) {
-        explain(dd, lines);
+        explain(dd, lines, depth + 1);
         write(fmt::format("And because {} and {}, {}.", inc_text(de), inc_text(e), inc_text(i)));
         return;
       }
     }
-    explain(d, lines);
+    explain(d, lines, depth + 1);
     write(fmt::format("And because {}, {}.", inc_text(e), inc_text(i)));
     return;
   }
@@ -691,8 +775,8 @@ void Solver::explain(std::size_t i, std::vector<std::string>& lines) {
 
 } // namespace
 
-Result<Outcome> solve(Provider& provider, PackageId root, std::size_t root_version) {
-  Solver solver(provider, root);
+Result<Outcome> solve(Provider& provider, PackageId root, std::size_t root_version, const Limits& limits) {
+  Solver solver(provider, root, limits);
   return solver.run(root_version);
 }
 

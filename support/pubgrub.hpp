@@ -12,6 +12,7 @@
 // ordinary set too. See docs/python-resolver.md.
 #include "support/result.hpp"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -132,9 +133,24 @@ struct Outcome {
   SolveStats stats;
 };
 
+/// Bounds on one solve: a hostile or tangled package world (a pigeonhole family) makes the search
+/// exponential, so it stops with an error instead, as pip bounds its resolution rounds.
+struct Limits {
+  /// Decisions and conflicts together.
+  std::size_t max_steps = 25'000;
+  std::chrono::milliseconds max_time = std::chrono::minutes(5);
+  /// The explanation of an unsatisfiable request, in bytes; a longer derivation keeps its start
+  /// and its conclusion and says how many sentences it leaves out.
+  std::size_t max_explanation = 64 << 10;
+  /// Appended to the error when a bound is reached: how to raise it ("raise it with ...").
+  std::string how_to_raise;
+};
+
 /// Solves from `root` at version `root_version` (a package whose dependencies are the request).
-/// Errors are the provider's (network, malformed metadata); an unsatisfiable request is an
-/// Outcome with solved == false.
-Result<Outcome> solve(Provider& provider, PackageId root, std::size_t root_version);
+/// Errors are the provider's (network, malformed metadata); a bound of `limits` reached is
+/// invalid_input naming it; SIGINT/SIGTERM is `interrupted`, within milliseconds. An
+/// unsatisfiable request is an Outcome with solved == false.
+Result<Outcome> solve(Provider& provider, PackageId root, std::size_t root_version,
+                      const Limits& limits = {});
 
 } // namespace lockstep::pubgrub

@@ -4,6 +4,7 @@
 #include "envspec/lockfile.hpp"
 #include "envspec/spec.hpp"
 #include "support/blob_store.hpp"
+#include "support/pubgrub.hpp"
 #include "support/registry/client.hpp"
 #include "support/result.hpp"
 
@@ -29,6 +30,10 @@ struct LockOptions {
   /// Read every Python index page again, even those the HTTP cache holds fresh (`lock --refresh`).
   /// `update` and `update_all`, which ask for the newest versions, do so too.
   bool refresh = false;
+  /// Bounds on the Python solver's work (`lock --resolver-steps N --resolver-timeout SECONDS`).
+  std::size_t resolver_steps = pubgrub::Limits{}.max_steps;
+  std::chrono::seconds resolver_timeout =
+      std::chrono::duration_cast<std::chrono::seconds>(pubgrub::Limits{}.max_time);
   std::int64_t epoch = 0;
   /// How an image base in a registry is reached (TLS, credentials).
   registry::ClientOptions registry = registry::default_client_options();

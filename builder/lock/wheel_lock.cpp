@@ -531,6 +531,10 @@ Result<void> resolve(PipLock& l) {
     c.previous.erase(project);
   }
   c.refresh_pages = l.options.refresh || l.options.update_all || !l.options.update.empty();
+  c.limits.max_steps = l.options.resolver_steps;
+  c.limits.max_time = l.options.resolver_timeout;
+  c.limits.how_to_raise = "narrow the requests with tighter pins, or raise the bounds with `lockstep lock "
+                          "--resolver-steps N --resolver-timeout SECONDS`";
   // Requirements files' hashes must still admit the previous wheel.
   for (const PyRequest& r : l.requests) {
     auto it = c.previous.find(r.requirement.project);

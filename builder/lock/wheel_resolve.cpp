@@ -1131,6 +1131,7 @@ private:
   std::unordered_map<std::string, std::string> m_set; // its METADATA by sha256 (read-only once loaded)
 
 public:
+  [[nodiscard]] const pubgrub::Limits& limits() const { return m_c.limits; }
   /// The PyRequest::where of a root dependency's text.
   [[nodiscard]] std::string where_of(const std::string& text) const {
     auto it = m_root_where.find(text);
@@ -1142,7 +1143,7 @@ public:
 Result<std::optional<WheelResolution>> solve_once(WheelProvider& provider) {
   provider.start();
   log::Timer solving("solve Python packages (PubGrub)");
-  LS_TRY_ASSIGN(pubgrub::Outcome outcome, pubgrub::solve(provider, 0, 0));
+  LS_TRY_ASSIGN(pubgrub::Outcome outcome, pubgrub::solve(provider, 0, 0, provider.limits()));
   solving.stop();
   if (provider.stale()) {
     return std::optional<WheelResolution>();

@@ -66,6 +66,8 @@ struct ResolveContext {
   std::map<std::string, std::string> fixed;
   /// Read every index page again, even one the store's HTTP cache holds fresh (support/http_cache).
   bool refresh_pages = false;
+  /// Bounds on the solver's work (`lock --resolver-steps`, `--resolver-timeout`).
+  pubgrub::Limits limits;
 };
 
 /// A project the solution installs.

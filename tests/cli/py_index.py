@@ -597,6 +597,17 @@ def torch_graph(root):
     index.write(["torch==2.0.0"])
 
 
+def pigeonhole(n, root):
+    """Issue 34's hostile index: N projects pg1..pgN with N-1 versions (holes) each; pgI==h requires
+    pgJ!=h for every other J, and the request names them all. No solution exists, and proving it
+    takes a solver time exponential in N."""
+    index = Index(root)
+    for i in range(1, n + 1):
+        for h in range(1, n):
+            index.wheel(f"pg{i}", f"{h}.0", [f"pg{j}!={h}.0" for j in range(1, n + 1) if j != i])
+    index.write([f"pg{i}" for i in range(1, n + 1)])
+
+
 def sbom_index(root):
     """Wheels declaring their licenses each way METADATA can (tests/cli/test_sbom.sh)."""
     idx = Index(root)
@@ -617,6 +628,8 @@ def main():
         conflict_graphs(sys.argv[2])
     elif what == "torch":
         torch_graph(sys.argv[2])
+    elif what == "pigeonhole":
+        pigeonhole(int(sys.argv[2]), sys.argv[3])
     elif what == "sbom":
         sbom_index(sys.argv[2])
     elif what == "serve":

@@ -285,6 +285,48 @@ assert_contains "$(cat "$dir/err")" "lockstep.yaml:8:9: error: packages.pip[0]" 
 [ ! -e "$dir/lockstep.lock" ] || fail "a failed lock wrote lockstep.lock"
 pass "an unsatisfiable request gives the whole derivation, located at the spec entry; nothing is written"
 
+# ---- a hostile index: the pigeonhole family (issue 34) -------------------------------------------
+# pgI==h requires pgJ!=h for every other J: a few kilobytes of metadata whose search grows about
+# tenfold with each project. The solver gives up at its bounds with an error naming them, its
+# explanation stays bounded, and it answers SIGINT at once.
+dir="$WORK/www/pigeon9"
+"$PIP_PY" "$INDEX_PY" pigeonhole 9 "$dir"
+lockstep_spec "$dir"
+(cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+assert_eq 2 "$(cat "$dir/rc")" "the pigeonhole index of 9 has no solution"
+assert_contains "$(cat "$dir/err")" "version solving failed" "its derivation ends with the conclusion"
+assert_contains "$(cat "$dir/err")" "left out" "a long derivation says what it leaves out"
+[ "$(wc -c <"$dir/err")" -lt 100000 ] || fail "the explanation is $(wc -c <"$dir/err") bytes"
+(cd "$dir" && ls_run lock --resolver-steps 200 && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+assert_eq 2 "$(cat "$dir/rc")" "a solve past --resolver-steps"
+assert_contains "$(cat "$dir/err")" "gave up after 200 steps" "the error names the bound"
+assert_contains "$(cat "$dir/err")" "--resolver-steps N" "the error says how to raise it"
+[ ! -e "$dir/lockstep.lock" ] || fail "a failed lock wrote lockstep.lock"
+pass "a pigeonhole index: the explanation is bounded, and --resolver-steps stops the search with exit 2 naming it"
+
+dir="$WORK/www/pigeon14"
+"$PIP_PY" "$INDEX_PY" pigeonhole 14 "$dir"
+lockstep_spec "$dir"
+: >"$WORK/pigeon14.err"
+(cd "$dir" && exec "$LOCKSTEP" lock 2>"$WORK/pigeon14.err") &
+pid=$!
+# Once the solver has asked for a project's metadata it is searching: the signal goes then.
+for _ in $(seq 1 1200); do
+  grep -q 'pigeon14/.*pg14-.*metadata' "$HTTP_LOG" && break
+  kill -0 "$pid" 2>/dev/null || fail "lock of the pigeonhole index ended early: $(cat "$WORK/pigeon14.err")"
+  sleep 0.05
+done
+kill -INT "$pid"
+# A watchdog, not a timing check: a solver that ignores the signal runs for minutes.
+(sleep 60 && kill -KILL "$pid" 2>/dev/null) &
+watchdog=$!
+rc=0
+wait "$pid" || rc=$?
+kill "$watchdog" 2>/dev/null || true
+assert_eq 130 "$rc" "lock interrupted in the middle of a hard solve: $(cat "$WORK/pigeon14.err")"
+[ ! -e "$dir/lockstep.lock" ] || fail "an interrupted lock wrote lockstep.lock"
+pass "SIGINT stops a hard solve with exit 130 and no lock"
+
 # ---- re-locking: nothing moves unasked; --update NAME moves NAME ---------------------------------
 dir="$WORK/www/moving"
 release() { # VERSION-OF-APP VERSION-OF-LIB: adds a release of each to the index

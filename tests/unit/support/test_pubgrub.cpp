@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <deque>
 #include <map>
 #include <tuple>
 
@@ -111,6 +112,48 @@ private:
   std::map<std::string, std::vector<int>> m_versions;
 };
 
+// The pigeonhole family of issue 34: N packages pg1..pgN, each with N-1 versions (holes); the
+// request needs all of them, and pgI at hole h needs every other pgJ at a hole other than h. There
+// is no solution, and a solver learns its way there only in time exponential in N.
+class Pigeonhole : public Provider {
+public:
+  explicit Pigeonhole(std::size_t n) : m_n(n) {}
+  Result<std::size_t> version_count(PackageId p) override { return p == 0 ? 1 : m_n - 1; }
+  Result<std::optional<std::size_t>> choose(PackageId, const VersionSet& allowed) override {
+    return allowed.highest();
+  }
+  Result<Dependencies> dependencies(PackageId p, std::size_t v) override {
+    Dependencies out;
+    for (PackageId q = 1; q <= m_n; ++q) {
+      if (p == 0) {
+        out.needs.push_back(
+            Dependency{q, VersionSet::any(m_n - 1), fmt::format("the request needs pg{}", q)});
+      } else if (q != p) {
+        VersionSet other = VersionSet::any(m_n - 1) & VersionSet::only(m_n - 1, v).complement();
+        out.needs.push_back(Dependency{q, other, fmt::format("pg{}=={} needs pg{}!={}", p, v, q, v)});
+      }
+    }
+    return out;
+  }
+  Priority priority(PackageId p, const VersionSet& allowed) override { return {allowed.count(), name(p)}; }
+  std::string describe(PackageId p, const VersionSet& versions) override {
+    return p == 0 ? "the request" : fmt::format("pg{} ({} holes)", p, versions.count());
+  }
+  std::string no_versions(PackageId p, const VersionSet& versions) override {
+    return fmt::format("no hole is left for {}", describe(p, versions));
+  }
+
+private:
+  std::string_view name(PackageId p) {
+    while (m_names.size() <= p) {
+      m_names.push_back(fmt::format("pg{:03}", m_names.size()));
+    }
+    return m_names[p];
+  }
+  std::size_t m_n;
+  std::deque<std::string> m_names;
+};
+
 } // namespace
 
 TEST_CASE("version sets are exact subsets with an absent element", "[pubgrub]") {
@@ -179,4 +222,39 @@ TEST_CASE("pubgrub names both requests behind a conflict between two dependencie
         "incompatible with x.\n"
         "And because the request needs foo >=1.0.0,<2.0.0 and the request needs x >=1.0.0,<2.0.0, "
         "version solving failed.");
+}
+
+TEST_CASE("pubgrub bounds its explanation of a long derivation", "[pubgrub]") {
+  Pigeonhole world(8);
+  Limits limits;
+  limits.max_explanation = 2048;
+  Outcome o = unwrap(solve(world, 0, 0, limits));
+  REQUIRE_FALSE(o.solved);
+  CHECK(o.explanation.size() < 4 * limits.max_explanation);
+  CHECK(o.explanation.find("left out") != std::string::npos);
+  CHECK(o.explanation.ends_with("version solving failed."));
+  // The default bound holds the whole of a short one.
+  Pigeonhole small(4);
+  Outcome whole = unwrap(solve(small, 0, 0));
+  CHECK(whole.explanation.find("left out") == std::string::npos);
+  CHECK(whole.explanation.ends_with("version solving failed."));
+}
+
+TEST_CASE("pubgrub gives up at its bound on steps or time, naming it", "[pubgrub]") {
+  Pigeonhole world(10); // about 4,000 steps to the answer
+  Limits limits;
+  limits.max_steps = 500;
+  limits.how_to_raise = "raise it with --resolver-steps N";
+  auto r = solve(world, 0, 0, limits);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::invalid_input);
+  CHECK_THAT(r.error().message, Catch::Contains("gave up after 500 steps") &&
+                                    Catch::Contains("bound on steps") &&
+                                    Catch::Contains("raise it with --resolver-steps N"));
+  limits.max_steps = 1'000'000;
+  limits.max_time = std::chrono::milliseconds(0);
+  r = solve(world, 0, 0, limits);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == ExitCode::invalid_input);
+  CHECK_THAT(r.error().message, Catch::Contains("bound on time"));
 }
