@@ -133,17 +133,42 @@ Result<void> apply_layers(const BlobStore& store, const fs::path& build,
                           std::size_t begin, const UnpackOptions& options) {
   const fs::path rootfs = build / "rootfs";
   LS_TRY_ASSIGN(UniqueFd root, open_file(rootfs, O_RDONLY | O_DIRECTORY));
+  if (layers.size() > oci::k_max_layers) {
+    return invalid_input("the image has {} layers, more than the {} an image may have", layers.size(),
+                         oci::k_max_layers);
+  }
+  // The image's layers together unpack to at most options.max_bytes: each layer gets what the ones
+  // before it left.
+  std::uint64_t used = 0;
   for (std::size_t i = begin; i < layers.size(); ++i) {
     const oci::Descriptor& layer = layers[i];
     if (!store.has(layer.digest)) {
       return io_error("layer {} is not in the blob store at {}; fetch the image's layers first",
                       layer.digest.str(), store.root().string());
     }
+    // A layer applied twice in a row leaves what it left once (its whiteouts and opaque
+    // directories remove only what lies below it, and it writes the same members again).
+    if (i > 0 && layer.digest == layers[i - 1].digest && diff_ids[i] == diff_ids[i - 1]) {
+      log::debug("layer {}/{} {} repeats the layer before it: nothing to apply", i + 1, layers.size(),
+                 layer.digest.str());
+      continue;
+    }
     log::debug("unpacking layer {}/{} {} ({})", i + 1, layers.size(), layer.digest.str(),
                log::human_size(static_cast<std::uint64_t>(layer.size)));
-    auto applied = apply_layer(root.get(), store.blob_path(layer.digest), layer, diff_ids[i], options);
+    UnpackOptions left = options;
+    left.max_bytes = options.max_bytes - used;
+    auto applied = apply_layer(root.get(), store.blob_path(layer.digest), layer, diff_ids[i], left);
+    if (applied) {
+      // File data, and a tar header for each member.
+      used = std::min(options.max_bytes, used + applied->bytes + applied->entries * 512);
+    }
     if (!applied) {
       Error error = std::move(applied).error();
+      if (used > 0 && error.message.find("limit") != std::string::npos) {
+        error.message += fmt::format(" (what the image's bound of {} bytes for all its layers leaves after "
+                                     "the {} before it)",
+                                     options.max_bytes, i);
+      }
       // A store blob that no longer matches its digest is removed, so that the next run fetches it again.
       if (error.code != ExitCode::interrupted && !store.verify(layer.digest)) {
         error.message += "; the corrupt blob was removed from the store, run the command again to fetch it";

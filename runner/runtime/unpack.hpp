@@ -32,9 +32,11 @@ struct UnpackOptions {
   /// ids from this offset (runner::k_confined_host_first). Owners at or past `id_count` are refused.
   std::uint32_t id_offset = 0;
   std::uint32_t id_count = 0xFFFFFFFFU;
-  /// The most bytes one layer may unpack to: the uncompressed tar stream and, separately, the sum of
+  /// The most bytes a layer may unpack to: the uncompressed tar stream and, separately, the sum of
   /// its members' declared sizes. Past it the layer is refused (a decompression bomb stays bounded).
-  std::uint64_t max_bytes = 1ULL << 40;
+  /// An image's layers together are held to it too (unpacked_root): 256 GiB, several times the
+  /// largest training images.
+  std::uint64_t max_bytes = 256ULL << 30;
 };
 
 /// What one layer did.

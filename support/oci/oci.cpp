@@ -239,6 +239,10 @@ Result<Manifest> Manifest::parse(std::string_view bytes, const std::string& wher
   if (layers == j.end() || !layers->is_array()) {
     return invalid_input("{}: manifest 'layers' must be an array", where);
   }
+  if (layers->size() > k_max_layers) {
+    return invalid_input("{}: the manifest lists {} layers, more than the {} an image may have", where,
+                         layers->size(), k_max_layers);
+  }
   for (std::size_t i = 0; i < layers->size(); ++i) {
     LS_TRY_ASSIGN(Descriptor d, Descriptor::from_json((*layers)[i], fmt::format("{}.layers[{}]", where, i)));
     m.layers.push_back(std::move(d));
@@ -308,6 +312,10 @@ Result<std::vector<Digest>> config_diff_ids(const json& config, const std::strin
   auto ids = rootfs->find("diff_ids");
   if (ids == rootfs->end() || !ids->is_array()) {
     return invalid_input("{}: image config 'rootfs.diff_ids' must be an array", where);
+  }
+  if (ids->size() > k_max_layers) {
+    return invalid_input("{}: image config lists {} diff_ids, more than the {} layers an image may have",
+                         where, ids->size(), k_max_layers);
   }
   std::vector<Digest> out;
   for (const auto& id : *ids) {

@@ -32,6 +32,11 @@ inline constexpr std::string_view k_docker_config = "application/vnd.docker.cont
 inline constexpr std::string_view k_docker_layer_gzip = "application/vnd.docker.image.rootfs.diff.tar.gzip";
 inline constexpr std::string_view k_docker_layer_tar = "application/vnd.docker.image.rootfs.diff.tar";
 
+/// The most layers an image may have (a manifest's `layers`, a config's `rootfs.diff_ids`). Docker
+/// builds stop at 127 and overlayfs mounts at about 500; a manifest listing a layer 20,000 times is
+/// hostile work, refused when read.
+inline constexpr std::size_t k_max_layers = 1000;
+
 inline constexpr std::string_view k_annotation_ref_name = "org.opencontainers.image.ref.name";
 inline constexpr std::string_view k_annotation_created = "org.opencontainers.image.created";
 inline constexpr std::string_view k_annotation_base_digest = "org.opencontainers.image.base.digest";

@@ -86,6 +86,10 @@ registry); in every failing case nothing is stored and nothing half-published:
                       hands out a token and logs auth=present or auth=absent. With credentials for
                       the registry and --tls-verify=false for it: exit 3, the credentials are not
                       sent over plain HTTP to another host (listener 2 logs nothing).
+  many-layers         Its own manifest: the valid layer listed 20,000 times, and a config with as
+                      many diff_ids. Exit 2 (more layers than an image may have), no blob request.
+  repeated-layer      The same with 500 copies: within the bound. Pull succeeds; unpacking applies the
+                      layer once.
   upload-offhost      A registry to push to that needs Authorization (any Basic or Bearer), else 401
                       with a Basic challenge; it has no blob and no manifest (GET and HEAD: 404). A
                       blob upload POST answers 202 with `Location: http://HOST2/upload/N` on the
@@ -127,7 +131,7 @@ CASES = [
     "schema1", "redirect-loop", "redirect-offhost", "length-long", "length-short", "gzip-bomb",
     "stall", "stall-manifest", "stall-headers", "auth-loop", "bad-digest", "bad-digest-md5",
     "bad-digest-traversal", "bad-digest-short", "rate-limit", "flaky-5xx", "resume", "upload-offhost",
-    "realm-offhost",
+    "realm-offhost", "many-layers", "repeated-layer",
 ]
 PING_CASES = {"auth-loop", "rate-limit", "flaky-5xx", "stall", "stall-headers"}
 
@@ -370,6 +374,12 @@ class State:
 
         valid = json.loads(self.manifest)
         big = canonical(dict(valid, annotations={"org.lockstep.padding": "x" * args.big_manifest_bytes}))
+        # The valid layer listed many times, with as many diff_ids (many-layers, repeated-layer).
+        self.repeated = {}
+        for case, n in (("many-layers", 20000), ("repeated-layer", 500)):
+            config = make_config([sha256(layer_tar)] * n)
+            self.blobs[sha256(config)] = Blob(config)
+            self.repeated[case] = canonical(make_manifest(config, [layer_ref] * n))
         self.manifests = {}  # case -> (body, media type, claimed digest)
         for case in CASES:
             body = self.manifest
@@ -379,6 +389,8 @@ class State:
                 body = big
             elif case == "gzip-bomb":
                 body = self.bomb_manifest
+            elif case in self.repeated:
+                body = self.repeated[case]
             elif case.startswith("bad-digest"):
                 broken = json.loads(self.manifest)
                 if case == "bad-digest":

@@ -126,6 +126,18 @@ assert_contains "$ERR" "sent the request to plain http" "the refusal says why"
 if grep -q 'listener=2' "$REG_H2_LOG"; then fail "a request went to the http upload host: $(cat "$REG_H2_LOG")"; fi
 pass "an https registry's upload Location on plain http is refused; nothing is sent there"
 
+# A manifest listing one layer 20,000 times: refused when read (exit 2), before any blob. The same
+# layer 500 times, within the bound: exec unpacks it once.
+expect many-layers 2 "lists 20000 layers, more than the 1000 an image may have"
+if grep -q 'GET /v2/many-layers/app/blobs' "$REG_H1_LOG"; then fail "many-layers: a blob was fetched"; fi
+export LOCKSTEP_CACHE="$WORK/cache-repeated"
+set +e
+out=$("$LOCKSTEP" exec --debug "docker://$H/repeated-layer/app:latest" -- /bin/true 2>&1)
+set -e
+assert_eq 1 "$(grep -c 'unpacking layer ' <<<"$out")" "layers unpacked of 500 copies of one: $(grep -m3 layer <<<"$out")"
+assert_eq 499 "$(grep -c 'repeats the layer before it' <<<"$out")" "copies skipped"
+pass "a manifest with 20,000 layers is refused before any blob (exit 2); 500 copies of one layer unpack once"
+
 # A gzip bomb in a layer: the pull stores the 16 MiB blob; unpacking it stops at the bound.
 export LOCKSTEP_CACHE="$WORK/cache-bomb"
 set +e

@@ -127,6 +127,40 @@ TEST_CASE("a root is unpacked once and shared by the next call", "[root_cache]")
   }
 }
 
+TEST_CASE(
+    "an image's layers together are held to the unpack bound; a layer repeated in a row is applied once",
+    "[root_cache]") {
+  CacheFixture f;
+  const std::uint64_t biggest = std::max(f.layer_tars[0].size(), f.layer_tars[1].size());
+  UnpackOptions tight;
+  tight.max_bytes = biggest + 100; // each layer alone fits, the two together don't
+  REQUIRE(unpacked_root(f.store, {f.layers[0]}, {f.diff_ids[0]}, tight));
+  REQUIRE(unpacked_root(f.store, {f.layers[1]}, {f.diff_ids[1]}, tight));
+  auto both = unpacked_root(f.store, f.layers, f.diff_ids, tight);
+  REQUIRE_FALSE(both);
+  CHECK(both.error().code == ExitCode::invalid_input);
+  CHECK_THAT(both.error().message, Catch::Contains("for all its layers"));
+  CHECK(f.tmp_entries().empty());
+
+  // The first layer 200 times: applied once, within the bound that holds one copy.
+  std::vector<oci::Descriptor> repeated(200, f.layers[0]);
+  std::vector<Digest> repeated_ids(200, f.diff_ids[0]);
+  repeated.push_back(f.layers[1]);
+  repeated_ids.push_back(f.diff_ids[1]);
+  UnpackOptions roomy;
+  roomy.max_bytes = 3 * biggest;
+  auto root = unpacked_root(f.store, repeated, repeated_ids, roomy);
+  REQUIRE(root);
+  CHECK(test::slurp(root->rootfs / "etc" / "hostname") == "box\n");
+  CHECK_FALSE(fs::exists(root->rootfs / "etc" / "motd"));
+
+  std::vector<oci::Descriptor> too_many(oci::k_max_layers + 1, f.layers[0]);
+  std::vector<Digest> too_many_ids(oci::k_max_layers + 1, f.diff_ids[0]);
+  auto refused = unpacked_root(f.store, too_many, too_many_ids, {});
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("more than the 1000"));
+}
+
 TEST_CASE("a root finished from layers unpacked in the background is the same root", "[root_cache]") {
   CacheFixture f;
   auto head = start_root(f.store, {f.layers[0]}, {f.diff_ids[0]}, {});
