@@ -118,10 +118,12 @@ private:
         return p;
       }
     }
-    return objects(dir / "objects", what);
+    return objects(dir / "objects", what, false);
   }
 
-  std::optional<std::string> objects(const fs::path& dir, std::string_view what) {
+  // An object directory; `walk`: one an alternates file names, outside the git directory already
+  // walked for symlinks, so walked here.
+  std::optional<std::string> objects(const fs::path& dir, std::string_view what, bool walk) {
     if (!m_seen.insert(dir).second) {
       return std::nullopt;
     }
@@ -132,12 +134,17 @@ private:
     if (auto p = inside(dir, what)) {
       return p;
     }
+    if (walk) {
+      if (auto p = symlinks_inside(dir)) {
+        return p;
+      }
+    }
     const fs::path alternates = dir / "info" / "alternates";
     if (auto p = inside(alternates, "its objects/info/alternates")) {
       return p;
     }
     for (const std::string& line : redirect_lines(alternates)) {
-      if (auto p = objects(resolve(dir, line), "its objects/info/alternates")) {
+      if (auto p = objects(resolve(dir, line), "its objects/info/alternates", true)) {
         return p;
       }
     }

@@ -160,7 +160,18 @@ for AS in "${WHO[@]}"; do
   done
   [ ! -e "$CACHE/git" ] || [ -z "$(ls -A "$CACHE/git")" ] || fail "$AS: the symlinked repository was fetched"
   rm -rf inner.git
-  pass "$AS: a bare repository inside whose packs and refs are symlinks outside is refused, nothing fetched"
+  # The same through an alternates object directory inside (outside the git directory's own walk):
+  # its pack directory is a symlink outside.
+  git init -q --bare inner.git
+  mkdir -p alt-objects/info
+  ln -s "$WORK/outside/repo/.git/objects/pack" alt-objects/pack
+  echo "$base/proj/alt-objects" >inner.git/objects/info/alternates
+  [ "$AS" = root ] || chown -R "$AS" inner.git alt-objects
+  lx check
+  assert_eq 2 "$RC" "$AS: check with alternates whose pack is a symlink outside ($ERR)"
+  assert_contains "$ERR" "its pack (a symlink) makes git read $WORK/outside/repo/.git/" "$AS: the alternates' symlink is named"
+  rm -rf inner.git alt-objects
+  pass "$AS: a bare repository inside whose packs and refs (or an alternate's pack) are symlinks outside is refused, nothing fetched"
 
   spec "repos: [{pypi: https://pypi.example.org/simple}]
 packages: {pip: [{requirements: ../../outside/requirements.txt}]}"
