@@ -5,6 +5,7 @@
 #include "support/interrupt.hpp"
 #include "support/log.hpp"
 #include "support/registry/client.hpp"
+#include "support/text.hpp"
 #include "support/version.hpp"
 
 #include <fmt/format.h>
@@ -163,7 +164,8 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "lockstep: error: %s\nRun 'lockstep --help' for usage.\n", e.what());
+    std::fprintf(stderr, "lockstep: error: %s\nRun 'lockstep --help' for usage.\n",
+                 diagnostic_text(e.what()).c_str());
     return static_cast<int>(ExitCode::invalid_input);
   }
 
@@ -177,13 +179,15 @@ int run(int argc, char** argv) {
     Result<ExitCode> r = ctx.action();
     if (!r) {
       const Error& err = r.error();
+      // Every error passes diagnostic_text: control characters from input never reach the terminal.
+      const std::string message = diagnostic_text(err.message);
       if (err.rendered) {
-        std::fputs(err.message.c_str(), stderr);
-        if (!err.message.empty() && err.message.back() != '\n') {
+        std::fputs(message.c_str(), stderr);
+        if (!message.empty() && message.back() != '\n') {
           std::fputc('\n', stderr);
         }
       } else {
-        std::fprintf(stderr, "lockstep: error: %s\n", err.message.c_str());
+        std::fprintf(stderr, "lockstep: error: %s\n", message.c_str());
       }
       // Whatever failed after SIGINT/SIGTERM (a blocking call ended with EINTR, reported in a spec
       // diagnostic or with another code) failed because of it.
@@ -191,10 +195,11 @@ int run(int argc, char** argv) {
     }
     return ctx.exit_status >= 0 ? ctx.exit_status : static_cast<int>(*r);
   } catch (const Failure& f) {
-    std::fprintf(stderr, "lockstep: error: %s\n", f.error().message.c_str());
+    std::fprintf(stderr, "lockstep: error: %s\n", diagnostic_text(f.error().message).c_str());
     return interrupted() ? static_cast<int>(ExitCode::interrupted) : f.error().process_exit();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "lockstep: internal error: %s\nPlease report this as a bug.\n", e.what());
+    std::fprintf(stderr, "lockstep: internal error: %s\nPlease report this as a bug.\n",
+                 diagnostic_text(e.what()).c_str());
     return static_cast<int>(ExitCode::internal);
   }
 }

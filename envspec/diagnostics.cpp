@@ -1,6 +1,7 @@
 #include "envspec/diagnostics.hpp"
 
 #include "support/fs.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 
@@ -43,6 +44,40 @@ std::optional<std::string> source_line(const std::filesystem::path& file, int li
   return text_line(*text, line);
 }
 
+// At most this much of a source line is quoted: a window around the column.
+constexpr std::size_t k_quote_width = 160;
+
+struct QuotedLine {
+  std::string text;   // the line, or a window of it with "..." at a cut end; controls escaped
+  std::string pad;    // what goes before the caret: spaces, and tabs under tabs
+  std::size_t length; // the caret and its tildes, within the quote
+};
+
+// `line` quoted for a diagnostic: a long line (a 200,000-deep flow sequence is one) shows only a
+// window around `column` (0-based), and control characters are escaped (tabs kept, so the caret
+// lines up under tab-indented text).
+QuotedLine quote_line(const std::string& line, std::size_t column, std::size_t length) {
+  std::size_t start = 0;
+  std::size_t end = line.size();
+  if (line.size() > k_quote_width) {
+    start = column > k_quote_width / 2 ? column - k_quote_width / 2 : 0;
+    start = std::min(start, line.size() - k_quote_width);
+    end = start + k_quote_width;
+  }
+  column = std::clamp(column, start, end);
+  const std::string before =
+      (start > 0 ? "..." : "") + escape_controls(line.substr(start, column - start), "\t");
+  const std::string from = escape_controls(line.substr(column, end - column), "\t");
+  QuotedLine q;
+  q.text = before + from + (end < line.size() ? "..." : "");
+  q.pad = before;
+  for (char& c : q.pad) {
+    c = c == '\t' ? '\t' : ' ';
+  }
+  q.length = std::clamp<std::size_t>(length, 1, std::max<std::size_t>(from.size(), 1));
+  return q;
+}
+
 // Renders `d`; `source` is the text of its file when known (else the file is read).
 std::string render_one(const Diagnostic& d, const std::string* source) {
   const SourceLocation& loc = d.location;
@@ -62,18 +97,12 @@ std::string render_one(const Diagnostic& d, const std::string* source) {
   out += '\n';
   if (loc.line > 0) {
     if (auto text = source != nullptr ? text_line(*source, loc.line) : source_line(loc.file, loc.line)) {
-      std::string gutter = fmt::format("{:>5} | ", loc.line);
-      out += gutter + *text + '\n';
-      std::string pad(static_cast<std::size_t>(loc.column > 0 ? loc.column - 1 : 0), ' ');
-      // Keep tabs so the caret lines up under tab-indented text.
-      for (std::size_t i = 0; i < pad.size() && i < text->size(); ++i) {
-        if ((*text)[i] == '\t') {
-          pad[i] = '\t';
-        }
-      }
-      int len = loc.length > 1 ? loc.length : 1;
-      out += std::string(gutter.size() - 2, ' ') + "| " + pad + "^" +
-             std::string(static_cast<std::size_t>(len - 1), '~') + '\n';
+      const std::string gutter = fmt::format("{:>5} | ", loc.line);
+      const auto column = static_cast<std::size_t>(loc.column > 0 ? loc.column - 1 : 0);
+      const auto length = static_cast<std::size_t>(loc.length > 1 ? loc.length : 1);
+      const QuotedLine q = quote_line(*text, column, length);
+      out += gutter + q.text + '\n';
+      out += std::string(gutter.size() - 2, ' ') + "| " + q.pad + "^" + std::string(q.length - 1, '~') + '\n';
     }
   }
   return out;

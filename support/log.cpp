@@ -1,5 +1,7 @@
 #include "support/log.hpp"
 
+#include "support/text.hpp"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -43,8 +45,9 @@ void disable_progress() {
 }
 
 void write_line(const std::string& line) {
+  const std::string shown = diagnostic_text(line);
   std::lock_guard lock(g_write_mutex);
-  std::fputs(line.c_str(), stderr);
+  std::fputs(shown.c_str(), stderr);
   std::fputc('\n', stderr);
   std::fflush(stderr);
 }
@@ -103,7 +106,7 @@ void Progress::draw(bool force) {
     line += " / " + human_size(m_total) + fmt::format("  {:3d}%", static_cast<int>(done * 100 / m_total));
   }
   std::lock_guard wlock(g_write_mutex);
-  std::fprintf(stderr, "\r\033[K%s", line.c_str());
+  std::fprintf(stderr, "\r\033[K%s", diagnostic_text(line).c_str());
   std::fflush(stderr);
   m_drawn = true;
 }
@@ -115,7 +118,7 @@ void Progress::note(const std::string& line) {
   {
     std::lock_guard lock(m_mutex);
     std::lock_guard wlock(g_write_mutex);
-    std::fprintf(stderr, "\r\033[K%s\n", line.c_str());
+    std::fprintf(stderr, "\r\033[K%s\n", diagnostic_text(line).c_str());
     std::fflush(stderr);
     m_drawn = false;
   }

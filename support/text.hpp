@@ -63,14 +63,15 @@ inline std::string_view trim(std::string_view s) {
 /// `s` on one line: C0 control characters and DEL as "\xNN", C1 controls (UTF-8 U+0080..U+009F) as
 /// "\u00NN"; every other byte unchanged. The one rule for a value in a comment line of a generated
 /// file (batch script, Dockerfile, definition file) or on a terminal: nothing in it ends the line.
-inline std::string escape_controls(std::string_view s) {
+/// The bytes in `keep` (control characters a layout needs, such as "\n\t") are left as they are.
+inline std::string escape_controls(std::string_view s, std::string_view keep = {}) {
   static constexpr char k_hex[] = "0123456789abcdef";
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0U;
-    if (c < 0x20 || c == 0x7f) {
+    if ((c < 0x20 || c == 0x7f) && keep.find(static_cast<char>(c)) == std::string_view::npos) {
       out += {'\\', 'x', k_hex[c >> 4], k_hex[c & 0xf]};
     } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
       out += {'\\', 'u', '0', '0', k_hex[next >> 4], k_hex[next & 0xf]};
@@ -109,7 +110,6 @@ inline std::string printable_ascii(std::string_view s, std::size_t limit) {
   return out;
 }
 
-/// The components of a path: no empty ones ("/a//b/" -> {"a", "b"}); "." and ".." are kept.
 /// Calls `fn(line)` for each '\n'-separated line of `text` (without the '\n'; a last line without
 /// one included), until `fn` returns false.
 template <typename Fn> void for_each_line(std::string_view text, Fn&& fn) {
@@ -126,6 +126,40 @@ template <typename Fn> void for_each_line(std::string_view text, Fn&& fn) {
   }
 }
 
+/// A diagnostic (an error, a warning, a log line) as it may reach a terminal: control characters
+/// escaped as escape_controls() does, except newline and tab, which lay it out, so an escape
+/// sequence in an image reference or a registry's answer can't retitle or clear the terminal; a
+/// line longer than `max_line` bytes is cut, saying how much is left out. The one rule for what
+/// lockstep writes to stderr (log::write_line and the CLI's error).
+inline std::string diagnostic_text(std::string_view s, std::size_t max_line = 4096) {
+  std::string out;
+  out.reserve(std::min(s.size(), std::size_t{1} << 20));
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find('\n', pos);
+    const bool last = end == std::string_view::npos;
+    end = last ? s.size() : end;
+    std::string_view line = s.substr(pos, end - pos);
+    if (line.size() > max_line) {
+      std::size_t cut = max_line;
+      while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xc0) == 0x80) {
+        --cut; // not inside a UTF-8 sequence
+      }
+      out += escape_controls(line.substr(0, cut), "\t");
+      out += "[... " + std::to_string(line.size() - cut) + " more bytes of this line left out]";
+    } else {
+      out += escape_controls(line, "\t");
+    }
+    if (last) {
+      break;
+    }
+    out += '\n';
+    pos = end + 1;
+  }
+  return out;
+}
+
+/// The components of a path: no empty ones ("/a//b/" -> {"a", "b"}); "." and ".." are kept.
 inline std::vector<std::string> path_components(std::string_view path) {
   std::vector<std::string> parts;
   std::size_t i = 0;

@@ -16,3 +16,14 @@ TEST_CASE("escape_controls keeps a value on one line and leaves other bytes alon
         "caf\xc3\xa9 \xc2\xa0 \xc2 \xff $(x) `y`; 'q' \"q\"");
   CHECK(escape_controls("") == "");
 }
+
+TEST_CASE("diagnostic_text escapes controls but keeps lines and tabs, and cuts a long line", "[text]") {
+  CHECK(diagnostic_text("bad ref 'a\x1b]0;pwned\x07\x1b[2J'\n\tchange it") ==
+        "bad ref 'a\\x1b]0;pwned\\x07\\x1b[2J'\n\tchange it");
+  CHECK(diagnostic_text("one\r\ntwo\n") == "one\\x0d\ntwo\n");
+  const std::string cut = diagnostic_text(std::string(10000, '[') + "\nnext", 100);
+  CHECK(cut == std::string(100, '[') + "[... 9900 more bytes of this line left out]\nnext");
+  // Never inside a UTF-8 sequence.
+  CHECK(diagnostic_text("ab\xc3\xa9z", 3) == "ab[... 3 more bytes of this line left out]");
+  CHECK(diagnostic_text(diagnostic_text("x\x1b")) == diagnostic_text("x\x1b"));
+}
