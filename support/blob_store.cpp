@@ -5,6 +5,7 @@
 #include "support/log.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,6 +97,64 @@ Result<BlobStore::Writer> BlobStore::begin_write() const {
   return Writer(this, std::move(f));
 }
 
+namespace {
+
+fs::path partial_path(const fs::path& root, const Digest& digest) {
+  return root / "tmp" / ("partial-" + digest.algorithm() + "-" + digest.hex());
+}
+
+} // namespace
+
+Result<BlobStore::Writer> BlobStore::resume_write(const Digest& digest, std::int64_t size) const {
+  const fs::path partial = partial_path(m_root, digest);
+  LS_TRY_ASSIGN(std::optional<AtomicFile> f, AtomicFile::resume(partial, blob_path(digest), 0444));
+  if (!f) {
+    return begin_write(); // another process is downloading it
+  }
+  Writer w(this, std::move(*f));
+  const std::uint64_t keep = w.m_file.size();
+  if (size < 0 || keep > static_cast<std::uint64_t>(size)) {
+    LS_TRY(w.restart());
+    return w;
+  }
+  // The bytes there are hashed again: the digest covers the whole blob.
+  std::vector<char> buf(1 << 20);
+  std::uint64_t done = 0;
+  while (done < keep) {
+    LS_TRY(check_interrupted());
+    const ssize_t n = ::pread(w.m_file.fd(), buf.data(), std::min<std::uint64_t>(buf.size(), keep - done),
+                              static_cast<off_t>(done));
+    if (n <= 0) {
+      return errno_error("can't read " + partial.string(), n < 0 ? errno : EIO);
+    }
+    w.m_hash.update(buf.data(), static_cast<std::size_t>(n));
+    done += static_cast<std::uint64_t>(n);
+  }
+  w.m_size = static_cast<std::int64_t>(keep);
+  w.m_resumed = w.m_size;
+  return w;
+}
+
+void BlobStore::drop_partial(const Digest& digest) const {
+  const fs::path partial = partial_path(m_root, digest);
+  const int fd = ::open(partial.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return;
+  }
+  UniqueFd owned(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    ::unlink(partial.c_str()); // nobody is writing it, and the blob is stored
+  }
+}
+
+Result<void> BlobStore::Writer::restart() {
+  LS_TRY(m_file.truncate());
+  m_hash = Sha256();
+  m_size = 0;
+  m_resumed = 0;
+  return {};
+}
+
 Result<void> BlobStore::Writer::write(const void* data, std::size_t size) {
   m_hash.update(data, size);
   m_size += static_cast<std::int64_t>(size);
@@ -119,9 +178,11 @@ Result<BlobInfo> BlobStore::Writer::commit(const std::optional<Digest>& expected
   if (m_store->has(got, m_size)) {
     // Someone (maybe a concurrent build) already published these bytes; drop ours.
     m_file.discard();
+    m_store->drop_partial(got);
     return BlobInfo{got, m_size};
   }
   LS_TRY(m_file.commit_as(final));
+  m_store->drop_partial(got);
   return BlobInfo{got, m_size};
 }
 

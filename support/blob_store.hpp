@@ -52,6 +52,10 @@ public:
     Result<void> write(const void* data, std::size_t size);
     Result<void> write(std::string_view data) { return write(data.data(), data.size()); }
     [[nodiscard]] std::int64_t size() const { return m_size; }
+    /// The bytes a killed process had downloaded that this writer continues (resume_write).
+    [[nodiscard]] std::int64_t resumed() const { return m_resumed; }
+    /// Drops what was written: the blob starts over.
+    Result<void> restart();
     /// Publishes the blob. With `expected`, a different digest (or size) is an invalid_input error
     /// and nothing is published.
     Result<BlobInfo> commit(const std::optional<Digest>& expected = std::nullopt,
@@ -64,10 +68,18 @@ public:
     AtomicFile m_file;
     Sha256 m_hash;
     std::int64_t m_size = 0;
+    std::int64_t m_resumed = 0;
   };
 
   /// Starts writing a blob.
   Result<Writer> begin_write() const;
+  /// Removes the partial download of `digest` (resume_write) unless a process is writing it.
+  void drop_partial(const Digest& digest) const;
+  /// Starts or continues writing the blob `digest` of `size` bytes in `tmp/partial-HEX`, which a
+  /// download killed midway leaves behind (SIGINT and errors remove it): the writer holds its bytes
+  /// (rehashed) and appends. A partial file longer than `size` starts over; one another process is
+  /// writing gives an ordinary writer. Any commit of `digest` removes its partial file.
+  Result<Writer> resume_write(const Digest& digest, std::int64_t size) const;
   /// Stores `bytes` and returns its digest.
   Result<BlobInfo> put(std::string_view bytes) const;
   /// Stores what the open file `fd` holds (read to its end, or until it has more than

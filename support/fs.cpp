@@ -278,9 +278,43 @@ Result<AtomicFile> AtomicFile::create(const fs::path& final_path, mode_t mode) {
   return io_error("can't create a temporary file in {}", dir.string());
 }
 
+Result<std::optional<AtomicFile>> AtomicFile::resume(const fs::path& temp_path, const fs::path& final_path,
+                                                     mode_t mode) {
+  int fd = ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return errno_error("can't open " + temp_path.string(), errno);
+  }
+  UniqueFd owned(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return std::optional<AtomicFile>(); // another process is writing it
+    }
+    return errno_error("can't lock " + temp_path.string(), errno);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return errno_error("can't stat " + temp_path.string(), errno);
+  }
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    return io_error("{} is not a regular file of this user's; remove it", temp_path.string());
+  }
+  if (::fchmod(fd, 0600) != 0 || ::lseek(fd, 0, SEEK_END) < 0) {
+    return errno_error("can't reopen " + temp_path.string(), errno);
+  }
+  AtomicFile f;
+  f.m_fd = std::move(owned);
+  f.m_temp = temp_path;
+  f.m_final = final_path;
+  f.m_written = static_cast<std::uint64_t>(st.st_size);
+  f.m_synced = f.m_written;
+  f.m_commit_mode = mode;
+  return std::optional<AtomicFile>(std::move(f));
+}
+
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
     : m_fd(std::move(o.m_fd)), m_temp(std::move(o.m_temp)), m_final(std::move(o.m_final)),
-      m_written(o.m_written), m_synced(o.m_synced), m_committed(o.m_committed) {
+      m_written(o.m_written), m_synced(o.m_synced), m_committed(o.m_committed),
+      m_commit_mode(o.m_commit_mode) {
   o.m_committed = true; // the moved-from object owns nothing
 }
 
@@ -296,6 +330,15 @@ void AtomicFile::discard() {
     ::unlink(m_temp.c_str());
     m_committed = true;
   }
+}
+
+Result<void> AtomicFile::truncate() {
+  if (::ftruncate(m_fd.get(), 0) != 0 || ::lseek(m_fd.get(), 0, SEEK_SET) != 0) {
+    return errno_error("can't truncate " + m_temp.string(), errno);
+  }
+  m_written = 0;
+  m_synced = 0;
+  return {};
 }
 
 Result<void> AtomicFile::write(const void* data, std::size_t size) {
@@ -320,6 +363,9 @@ Result<void> AtomicFile::commit() {
 }
 
 Result<void> AtomicFile::commit_as(const fs::path& final_path) {
+  if (m_commit_mode && ::fchmod(m_fd.get(), *m_commit_mode) != 0) {
+    return errno_error("can't chmod " + m_temp.string(), errno);
+  }
   if (::fsync(m_fd.get()) != 0) {
     return errno_error("can't sync " + m_temp.string(), errno);
   }
@@ -330,6 +376,9 @@ Result<void> AtomicFile::commit_as(const fs::path& final_path) {
 }
 
 Result<void> AtomicFile::commit_unsynced() {
+  if (m_commit_mode && ::fchmod(m_fd.get(), *m_commit_mode) != 0) {
+    return errno_error("can't chmod " + m_temp.string(), errno);
+  }
   m_fd.reset();
   if (::rename(m_temp.c_str(), m_final.c_str()) != 0) {
     return errno_error("can't rename " + m_temp.string() + " to " + m_final.string(), errno);

@@ -98,6 +98,17 @@ class AtomicFile {
 public:
   /// Creates the temporary file in the directory of `final_path` with permission bits `mode`.
   static Result<AtomicFile> create(const std::filesystem::path& final_path, mode_t mode = 0644);
+  /// Opens (or creates) the temporary file `temp_path` itself, a name the caller keeps across
+  /// processes so that one killed mid-write can be continued, under an exclusive flock(2); nullopt
+  /// when another process holds it. Its content is kept and writes append (`size()` tells how much
+  /// there is). It is private (0600) until commit gives it `mode`. Not committed, it is removed as
+  /// create()'s are; a killed process leaves it for the next one.
+  static Result<std::optional<AtomicFile>> resume(const std::filesystem::path& temp_path,
+                                                  const std::filesystem::path& final_path, mode_t mode);
+  /// The bytes in the file (what resume() found, and what was written since).
+  [[nodiscard]] std::uint64_t size() const { return m_written; }
+  /// Empties the file: writes start again at its beginning.
+  Result<void> truncate();
   ~AtomicFile();
   AtomicFile(AtomicFile&& o) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
@@ -128,6 +139,7 @@ private:
   std::uint64_t m_written = 0;
   std::uint64_t m_synced = 0;
   bool m_committed = false;
+  std::optional<mode_t> m_commit_mode; // resume(): the mode the file gets at commit
 };
 
 /// The names in the directory `dir_fd` (without "." and ".."), in the order readdir gives them, read

@@ -515,7 +515,7 @@ Result<HttpResponse> Client::request(ApiRequest req) {
       LS_TRY_ASSIGN(auth, authorization(req.scopes, true));
     }
     std::string target = start_url;
-    std::uint64_t resume = req.on_retry && attempt > 0 ? req.on_retry() : 0;
+    std::uint64_t resume = attempt == 0 ? req.start_at : req.on_retry ? req.on_retry() : 0;
     HttpResponse response;
     bool failed_transport = false;
     for (int hop = 0;; ++hop) {

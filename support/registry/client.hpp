@@ -72,6 +72,9 @@ struct ApiRequest {
   /// Statuses returned to the caller instead of being retried or turned into errors (404 for
   /// "not there", 202 for uploads...). 2xx always are.
   std::vector<long> expected;
+  /// The first attempt asks for the body from this byte on (`Range`), a download a killed process
+  /// left behind being continued; 0: the whole body.
+  std::uint64_t start_at = 0;
   /// Called before each new attempt of a request with a sink (the body starts over or resumes).
   /// Returns the Range start to ask for (0: the whole body again).
   std::function<std::uint64_t()> on_retry;

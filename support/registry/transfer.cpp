@@ -22,54 +22,73 @@ Result<std::uint64_t> BlobFetch::one(const oci::Descriptor& blob, log::Progress*
     return std::uint64_t{0};
   }
   const auto expected = static_cast<std::uint64_t>(blob.size);
-  LS_TRY_ASSIGN(BlobStore::Writer first, store.begin_write());
-  std::optional<BlobStore::Writer> writer;
-  writer.emplace(std::move(first));
-  std::uint64_t got = 0;
-  std::uint64_t counted = 0; // bytes already shown in the progress line
-  ApiRequest r;
-  r.path_or_url = "/v2/" + repository + "/blobs/" + blob.digest.str();
-  r.scopes = {{repository, "pull"}};
-  r.follow_redirects = true;
-  r.what = what;
-  r.sink = [&](std::span<const char> data) -> Result<void> {
-    if (data.size() > expected - got) {
-      return invalid_input(
-          "{}: the registry sent more than the {} bytes the manifest states; nothing was stored", what,
-          expected);
-    }
-    LS_TRY(writer->write(data.data(), data.size()));
-    got += data.size();
-    if (progress != nullptr && got > counted) {
-      progress->advance(got - counted);
-      counted = got;
-    }
-    return {};
-  };
-  r.on_retry = [&]() -> std::uint64_t {
+  // A download a killed process left in the store's tmp/ is continued with Range; one whose bytes
+  // don't verify is fetched once more from the start.
+  for (int pass = 0;; ++pass) {
+    LS_TRY_ASSIGN(BlobStore::Writer w,
+                  pass == 0 ? store.resume_write(blob.digest, blob.size) : store.begin_write());
+    std::optional<BlobStore::Writer> writer;
+    writer.emplace(std::move(w));
+    std::uint64_t got = static_cast<std::uint64_t>(writer->resumed());
     if (got > 0) {
-      log::debug("{}: resuming at byte {}", what, got);
+      log::debug("{}: continuing a download left at byte {}", what, got);
+      if (progress != nullptr) {
+        progress->advance(got);
+      }
+    }
+    std::uint64_t counted = got; // bytes already shown in the progress line
+    ApiRequest r;
+    r.path_or_url = "/v2/" + repository + "/blobs/" + blob.digest.str();
+    r.scopes = {{repository, "pull"}};
+    r.follow_redirects = true;
+    r.what = what;
+    r.start_at = got < expected ? got : 0;
+    if (got >= expected) {
+      LS_TRY(writer->restart()); // all there yet not stored: it did not verify
+      got = 0;
+    }
+    r.sink = [&](std::span<const char> data) -> Result<void> {
+      if (data.size() > expected - got) {
+        return invalid_input(
+            "{}: the registry sent more than the {} bytes the manifest states; nothing was stored", what,
+            expected);
+      }
+      LS_TRY(writer->write(data.data(), data.size()));
+      got += data.size();
+      if (progress != nullptr && got > counted) {
+        progress->advance(got - counted);
+        counted = got;
+      }
+      return {};
+    };
+    r.on_retry = [&]() -> std::uint64_t {
+      if (got > 0) {
+        log::debug("{}: resuming at byte {}", what, got);
+      }
+      return got;
+    };
+    r.on_restart = [&]() -> Result<void> {
+      LS_TRY(writer->restart());
+      got = 0;
+      return {};
+    };
+    LS_TRY(client.request(std::move(r)));
+    if (got != expected) {
+      return invalid_input("{}: the registry sent {} bytes, the manifest states {}; nothing was stored", what,
+                           got, expected);
+    }
+    const bool resumed = writer->resumed() > 0;
+    auto info = writer->commit(blob.digest, blob.size);
+    if (!info && resumed && pass == 0) {
+      log::info("{}: the download a killed process left did not verify; fetching the blob again", what);
+      continue;
+    }
+    if (!info) {
+      return std::move(info).error().with_context(what +
+                                                  " (the registry sent other bytes than the digest names)");
     }
     return got;
-  };
-  r.on_restart = [&]() -> Result<void> {
-    writer.reset();
-    LS_TRY_ASSIGN(BlobStore::Writer fresh, store.begin_write());
-    writer.emplace(std::move(fresh));
-    got = 0;
-    return {};
-  };
-  LS_TRY(client.request(std::move(r)));
-  if (got != expected) {
-    return invalid_input("{}: the registry sent {} bytes, the manifest states {}; nothing was stored", what,
-                         got, expected);
   }
-  auto info = writer->commit(blob.digest, blob.size);
-  if (!info) {
-    return std::move(info).error().with_context(what +
-                                                " (the registry sent other bytes than the digest names)");
-  }
-  return got;
 }
 
 Result<FetchTotals> BlobFetch::run(const std::vector<oci::Descriptor>& blobs,

@@ -76,6 +76,39 @@ expect resume 0 "pulled"
 grep -Eq '" 206 .*range=bytes=[0-9]+-' "$REG_H1_LOG" || fail "resume: no ranged 206 in the log"
 pass "429 with Retry-After waited for, 5xx retried, a dropped blob resumed with Range (206)"
 
+# A pull killed (SIGKILL) mid-blob leaves its partial download in the store's tmp/; the next pull of
+# that blob continues it with Range and leaves nothing behind. A partial download that doesn't
+# verify is fetched again from the start.
+export LOCKSTEP_CACHE="$WORK/cache-killed"
+"$LOCKSTEP" pull --registry-timeout 600 "docker://$H/stall/killed:latest" >/dev/null 2>&1 &
+pid=$!
+partial=""
+for _ in $(seq 1 600); do
+  partial=$(find "$LOCKSTEP_CACHE/tmp" -name 'partial-*' -size +0c 2>/dev/null | head -n 1)
+  [ -z "$partial" ] || break
+  kill -0 "$pid" 2>/dev/null || fail "the stalled pull ended before it wrote a partial blob"
+  sleep 0.05
+done
+[ -n "$partial" ] || fail "no partial download appeared in $LOCKSTEP_CACHE/tmp"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+have=$(stat -c %s "$partial")
+[ -e "$partial" ] && [ "$have" -gt 0 ] || fail "the killed pull left no partial blob"
+ls_run pull --registry-timeout 5 "docker://$H/ok/after-kill:latest"
+assert_eq 0 "$RC" "the pull after the killed one: $ERR"
+grep -Eq "\"GET /v2/ok/after-kill/blobs/sha256:[0-9a-f]{64} HTTP/1.1\" 206 .*range=bytes=$have-" "$REG_H1_LOG" ||
+  fail "the next pull did not continue the partial blob at byte $have: $(grep after-kill "$REG_H1_LOG")"
+[ "$(leftovers)" = 0 ] || fail "partial downloads are left after the blob was stored: $(ls "$LOCKSTEP_CACHE/tmp")"
+# A partial download whose bytes are wrong: refused by the digest, then fetched whole.
+export LOCKSTEP_CACHE="$WORK/cache-bad-partial"
+mkdir -p "$LOCKSTEP_CACHE/tmp"
+layer=$(jq -r .layer_digest "$REG_H1_INFO")
+printf 'not the layer' >"$LOCKSTEP_CACHE/tmp/partial-sha256-${layer#sha256:}"
+ls_run pull --registry-timeout 5 "docker://$H/ok/bad-partial:latest"
+assert_eq 0 "$RC" "the pull over a bad partial blob: $ERR"
+[ "$(leftovers)" = 0 ] || fail "the bad partial download was left: $(ls "$LOCKSTEP_CACHE/tmp")"
+pass "a killed pull's partial blob is continued by the next pull (Range) and removed; a bad one is fetched again"
+
 # A redirect to another host never carries the registry's Authorization.
 mkdir -p "$HOME/.config/containers"
 printf '{"auths":{"%s":{"auth":"%s"}}}' "$H" "$(printf 'u:p' | base64)" >"$HOME/.config/containers/auth.json"

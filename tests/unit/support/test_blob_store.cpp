@@ -123,3 +123,55 @@ TEST_CASE("records are written atomically and read back", "[store]") {
   REQUIRE(store->put_record("layers", "abc", "{\"x\":1}"));
   CHECK(*store->get_record("layers", "abc") == "{\"x\":1}");
 }
+
+TEST_CASE("a partial download a killed process left is continued, and removed once the blob is stored",
+          "[store]") {
+  test::TempDirFixture tmp;
+  auto store = BlobStore::open(tmp.dir() / "cache");
+  REQUIRE(store);
+  const std::string blob = "the whole blob, downloaded in two processes";
+  const Digest d = sha256_of(blob);
+  const fs::path partial = tmp.dir() / "cache" / "tmp" / ("partial-sha256-" + d.hex());
+  {
+    auto first = store->resume_write(d, static_cast<std::int64_t>(blob.size()));
+    REQUIRE(first);
+    CHECK(first->resumed() == 0);
+    REQUIRE(first->write(blob.substr(0, 10)));
+    CHECK(fs::exists(partial));
+    // A write that ends without a commit (an error, SIGINT) removes it; a killed process can't.
+  }
+  CHECK_FALSE(fs::exists(partial));
+  tmp.write("cache/tmp/partial-sha256-" + d.hex(), blob.substr(0, 10)); // what a killed process leaves
+  auto second = store->resume_write(d, static_cast<std::int64_t>(blob.size()));
+  REQUIRE(second);
+  CHECK(second->resumed() == 10);
+  // Another writer of the same blob meanwhile gets a file of its own (the partial one is locked).
+  auto other = store->resume_write(d, static_cast<std::int64_t>(blob.size()));
+  REQUIRE(other);
+  CHECK(other->resumed() == 0);
+  REQUIRE(second->write(blob.substr(10)));
+  auto info = second->commit(d, static_cast<std::int64_t>(blob.size()));
+  REQUIRE(info);
+  CHECK(*store->read(d) == blob);
+  CHECK_FALSE(fs::exists(partial));
+  struct stat st {};
+  REQUIRE(::stat(store->blob_path(d).c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0444);
+
+  // A partial file of a blob stored some other way is removed by that store.
+  const std::string b2 = "another blob";
+  const Digest d2 = sha256_of(b2);
+  const fs::path partial2 = tmp.dir() / "cache" / "tmp" / ("partial-sha256-" + d2.hex());
+  tmp.write("cache/tmp/partial-sha256-" + d2.hex(), "anot");
+  REQUIRE(store->put(b2));
+  CHECK_FALSE(fs::exists(partial2));
+  // One longer than the blob starts over.
+  const std::string b3 = "third";
+  const Digest d3 = sha256_of(b3);
+  tmp.write("cache/tmp/partial-sha256-" + d3.hex(), "far too long for it");
+  auto third = store->resume_write(d3, 5);
+  REQUIRE(third);
+  CHECK(third->resumed() == 0);
+  REQUIRE(third->write(b3));
+  REQUIRE(third->commit(d3, 5));
+}
