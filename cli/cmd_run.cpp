@@ -77,8 +77,10 @@ mpirun reaches nodes with its rsh agent (OMPI_MCA_plm_rsh_agent or --launcher-ar
 
 A record of each job (image and lock digests, nodes, commands, per-rank exit codes, times) goes to
 $LOCKSTEP_RUNS (default ~/.local/state/lockstep/runs)/<job>/record.json (directories 0700, files
-0600); ranks must be able to write there (a shared file system on a real cluster). --env values are
-left out of the record, --dry-run and --debug (names only) unless --record-env-values.
+0600); ranks must be able to write there (a shared file system on a real cluster). --env values reach
+the ranks through the launcher's environment, never their command lines (ps); --env NAME passes this
+environment's NAME, so a secret is on no command line at all. They are left out of the record,
+--dry-run and --debug (names only) unless --record-env-values.
 
 Exit status: 0 when every rank exited 0; the failing rank's status (the first to fail; the message
 names its rank and node); 1 preflight failed; 2 bad usage or image; 3 a launcher or node unreachable.
@@ -127,10 +129,17 @@ Result<void> complete_request(RunArgs& args) {
     req.exec_args.insert(req.exec_args.end(), {"--bind", b});
   }
   for (const std::string& e : args.envs) {
-    if (e.find('=') == std::string::npos) {
-      return invalid_input("--env '{}' needs NAME=VALUE", e);
+    if (e.find('=') != std::string::npos) {
+      req.exec_args.insert(req.exec_args.end(), {"--env", e});
+      continue;
     }
-    req.exec_args.insert(req.exec_args.end(), {"--env", e});
+    // --env NAME: the value this process has (a secret then is on no command line at all).
+    const char* value = e.empty() ? nullptr : std::getenv(e.c_str());
+    if (value == nullptr) {
+      return invalid_input("--env '{}': {} is not set here; give --env NAME=VALUE, or export {} first", e,
+                           e.empty() ? "the name" : e, e.empty() ? "NAME" : e);
+    }
+    req.exec_args.insert(req.exec_args.end(), {"--env", e + "=" + value});
   }
   if (args.clean_env) {
     req.exec_args.emplace_back("--cleanenv");
@@ -728,8 +737,9 @@ void register_run(CLI::App& app, Context& ctx) {
   cmd->add_option("-B,--bind", args->binds, "Bind a host path into every rank (repeatable)")
       ->type_name("SRC[:DST][:ro]")
       ->allow_extra_args(false);
-  cmd->add_option("-e,--env", args->envs, "Set a variable in every rank (repeatable)")
-      ->type_name("NAME=VALUE")
+  cmd->add_option("-e,--env", args->envs,
+                  "Set a variable in every rank (repeatable); NAME alone passes this environment's value")
+      ->type_name("NAME[=VALUE]")
       ->allow_extra_args(false);
   cmd->add_flag("--cleanenv", args->clean_env, "Don't pass the host's environment into the ranks");
   cmd->add_flag("--record-env-values", args->record_env_values,

@@ -98,9 +98,18 @@ Result<std::vector<ExecFlag>> exec_flags(const std::vector<std::string>& args) {
   return out;
 }
 
-// Each rank's command for the chosen runtime.
+// A `--env NAME=VALUE` reaches the ranks through the launcher's environment (`env`, which mpirun
+// exports with -x and srun passes), never on their command lines, which `ps` on every node shows:
+// as PREFIX+NAME=VALUE, the variable the runtime turns into NAME in the container. A shown plan's
+// `--env NAME` (its value withheld) gives PREFIX+NAME.
+void env_through_launcher(const ExecFlag& f, std::string_view prefix, std::vector<std::string>& env) {
+  env.push_back(std::string(prefix) + f.value);
+}
+
+// Each rank's command for the chosen runtime; the variables it needs from the launcher go to `env`.
 Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const LaunchSite& site,
-                                              const LaunchPlan& plan, std::vector<std::string>& notes) {
+                                              const LaunchPlan& plan, std::vector<std::string>& notes,
+                                              std::vector<std::string>& env) {
   LS_TRY_ASSIGN(std::vector<ExecFlag> flags, exec_flags(r.exec_args));
   std::vector<std::string> cmd;
   switch (r.runtime) {
@@ -121,7 +130,16 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
     if (r.gpus_per_node > 0) {
       cmd.emplace_back("--gpus");
     }
-    cmd.insert(cmd.end(), r.exec_args.begin(), r.exec_args.end());
+    for (const ExecFlag& f : flags) {
+      if (f.name == "--env") {
+        env_through_launcher(f, "LOCKSTEP_ENV_", env); // lockstep exec reads LOCKSTEP_ENV_NAME
+        continue;
+      }
+      cmd.push_back(f.name);
+      if (f.name != "--cleanenv") {
+        cmd.push_back(f.value);
+      }
+    }
     cmd.insert(cmd.end(), {r.image, "--"});
     break;
   }
@@ -132,8 +150,14 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
       cmd.emplace_back("--nv");
     }
     for (const ExecFlag& f : flags) {
+      if (f.name == "--env") {
+        // APPTAINERENV_NAME / SINGULARITYENV_NAME: NAME in the container.
+        env_through_launcher(
+            f, r.runtime == ContainerRuntime::apptainer ? "APPTAINERENV_" : "SINGULARITYENV_", env);
+        continue;
+      }
       cmd.push_back(f.name);
-      if (!f.value.empty()) {
+      if (f.name != "--cleanenv") {
         cmd.push_back(f.value);
       }
     }
@@ -161,7 +185,9 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
       if (f.name == "--bind") {
         cmd.insert(cmd.end(), {"--mount", f.value});
       } else if (f.name == "--env") {
-        cmd.insert(cmd.end(), {"--env", f.value});
+        // `enroot start --env NAME` passes the host's NAME, which the launcher sets.
+        cmd.insert(cmd.end(), {"--env", f.value.substr(0, f.value.find('='))});
+        env_through_launcher(f, "", env);
       } else {
         notes.push_back("enroot start has no --cleanenv: the host's environment passes");
       }
@@ -359,6 +385,11 @@ void mpirun_command(const LaunchRequest& r, const LaunchSite& site, const envspe
     }
     if (site.root) {
       plan.argv.emplace_back("--allow-run-as-root");
+    }
+    // Open MPI passes only the variables named with -x to ranks on other nodes (MPICH's Hydra
+    // passes the whole environment).
+    for (const std::string& e : plan.env) {
+      plan.argv.insert(plan.argv.end(), {"-x", e.substr(0, e.find('='))});
     }
   } else if (plan.ranks_per_node > 0 && !plan.hosts.empty()) {
     plan.argv.insert(plan.argv.end(), {"-ppn", std::to_string(plan.ranks_per_node)});
@@ -570,7 +601,7 @@ Result<LaunchPlan> plan_launch(const LaunchRequest& r, const LaunchSite& site,
   // Nodes and ranks.
   LS_TRY(place_ranks(r, site, plan));
   // Each rank's command.
-  LS_TRY_ASSIGN(plan.rank, rank_command(r, site, plan, plan.notes));
+  LS_TRY_ASSIGN(plan.rank, rank_command(r, site, plan, plan.notes, plan.env));
   // The launch command around it.
   if (plan.model == MpiModel::container) {
     LS_TRY(container_mpirun_command(r, site, facts, plan));

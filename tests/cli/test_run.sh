@@ -38,7 +38,7 @@ bad_run() { # MESSAGE ARGS...
   assert_contains "$ERR" "$msg" "lockstep run $*"
 }
 bad_run "unknown --pmi 'pmi3': use pmix or pmi2" --pmi pmi3 "$IMG" -- true
-bad_run "--env 'NOEQ' needs NAME=VALUE" --env NOEQ "$IMG" -- true
+bad_run "--env 'NOEQ': NOEQ is not set here; give --env NAME=VALUE, or export NOEQ first" --env NOEQ "$IMG" -- true
 bad_run "unknown --emit 'slurm': use --emit sbatch FILE" --emit slurm job.sh "$IMG" -- true
 bad_run "--job 'a/b' must be a plain directory name" --job a/b "$IMG" -- true
 bad_run "unknown --launcher 'pbs': use local, mpirun or slurm" --launcher pbs "$IMG" -- true
@@ -301,14 +301,23 @@ done
 ! pgrep -f "$marker" >/dev/null || fail "ranks of the failed job are still running: $(pgrep -af "$marker")"
 pass "a failing rank tears the job down; the status names rank 2 on n3; no rank is left"
 
+# With a --env secret (--env TOKEN: the value from lockstep run's environment): every rank checks it
+# has the value (its reverse is on its command line), and no process on any node shows the value on
+# its command line (ps), only in its environment.
+secret="tok-$RANDOM$RANDOM-s3cret"
+export TOKEN=$secret
+reversed=$(python3 -c 'import sys; print(sys.argv[1][::-1])' "$secret")
+rank_py="import os, time; assert os.environ['TOKEN'][::-1] == '$reversed'; time.sleep(120)"
 (on_head "$LOCKSTEP" run --runs-dir "$RUNS" --job intr --hostfile "$CLUSTER_DIR/hostfile" -N 3 -n 4 \
-  "${MPI_ARGS[@]}" "$IMG" -- python3 -c "import time; time.sleep(120)" "$marker" >/dev/null 2>&1) &
+  --env TOKEN "${MPI_ARGS[@]}" "$IMG" -- python3 -c "$rank_py" "$marker" >/dev/null 2>&1) &
 intr_pid=$!
+unset TOKEN
 for _ in $(seq 100); do
-  [ "$(pgrep -fc "^python3 -c import time; time.sleep\(120\) $marker")" -ge 4 ] && break
+  [ "$(pgrep -fc "^python3 -c import os, time; .* $marker")" -ge 4 ] && break
   sleep 0.1
 done
-[ "$(pgrep -fc "^python3 -c import time; time.sleep\(120\) $marker")" -ge 4 ] || fail "the 4 ranks didn't start"
+[ "$(pgrep -fc "^python3 -c import os, time; .* $marker")" -ge 4 ] || fail "the 4 ranks didn't start (or lacked TOKEN)"
+! pgrep -af -- "$secret" >/dev/null || fail "a --env value is on a command line: $(pgrep -af -- "$secret")"
 runpid=$(pgrep -f "lockstep run --runs-dir $RUNS --job intr" | head -n 1)
 kill -INT "$runpid"
 for _ in $(seq 100); do
@@ -318,7 +327,7 @@ done
 ! pgrep -f "$marker" >/dev/null || fail "SIGINT left ranks running: $(pgrep -af "$marker")"
 wait "$intr_pid" || true
 [ "$(record intr | jq -r .exit_code)" != 0 ] || fail "an interrupted job recorded success"
-pass "SIGINT to lockstep run stops all 4 ranks on 3 nodes"
+pass "SIGINT to lockstep run stops all 4 ranks on 3 nodes; their --env value was on no command line"
 assert_eq "$mounts_before" "$(mounts)" "the host's mount table after the jobs"
 for n in $CLUSTER_NODES; do
   [ -z "$(ip netns pids "$CLUSTER_PREFIX-$n")" ] || fail "processes left on $n: $(ip netns pids "$CLUSTER_PREFIX-$n")"

@@ -244,14 +244,18 @@ TEST_CASE("Apptainer, Singularity and Enroot get their own command lines", "[lau
   r.gpus_per_node = 1;
   r.runtime = ContainerRuntime::apptainer;
   r.exec_args = {"--bind", "/data:/data:ro", "--env", "A=1", "--cleanenv"};
+  // --env values reach the ranks through the launcher's environment, never their command lines.
   CHECK(plan_text(r, site_with(k_three)) == "mpirun -n 4 --hostfile /runs/job1/hostfile --map-by node "
-                                            "apptainer exec --nv --bind /data:/data:ro --env "
-                                            "A=1 --cleanenv /img/mpi.sif python3 /opt/hello/hello.py");
+                                            "-x APPTAINERENV_A apptainer exec --nv --bind /data:/data:ro "
+                                            "--cleanenv /img/mpi.sif python3 /opt/hello/hello.py");
+  CHECK(unwrap(plan_launch(r, site_with(k_three), openmpi_facts())).env ==
+        std::vector<std::string>{"APPTAINERENV_A=1"});
   r.runtime = ContainerRuntime::singularity;
   r.image = "oci:/img/layout:latest";
   LaunchPlan p = unwrap(plan_launch(r, site_with(k_three), openmpi_facts()));
   CHECK(shell_join(p.rank) ==
-        "singularity exec --nv --bind /data:/data:ro --env A=1 --cleanenv oci:/img/layout:latest");
+        "singularity exec --nv --bind /data:/data:ro --cleanenv oci:/img/layout:latest");
+  CHECK(p.env == std::vector<std::string>{"SINGULARITYENV_A=1"});
   REQUIRE(p.notes.size() == 1);
   CHECK(p.notes[0] ==
         "singularity converts oci:/img/layout:latest to a temporary SIF at every start; build the "
@@ -357,6 +361,31 @@ TEST_CASE("an sbatch script quotes every value and escapes the comment: nothing 
     CHECK(got == expected);
     CHECK_FALSE(fs::exists(marker));
   }
+}
+
+TEST_CASE("--env values are on no rank's command line: the launcher's environment carries them",
+          "[launch][hardening]") {
+  LaunchRequest r = request();
+  r.nodes = 2;
+  r.ranks = 4;
+  r.hostfile = "hosts";
+  r.runtime = ContainerRuntime::native;
+  r.exec_args = {"--env", "TOKEN=s3cret", "--bind", "--env", "--cleanenv"};
+  LaunchPlan p = unwrap(plan_launch(r, site_with(k_three), openmpi_facts()));
+  const std::string argv = shell_join(p.argv);
+  CHECK(argv.find("s3cret") == std::string::npos);
+  CHECK(argv.find("-x LOCKSTEP_ENV_TOKEN ") != std::string::npos);
+  INFO(argv);
+  CHECK(argv.find("--bind --env --cleanenv sif:/img/mpi.sif --") != std::string::npos);
+  CHECK(p.env == std::vector<std::string>{"LOCKSTEP_ENV_TOKEN=s3cret"});
+  // enroot start outside Slurm: the name on the command line, the value in the environment.
+  r.runtime = ContainerRuntime::enroot;
+  r.image = "/img/mpi.sqsh";
+  r.exec_args = {"--env", "TOKEN=s3cret"};
+  p = unwrap(plan_launch(r, site_with(k_three), openmpi_facts()));
+  CHECK(shell_join(p.rank) == "enroot start --env TOKEN /img/mpi.sqsh");
+  CHECK(p.env == std::vector<std::string>{"TOKEN=s3cret"});
+  CHECK(shell_join(p.argv).find("s3cret") == std::string::npos);
 }
 
 TEST_CASE("records, --dry-run and --debug show --env names only unless --record-env-values", "[launch]") {
