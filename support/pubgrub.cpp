@@ -184,6 +184,7 @@ private:
   std::string term_text(const Term& t);
   std::string inc_text(std::size_t i);
   void explain(std::size_t i, std::vector<std::string>& lines, std::size_t depth);
+  template <typename Visit> void walk_derivation(std::size_t failure, Visit&& visit);
   void count_uses(std::size_t failure);
   void collect_root_causes(std::size_t failure, std::vector<std::string>& out);
 
@@ -656,49 +657,41 @@ std::string Solver::inc_text(std::size_t i) {
   return fmt::format("{} can't all hold", fmt::join(parts, " and "));
 }
 
-// How often each incompatibility of the derivation is used (a sentence used twice is numbered).
-// Iterative: a derivation can be as deep as the solve had conflicts.
-void Solver::count_uses(std::size_t failure) {
+// Calls `visit(i, first)` for each arrival at an incompatibility of the derivation of `failure`,
+// depth first with causes in order (`first`: not met before); only a first arrival goes on to the
+// causes. Iterative: a derivation can be as deep as the solve had conflicts.
+template <typename Visit> void Solver::walk_derivation(std::size_t failure, Visit&& visit) {
   std::set<std::size_t> seen;
   std::vector<std::size_t> todo{failure};
   while (!todo.empty()) {
     const std::size_t i = todo.back();
     todo.pop_back();
-    ++m_uses[i];
-    if (!seen.insert(i).second) {
-      continue;
-    }
+    const bool first = seen.insert(i).second;
+    visit(i, first);
     const Incompatibility& inc = m_incompatibilities[i];
-    if (inc.kind == Kind::conflict) {
+    if (first && inc.kind == Kind::conflict) {
       todo.push_back(inc.cause2);
       todo.push_back(inc.cause1);
     }
   }
 }
 
+// How often each incompatibility of the derivation is used (a sentence used twice is numbered).
+void Solver::count_uses(std::size_t failure) {
+  walk_derivation(failure, [this](std::size_t i, bool) { ++m_uses[i]; });
+}
+
 // The root's dependencies the derivation rests on, in the order a depth-first walk meets them.
 void Solver::collect_root_causes(std::size_t failure, std::vector<std::string>& out) {
-  std::set<std::size_t> seen;
-  std::vector<std::size_t> todo{failure};
-  while (!todo.empty()) {
-    const std::size_t i = todo.back();
-    todo.pop_back();
-    if (!seen.insert(i).second) {
-      continue;
-    }
+  walk_derivation(failure, [&](std::size_t i, bool first) {
     const Incompatibility& inc = m_incompatibilities[i];
-    if (inc.kind == Kind::conflict) {
-      todo.push_back(inc.cause2);
-      todo.push_back(inc.cause1);
-      continue;
-    }
-    if (inc.kind == Kind::dependency &&
+    if (first && inc.kind == Kind::dependency &&
         std::any_of(inc.terms.begin(), inc.terms.end(),
                     [this](const Term& t) { return t.package == m_root; }) &&
         std::find(out.begin(), out.end(), inc.text) == out.end()) {
       out.push_back(inc.text);
     }
-  }
+  });
 }
 
 void Solver::explain(std::size_t i, std::vector<std::string>& lines, std::size_t depth) {

@@ -81,12 +81,19 @@ YAML
   } >"$dir/lockstep.yaml"
 }
 
+# lock_in DIR [ARGS...]: `lockstep lock ARGS` in DIR, its exit status in DIR/rc and stderr in DIR/err.
+lock_in() {
+  local dir=$1
+  shift
+  (cd "$dir" && ls_run lock "$@" && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+}
+
 # lockstep_choice DIR: the same form from `lockstep lock` ("no solution" on exit 2 with the
 # derivation).
 lockstep_choice() {
   local dir=$1
   lockstep_spec "$dir"
-  (cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+  lock_in "$dir"
   local rc
   rc=$(cat "$dir/rc")
   if [ "$rc" = 2 ] && grep -q "no set of Python packages satisfies" "$dir/err"; then
@@ -273,7 +280,7 @@ dir="$WORK/www/conflict"
 "$PIP_PY" "$INDEX_PY" conflict "$dir"
 assert_eq "no solution" "$(pip_choice "$dir")" "pip finds no solution either"
 lockstep_spec "$dir" 'pip=["transformers>=4.43", "huggingface-hub>=1.0"]'
-(cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+lock_in "$dir"
 assert_eq 2 "$(cat "$dir/rc")" "an unsatisfiable request is invalid input"
 derivation=$(sed -n '/error: packages.pip\[0\]:/,/^change /p' "$dir/err" | sed 's/^.*error: //')
 assert_eq "packages.pip[0]: no set of Python packages satisfies the request for cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36):
@@ -292,12 +299,12 @@ pass "an unsatisfiable request gives the whole derivation, located at the spec e
 dir="$WORK/www/pigeon9"
 "$PIP_PY" "$INDEX_PY" pigeonhole 9 "$dir"
 lockstep_spec "$dir"
-(cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+lock_in "$dir"
 assert_eq 2 "$(cat "$dir/rc")" "the pigeonhole index of 9 has no solution"
 assert_contains "$(cat "$dir/err")" "version solving failed" "its derivation ends with the conclusion"
 assert_contains "$(cat "$dir/err")" "left out" "a long derivation says what it leaves out"
 [ "$(wc -c <"$dir/err")" -lt 100000 ] || fail "the explanation is $(wc -c <"$dir/err") bytes"
-(cd "$dir" && ls_run lock --resolver-steps 200 && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+lock_in "$dir" --resolver-steps 200
 assert_eq 2 "$(cat "$dir/rc")" "a solve past --resolver-steps"
 assert_contains "$(cat "$dir/err")" "gave up after 200 steps" "the error names the bound"
 assert_contains "$(cat "$dir/err")" "--resolver-steps N" "the error says how to raise it"
@@ -396,7 +403,7 @@ assert_eq "cfg==1.0" "$(jq -r '[.artifacts[] | select(.kind == "wheel") | "\(.na
   "$dir/lockstep.lock")" "apt's PyYAML 6.0 and six 1.16.0 are used as installed (no wheel replaces them); cfg 2.0 needs pyyaml>=6.1"
 rm -f "$dir/lockstep.lock"
 apt_spec '["cfg>=2"]'
-(cd "$dir" && ls_run lock && printf '%s\n' "$RC" >rc && printf '%s\n' "$ERR" >err)
+lock_in "$dir"
 assert_eq 2 "$(cat "$dir/rc")" "a request apt's versions can't meet is invalid input"
 derivation=$(sed -n '/error: packages.pip\[0\]:/,/^change /p' "$dir/err" | sed 's/^.*error: //')
 assert_eq "packages.pip[0]: no set of Python packages satisfies the request for cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36):
