@@ -5,6 +5,7 @@
 #include "envspec/node.hpp"
 #include "envspec/recipe_reader.hpp"
 #include "support/debian/debian_version.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 
@@ -30,10 +31,6 @@ constexpr std::size_t k_max_version = 128; // longer than any upstream version i
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
 }
 
 // "1.2.3" with between `min_parts` and `max_parts` dot-separated runs of at most 6 digits.

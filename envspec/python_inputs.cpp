@@ -5,6 +5,7 @@
 #include "envspec/node.hpp"
 #include "envspec/recipes.hpp"
 #include "support/python/pep508.hpp"
+#include "support/text.hpp"
 #include "support/toml.hpp"
 
 #include <fmt/format.h>
@@ -18,15 +19,6 @@ namespace {
 
 std::string at(const std::string& what, const toml::node& n) {
   return fmt::format("{}:{}", what, n.source().begin.line);
-}
-
-std::string trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string_view::npos) {
-    return {};
-  }
-  const auto e = s.find_last_not_of(" \t");
-  return std::string(s.substr(b, e - b + 1));
 }
 
 // The requirement strings of a TOML array (problems reported).
@@ -156,7 +148,7 @@ Result<PyProjectInfo> read_pyproject_info(std::string_view text, const std::stri
 }
 
 std::string conda_version_to_pep440(std::string_view conda) {
-  std::string v = trim(conda);
+  std::string v(trim_chars(conda, " \t"));
   if (v.empty()) {
     return v;
   }
@@ -237,7 +229,7 @@ Result<const std::map<std::string, CondaName>*> conda_names() {
 
 // Splits a conda match spec "conda-forge::numpy=1.26" into name and version part.
 std::pair<std::string, std::string> split_match_spec(std::string_view spec) {
-  std::string s = trim(spec);
+  std::string s(trim_chars(spec, " \t"));
   if (auto channel = s.find("::"); channel != std::string::npos) {
     s = s.substr(channel + 2);
   }
@@ -246,7 +238,7 @@ std::pair<std::string, std::string> split_match_spec(std::string_view spec) {
          (std::isalnum(static_cast<unsigned char>(s[i])) != 0 || s[i] == '_' || s[i] == '-' || s[i] == '.')) {
     ++i;
   }
-  return {s.substr(0, i), trim(std::string_view(s).substr(i))};
+  return {s.substr(0, i), std::string(trim_chars(std::string_view(s).substr(i), " \t"))};
 }
 
 } // namespace

@@ -42,10 +42,6 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
-}
-
 /// A parsed dotted version: numeric parts, and an optional pre-release (a, b or rc, with a number)
 /// on the last part.
 struct DottedVersion {

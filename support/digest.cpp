@@ -1,6 +1,7 @@
 #include "support/digest.hpp"
 
 #include "support/fs.hpp"
+#include "support/text.hpp"
 
 // The low-level SHA-256 interface runs the same assembly as EVP's but needs no provider lookup:
 // EVP's first use loads openssl.cnf and builds provider tables (~0.8 ms of every `lockstep exec`).
@@ -16,18 +17,7 @@
 
 namespace lockstep {
 
-namespace {
-
-bool is_lower_hex(std::string_view s) {
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-} // namespace
+namespace {} // namespace
 
 Result<Digest> Digest::parse(std::string_view text) {
   auto colon = text.find(':');

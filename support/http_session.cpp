@@ -4,6 +4,7 @@
 #include "support/curl_lib.hpp"
 #include "support/fs.hpp"
 #include "support/interrupt.hpp"
+#include "support/text.hpp"
 #include "support/version.hpp"
 
 #include <unistd.h>
@@ -22,23 +23,6 @@ constexpr std::uint64_t k_max_error_body = 64 << 10;
 // Uploads are read in pieces this large (libcurl's default, 64 KiB, costs many small reads).
 constexpr long k_upload_buffer = 2L << 20;
 constexpr std::string_view k_system_bundle = "/etc/ssl/certs/ca-certificates.crt";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 bool tls_code(CURLcode rc) {
   switch (rc) {
@@ -96,8 +80,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t nmemb, void* use
   if (colon == std::string_view::npos) {
     return n;
   }
-  x->response->headers.emplace_back(lower(trim(line.substr(0, colon))),
-                                    std::string(trim(line.substr(colon + 1))));
+  x->response->headers.emplace_back(ascii_lower(trim_chars(line.substr(0, colon), " \t")),
+                                    std::string(trim_chars(line.substr(colon + 1), " \t")));
   return n;
 }
 

@@ -31,6 +31,27 @@ inline std::string ascii_upper(std::string_view s) {
   return out;
 }
 
+/// Whether `c` is an ASCII hex digit, either case.
+inline bool is_hex_digit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/// Whether `s` is one or more hex digits, either case (a git object name as written).
+inline bool is_hex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), is_hex_digit);
+}
+
+/// Whether every byte of `s` is 0-9 or a-f (a digest's hex, as OCI and Debian write it); true for "".
+inline bool is_lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+/// Whether `s` is one or more ASCII digits.
+inline bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 /// Whether `c` is an ASCII letter or digit.
 inline bool is_ascii_alnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -156,6 +177,16 @@ inline std::string diagnostic_text(std::string_view s, std::size_t max_line = 40
     out += '\n';
     pos = end + 1;
   }
+  return out;
+}
+
+/// The '\n'-separated lines of `text` (a last line without one included; no empty last line).
+inline std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  for_each_line(text, [&](std::string_view line) {
+    out.push_back(line);
+    return true;
+  });
   return out;
 }
 

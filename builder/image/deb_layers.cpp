@@ -9,6 +9,7 @@
 #include "support/http.hpp"
 #include "support/json.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -320,21 +321,6 @@ std::string package_of_info_name(const std::string& name) {
   return name.substr(0, name.find(':'));
 }
 
-// Calls `f` with each non-empty line of `text`.
-template <typename F> void for_each_line(const std::string& text, F&& f) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) {
-      end = text.size();
-    }
-    if (end > pos) {
-      f(text.substr(pos, end - pos));
-    }
-    pos = end + 1;
-  }
-}
-
 // Whiteouts for what the replaced versions had and the new ones don't: their files no other
 // package lists (never a directory), and their info files the new database doesn't write. Paths are
 // compared where they lie in the image (diversions applied, parents resolved through the base's
@@ -356,11 +342,11 @@ std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& 
       continue;
     }
     const std::string package = package_of_info_name(name);
-    for_each_line(list, [&](const std::string& p) {
+    for (std::string_view p : lines_of(list)) {
       if (p.size() >= 2 && p.starts_with("/")) {
-        kept.insert(location_in_base(base, b, p, package));
+        kept.insert(location_in_base(base, b, std::string(p), package));
       }
-    });
+    }
   }
   std::set<std::string> new_info;
   for (const InstalledDeb& d : installed) {
@@ -387,7 +373,9 @@ std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& 
     }
   };
   for (const auto& [name, list] : base.dpkg_lists) {
-    for_each_line(list, add_parents);
+    for (std::string_view p : lines_of(list)) {
+      add_parents(std::string(p));
+    }
   }
   for (const InstalledDeb& d : installed) {
     std::for_each(d.contents.paths.begin(), d.contents.paths.end(), add_parents);
@@ -396,15 +384,16 @@ std::set<std::string> obsolete_paths(const BaseMetadata& base, const BaseState& 
   for (const std::string& name : old_names) {
     if (auto list = base.dpkg_lists.find(name); list != base.dpkg_lists.end()) {
       const std::string package = package_of_info_name(name);
-      for_each_line(list->second, [&](const std::string& p) {
+      for (std::string_view line : lines_of(list->second)) {
+        const std::string p(line);
         if (p.size() < 2 || !p.starts_with("/") || parents.count(p) != 0) {
-          return;
+          continue;
         }
         const std::string at = location_in_base(base, b, p, package);
         if (kept.count(at) == 0 && dirs.count(at) == 0) {
           out.insert(at);
         }
-      });
+      }
     }
     for (const std::string& info : base.dpkg_info_names) {
       if (info.starts_with(name + ".") && new_info.count(info) == 0) {

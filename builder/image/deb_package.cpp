@@ -107,34 +107,6 @@ std::string_view type_name(DebMember::Type t) {
 
 // ---- Control file formats --------------------------------------------------------------------------
 
-std::vector<std::string_view> lines_of(std::string_view text) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    out.push_back(text.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
-}
-
-bool is_lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-bool valid_package_name(std::string_view s) {
-  if (s.size() < 2 || !((s.front() >= 'a' && s.front() <= 'z') || (s.front() >= '0' && s.front() <= '9'))) {
-    return false;
-  }
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
-  });
-}
-
 bool valid_arch_name(std::string_view s) {
   return !s.empty() && s.size() <= 64 && s.front() != '-' && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';

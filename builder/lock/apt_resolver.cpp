@@ -175,17 +175,6 @@ bool provide_fits(const DebRelation& provided, const DebRelation& r) {
   return !r.relation || (provided.version && satisfies(*provided.version, *r.relation, *r.version));
 }
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string s;
-  for (const std::string& p : parts) {
-    if (!s.empty()) {
-      s += sep;
-    }
-    s += p;
-  }
-  return s;
-}
-
 // "name[:arch][=version or glob]", as the spec wrote the request.
 std::string asked_text(const AptRequest& r) {
   std::string s = r.name + (r.arch ? ":" + *r.arch : "");
@@ -406,7 +395,7 @@ private:
         }
       }
     }
-    return join(parts, with_chain ? "\n" : "; ");
+    return fmt::format("{}", fmt::join(parts, with_chain ? "\n" : "; "));
   }
 
   // Selects the base's packages: each as installed, unless a request chose another version of it
@@ -781,8 +770,7 @@ private:
       }
       if (names.size() > 1) {
         return invalid_input("{} asks for {}, a virtual package provided by {}; ask for one of them",
-                             req.origin, req.name,
-                             join(std::vector<std::string>(names.begin(), names.end()), ", "));
+                             req.origin, req.name, fmt::join(names, ", "));
       }
       if ((req.pin || req.version_glob) && !names.empty()) {
         return invalid_input("{} asks for {}, but {} is a virtual package (provided by {}); pin that instead",
@@ -846,7 +834,8 @@ private:
     for (std::size_t i = 0; i < close.size() && i < 3; ++i) {
       names.emplace_back(close[i].second);
     }
-    return names.empty() ? std::string() : " (did you mean " + join(names, ", ") + "?)";
+    return names.empty() ? std::string()
+                         : " (did you mean " + fmt::format("{}", fmt::join(names, ", ")) + "?)";
   }
 
   // ---- dependencies ----
@@ -955,7 +944,7 @@ private:
       }
     }
     return invalid_input("{} {} {}, but {}\n  chain: {}", display_version(p), field_verb(field),
-                         group_str(group), join(parts, "; "), short_chain(node));
+                         group_str(group), fmt::format("{}", fmt::join(parts, "; ")), short_chain(node));
   }
 
   int take(int node, Field field, const std::vector<DebRelation>& group, std::uint32_t pkg) {
@@ -1009,7 +998,7 @@ private:
     if (!versions.empty()) {
       std::reverse(versions.begin(), versions.end()); // lowest first
       versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
-      s = "the repositories have " + r.name + " " + join(versions, ", ");
+      s = "the repositories have " + r.name + " " + fmt::format("{}", fmt::join(versions, ", "));
       if (r.arch_qualifier == "any" && !any_allowed) {
         s += " (not Multi-Arch: allowed, so " + r.name + ":any can't use it)";
       }
@@ -1017,8 +1006,7 @@ private:
         s += fmt::format(" and {} must also satisfy {}, for {}", r.name, c->relation.str(), c->from);
       }
     } else if (!other_arches.empty() && providers.empty()) {
-      s = fmt::format("the repositories have {} only for {}", r.name,
-                      join(std::vector<std::string>(other_arches.begin(), other_arches.end()), ", "));
+      s = fmt::format("the repositories have {} only for {}", r.name, fmt::join(other_arches, ", "));
     } else if (providers.empty()) {
       s = "the repositories have no " + r.name;
     }
@@ -1047,7 +1035,7 @@ private:
       std::reverse(hidden.begin(), hidden.end());
       hidden.erase(std::unique(hidden.begin(), hidden.end()), hidden.end());
       s += fmt::format(" (a lower-priority repository has {} {}; pin {}={} to use it)", r.name,
-                       join(hidden, ", "), r.name, hidden.back());
+                       fmt::format("{}", fmt::join(hidden, ", ")), r.name, hidden.back());
     }
     return s;
   }
@@ -1225,7 +1213,8 @@ Result<std::optional<DebianVersion>> glob_version(const AptUniverse& u, const Re
   const std::string more =
       all.size() > k_max_glob_listed ? fmt::format(" and {} older", all.size() - k_max_glob_listed) : "";
   return invalid_input("{} asks for {}, but no version of {} matches '{}'; the repositories have {} {}{}",
-                       r.origin, asked_text(r), r.name, *r.version_glob, r.name, join(listed, ", "), more);
+                       r.origin, asked_text(r), r.name, *r.version_glob, r.name,
+                       fmt::format("{}", fmt::join(listed, ", ")), more);
 }
 
 // The base set: every name whose best native candidate is Essential (or Priority: required).

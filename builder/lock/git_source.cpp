@@ -8,6 +8,7 @@
 #include "support/libgit.hpp"
 #include "support/mirror.hpp"
 #include "support/oci/tar_reader.hpp"
+#include "support/text.hpp"
 
 #include <fmt/ranges.h>
 
@@ -60,21 +61,6 @@ Result<const LibGit*> load_libgit() {
   static std::once_flag configured;
   std::call_once(configured, [git] { git->git_libgit2_opts(GIT_OPT_ENABLE_FSYNC_GITDIR, 1); });
   return git;
-}
-
-bool is_hex(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  });
-}
-
-std::string to_lower(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'F') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return s;
 }
 
 // The URL as messages show it: without credentials.
@@ -133,7 +119,7 @@ Result<std::string> validate_commit(const std::string& commit, const std::string
   if (!is_full_commit_id(commit)) {
     return invalid_input("'{}' is not a full commit id (40 hex digits) of {}", commit, shown(url));
   }
-  return to_lower(commit);
+  return ascii_lower(commit);
 }
 
 // A revision: a full commit id (lowercased) or a valid ref name (short or "refs/...").
@@ -147,7 +133,7 @@ Result<std::string> validate_rev(const LibGit& git, const std::string& rev, cons
                          rev.size(), k_max_rev_length);
   }
   if (is_full_commit_id(rev)) {
-    return to_lower(rev);
+    return ascii_lower(rev);
   }
   const std::string name = rev.starts_with("refs/") ? rev : "refs/heads/" + rev;
   int valid = 0;
@@ -936,7 +922,7 @@ Result<std::uint64_t> export_git_tree(TarWriter& tar, log::Progress& progress, c
 std::string git_export_fingerprint(const std::string& commit, const GitExportOptions& opt) {
   auto to = normalize_image_path(opt.to);
   return fmt::format("git-export v{}\ncommit {}\nto {}\nepoch {}\nowner {}:{}\n", k_export_format_version,
-                     to_lower(commit), to ? *to : opt.to, opt.epoch, opt.uid, opt.gid);
+                     ascii_lower(commit), to ? *to : opt.to, opt.epoch, opt.uid, opt.gid);
 }
 
 namespace {

@@ -31,10 +31,6 @@ std::string ascii_lower(std::string_view s) {
   return out;
 }
 
-bool is_hex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') {
     return c - '0';
@@ -140,7 +136,7 @@ bool has_control_or_space(std::string_view s) {
 std::string percent_decode(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && is_hex(s[i + 1]) && is_hex(s[i + 2])) {
+    if (s[i] == '%' && i + 2 < s.size() && is_hex_digit(s[i + 1]) && is_hex_digit(s[i + 2])) {
       out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
       i += 2;
     } else {
@@ -183,7 +179,7 @@ Result<void> check_filename(std::string_view name, std::string_view page_url) {
 }
 
 Result<std::string> check_sha256(std::string_view hex, std::string_view filename, std::string_view page_url) {
-  if (hex.size() != 64 || !std::all_of(hex.begin(), hex.end(), is_hex)) {
+  if (hex.size() != 64 || !is_hex(hex)) {
     return invalid_input("{}: file {} has a malformed sha256 '{}'", page_url, filename, hex);
   }
   return ascii_lower(hex);
@@ -279,7 +275,7 @@ std::string html_unescape(std::string_view s) {
       std::uint32_t cp = 0;
       bool ok = !digits.empty();
       for (char c : digits) {
-        if (hex ? !is_hex(c) : !(c >= '0' && c <= '9')) {
+        if (hex ? !is_hex_digit(c) : !(c >= '0' && c <= '9')) {
           ok = false;
           break;
         }

@@ -33,16 +33,6 @@ std::string located(const ImageContents& contents, std::string_view path) {
   return fmt::format("{}:/{}", contents.what, path);
 }
 
-bool valid_package_name(std::string_view s) {
-  return s.size() >= 2 && s.size() <= k_max_name &&
-         std::all_of(s.begin(), s.end(),
-                     [](char c) {
-                       return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
-                              c == '.';
-                     }) &&
-         s.front() != '-' && s.front() != '+' && s.front() != '.';
-}
-
 // `e` with control characters in its message replaced by '?': messages quote hostile bytes.
 Error sanitized(Error e) {
   for (char& c : e.message) {
@@ -51,25 +41,6 @@ Error sanitized(Error e) {
     }
   }
   return e;
-}
-
-bool is_lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-std::vector<std::string_view> lines_of(std::string_view text) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    out.push_back(text.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
 }
 
 // `path` (absolute, or relative to `base`) as a normalised image path without the leading '/';
@@ -209,7 +180,7 @@ Result<InstalledDeb> parse_status_paragraph(const Deb822Paragraph& p, const std:
   if (package == nullptr) {
     return invalid_input("{}:{}: a paragraph without a Package field", what, p.line);
   }
-  if (!valid_package_name(package->value)) {
+  if (package->value.size() > k_max_name || !valid_package_name(package->value)) {
     return invalid_input("{}:{}: '{}' is not a valid package name", what, package->line,
                          !has_controls(package->value) ? package->value.substr(0, 64) : "(binary)");
   }

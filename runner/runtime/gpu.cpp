@@ -6,6 +6,7 @@
 #include "runner/runtime/ld_cache.hpp"
 #include "support/fs.hpp"
 #include "support/log.hpp"
+#include "support/text.hpp"
 
 #include <fmt/ranges.h>
 
@@ -288,15 +289,9 @@ Result<std::vector<HostGpu>> list_gpus(const GpuHost& host, const GpuRecipe& rec
   return gpus;
 }
 
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 /// "0000:3b:00.0" and "3b:00.0" name the same device; compare without the domain's leading zeros.
 std::string normalized_bus_id(std::string_view bus_id) {
-  std::string s = lowercase(bus_id);
+  std::string s = ascii_lower(bus_id);
   if (std::count(s.begin(), s.end(), ':') == 1) {
     s = "0000:" + s;
   }
@@ -344,7 +339,7 @@ Result<std::vector<std::size_t>> select_gpus(std::string_view list, const std::v
     while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) {
       item.remove_suffix(1);
     }
-    const std::string lower = lowercase(item);
+    const std::string lower = ascii_lower(item);
     if (item.empty()) {
       return invalid_input(
           "--gpus {}: empty entry in the list; name GPUs by index (0,1), UUID (GPU-...) or PCI "
@@ -368,7 +363,7 @@ Result<std::vector<std::size_t>> select_gpus(std::string_view list, const std::v
       found = index;
     } else if (lower.starts_with("gpu-")) {
       for (std::size_t i = 0; i < gpus.size() && !found; ++i) {
-        if (lowercase(gpus[i].uuid) == lower) {
+        if (ascii_lower(gpus[i].uuid) == lower) {
           found = i;
         }
       }
@@ -689,7 +684,7 @@ Result<GpuPlan> plan_gpu_passthrough(std::string_view visible_devices, const Gpu
 
 Result<GpuPlan> plan_gpu_passthrough(std::string_view visible_devices, const GpuHost& host,
                                      const GpuRecipe& recipe) {
-  std::string selection = lowercase(visible_devices);
+  std::string selection = ascii_lower(visible_devices);
   selection.erase(0, selection.find_first_not_of(" \t"));
   selection.erase(selection.find_last_not_of(" \t") + 1);
   GpuPlan plan;

@@ -7,6 +7,15 @@
 
 namespace lockstep {
 
+bool valid_package_name(std::string_view s) {
+  if (s.size() < 2 || !((s.front() >= 'a' && s.front() <= 'z') || (s.front() >= '0' && s.front() <= '9'))) {
+    return false;
+  }
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
+  });
+}
+
 std::string_view deb822_trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);
@@ -18,16 +27,6 @@ std::string_view deb822_trim(std::string_view s) {
 }
 
 namespace {
-
-// Package names: lowercase letters, digits and + - . (policy §5.6.1), at least two characters.
-bool valid_package_name(std::string_view s) {
-  if (s.size() < 2 || !std::isalnum(static_cast<unsigned char>(s.front()))) {
-    return false;
-  }
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.';
-  });
-}
 
 Result<DebRelation> parse_relation(std::string_view text) {
   DebRelation r;

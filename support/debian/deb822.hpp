@@ -29,6 +29,10 @@ struct Deb822Paragraph {
   [[nodiscard]] const std::string* find(std::string_view name) const;
 };
 
+/// Whether `s` is a Debian package name (policy §5.6.1): lowercase letters, digits and + - ., at
+/// least two characters, starting with a letter or digit. The one rule for every reader.
+bool valid_package_name(std::string_view s);
+
 /// `s` without the spaces and tabs around it, nor a CR before its end (a CRLF line): how deb822
 /// values and the lines of dpkg control files (conffiles, triggers) are trimmed.
 std::string_view deb822_trim(std::string_view s);

@@ -424,14 +424,6 @@ GpgvStatus parse_status(std::string_view status) {
   return s;
 }
 
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const std::string& i : items) {
-    out += (out.empty() ? "" : std::string(sep)) + i;
-  }
-  return out;
-}
-
 // Applies the policy of openpgp.hpp to gpgv's status lines.
 Result<void> judge_gpgv(const ProcessOutput& p, std::string_view what, const fs::path& keyring,
                         int expected_plaintexts) {
@@ -439,10 +431,11 @@ Result<void> judge_gpgv(const ProcessOutput& p, std::string_view what, const fs:
   if (!s.bad.empty()) {
     return invalid_input("bad signature on {} ({}): the content is not what the key signed; it was changed "
                          "after signing or in transit",
-                         what, join(s.bad, ", "));
+                         what, fmt::join(s.bad, ", "));
   }
   if (!s.errors.empty()) {
-    return invalid_input("gpgv could not verify {} ({}): {}", what, join(s.errors, ", "), stderr_excerpt(p));
+    return invalid_input("gpgv could not verify {} ({}): {}", what, fmt::join(s.errors, ", "),
+                         stderr_excerpt(p));
   }
   if (s.nodata) {
     return invalid_input("{} holds no OpenPGP data (NODATA; did a proxy or captive portal answer instead of "
@@ -466,18 +459,20 @@ Result<void> judge_gpgv(const ProcessOutput& p, std::string_view what, const fs:
     }
   }
   if (!good.empty()) {
-    log::debug("{}: good signature by {}{}", what, join(good, ", "),
+    log::debug("{}: good signature by {}{}", what, fmt::join(good, ", "),
                s.no_pubkey.empty() ? ""
-                                   : " (ignored, keys not in the keyring: " + join(s.no_pubkey, ", ") + ")");
+                                   : " (ignored, keys not in the keyring: " +
+                                         fmt::format("{}", fmt::join(s.no_pubkey, ", ")) + ")");
     return {};
   }
   if (!s.worthless.empty()) {
     return invalid_input("{} is signed only by expired or revoked keys or with expired signatures ({}): the "
                          "repository's key or the keyring {} must be renewed",
-                         what, join(s.worthless, ", "), keyring.string());
+                         what, fmt::join(s.worthless, ", "), keyring.string());
   }
   if (!s.weak.empty()) {
-    return invalid_input("{} is signed only with untrusted digest algorithms ({})", what, join(s.weak, ", "));
+    return invalid_input("{} is signed only with untrusted digest algorithms ({})", what,
+                         fmt::join(s.weak, ", "));
   }
   if (!s.no_pubkey.empty()) {
     std::vector<std::string> ids;
@@ -485,10 +480,10 @@ Result<void> judge_gpgv(const ProcessOutput& p, std::string_view what, const fs:
       ids.push_back("NO_PUBKEY " + id);
     }
     return invalid_input("{} is signed by a key not in {} ({}): check that this is the repository's keyring",
-                         what, keyring.string(), join(ids, ", "));
+                         what, keyring.string(), fmt::join(ids, ", "));
   }
   if (!s.errsig.empty()) {
-    return invalid_input("gpgv can't check the signature of {} ({}): {}", what, join(s.errsig, ", "),
+    return invalid_input("gpgv can't check the signature of {} ({}): {}", what, fmt::join(s.errsig, ", "),
                          stderr_excerpt(p));
   }
   return invalid_input("gpgv did not accept the signature of {} (exit status {}): {}", what, p.exit_code,

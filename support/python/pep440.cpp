@@ -13,10 +13,6 @@ namespace {
 
 constexpr std::size_t k_max_version_length = 256;
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // The parts of a version as PEP 440's Appendix B regular expression (packaging's VERSION_PATTERN)
 // captures them, applied to lowercased input:
 //   v? (N!)? N(.N)* ([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?N?)?

@@ -775,11 +775,6 @@ std::vector<OptionToken> option_tokens(const std::vector<std::string>& words,
   return out;
 }
 
-bool is_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 } // namespace
 
 Result<RequirementsFile> parse_requirements_txt(std::string_view text, std::string_view what) {
@@ -874,7 +869,7 @@ Result<RequirementsFile> parse_requirements_txt(std::string_view text, std::stri
         continue;
       }
       std::string hex = ascii_lower(value.substr(colon + 1));
-      if (hex.size() != 64 || !is_hex(hex)) {
+      if (hex.size() != 64 || !is_lower_hex(hex)) {
         errors.push_back(fmt::format("{}: --hash={}: expected 64 hex digits after 'sha256:'", where, value));
         continue;
       }

@@ -1,5 +1,7 @@
 #include "support/registry/challenge.hpp"
 
+#include "support/text.hpp"
+
 #include <algorithm>
 
 namespace lockstep::registry {
@@ -9,13 +11,6 @@ namespace {
 bool token_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
-  return out;
 }
 
 // A cursor over the header value.
@@ -70,7 +65,7 @@ Result<std::vector<Challenge>> parse_challenges(std::string_view header) {
       return malformed(header, "expected an authentication scheme");
     }
     Challenge c;
-    c.scheme = lower(scheme);
+    c.scheme = ascii_lower(scheme);
     // Parameters: name=value pairs separated by commas, until the next scheme (a token not
     // followed by '=').
     while (true) {
@@ -112,7 +107,7 @@ Result<std::vector<Challenge>> parse_challenges(std::string_view header) {
         }
         value = std::string(header.substr(start, sc.i - start));
       }
-      c.params[lower(name)] = std::move(value);
+      c.params[ascii_lower(name)] = std::move(value);
     }
     out.push_back(std::move(c));
   }
