@@ -80,8 +80,8 @@ std::size_t on_header(char* data, std::size_t size, std::size_t nmemb, void* use
   if (colon == std::string_view::npos) {
     return n;
   }
-  x->response->headers.emplace_back(ascii_lower(trim_chars(line.substr(0, colon), " \t")),
-                                    std::string(trim_chars(line.substr(colon + 1), " \t")));
+  x->response->headers.emplace_back(ascii_lower(trim(line.substr(0, colon))),
+                                    std::string(trim(line.substr(colon + 1))));
   return n;
 }
 

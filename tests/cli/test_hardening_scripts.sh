@@ -129,7 +129,8 @@ for who in root ${user:+user}; do
   assert_eq 600 "$(mode "$R/record.json")" "$who: mode of record.json (umask 000)"
   assert_eq 600 "$(mode "$R/ranks/rank-0.json")" "$who: mode of a rank report (umask 000)"
   ! grep -rq "$SECRET" "$D/runs" || fail "$who: the --env value is in the run directory: $(cat "$R/record.json")"
-  jq -e '(.run | index("TOKEN")) and (.launch | index("TOKEN")) and (.run | index("OTHER"))' "$R/record.json" \
+  # The launch takes them from its environment (LOCKSTEP_ENV_NAME): names only there too.
+  jq -e '(.run | index("TOKEN")) and (.env | index("LOCKSTEP_ENV_TOKEN")) and (.run | index("OTHER"))' "$R/record.json" \
     >/dev/null || fail "$who: the record lacks the --env names: $(cat "$R/record.json")"
   pass "$who: the run directory is 0700, its files 0600 under umask 000; the record and --debug name --env variables without their values"
 
@@ -140,11 +141,11 @@ for who in root ${user:+user}; do
   as "$who" "$LOCKSTEP" run --dry-run --json --launcher local --env "TOKEN=$SECRET" "oci:$WORK/img" -- true
   case "$OUT$ERR" in *"$SECRET"*) fail "$who: --dry-run --json printed the --env value: $OUT" ;; esac
   as "$who" "$LOCKSTEP" run --dry-run --record-env-values --launcher local --env "TOKEN=$SECRET" "oci:$WORK/img" -- true
-  assert_contains "$OUT" "--env TOKEN=$SECRET " "$who: --dry-run --record-env-values shows the value"
+  assert_contains "$OUT" "LOCKSTEP_ENV_TOKEN=$SECRET " "$who: --dry-run --record-env-values shows the value"
   as "$who" "$LOCKSTEP" run --launcher local --skip-preflight --record-env-values --env "TOKEN=$SECRET" \
     --runs-dir "$D/runs" --job k "oci:$WORK/img" -- true
   assert_eq 0 "$RC" "$who: --record-env-values: $ERR"
-  jq -e --arg v "TOKEN=$SECRET" '(.run | index($v)) and (.launch | index($v)) and (.run | index("--record-env-values"))' \
+  jq -e --arg v "TOKEN=$SECRET" '(.run | index($v)) and (.env | index("LOCKSTEP_ENV_" + $v)) and (.run | index("--record-env-values"))' \
     "$D/runs/k/record.json" >/dev/null || fail "$who: --record-env-values: $(cat "$D/runs/k/record.json")"
   # A command word that is not UTF-8 (a Latin-1 file name): the record and --json replace it.
   as "$who" "$LOCKSTEP" run --launcher local --skip-preflight --runs-dir "$D/runs" --job l "oci:$WORK/img" \

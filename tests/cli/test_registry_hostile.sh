@@ -84,14 +84,15 @@ export LOCKSTEP_CACHE="$WORK/cache-killed"
 pid=$!
 partial=""
 for _ in $(seq 1 600); do
-  partial=$(find "$LOCKSTEP_CACHE/tmp" -name 'partial-*' -size +0c 2>/dev/null | head -n 1)
+  # (tmp/ appears only once the pull opens the store: find may fail until then)
+  partial=$(find "$LOCKSTEP_CACHE/tmp" -name 'partial-*' -size +0c 2>/dev/null | head -n 1 || true)
   [ -z "$partial" ] || break
   kill -0 "$pid" 2>/dev/null || fail "the stalled pull ended before it wrote a partial blob"
   sleep 0.05
 done
 [ -n "$partial" ] || fail "no partial download appeared in $LOCKSTEP_CACHE/tmp"
 kill -KILL "$pid"
-wait "$pid" 2>/dev/null || true
+{ wait "$pid" || true; } 2>/dev/null
 have=$(stat -c %s "$partial")
 [ -e "$partial" ] && [ "$have" -gt 0 ] || fail "the killed pull left no partial blob"
 ls_run pull --registry-timeout 5 "docker://$H/ok/after-kill:latest"

@@ -363,7 +363,7 @@ TEST_CASE("an sbatch script quotes every value and escapes the comment: nothing 
   }
 }
 
-TEST_CASE("--env values are on no rank's command line: the launcher's environment carries them",
+TEST_CASE("run's --env values are on no rank's command line: the launcher's environment carries them",
           "[launch][hardening]") {
   LaunchRequest r = request();
   r.nodes = 2;
