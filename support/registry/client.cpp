@@ -6,6 +6,7 @@
 #include "support/json.hpp"
 #include "support/log.hpp"
 #include "support/registry/challenge.hpp"
+#include "support/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -55,14 +56,10 @@ std::optional<Origin> origin_of(std::string_view url) {
   if (sep == std::string_view::npos) {
     return std::nullopt;
   }
-  std::string scheme(url.substr(0, sep));
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+  std::string scheme = ascii_lower(url.substr(0, sep));
   std::size_t end = url.find_first_of("/?#", sep + 3);
-  std::string authority(
+  std::string authority = ascii_lower(
       url.substr(sep + 3, end == std::string_view::npos ? std::string_view::npos : end - sep - 3));
-  std::transform(authority.begin(), authority.end(), authority.begin(),
-                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
   if (authority.find('@') != std::string::npos) {
     return std::nullopt; // userinfo in a URL from a registry is refused
   }
@@ -313,10 +310,7 @@ Result<void> Client::learn_challenge(const HttpResponse& response) {
 }
 
 bool Client::is_api_host(const std::string& authority) const {
-  std::string api = m_api_host;
-  std::transform(api.begin(), api.end(), api.begin(),
-                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
-  return authority == api;
+  return authority == ascii_lower(m_api_host); // origin_of() lowers the authority it gives
 }
 
 Result<TlsSettings> Client::tls_for(const std::string& authority) {

@@ -25,11 +25,9 @@ Result<std::uint64_t> BlobFetch::one(const oci::Descriptor& blob, log::Progress*
   // A download a killed process left in the store's tmp/ is continued with Range; one whose bytes
   // don't verify is fetched once more from the start.
   for (int pass = 0;; ++pass) {
-    LS_TRY_ASSIGN(BlobStore::Writer w,
+    LS_TRY_ASSIGN(BlobStore::Writer writer,
                   pass == 0 ? store.resume_write(blob.digest, blob.size) : store.begin_write());
-    std::optional<BlobStore::Writer> writer;
-    writer.emplace(std::move(w));
-    std::uint64_t got = static_cast<std::uint64_t>(writer->resumed());
+    std::uint64_t got = static_cast<std::uint64_t>(writer.resumed());
     if (got > 0) {
       log::debug("{}: continuing a download left at byte {}", what, got);
       if (progress != nullptr) {
@@ -44,7 +42,7 @@ Result<std::uint64_t> BlobFetch::one(const oci::Descriptor& blob, log::Progress*
     r.what = what;
     r.start_at = got < expected ? got : 0;
     if (got >= expected) {
-      LS_TRY(writer->restart()); // all there yet not stored: it did not verify
+      LS_TRY(writer.restart()); // all there yet not stored: it did not verify
       got = 0;
     }
     r.sink = [&](std::span<const char> data) -> Result<void> {
@@ -53,7 +51,7 @@ Result<std::uint64_t> BlobFetch::one(const oci::Descriptor& blob, log::Progress*
             "{}: the registry sent more than the {} bytes the manifest states; nothing was stored", what,
             expected);
       }
-      LS_TRY(writer->write(data.data(), data.size()));
+      LS_TRY(writer.write(data.data(), data.size()));
       got += data.size();
       if (progress != nullptr && got > counted) {
         progress->advance(got - counted);
@@ -68,7 +66,7 @@ Result<std::uint64_t> BlobFetch::one(const oci::Descriptor& blob, log::Progress*
       return got;
     };
     r.on_restart = [&]() -> Result<void> {
-      LS_TRY(writer->restart());
+      LS_TRY(writer.restart());
       got = 0;
       return {};
     };
@@ -77,8 +75,8 @@ Result<std::uint64_t> BlobFetch::one(const oci::Descriptor& blob, log::Progress*
       return invalid_input("{}: the registry sent {} bytes, the manifest states {}; nothing was stored", what,
                            got, expected);
     }
-    const bool resumed = writer->resumed() > 0;
-    auto info = writer->commit(blob.digest, blob.size);
+    const bool resumed = writer.resumed() > 0;
+    auto info = writer.commit(blob.digest, blob.size);
     if (!info && resumed && pass == 0) {
       log::info("{}: the download a killed process left did not verify; fetching the blob again", what);
       continue;
