@@ -1,12 +1,12 @@
 #include "cli/cli.hpp"
 
 #include "runner/launch/relay.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/base/version.hpp"
 #include "support/registry/client.hpp"
-#include "support/text.hpp"
-#include "support/version.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 
@@ -18,7 +18,7 @@ namespace lockstep::cli {
 
 namespace {
 
-// The --help footer: the exit-code table (support/result.hpp), then where to look next.
+// The --help footer: the exit-code table (support/base/result.hpp), then where to look next.
 std::string footer() {
   std::string out = "Exit codes:\n";
   for (const ExitCodeMeaning& e : k_exit_codes) {

@@ -1,10 +1,10 @@
 #pragma once
 // The `lockstep` command line: one CLI11 app, one subcommand module per command (cmd_*.cpp), and
 // one place (run()) that prints errors and maps them to exit codes.
-#include "envspec/lockfile.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/registry_ref.hpp"
-#include "support/result.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -40,7 +40,7 @@ struct Context {
 void add_common_flags(CLI::App& cmd, Context& ctx, bool with_json = true);
 
 /// A command's --help footer: its examples, then the exit codes it ends with, worded as in the shared
-/// table (support/result.hpp).
+/// table (support/base/result.hpp).
 std::string command_footer(std::string_view examples, std::initializer_list<ExitCode> codes);
 
 /// Adds the registry flags (--tls-verify, --connections) to a command that reads or writes registry images.
@@ -106,7 +106,7 @@ Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descri
 Result<void> verify_registry_image(const std::string& image, const std::string& public_key,
                                    const envspec::Lock* lock, const Context& ctx, nlohmann::json& report);
 
-/// Sets the process's mirrors (support/mirror.hpp): `cli` (--mirror, relative to the working
+/// Sets the process's mirrors (support/net/mirror.hpp): `cli` (--mirror, relative to the working
 /// directory), then the spec's `mirrors` (relative to `spec_dir`), then LOCKSTEP_MIRRORS (separated by
 /// blanks); each a directory (DIR or dir:DIR) or docker://REGISTRY/REPO. `offline` forbids upstream.
 Result<void> configure_mirrors(const std::vector<std::string>& cli, const std::vector<std::string>& spec,

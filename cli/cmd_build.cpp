@@ -1,9 +1,10 @@
 // `lockstep build`: build the spec's image and write its outputs.
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
-#include "envspec/spec.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/spec/spec.hpp"
 #include "runner/runtime/subids.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 #include "support/registry/push.hpp"
 
 #include <nlohmann/json.hpp>

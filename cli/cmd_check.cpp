@@ -2,10 +2,11 @@
 #include "builder/lock/base_contents.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "cli/cli.hpp"
-#include "envspec/spec.hpp"
-#include "envspec/stack.hpp"
-#include "support/blob_store.hpp"
-#include "support/log.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/spec/spec.hpp"
+#include "envspec/stack/stack.hpp"
+#include "support/base/log.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <nlohmann/json.hpp>
 

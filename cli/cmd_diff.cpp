@@ -3,14 +3,15 @@
 // (docs/verify-diff.md).
 #include "builder/image/image_facts.hpp"
 #include "cli/cli.hpp"
-#include "envspec/components.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
+#include "envspec/documents/components.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
 #include "runner/audit/doctor.hpp"
 #include "runner/audit/image_contents.hpp"
 #include "runner/audit/verify.hpp"
-#include "support/fs.hpp"
 #include "support/oci/oci.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

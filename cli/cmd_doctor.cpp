@@ -3,8 +3,8 @@
 #include "builder/image/image_facts.hpp"
 #include "cli/cli.hpp"
 #include "runner/audit/doctor.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

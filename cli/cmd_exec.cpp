@@ -4,7 +4,7 @@
 #include "runner/runtime/exec.hpp"
 #include "runner/runtime/hold.hpp"
 #include "runner/runtime/join.hpp"
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 
 #include <cstdlib>
 #include <memory>

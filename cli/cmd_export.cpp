@@ -3,10 +3,11 @@
 #include "builder/image/export.hpp"
 #include "builder/lock/python_export.hpp"
 #include "cli/cli.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/log.hpp"
+#include "support/system/fs.hpp"
 
 #include <cstdio>
 #include <filesystem>

@@ -2,14 +2,14 @@
 // from what the project has: a requirements file, a pyproject.toml, an environment.yml, or an
 // installed venv or conda environment (read as `lockstep doctor` reads it).
 #include "cli/cli.hpp"
-#include "envspec/init_spec.hpp"
-#include "envspec/python_inputs.hpp"
-#include "envspec/recipes.hpp"
+#include "envspec/load/init_spec.hpp"
+#include "envspec/load/python_inputs.hpp"
+#include "envspec/stack/recipes.hpp"
 #include "runner/audit/doctor.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 #include "support/python/pep440.hpp"
 #include "support/python/pep508.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 

@@ -3,11 +3,12 @@
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
 #include "cli/cli.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/curl_lib.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/log.hpp"
+#include "support/net/curl_lib.hpp"
+#include "support/system/fs.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,11 +1,11 @@
 // `lockstep login HOST` and `lockstep logout HOST`: registry credentials in containers' auth.json,
 // written as podman writes it (docs/registry.md, "Credentials").
 #include "cli/cli.hpp"
-#include "support/fs.hpp"
-#include "support/json.hpp"
+#include "support/base/json.hpp"
+#include "support/base/text.hpp"
 #include "support/registry/client.hpp"
 #include "support/registry/credentials.hpp"
-#include "support/text.hpp"
+#include "support/system/fs.hpp"
 
 #include <termios.h>
 #include <unistd.h>

@@ -3,8 +3,8 @@
 #include "cli/cli.hpp"
 #include "runner/launch/preflight.hpp"
 #include "runner/runtime/join.hpp"
-#include "support/fs.hpp"
-#include "support/process.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fcntl.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 // `lockstep push` and `lockstep pull`: images to and from registries (docs/registry.md).
 #include "cli/cli.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/registry/oras.hpp"
 #include "support/registry/pull.hpp"

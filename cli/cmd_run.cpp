@@ -3,7 +3,7 @@
 // runner/launch/preflight.cpp, the preflight fan-out and the verdict runner/launch/job.cpp, records
 // runner/launch/run_record.cpp; this file parses the arguments and prints. docs/launch.md.
 #include "cli/cli.hpp"
-#include "envspec/image_facts.hpp"
+#include "envspec/lock/image_facts.hpp"
 #include "runner/launch/job.hpp"
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
@@ -11,13 +11,13 @@
 #include "runner/launch/run_record.hpp"
 #include "runner/launch/stage.hpp"
 #include "runner/runtime/exec.hpp"
-#include "support/blob_store.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/base/version.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/process.hpp"
-#include "support/text.hpp"
-#include "support/version.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 

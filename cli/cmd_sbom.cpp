@@ -2,15 +2,16 @@
 // CycloneDX 1.6 JSON; for a registry image, the SBOM attached to it (docs/sbom.md).
 #include "builder/image/sbom_output.hpp"
 #include "cli/cli.hpp"
-#include "envspec/host_paths.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/sbom.hpp"
-#include "envspec/spec.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "envspec/documents/sbom.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/host_paths.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/registry/pull.hpp"
 #include "support/registry/referrers.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -1,9 +1,9 @@
 // `lockstep schema`: print the JSON Schema of lockstep.yaml, made from the spec's shape
-// (envspec/spec_shape.hpp), for editors' YAML support.
+// (envspec/load/spec_shape.hpp), for editors' YAML support.
 #include "cli/cli.hpp"
-#include "envspec/spec_shape.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "envspec/load/spec_shape.hpp"
+#include "support/base/log.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 

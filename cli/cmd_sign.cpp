@@ -3,14 +3,14 @@
 // them is `lockstep verify docker://REF --key PUB` (cmd_verify.cpp, verify_registry_image below).
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
-#include "envspec/provenance.hpp"
-#include "support/base64.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "envspec/documents/provenance.hpp"
+#include "support/base/log.hpp"
+#include "support/base/version.hpp"
+#include "support/codec/base64.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/referrers.hpp"
-#include "support/sigstore.hpp"
-#include "support/version.hpp"
+#include "support/supplychain/sigstore.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

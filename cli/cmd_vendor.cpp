@@ -2,13 +2,14 @@
 // can fetch it without upstream (docs/vendor.md); and the mirrors every build takes.
 #include "builder/image/vendor.hpp"
 #include "cli/cli.hpp"
-#include "envspec/host_paths.hpp"
-#include "envspec/spec.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
-#include "support/mirror.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/spec/host_paths.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/log.hpp"
+#include "support/net/mirror.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/vendor_mirror.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

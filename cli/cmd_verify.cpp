@@ -1,10 +1,10 @@
 // `lockstep verify IMAGE [--lock L]`: the image's files against dpkg's and pip's records, and its
 // packages against a lock (docs/verify-diff.md).
 #include "cli/cli.hpp"
-#include "envspec/lockfile.hpp"
+#include "envspec/lock/lockfile.hpp"
 #include "runner/audit/image_contents.hpp"
 #include "runner/audit/verify.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 
 #include <cstdio>
 #include <memory>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes support/spdx_license_ids.inc: the SPDX license and exception identifiers lockstep knows,
+"""Writes support/supplychain/spdx_license_ids.inc: the SPDX license and exception identifiers lockstep knows,
 from Debian's node-spdx-license-ids and node-spdx-exceptions (CC0-1.0, the SPDX license list as
-JSON). Run after those packages change: python3 scripts/gen-spdx-ids.py > support/spdx_license_ids.inc
+JSON). Run after those packages change: python3 scripts/gen-spdx-ids.py > support/supplychain/spdx_license_ids.inc
 """
 import json
 

@@ -11,14 +11,14 @@
 #include "builder/lock/base_contents.hpp"
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
-#include "envspec/host_paths.hpp"
-#include "envspec/provenance.hpp"
-#include "envspec/stack.hpp"
-#include "support/log.hpp"
+#include "envspec/documents/provenance.hpp"
+#include "envspec/spec/host_paths.hpp"
+#include "envspec/stack/stack.hpp"
+#include "support/base/log.hpp"
+#include "support/base/version.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/image_writer.hpp"
 #include "support/registry/pull.hpp"
-#include "support/version.hpp"
 
 #include <algorithm>
 #include <cstdlib>

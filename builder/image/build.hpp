@@ -1,14 +1,14 @@
 #pragma once
 // `lockstep build`: from a validated spec to image outputs, as a list of passes (build.cpp).
 #include "builder/image/layer_builder.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
 #include "runner/runtime/subids.hpp"
-#include "support/git_info.hpp"
+#include "support/base/result.hpp"
+#include "support/git/git_info.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <filesystem>

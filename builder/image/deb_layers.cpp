@@ -4,12 +4,12 @@
 #include "builder/image/layer_plan.hpp"
 #include "builder/image/run_step.hpp"
 #include "builder/lock/lock.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/debian/apt_packages.hpp"
 #include "support/debian/deb822.hpp"
-#include "support/http.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
-#include "support/text.hpp"
+#include "support/net/http.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -5,13 +5,13 @@
 // scripts, one sandboxed step runs them (`dpkg --configure -a`, as mmdebstrap does). See docs/debs.md.
 #include "builder/image/layer_builder.hpp"
 #include "builder/lock/base_contents.hpp"
-#include "envspec/lockfile.hpp"
+#include "envspec/lock/lockfile.hpp"
 #include "runner/runtime/subids.hpp"
-#include "support/blob_store.hpp"
-#include "support/compress.hpp"
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/compress.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/oci.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -32,7 +32,7 @@ struct PackageBuildState {
   std::vector<Digest> diff_ids;        ///< in, then appended to
   std::vector<bool> cached;            ///< one per appended layer
   std::vector<std::string> history;    ///< one per appended layer
-  /// Where the lock's local files may be read from (envspec::local_roots; support/http.hpp).
+  /// Where the lock's local files may be read from (envspec::local_roots; support/net/http.hpp).
   std::vector<std::filesystem::path> local_roots;
   /// The snapshot service of each apt repository (lock repository URL -> base, the spec's
   /// snapshot_url or a known one): a pool file gone upstream is fetched from the snapshot of its

@@ -1,15 +1,15 @@
 #include "builder/image/deb_package.hpp"
 
+#include "support/base/text.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/debian/deb_archive.hpp"
 #include "support/debian/debian_version.hpp"
-#include "support/fs.hpp"
 #include "support/oci/layer_model.hpp"
 #include "support/oci/tar_reader.hpp"
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
-// The low-level MD5 interface needs no provider lookup (see support/digest.cpp). MD5 is what dpkg
+// The low-level MD5 interface needs no provider lookup (see support/codec/digest.cpp). MD5 is what dpkg
 // records (md5sums, Conffiles); lockstep never trusts it for integrity, the lock's SHA-256 does that.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/md5.h>

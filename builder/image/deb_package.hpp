@@ -8,9 +8,9 @@
 // "data.tar[.gz|.xz|.bz2|.lzma|.zst]" (deb(5)); members whose names start with '_' may sit between
 // them and are ignored. libarchive reads the ar container and the inner tars; every name, size and
 // type is checked, since the archive is hostile input.
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/tar_writer.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <filesystem>

@@ -1,6 +1,6 @@
 #pragma once
 // The image epoch: every timestamp lockstep writes comes from here, never from the clock.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <cstdint>
 #include <optional>

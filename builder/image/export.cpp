@@ -9,8 +9,8 @@
 // be written is an error, or a limitation when leaving it out keeps the recipe useful.
 #include "builder/image/export.hpp"
 
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/base/text.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

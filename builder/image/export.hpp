@@ -4,9 +4,9 @@
 // checked by sha256, git sources are pinned by commit, and what the recipe cannot express (a base
 // image tag that moves, run: steps, lockstep's deterministic layers) is listed in a comment block
 // at its top. Text only: nothing is fetched or run. The mapping is described in docs/export.md.
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 
 #include <string>
 #include <vector>

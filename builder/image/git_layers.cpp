@@ -2,7 +2,7 @@
 
 #include "builder/image/layer_plan.hpp"
 #include "builder/lock/git_source.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/tar_writer.hpp"
 
 #include <fmt/format.h>

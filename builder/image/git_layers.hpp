@@ -3,10 +3,10 @@
 // tree of the locked commit, checked against the sha256 the lock recorded for its export.
 // See docs/git-sources.md.
 #include "builder/image/deb_layers.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/digest.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 
 #include <cstdint>
 #include <filesystem>

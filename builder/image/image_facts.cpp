@@ -2,9 +2,9 @@
 
 #include "builder/image/layer_builder.hpp"
 #include "builder/image/layer_plan.hpp"
-#include "envspec/recipes.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "envspec/stack/recipes.hpp"
+#include "support/base/log.hpp"
+#include "support/system/fs.hpp"
 
 #include <string_view>
 

@@ -1,11 +1,11 @@
 #pragma once
-// The image facts in a build (envspec/image_facts.hpp): derived from the lock with the CUDA driver
+// The image facts in a build (envspec/lock/image_facts.hpp): derived from the lock with the CUDA driver
 // floor from the embedded recipe recipes/cuda/drivers.yaml, and written into the image as the small
 // layer /.lockstep/facts.json. docs/spec.md, "What the image records".
 #include "builder/image/deb_layers.hpp"
-#include "envspec/image_facts.hpp"
-#include "envspec/lockfile.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/image_facts.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "support/base/result.hpp"
 
 namespace lockstep::builder {
 

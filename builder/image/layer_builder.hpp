@@ -6,12 +6,12 @@
 // re-tarred or re-compressed. A cold build streams: files -> tar (libarchive) -> sha256 (diff_id)
 // -> parallel compression -> sha256 (digest) -> store.
 #include "builder/image/layer_plan.hpp"
-#include "support/blob_store.hpp"
-#include "support/compress.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/compress.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/tar_writer.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <functional>
 #include <optional>

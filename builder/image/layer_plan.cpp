@@ -1,10 +1,10 @@
 #include "builder/image/layer_plan.hpp"
 
 #include "builder/image/tree_scan.hpp"
-#include "support/compress.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/codec/compress.hpp"
+#include "support/system/fs.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

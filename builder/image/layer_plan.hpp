@@ -2,10 +2,10 @@
 // Planning a layer: the exact list of tar members, in order, with every attribute decided, plus a
 // fingerprint of the inputs for the layer cache. Nothing is read except directory entries and
 // inode metadata, so planning an unchanged tree is cheap (see layer_builder.hpp).
-#include "envspec/spec.hpp"
-#include "support/digest.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/tar_writer.hpp"
-#include "support/result.hpp"
 
 #include <sys/stat.h>
 

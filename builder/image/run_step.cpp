@@ -5,9 +5,9 @@
 #include "runner/runtime/root_cache.hpp"
 #include "runner/runtime/sandbox.hpp"
 #include "runner/runtime/seccomp.hpp"
-#include "support/compress.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/codec/compress.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,11 +5,11 @@
 // (overlayfs whiteouts become `.wh.` members, opaque directories `.wh..wh..opq`).
 #include "builder/image/layer_builder.hpp"
 #include "builder/image/layer_plan.hpp"
-#include "envspec/spec.hpp"
+#include "envspec/spec/spec.hpp"
 #include "runner/runtime/root_cache.hpp"
 #include "runner/runtime/subids.hpp"
-#include "support/digest.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 
 #include <sys/types.h>
 

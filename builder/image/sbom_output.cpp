@@ -2,14 +2,14 @@
 #include "builder/image/sbom_output.hpp"
 
 #include "builder/lock/lock.hpp"
+#include "support/base/log.hpp"
+#include "support/base/parallel.hpp"
+#include "support/base/version.hpp"
 #include "support/debian/copyright.hpp"
 #include "support/debian/deb_archive.hpp"
-#include "support/http.hpp"
-#include "support/log.hpp"
-#include "support/parallel.hpp"
+#include "support/net/http.hpp"
 #include "support/python/wheel.hpp"
 #include "support/python/wheel_archive.hpp"
-#include "support/version.hpp"
 
 #include <algorithm>
 #include <thread>

@@ -1,13 +1,13 @@
 #pragma once
-// The SBOM of an image or a lock (envspec/sbom.hpp renders it): the licenses its packages declare
+// The SBOM of an image or a lock (envspec/documents/sbom.hpp renders it): the licenses its packages declare
 // are read here, from the artifacts themselves — a deb's DEP-5 /usr/share/doc/NAME/copyright, a
 // wheel's METADATA — so the same lock gives the same SBOM on any machine. Artifacts the store lacks
 // are fetched first (size and sha256 checked, as a build fetches them); what was read is remembered
 // per artifact (store records "sbom-license"), so a second SBOM reads no package again.
-#include "envspec/lockfile.hpp"
-#include "envspec/sbom.hpp"
-#include "support/blob_store.hpp"
-#include "support/result.hpp"
+#include "envspec/documents/sbom.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "support/base/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <map>

@@ -1,11 +1,11 @@
 #include "builder/image/sif_output.hpp"
 
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/sif.hpp"
-#include "support/process.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -10,10 +10,10 @@
 //                           5 FS            the root file system: squashfs, PrimSys, the arch
 // Cache: ROOT/records/sif/<fingerprint> names the finished SIF blob in the store; the fingerprint
 // covers every byte that goes in (layers, config, objects, epoch, squashfs settings, libraries).
-#include "support/blob_store.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_writer.hpp"
 #include "support/oci/squashfs.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <nlohmann/json.hpp>
 

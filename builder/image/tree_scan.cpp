@@ -1,7 +1,7 @@
 #include "builder/image/tree_scan.hpp"
 
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/system/fs.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

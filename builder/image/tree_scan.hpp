@@ -2,7 +2,7 @@
 // Reading a directory tree's entries and inode metadata on several threads. Planning a layer is
 // mostly getdents64 and fstatat; on an unchanged tree that is all a rebuild does, so it runs on all
 // cores. Symlinks are never followed; the result does not depend on the thread count.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <sys/stat.h>
 

@@ -3,15 +3,15 @@
 
 #include "builder/lock/git_source.hpp"
 #include "builder/lock/lock.hpp"
-#include "support/fs.hpp"
-#include "support/http.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/base/version.hpp"
+#include "support/net/http.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/oci.hpp"
 #include "support/registry/pull.hpp"
 #include "support/registry/push.hpp"
-#include "support/version.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

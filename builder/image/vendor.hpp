@@ -3,12 +3,12 @@
 // image's manifest, config and layers, and the lock itself — saved where a later build can fetch
 // them without upstream: a directory (DIR/blobs/sha256/<hex>, indexed by DIR/lockstep-vendor.json)
 // or a registry repository (each file a blob, all under one artifact manifest). A build given the
-// place as a mirror (support/mirror.hpp) reads them from there.
-#include "envspec/lockfile.hpp"
-#include "support/blob_store.hpp"
+// place as a mirror (support/net/mirror.hpp) reads them from there.
+#include "envspec/lock/lockfile.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/registry_ref.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <string>

@@ -1,9 +1,9 @@
 #include "builder/image/wheel_install.hpp"
 
-#include "support/digest.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/codec/digest.hpp"
 #include "support/python/wheel_archive.hpp"
+#include "support/system/fs.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

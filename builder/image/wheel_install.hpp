@@ -11,11 +11,11 @@
 // directory (as every lockstep layer), parent directories first and once per layer, modes
 // 0644/0755, uid/gid 0, mtime = the target's epoch. The output depends only on the wheel's bytes
 // and the target. See docs/wheels.md for the memory bound and the passes over the zip.
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/tar_writer.hpp"
 #include "support/python/pep440.hpp"
 #include "support/python/wheel.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <filesystem>

@@ -5,9 +5,9 @@
 // in /usr/local/bin. Wheels are fetched into the store (size and sha256 checked against the lock)
 // and verified against their own RECORD while written. See docs/wheels.md.
 #include "builder/image/deb_layers.hpp"
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 
 namespace lockstep::builder {
 

@@ -1,9 +1,9 @@
 #include "builder/lock/apt_repo.hpp"
 
+#include "support/base/log.hpp"
 #include "support/debian/apt_release.hpp"
 #include "support/debian/openpgp.hpp"
-#include "support/http.hpp"
-#include "support/log.hpp"
+#include "support/net/http.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -47,7 +47,7 @@ struct SignedRelease {
 };
 
 // Limits for reading from `repo`: a local repository is read only inside its own directory (a
-// symlink or a Filename leading out of it is refused before it is opened; support/http.hpp).
+// symlink or a Filename leading out of it is refused before it is opened; support/net/http.hpp).
 FetchOptions repo_fetch(const envspec::Repo& repo, std::uint64_t max_size) {
   FetchOptions options;
   options.max_size = max_size;

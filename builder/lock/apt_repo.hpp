@@ -3,11 +3,11 @@
 // is verified against the spec's keyring, then each Packages index is fetched (by hash when the
 // repository supports it), checked against the sha256 and size the Release lists, and parsed.
 // Nothing unverified is ever parsed beyond the signature check. See docs/lockfile.md.
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/blob_store.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 #include "support/debian/apt_packages.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <string>
 #include <vector>

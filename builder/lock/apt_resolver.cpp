@@ -1,6 +1,6 @@
 #include "builder/lock/apt_resolver.hpp"
 
-#include "envspec/suggest.hpp"
+#include "envspec/yaml/suggest.hpp"
 
 #include <fmt/format.h>
 

@@ -4,9 +4,9 @@
 // (`apt-get install --no-install-recommends` with an empty dpkg status), deterministically, with
 // Conflicts and Breaks checked and errors that show the chain of packages behind a failure.
 // The rules (candidates, alternatives, Multi-Arch, what is not supported) are in docs/apt-resolver.md.
+#include "support/base/result.hpp"
 #include "support/debian/apt_packages.hpp"
 #include "support/debian/debian_version.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <map>

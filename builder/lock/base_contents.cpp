@@ -1,9 +1,9 @@
 #include "builder/lock/base_contents.hpp"
 
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
 #include "support/debian/apt_packages.hpp"
 #include "support/debian/apt_sources.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
 #include "support/oci/image_contents.hpp"
 
 #include <fmt/format.h>

@@ -5,10 +5,10 @@
 // (without hashing), then kept in the store by manifest digest, so locking and building again cost
 // nothing. docs/debs.md, "Installing over a base image".
 #include "builder/lock/base_image.hpp"
-#include "envspec/stack.hpp"
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
-#include "support/result.hpp"
+#include "envspec/stack/stack.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <map>
 #include <optional>

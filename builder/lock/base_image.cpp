@@ -1,6 +1,6 @@
 #include "builder/lock/base_image.hpp"
 
-#include "envspec/diagnostics.hpp"
+#include "envspec/yaml/diagnostics.hpp"
 #include "support/registry/pull.hpp"
 
 #include <fmt/format.h>

@@ -3,12 +3,12 @@
 // `{oci: PATH}`): opened, resolved to one platform's manifest and config, and recorded in the lock
 // by digest, so that a build uses the locked manifest whatever the tag points at later.
 // docs/lockfile.md, "The base image".
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/blob_store.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <memory>
 #include <optional>

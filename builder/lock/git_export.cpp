@@ -3,12 +3,12 @@
 // docs/git-sources.md); git_source.cpp resolves revisions and keeps the cache.
 #include "builder/lock/git_repo.hpp"
 #include "builder/lock/git_source.hpp"
-#include "support/digest.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/mirror.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/text.hpp"
+#include "support/codec/digest.hpp"
+#include "support/net/mirror.hpp"
 #include "support/oci/tar_reader.hpp"
-#include "support/text.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/ranges.h>
 

@@ -1,8 +1,8 @@
 #pragma once
 // What git_source.cpp (the cache and fetches) and git_export.cpp (trees into layers) share: libgit2
 // set up for the cache, URL and commit checks, and opening the cache. Internal to builder/lock.
-#include "support/libgit.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/git/libgit.hpp"
 
 #include <filesystem>
 #include <string>

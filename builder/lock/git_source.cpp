@@ -3,12 +3,12 @@
 #include "builder/lock/git_source.hpp"
 
 #include "builder/lock/git_repo.hpp"
-#include "support/digest.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/libgit.hpp"
-#include "support/mirror.hpp"
-#include "support/text.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/text.hpp"
+#include "support/codec/digest.hpp"
+#include "support/git/libgit.hpp"
+#include "support/net/mirror.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/ranges.h>
 

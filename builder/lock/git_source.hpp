@@ -7,11 +7,11 @@
 // atomically (initialised beside it, then renamed) and flock(2)ed (STORE_ROOT/git/<sha256>.lock)
 // while a fetch writes to it, so concurrent builds share it safely. A commit the cache holds never
 // needs the network again.
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/tar_writer.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <cstdint>
 #include <filesystem>

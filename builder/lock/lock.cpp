@@ -7,13 +7,13 @@
 #include "builder/lock/git_source.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "builder/lock/wheel_lock.hpp"
-#include "envspec/host_paths.hpp"
-#include "envspec/recipes.hpp"
-#include "envspec/stack.hpp"
-#include "support/confine.hpp"
-#include "support/http.hpp"
-#include "support/log.hpp"
-#include "support/version.hpp"
+#include "envspec/spec/host_paths.hpp"
+#include "envspec/stack/recipes.hpp"
+#include "envspec/stack/stack.hpp"
+#include "support/base/log.hpp"
+#include "support/base/version.hpp"
+#include "support/net/http.hpp"
+#include "support/system/confine.hpp"
 
 #include <fmt/format.h>
 
@@ -524,7 +524,7 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
       }
     }
   }
-  // The stack solver's packages join the spec's own requests (envspec/stack.hpp).
+  // The stack solver's packages join the spec's own requests (envspec/stack/stack.hpp).
   envspec::Spec effective = spec;
   if (spec.stack) {
     LS_TRY_ASSIGN(const envspec::RecipeSet recipes, recipes_for_spec(spec, store.root()));

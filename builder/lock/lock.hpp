@@ -1,12 +1,13 @@
 #pragma once
 // `lockstep lock`: resolving a spec's packages and sources against their repositories into a Lock.
 // See docs/lockfile.md for the rules (candidate choice, groups, --update).
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/blob_store.hpp"
-#include "support/pubgrub.hpp"
+#include "builder/lock/lock_options.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/solver/pubgrub.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <map>
@@ -16,28 +17,6 @@
 #include <vector>
 
 namespace lockstep::builder {
-
-struct LockOptions {
-  /// The lock being replaced, if any: its versions are kept for every package whose name is not in
-  /// `update` (when the repositories still have them and they fit), so re-locking moves nothing
-  /// unasked.
-  std::optional<envspec::Lock> previous;
-  /// Package names (or git URLs) to move to their newest candidates (`lock --update NAME...`);
-  /// "base" moves an image base to what its reference names now.
-  std::set<std::string> update;
-  /// Ignore `previous` entirely (`lock --update` without names).
-  bool update_all = false;
-  /// Read every Python index page again, even those the HTTP cache holds fresh (`lock --refresh`).
-  /// `update` and `update_all`, which ask for the newest versions, do so too.
-  bool refresh = false;
-  /// Bounds on the Python solver's work (`lock --resolver-steps N --resolver-timeout SECONDS`).
-  std::size_t resolver_steps = pubgrub::Limits{}.max_steps;
-  std::chrono::seconds resolver_timeout =
-      std::chrono::duration_cast<std::chrono::seconds>(pubgrub::Limits{}.max_time);
-  std::int64_t epoch = 0;
-  /// How an image base in a registry is reached (TLS, credentials).
-  registry::ClientOptions registry = registry::default_client_options();
-};
 
 /// Resolves `spec` into a lock. Network and tool failures are external errors; an impossible
 /// request (unknown package, unsatisfiable dependency, conflict) is invalid_input with the chain.

@@ -1,9 +1,9 @@
 #include "builder/lock/pypi_index.hpp"
 
-#include "support/confine.hpp"
-#include "support/digest.hpp"
+#include "support/base/text.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/oci.hpp"
-#include "support/text.hpp"
+#include "support/system/confine.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -9,7 +9,7 @@
 // names, URLs must resolve to http(s) (or file: for a file: page), hashes must be well formed. An
 // anchor without a sha256 is still listed, with an empty `sha256`, so that the lock can refuse it
 // by name.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -61,7 +61,7 @@ Result<std::vector<IndexFile>> parse_project_page(std::string_view body, std::st
 
 /// The *.whl files directly in `dir` (regular files, or symlinks to them), sorted by name, each
 /// with a file: URL and its sha256 computed here. A wheel that leads (through a symlink) outside
-/// every directory of `roots` is refused before it is read (support/confine.hpp).
+/// every directory of `roots` is refused before it is read (support/system/confine.hpp).
 Result<std::vector<IndexFile>> scan_wheelhouse(const std::filesystem::path& dir,
                                                const std::vector<std::filesystem::path>& roots);
 

@@ -2,7 +2,7 @@
 #include "builder/lock/python_export.hpp"
 
 #include "builder/lock/wheel_lock.hpp"
-#include "support/version.hpp"
+#include "support/base/version.hpp"
 
 #include <fmt/format.h>
 

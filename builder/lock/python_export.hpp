@@ -4,9 +4,9 @@
 // with the index and find-links options of the repositories they came from), and a PEP 751
 // `pylock.toml` (lock-version 1.0: each package with its wheel's URL or path, size and sha256).
 // Text only: nothing is fetched. See docs/python-resolver.md ("Exporting").
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 
 #include <filesystem>
 #include <string>

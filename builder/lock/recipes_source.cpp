@@ -1,11 +1,11 @@
 #include "builder/lock/recipes_source.hpp"
 
 #include "builder/lock/git_source.hpp"
-#include "support/compress.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/codec/compress.hpp"
 #include "support/oci/tar_reader.hpp"
 #include "support/oci/tar_writer.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 

@@ -3,10 +3,10 @@
 // repository named in the spec (`stack.recipes: {git: URL, rev: REV}`), read at one commit from the
 // store's git cache (builder/lock/git_source.hpp). The lock records that commit, so re-locking with the
 // same rev later, or on another machine, reads exactly the same recipe bytes (docs/recipes.md).
-#include "envspec/lockfile.hpp"
-#include "envspec/recipes.hpp"
-#include "envspec/spec.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
+#include "envspec/stack/recipes.hpp"
+#include "support/base/result.hpp"
 
 #include <filesystem>
 #include <optional>

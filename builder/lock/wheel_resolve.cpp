@@ -1,9 +1,9 @@
 // Resolving Python requirements with PubGrub: see wheel_resolve.hpp and docs/python-resolver.md.
 #include "builder/lock/wheel_resolve.hpp"
 
-#include "support/http.hpp"
-#include "support/http_cache.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/net/http.hpp"
+#include "support/net/http_cache.hpp"
 #include "support/python/wheel_archive.hpp"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 #pragma once
-// Choosing Python package versions for a lock: PubGrub (support/pubgrub.hpp) over the spec's
+// Choosing Python package versions for a lock: PubGrub (support/solver/pubgrub.hpp) over the spec's
 // package indexes (PEP 691 JSON, PEP 503 HTML) and wheelhouses, for one target Python. Each
 // project's candidates are the versions that have a wheel installable on the target (tags for its
 // Python and glibc, the index's Requires-Python), one best file per version as pip picks it; their
@@ -7,13 +7,13 @@
 // the newest versions' dependencies. Extras are packages of their own ("name[extra]") tied to the
 // base at the same version. See docs/python-resolver.md.
 #include "builder/lock/pypi_index.hpp"
-#include "builder/lock/wheel_lock.hpp"
-#include "envspec/spec.hpp"
-#include "support/blob_store.hpp"
-#include "support/pubgrub.hpp"
+#include "builder/lock/python_target.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
-#include "support/result.hpp"
+#include "support/solver/pubgrub.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <map>
 #include <optional>

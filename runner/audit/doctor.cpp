@@ -14,18 +14,18 @@
 //   interpreter, a slow import or a different python3 on PATH must not change what is reported.
 #include "runner/audit/doctor.hpp"
 
-#include "envspec/recipes.hpp"
+#include "envspec/stack/recipes.hpp"
 #include "runner/runtime/gpu.hpp"
-#include "support/blob_store.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/base/version.hpp"
 #include "support/debian/deb822.hpp"
-#include "support/fs.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
-#include "support/process.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
-#include "support/text.hpp"
-#include "support/version.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

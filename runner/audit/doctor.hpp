@@ -8,10 +8,10 @@
 // test's fake /proc, /sys and /etc), every file resolved inside it; tools (mpirun, nvidia-smi,
 // sinfo) come from PATH with bounded output and a timeout. The snapshot is a JSON document with a
 // fixed key order that `lockstep diff` reads back (parse_snapshot). docs/doctor.md.
-#include "envspec/image_facts.hpp"
+#include "envspec/lock/image_facts.hpp"
 #include "runner/launch/host_probe.hpp"
 #include "runner/launch/preflight.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <nlohmann/json.hpp>
 

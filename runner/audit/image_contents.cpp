@@ -6,14 +6,14 @@
 #include "runner/launch/preflight.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "runner/runtime/unpack.hpp"
-#include "support/blob_store.hpp"
-#include "support/fs.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/sif.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/registry/oras.hpp"
 #include "support/registry/pull.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,8 +5,8 @@
 // extractor into a private directory and walked; a root directory is walked in place.
 // docs/verify-diff.md.
 #include "runner/runtime/exec.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_contents.hpp"
-#include "support/result.hpp"
 
 namespace lockstep::runner {
 

@@ -1,9 +1,9 @@
 #include "runner/audit/inspect.hpp"
 
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/registry/pull.hpp"
-#include "support/text.hpp"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,8 @@
 #pragma once
 // `lockstep inspect`: a summary of an existing image (reference, manifest, config, layers).
 // The output forms are documented in docs/inspect.md.
+#include "support/base/result.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/result.hpp"
 
 #include <nlohmann/json.hpp>
 

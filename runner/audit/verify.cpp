@@ -2,14 +2,14 @@
 // against a lock; and the image's packages as diff's component list.
 #include "runner/audit/verify.hpp"
 
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/debian/apt_packages.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/debian/debian_version.hpp"
-#include "support/log.hpp"
 #include "support/python/pep440.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
-#include "support/text.hpp"
 
 #include <fmt/format.h>
 

@@ -8,10 +8,10 @@
 //     the lock's name, version and architecture and no other; every wheel is installed at the lock's
 //     version and no other.
 // Also the image's package lists, which `lockstep diff` compares. docs/verify-diff.md.
-#include "envspec/components.hpp"
-#include "envspec/lockfile.hpp"
+#include "envspec/documents/components.hpp"
+#include "envspec/lock/lockfile.hpp"
 #include "runner/audit/image_contents.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -4,12 +4,12 @@
 
 #include "runner/runtime/gpu.hpp"
 #include "runner/runtime/ld_cache.hpp"
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/codec/digest.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <climits>
 #include <fmt/format.h>

@@ -2,8 +2,8 @@
 
 #include "runner/launch/relay.hpp"
 #include "runner/runtime/join.hpp"
-#include "support/log.hpp"
-#include "support/process.hpp"
+#include "support/base/log.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 

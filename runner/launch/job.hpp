@@ -5,8 +5,8 @@
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
 #include "runner/launch/run_record.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_arg.hpp"
-#include "support/result.hpp"
 
 #include <nlohmann/json.hpp>
 

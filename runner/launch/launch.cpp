@@ -2,8 +2,8 @@
 // exact mpirun / srun / lockstep exec / apptainer / enroot command lines. docs/launch.md.
 #include "runner/launch/launch.hpp"
 
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/base/text.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 

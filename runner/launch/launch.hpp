@@ -5,8 +5,8 @@
 // here (local); other runtimes (Apptainer, Singularity, Enroot/Pyxis) get their command lines.
 // Planning is pure, so --dry-run, --emit sbatch and the golden tests see what a launch would run.
 // docs/launch.md.
-#include "envspec/image_facts.hpp"
-#include "support/result.hpp"
+#include "envspec/lock/image_facts.hpp"
+#include "support/base/result.hpp"
 
 #include <optional>
 #include <string>

@@ -11,15 +11,15 @@
 // major, e.g. pmix_v4) and a different minor warns.
 #include "runner/launch/preflight.hpp"
 
-#include "envspec/recipes.hpp"
+#include "envspec/stack/recipes.hpp"
 #include "runner/runtime/sif_mount.hpp"
-#include "support/blob_store.hpp"
-#include "support/fs.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/pull.hpp"
-#include "support/text.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 

@@ -10,12 +10,12 @@
 //   space   the cache's file system can hold the unpacked image
 // Every check is in every report (skipped when it doesn't apply), so reports of several nodes
 // form one table. Evaluation is a pure function of the request and the probes. docs/launch.md.
-#include "envspec/image_facts.hpp"
+#include "envspec/lock/image_facts.hpp"
 #include "runner/launch/host_probe.hpp"
 #include "runner/runtime/exec.hpp"
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/oci.hpp"
-#include "support/result.hpp"
 
 #include <nlohmann/json.hpp>
 

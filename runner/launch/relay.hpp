@@ -6,9 +6,9 @@
 // and output are handed to `lockstep run`: a node costs one agent start, not two. With no run
 // listening (a daemon started by another daemon, a run that ended), or told to pass, the relay is
 // the agent itself.
-#include "support/fs.hpp"
-#include "support/process.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <optional>
 #include <string>

@@ -1,9 +1,9 @@
 // Rank reports and run-record helpers for `lockstep run` (docs/launch.md).
 #include "runner/launch/run_record.hpp"
 
-#include "support/fs.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 

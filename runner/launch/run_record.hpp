@@ -3,7 +3,7 @@
 // command ends (exit code, node, times); `lockstep run` gathers them into one JSON record per job
 // with the image and lock digests, nodes, ranks, commands, environment deltas, preflight results and
 // start and end times. docs/launch.md.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -3,13 +3,13 @@
 
 #include "runner/launch/job.hpp"
 #include "runner/runtime/sif_mount.hpp"
-#include "support/fs.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/process.hpp"
 #include "support/registry/oras.hpp"
 #include "support/registry/pull.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 

@@ -16,11 +16,11 @@
 #include "runner/launch/job.hpp"
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/oci/image_writer.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -3,13 +3,13 @@
 #include "runner/runtime/gpu.hpp"
 #include "runner/runtime/join.hpp"
 #include "runner/runtime/root_cache.hpp"
-#include "support/blob_store.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
 #include "support/registry/oras.hpp"
 #include "support/registry/pull.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
 
 #include <climits>
 

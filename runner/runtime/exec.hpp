@@ -7,9 +7,9 @@
 #include "runner/runtime/join.hpp"
 #include "runner/runtime/sandbox.hpp"
 #include "runner/runtime/sif_mount.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/result.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,12 +1,12 @@
 #include "runner/runtime/gpu.hpp"
 
-#include "envspec/node.hpp"
-#include "envspec/recipe_reader.hpp"
-#include "envspec/recipes.hpp"
+#include "envspec/stack/recipes.hpp"
+#include "envspec/yaml/node.hpp"
+#include "envspec/yaml/recipe_reader.hpp"
 #include "runner/runtime/ld_cache.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
-#include "support/text.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/ranges.h>
 

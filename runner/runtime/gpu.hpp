@@ -3,7 +3,7 @@
 // nodes a container needs to use the host's NVIDIA driver. This module only plans; the runtime
 // (runner/runtime/sandbox) performs the binds. docs/gpu.md describes the rules; the file list is data in
 // recipes/gpu/nvidia.yaml.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <cstddef>
 #include <filesystem>

@@ -2,8 +2,8 @@
 #include "runner/runtime/hold.hpp"
 
 #include "runner/runtime/join.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>

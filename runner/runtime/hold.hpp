@@ -10,7 +10,7 @@
 // the host's mount table (but for a FUSE-mounted SIF, unmounted when it leaves), and nothing of it outlives
 // the job's ranks.
 #include "runner/runtime/exec.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <chrono>
 #include <string>

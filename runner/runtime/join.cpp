@@ -2,8 +2,7 @@
 // messages and the descriptor passing (join.hpp). Compiled into lockstep and into lockstep-rank.
 #include "runner/runtime/join.hpp"
 
-#include "runner/runtime/sandbox.hpp"
-#include "support/process.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/format.h>
 

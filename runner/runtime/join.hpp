@@ -10,8 +10,8 @@
 // host), the rendezvous (an abstract unix socket named after the key: per network namespace, gone
 // with its last descriptor, nothing left in a file system), the two messages and the descriptor
 // passing, and the command's PATH search both `lockstep exec` and `lockstep-rank` use.
-#include "support/fs.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <sys/types.h>
 
@@ -22,6 +22,14 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace lockstep::runner {
+
+/// Exit statuses for a command that could not be started (as POSIX shells use them).
+constexpr int k_exit_not_executable = 126;
+constexpr int k_exit_not_found = 127;
+
+} // namespace lockstep::runner
 
 namespace lockstep::runner::join {
 

@@ -1,6 +1,6 @@
 #include "runner/runtime/ld_cache.hpp"
 
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 
 #include <array>
 #include <cstring>

@@ -12,7 +12,7 @@
 //   count from the end of the entries. `ldconfig -c compat` writes an old table followed (8-byte
 //   aligned) by a complete new one, which readers prefer, as glibc does.
 // The file is treated as hostile input: every count, offset and string is bounds-checked.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <cstdint>
 #include <filesystem>

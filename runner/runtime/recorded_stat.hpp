@@ -5,7 +5,7 @@
 // (runner/runtime/unpack.hpp, ownership `caller`) and by the build sandbox's supervisor
 // (runner/runtime/supervisor.hpp); the layer capture (builder/image/run_step.cpp) reads it.
 // docs/rootless.md describes the scheme.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <sys/types.h>
 

@@ -1,9 +1,9 @@
 #include "runner/runtime/root_cache.hpp"
 
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
-#include "support/version.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/base/version.hpp"
+#include "support/system/fs.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -10,10 +10,10 @@
 // complete root or none; builders of the same key take the lock and re-check before building.
 // See docs/unpack.md.
 #include "runner/runtime/unpack.hpp"
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/oci.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <memory>

@@ -8,10 +8,10 @@
 
 #include "runner/runtime/join.hpp"
 #include "runner/runtime/seccomp.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fcntl.h>
 #include <grp.h>

@@ -2,10 +2,11 @@
 // The container runtime: namespaces, mounts, pivot_root and the command's process, with no setuid
 // helper. `lockstep exec` and the build's `run:` steps both enter containers through
 // run_in_sandbox(); docs/exec.md describes the behaviour and the security notes.
+#include "runner/runtime/join.hpp"
 #include "runner/runtime/subids.hpp"
 #include "runner/runtime/supervisor.hpp"
-#include "support/fs.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <sys/types.h>
 
@@ -142,9 +143,8 @@ struct SandboxConfig {
 constexpr std::uint32_t k_confined_host_first = 0x80000000U;
 constexpr std::uint32_t k_confined_id_count = 0x7FFFFFFFU;
 
-/// Exit statuses for a command that could not be started (as POSIX shells use them).
-constexpr int k_exit_not_executable = 126;
-constexpr int k_exit_not_found = 127;
+/// Exit statuses for a command that could not be started: k_exit_not_executable, k_exit_not_found
+/// (join.hpp).
 
 /// Runs `config.argv` in a new container and waits for it. Returns the command's exit code, or
 /// 128+N when signal N killed it. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to

@@ -1,6 +1,6 @@
 #include "runner/runtime/seccomp.hpp"
 
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 
 #include <sched.h>
 #include <seccomp.h>

@@ -3,7 +3,7 @@
 // needs, and that could reach the host or the kernel's global state, fail instead of running
 // (docs/run-steps.md, "Confinement").
 #include "runner/runtime/supervisor.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <linux/filter.h>
 

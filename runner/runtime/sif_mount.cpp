@@ -2,12 +2,12 @@
 
 #include "runner/runtime/root_cache.hpp"
 #include "runner/runtime/unpack.hpp"
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/sif.hpp"
 #include "support/oci/squashfs.hpp"
+#include "support/store/blob_store.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/ranges.h>
 

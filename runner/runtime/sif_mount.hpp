@@ -5,7 +5,7 @@
 //   extract  the partition extracted once into the cache, STORE/roots/sif-<sha256>/rootfs
 // `auto` takes the first that works here, in that order. docs/exec.md ("SIF images").
 #include "runner/runtime/sandbox.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <sys/types.h>
 

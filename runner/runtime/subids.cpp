@@ -1,8 +1,8 @@
 #include "runner/runtime/subids.hpp"
 
-#include "support/fs.hpp"
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/base/text.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fcntl.h>
 #include <pwd.h>

@@ -3,7 +3,7 @@
 // (docs/rootless.md). With a range, the build sandbox maps the caller's uid to 0 and the range to
 // 1.. through the setuid newuidmap/newgidmap (shadow's uidmap package), so ids switch for real;
 // without one, a single id is mapped and the supervisor records owners.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <sys/types.h>
 

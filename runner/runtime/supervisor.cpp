@@ -1,9 +1,9 @@
 #include "runner/runtime/supervisor.hpp"
 
 #include "runner/runtime/recorded_stat.hpp"
-#include "support/fs.hpp"
-#include "support/log.hpp"
-#include "support/process.hpp"
+#include "support/base/log.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fcntl.h>
 #include <linux/audit.h>

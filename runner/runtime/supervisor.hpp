@@ -6,7 +6,7 @@
 // It never performs a privileged operation for the step: it resolves the file inside the
 // container's root (the step's own view), refuses anything off the image's root filesystem, and
 // writes only a user xattr, a copy-up, or an empty regular file standing for a device node.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <sys/types.h>
 

@@ -1,11 +1,11 @@
 #include "runner/runtime/unpack.hpp"
 
 #include "runner/runtime/recorded_stat.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/layer_model.hpp"
 #include "support/oci/layer_stream.hpp"
+#include "support/system/fs.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -8,9 +8,9 @@
 // ".wh..wh..opq") remove what lower layers left; they never remove what the same layer wrote.
 // The policy (devices, setuid, ownership, xattrs, limits) and the CVEs each rule answers are in
 // docs/unpack.md.
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/oci.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <filesystem>

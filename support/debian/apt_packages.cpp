@@ -1,6 +1,6 @@
 #include "support/debian/apt_packages.hpp"
 
-#include "support/text.hpp"
+#include "support/base/text.hpp"
 
 #include <fmt/format.h>
 

@@ -3,10 +3,10 @@
 // dists/SUITE/COMPONENT/binary-ARCH/) parsed into validated package records: what the resolver
 // chooses from (builder/lock/apt_resolver.hpp) and what the lock keeps about each package.
 // Format: https://wiki.debian.org/DebianRepository/Format#A.22Packages.22_Indices
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/debian/deb822.hpp"
 #include "support/debian/debian_version.hpp"
-#include "support/digest.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <string>

@@ -2,8 +2,8 @@
 // An apt repository's Release file (the text inside InRelease once its signature is checked):
 // what the suite is, and the sha256 and size of every index it lists. Format:
 // https://wiki.debian.org/DebianRepository/Format#A.22Release.22_files
-#include "support/digest.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 
 #include <cstdint>
 #include <map>

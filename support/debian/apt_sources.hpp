@@ -3,7 +3,7 @@
 // sources.list.d/*.list ("deb [options] URI SUITE [COMPONENT...]") and the deb822 format of
 // sources.list.d/*.sources (Types, URIs, Suites, Components, Signed-By). sources.list(5).
 // lockstep reads them only to tell users what a base image's apt would use and the spec doesn't.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <string>
 #include <string_view>

@@ -1,9 +1,9 @@
 // DEP-5 copyright files as SPDX license expressions: see copyright.hpp.
 #include "support/debian/copyright.hpp"
 
+#include "support/base/text.hpp"
 #include "support/debian/deb822.hpp"
-#include "support/spdx_license.hpp"
-#include "support/text.hpp"
+#include "support/supplychain/spdx_license.hpp"
 
 #include <array>
 #include <optional>

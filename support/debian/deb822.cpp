@@ -1,6 +1,6 @@
 #include "support/debian/deb822.hpp"
 
-#include "support/text.hpp"
+#include "support/base/text.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -2,8 +2,8 @@
 // deb822 control data (Debian policy §5.1): the format of Packages and Release files, the dpkg
 // status database and a package's control file; and the relationship fields in it (Depends,
 // Pre-Depends, Provides, Conflicts, Breaks: policy §7.1).
+#include "support/base/result.hpp"
 #include "support/debian/debian_version.hpp"
-#include "support/result.hpp"
 
 #include <optional>
 #include <string>

@@ -1,7 +1,7 @@
 #include "support/debian/deb_archive.hpp"
 
-#include "support/archive_names.hpp"
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/codec/archive_names.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -7,8 +7,8 @@
 // no external decompressors); every name, size, owner and type is checked and bounded.
 // Callers hold a C.UTF-8 LC_CTYPE around the reads (Utf8Locale) so that names pass through
 // unchanged; read_deb_files() does so itself.
-#include "support/fs.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <sys/types.h>
 

@@ -2,7 +2,7 @@
 // Debian package versions: parsing `[epoch:]upstream[-revision]` and ordering them exactly as dpkg
 // does (deb-version(7); dpkg lib/dpkg/version.c). Used to choose package candidates and to check
 // versioned dependencies (`>= 1.2`, `<< 2~`).
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <compare>
 #include <cstdint>

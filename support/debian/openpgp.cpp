@@ -1,10 +1,10 @@
 // OpenPGP signature checks with gpgv or sqv (see openpgp.hpp for the policy).
 #include "support/debian/openpgp.hpp"
 
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
-#include "support/text.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/system/fs.hpp"
 
 #include <openssl/evp.h>
 

@@ -7,7 +7,7 @@
 // signature is bad. Signatures by keys outside the keyring are ignored next to a good one, since
 // archives sign with several keys at once (Debian signs with the keys of two releases). The
 // verifier runs without a shell, with a private GNUPGHOME, and its output is bounded.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <filesystem>
 #include <string>

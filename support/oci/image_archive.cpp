@@ -13,7 +13,7 @@
 // all) and records the names and sizes of the rest. Images resolve from memory; fetch_blob() and
 // reads of bigger members re-read the archive and stream just the wanted member, verifying its
 // digest and size before anything is published.
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
 #include "support/oci/image_internal.hpp"
 #include "support/oci/tar_reader.hpp"
 

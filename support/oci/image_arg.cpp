@@ -1,7 +1,7 @@
 #include "support/oci/image_arg.hpp"
 
-#include "support/fs.hpp"
 #include "support/oci/tar_reader.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
 #pragma once
 // IMAGE: the one argument type and grammar of every command that reads an image (exec, run,
 // preflight, inspect, verify, diff, doctor). docs/exec.md, "IMAGE".
+#include "support/base/result.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/result.hpp"
 
 #include <filesystem>
 #include <string_view>

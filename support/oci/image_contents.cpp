@@ -3,18 +3,18 @@
 // while the reader goes on. runner/audit/image_contents.cpp adds the SIF reader and IMAGE's forms.
 #include "support/oci/image_contents.hpp"
 
-#include "support/buffers.hpp"
-#include "support/compress.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
-#include "support/md5_lanes.hpp"
+#include "support/base/buffers.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/codec/compress.hpp"
+#include "support/codec/md5_lanes.hpp"
 #include "support/oci/layer_model.hpp"
 #include "support/oci/layer_stream.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/tar_reader.hpp"
+#include "support/system/fs.hpp"
 
-// The low-level digest interfaces need no provider lookup per file (see support/digest.cpp). MD5 is
+// The low-level digest interfaces need no provider lookup per file (see support/codec/digest.cpp). MD5 is
 // what dpkg records; it is compared with dpkg's own record, never trusted for integrity.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/md5.h>

@@ -10,9 +10,9 @@
 // each .dist-info's METADATA and RECORD). Everything is hostile input: names, sizes, entry counts,
 // link hops and the metadata bytes kept are bounded, and a refusal names the image, layer and
 // member. docs/verify-diff.md.
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/result.hpp"
 
 #include <array>
 #include <cstdint>

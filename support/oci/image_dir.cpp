@@ -3,9 +3,9 @@
 // Blob paths are built only from validated Digests. Every file inside the layout is opened with
 // O_NOFOLLOW (a symlinked blob could point anywhere on the host) and must be a regular file of the
 // size its descriptor states; its bytes are hashed while they are read.
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
 #include "support/oci/image_internal.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

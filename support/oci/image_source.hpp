@@ -4,12 +4,12 @@
 // Every byte read is hostile until verified: digests are validated before they become paths,
 // blob sizes and digests are checked while streaming, JSON is size-bounded, archive member names
 // never resolve outside the archive.
-#include "support/blob_store.hpp"
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/layer_stream.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/registry_ref.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <memory>

@@ -1,9 +1,9 @@
 #include "support/oci/image_writer.hpp"
 
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
 #include "support/oci/tar_writer.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -3,9 +3,9 @@
 // a layout) and a docker-archive (`docker load` input). Outputs are published atomically: a layout
 // is staged beside its target and swapped in; an archive is a temporary file renamed into place.
 // Archives are deterministic: sorted members, uid/gid 0, mtime = the image epoch, fixed modes.
-#include "support/blob_store.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/oci.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <cstdint>
 #include <filesystem>

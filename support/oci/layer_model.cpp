@@ -1,6 +1,6 @@
 #include "support/oci/layer_model.hpp"
 
-#include "support/text.hpp"
+#include "support/base/text.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -15,8 +15,8 @@
 //    directory merges; anything else replaces what is there, subtree included; hard links to an
 //    existing non-directory). The disk unpacker executes the same rules with the kernel doing the
 //    walk and inode sets recording what the layer wrote.
-#include "support/archive_names.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/archive_names.hpp"
 
 #include <cstdint>
 #include <functional>

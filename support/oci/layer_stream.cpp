@@ -1,8 +1,8 @@
 #include "support/oci/layer_stream.hpp"
 
-#include "support/buffers.hpp"
-#include "support/compress.hpp"
-#include "support/interrupt.hpp"
+#include "support/base/buffers.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/codec/compress.hpp"
 
 #include <fmt/format.h>
 #include <libdeflate.h>

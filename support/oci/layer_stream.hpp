@@ -6,10 +6,10 @@
 // whatever the layer's size: a fixed input window and one member's output, never a mapping of
 // the blob or a private copy of it. Every reader of layers (verify, the SIF writer, TarReader's
 // callers) goes through here, so a layer is decoded one way everywhere.
-#include "support/digest.hpp"
-#include "support/fs.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/oci.hpp"
-#include "support/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <cstdint>
 #include <filesystem>

@@ -2,9 +2,9 @@
 // OCI image-spec data types (descriptor, manifest, index, platform) with strict parsing and
 // deterministic serialisation (compact JSON, keys sorted). Image configs stay nlohmann::json so
 // that fields lockstep does not know are carried forward untouched.
-#include "support/digest.hpp"
-#include "support/json.hpp"
-#include "support/result.hpp"
+#include "support/base/json.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -121,7 +121,7 @@ Result<std::vector<Digest>> config_diff_ids(const json& config, const std::strin
 /// not an object of strings is refused, as the OCI image spec requires.
 Result<std::map<std::string, std::string>> config_labels(const json& runtime, const std::string& where);
 
-/// Parses JSON from an untrusted source, its nesting bounded (support/json.hpp).
+/// Parses JSON from an untrusted source, its nesting bounded (support/base/json.hpp).
 using lockstep::parse_json;
 
 /// "1970-01-01T00:00:00Z" for a Unix time (RFC 3339, UTC, no fraction).

@@ -3,8 +3,8 @@
 // a first component without '.' or ':' that is not "localhost" is a repository path on docker.io, and
 // a one-component name there lives under "library/" (`debian:bookworm` is
 // `docker.io/library/debian:bookworm`); no tag and no digest means the tag "latest". docs/registry.md.
-#include "support/digest.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #include "support/oci/sif.hpp"
 
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -8,8 +8,8 @@
 //
 // Everything is little-endian and packed. Readers must trust no offset: read_image() checks every
 // one against the file size before anyone uses it.
-#include "support/digest.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 
 #include <array>
 #include <cstdint>

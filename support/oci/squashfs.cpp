@@ -1,11 +1,11 @@
 #include "support/oci/squashfs.hpp"
 
-#include "support/compress.hpp"
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/codec/compress.hpp"
 #include "support/oci/layer_model.hpp"
 #include "support/oci/tar_reader.hpp"
+#include "support/system/fs.hpp"
 
 #include <climits>
 #include <libdeflate.h>

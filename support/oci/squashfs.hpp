@@ -4,7 +4,7 @@
 // them safely. docs/sif.md explains the choices; the determinism rules are those of
 // docs/ARCHITECTURE.md: the bytes depend on the input and the options, never on the thread count,
 // the clock, the umask or the locale.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <cstdint>
 #include <filesystem>

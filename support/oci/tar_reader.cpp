@@ -1,6 +1,6 @@
 #include "support/oci/tar_reader.hpp"
 
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

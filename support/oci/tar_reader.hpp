@@ -5,10 +5,10 @@
 // (gzip, bzip2, xz/lzma, lzip, zstd, lz4): libarchive never runs an external program for us.
 // Member names are normalised ("./a//b" -> "a/b"); an absolute name or a ".." component makes the
 // whole archive invalid. Nothing is ever extracted: callers get headers and a byte stream.
-#include "support/fs.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/layer_model.hpp"
 #include "support/oci/layer_stream.hpp"
-#include "support/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <cstdint>
 #include <filesystem>

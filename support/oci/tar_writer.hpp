@@ -5,9 +5,9 @@
 // The caller decides every field; nothing is taken from the clock, the umask, the user database or
 // the locale: no uname/gname, no atime/ctime, mtime in whole seconds, xattrs as SCHILY.xattr
 // records in the order given. The archive is unblocked and ends with two 512-byte zero blocks.
-#include "support/archive_names.hpp"
-#include "support/compress.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/archive_names.hpp"
+#include "support/codec/compress.hpp"
 
 #include <clocale>
 #include <cstdint>

@@ -4,7 +4,7 @@
 // ordering, and `SpecifierSet::contains` with the pre-release policy. The behaviour follows the
 // reference implementation, `packaging.version` and `packaging.specifiers`; the unit tests compare
 // against it where it is installed.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <compare>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #include "support/python/pep508.hpp"
 
-#include "support/text.hpp"
+#include "support/base/text.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -6,9 +6,9 @@
 //
 // Behaviour follows the reference implementation, `packaging.requirements` and `packaging.markers`,
 // with one stricter rule: a marker comparison needs exactly one environment variable.
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/python/pep440.hpp"
-#include "support/result.hpp"
 
 #include <memory>
 #include <optional>

@@ -1,7 +1,7 @@
 #include "support/python/wheel.hpp"
 
-#include "support/spdx_license.hpp"
-#include "support/text.hpp"
+#include "support/base/text.hpp"
+#include "support/supplychain/spdx_license.hpp"
 
 #include <algorithm>
 #include <array>

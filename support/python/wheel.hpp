@@ -4,10 +4,10 @@
 // CPython on glibc Linux supports in priority order, and the small text files inside a wheel:
 // METADATA (core metadata), WHEEL, entry_points.txt and RECORD. Installing a wheel is
 // builder/image/wheel_install.
-#include "support/digest.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
 #include "support/python/pep440.hpp"
 #include "support/python/pep508.hpp"
-#include "support/result.hpp"
 
 #include <cstdint>
 #include <optional>

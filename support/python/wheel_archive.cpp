@@ -1,6 +1,6 @@
 #include "support/python/wheel_archive.hpp"
 
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

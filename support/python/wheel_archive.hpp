@@ -2,9 +2,9 @@
 // Reading a wheel (a zip) as an untrusted archive: one forward pass over its members with checked
 // names and bounded sizes, and its core metadata. Used to lock wheels (PEP 658 fallback) and to
 // install them (builder/image/wheel_install).
-#include "support/fs.hpp"
+#include "support/base/result.hpp"
 #include "support/python/wheel.hpp"
-#include "support/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <cstdint>
 #include <filesystem>

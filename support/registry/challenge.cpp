@@ -1,6 +1,6 @@
 #include "support/registry/challenge.hpp"
 
-#include "support/text.hpp"
+#include "support/base/text.hpp"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // The `WWW-Authenticate` challenges of a registry's 401 answers (RFC 7235 syntax): `Bearer
 // realm="…",service="…",scope="…"` sends the client to a token endpoint, `Basic realm="…"` asks for
 // the password itself. Values are quoted strings that may hold commas and backslash escapes.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <map>
 #include <string>

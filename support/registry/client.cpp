@@ -1,12 +1,12 @@
 // A client of one registry host (see client.hpp).
 #include "support/registry/client.hpp"
 
-#include "support/base64.hpp"
-#include "support/interrupt.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/codec/base64.hpp"
 #include "support/registry/challenge.hpp"
-#include "support/text.hpp"
 
 #include <algorithm>
 #include <charconv>

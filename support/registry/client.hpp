@@ -7,11 +7,11 @@
 //
 // Thread-safe: blob transfers run on several threads, each with its own connection; tokens are
 // shared.
-#include "support/http_session.hpp"
+#include "support/base/result.hpp"
+#include "support/net/http_session.hpp"
 #include "support/oci/registry_ref.hpp"
 #include "support/registry/credentials.hpp"
 #include "support/registry/host_config.hpp"
-#include "support/result.hpp"
 
 #include <chrono>
 #include <cstdint>

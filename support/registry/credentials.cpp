@@ -11,13 +11,13 @@
 // helper's output is quoted only when the helper failed (then it is its own error text).
 #include "support/registry/credentials.hpp"
 
-#include "support/base64.hpp"
-#include "support/fs.hpp"
-#include "support/json.hpp"
-#include "support/log.hpp"
+#include "support/base/json.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/codec/base64.hpp"
 #include "support/oci/oci.hpp"
-#include "support/process.hpp"
-#include "support/text.hpp"
+#include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <sys/stat.h>
 

@@ -5,8 +5,8 @@
 // Keys may be a host ("quay.io", "127.0.0.1:5000"), a namespace or a repository
 // ("quay.io/team", "quay.io/team/app"), or a URL ("https://index.docker.io/v1/"); the most specific
 // key that matches the repository wins. Secrets never appear in messages or logs.
+#include "support/base/result.hpp"
 #include "support/oci/registry_ref.hpp"
-#include "support/result.hpp"
 
 #include <filesystem>
 #include <optional>

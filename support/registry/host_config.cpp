@@ -18,11 +18,11 @@
 // `location` sends the prefix to another host (lockstep does not follow such rewrites).
 #include "support/registry/host_config.hpp"
 
-#include "support/fs.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/text.hpp"
+#include "support/base/toml.hpp"
 #include "support/oci/oci.hpp"
-#include "support/text.hpp"
-#include "support/toml.hpp"
+#include "support/system/fs.hpp"
 
 #include <unistd.h>
 

@@ -5,8 +5,8 @@
 // and `insecure` from registries.conf (containers-registries.conf(5): /etc/containers/registries.conf,
 // its registries.conf.d/ drop-ins, ~/.config/containers/registries.conf; `[[registry]]` tables with
 // `location`/`prefix` and `insecure`, and the v1 `[registries.insecure] registries = [...]`).
-#include "support/http_session.hpp"
-#include "support/result.hpp"
+#include "support/base/result.hpp"
+#include "support/net/http_session.hpp"
 
 #include <filesystem>
 #include <optional>

@@ -1,11 +1,11 @@
 // SIF files in a registry (see oras.hpp).
 #include "support/registry/oras.hpp"
 
-#include "support/fs.hpp"
-#include "support/json.hpp"
+#include "support/base/json.hpp"
 #include "support/oci/oci.hpp"
 #include "support/registry/pull.hpp"
 #include "support/registry/transfer.hpp"
+#include "support/system/fs.hpp"
 
 namespace lockstep::registry {
 

@@ -4,11 +4,11 @@
 // application/vnd.sylabs.sif.config.v1+json and whose one layer, media type
 // application/vnd.sylabs.sif.layer.v1.sif, is the SIF file byte for byte (title annotation: the file
 // name). docs/registry.md, "SIF in a registry".
-#include "support/blob_store.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/registry_ref.hpp"
 #include "support/registry/client.hpp"
 #include "support/registry/push.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <string_view>

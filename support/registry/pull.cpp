@@ -1,9 +1,9 @@
 // Images read from a registry (see pull.hpp).
 #include "support/registry/pull.hpp"
 
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
-#include "support/mirror.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/net/mirror.hpp"
 #include "support/oci/image_internal.hpp"
 #include "support/registry/transfer.hpp"
 

@@ -4,10 +4,10 @@
 // narrowed to one platform, and every blob downloaded straight into the content store, verified while
 // it streams, several at once; a blob the store already has is never fetched again, whichever image it
 // came from. docs/registry.md, "Pull".
-#include "support/blob_store.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <memory>
 

@@ -1,10 +1,10 @@
 // Pushing an image to a registry (see push.hpp).
 #include "support/registry/push.hpp"
 
-#include "support/fs.hpp"
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
-#include "support/parallel.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/base/parallel.hpp"
+#include "support/system/fs.hpp"
 
 #include <algorithm>
 #include <charconv>

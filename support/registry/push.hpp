@@ -5,10 +5,10 @@
 // for large ones, resumed from the registry's Range after a dropped connection), several at once;
 // only then the manifest, with its exact bytes and content type, under every tag asked for. The
 // digest in the registry is the digest lockstep printed locally.
-#include "support/blob_store.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <filesystem>
 #include <map>

@@ -1,7 +1,7 @@
 // Referrers: artifacts attached to a manifest in a registry; see referrers.hpp.
 #include "support/registry/referrers.hpp"
 
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 #include "support/registry/push.hpp"
 
 #include <fmt/format.h>

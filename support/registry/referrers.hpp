@@ -14,11 +14,11 @@
 // with `use-sigstore-attachments`: an OCI image manifest under the tag "sha256-<hex>.sig" whose
 // layers are simple-signing payloads (application/vnd.dev.cosign.simplesigning.v1+json), each with
 // its base64 signature in the annotation dev.cosignproject.cosign/signature.
-#include "support/blob_store.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/registry_ref.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <map>
 #include <string>

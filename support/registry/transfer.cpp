@@ -1,10 +1,10 @@
 // Blob downloads into the content store (see transfer.hpp).
 #include "support/registry/transfer.hpp"
 
-#include "support/interrupt.hpp"
-#include "support/log.hpp"
-#include "support/mirror.hpp"
-#include "support/parallel.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/base/log.hpp"
+#include "support/base/parallel.hpp"
+#include "support/net/mirror.hpp"
 
 #include <optional>
 

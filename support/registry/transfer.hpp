@@ -2,11 +2,11 @@
 // Blob downloads from a registry into the content store, several at once: each verified while it
 // streams (size bound first, then sha256 and size at the end), resumed with Range after a dropped
 // connection, published only whole and correct. Progress per blob and in total on a terminal.
-#include "support/blob_store.hpp"
-#include "support/log.hpp"
+#include "support/base/log.hpp"
+#include "support/base/result.hpp"
 #include "support/oci/oci.hpp"
 #include "support/registry/client.hpp"
-#include "support/result.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 // A registry repository as a mirror: see vendor_mirror.hpp.
 #include "support/registry/vendor_mirror.hpp"
 
-#include "support/log.hpp"
+#include "support/base/log.hpp"
 #include "support/registry/transfer.hpp"
 
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 #pragma once
-// A registry repository as a mirror of the files a lock names (support/mirror.hpp): `lockstep
+// A registry repository as a mirror of the files a lock names (support/net/mirror.hpp): `lockstep
 // vendor --to docker://REG/REPO` pushes each file as a blob of that repository (under one artifact
 // manifest, so the registry keeps them), and a build with `--mirror docker://REG/REPO` asks the
 // repository for each blob by its sha256 (HEAD, then GET, checked) before upstream.
-#include "support/mirror.hpp"
+#include "support/net/mirror.hpp"
 #include "support/oci/registry_ref.hpp"
 #include "support/registry/client.hpp"
 

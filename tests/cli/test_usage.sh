@@ -15,7 +15,7 @@ for cmd in check build inspect; do
 done
 ls_run --help
 assert_contains "$OUT" "Exit codes:" "top-level --help"
-# The footer is the whole exit-code table (support/result.hpp), 70 included.
+# The footer is the whole exit-code table (support/base/result.hpp), 70 included.
 for line in "0   success" "1   the checked thing" "2   bad usage" "3   a needed external" "4   a local file" \
   "70  a bug in lockstep" "130 interrupted" "own exit status"; do
   assert_contains "$OUT" "$line" "top-level --help exit codes"

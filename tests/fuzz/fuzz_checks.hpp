@@ -2,7 +2,7 @@
 // What the fuzz targets of lockstep's readers check of every result: a reader of hostile input
 // returns a value or an invalid_input error, never another error; anything else is a violation,
 // which names the target and aborts, so that libFuzzer keeps the input.
-#include "support/result.hpp"
+#include "support/base/result.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -9,7 +9,7 @@
 //
 // Built twice (tests/CMakeLists.txt): as a libFuzzer binary (-DLOCKSTEP_FUZZ=ON) and with
 // replay_main.cpp as a plain driver that ctest runs over tests/fuzz/corpus/image/.
-#include "support/digest.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/oci/oci.hpp"
 

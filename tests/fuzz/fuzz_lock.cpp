@@ -5,7 +5,7 @@
 //
 // Built twice (tests/CMakeLists.txt): as a libFuzzer binary (-DLOCKSTEP_FUZZ=ON) and with
 // replay_main.cpp as a plain driver that ctest runs over tests/fuzz/corpus/lock/.
-#include "envspec/lockfile.hpp"
+#include "envspec/lock/lockfile.hpp"
 
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Fuzz target for the readers of the Python project files people bring (envspec/python_inputs.hpp)
+// Fuzz target for the readers of the Python project files people bring (envspec/load/python_inputs.hpp)
 // and of wheel METADATA (support/python/wheel.hpp): the first byte picks the reader, the rest is the
 // file. pyproject.toml goes through read_pyproject (with the extras the input's first line names,
 // when it is a comment) and read_pyproject_info, environment.yml through read_conda_env, METADATA
@@ -8,7 +8,7 @@
 //
 // Built twice (tests/CMakeLists.txt): as a libFuzzer binary (-DLOCKSTEP_FUZZ=ON) and with
 // replay_main.cpp as a plain driver that ctest runs over tests/fuzz/corpus/pyinputs/.
-#include "envspec/python_inputs.hpp"
+#include "envspec/load/python_inputs.hpp"
 #include "support/python/pep508.hpp"
 #include "support/python/wheel.hpp"
 #include "tests/fuzz/fuzz_checks.hpp"

@@ -6,7 +6,8 @@
 //
 // Built twice (tests/CMakeLists.txt): as a libFuzzer binary (-DLOCKSTEP_FUZZ=ON) and with
 // replay_main.cpp as a plain driver that ctest runs over tests/fuzz/corpus/spec/.
-#include "envspec/spec.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/spec/spec.hpp"
 
 #include <unistd.h>
 

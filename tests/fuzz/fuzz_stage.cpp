@@ -7,7 +7,7 @@
 // Built twice (tests/CMakeLists.txt): as a libFuzzer binary (-DLOCKSTEP_FUZZ=ON) and with
 // replay_main.cpp as a plain driver that ctest runs over tests/fuzz/corpus/stage/.
 #include "runner/launch/stage.hpp"
-#include "support/blob_store.hpp"
+#include "support/store/blob_store.hpp"
 
 #include <unistd.h>
 

@@ -5,7 +5,7 @@
 //    only ever change where the work is done);
 //  - the checks of size and digest hold: the blob's own size and SHA-256 pass.
 // A violation aborts (libFuzzer then saves the input). ctest replays tests/fuzz/corpus/stream/.
-#include "support/digest.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/layer_stream.hpp"
 
 #include <cstdint>

@@ -1,20 +1,20 @@
 // Fuzz target for the readers of supply-chain documents lockstep takes from packages and registries
 // (issue 19): the first byte picks the reader, the rest is the document. DEP-5 copyright files and
 // wheel METADATA as licenses (support/debian/copyright.hpp, support/python/wheel.hpp), declared
-// license expressions (support/spdx_license.hpp), SBOMs' subjects (envspec/sbom.hpp), cosign
-// simple-signing payloads and DSSE envelopes (support/sigstore.hpp), SLSA provenance statements
-// (envspec/provenance.hpp). Whatever the input, each returns its value or an invalid-input error
-// (never another error, a crash or a hang); a license expression lockstep gives normalises to
-// itself; a payload read back names the same digest when written again. A violation aborts.
+// license expressions (support/supplychain/spdx_license.hpp), SBOMs' subjects (envspec/documents/sbom.hpp),
+// cosign simple-signing payloads and DSSE envelopes (support/supplychain/sigstore.hpp), SLSA provenance
+// statements (envspec/documents/provenance.hpp). Whatever the input, each returns its value or an
+// invalid-input error (never another error, a crash or a hang); a license expression lockstep gives
+// normalises to itself; a payload read back names the same digest when written again. A violation aborts.
 //
 // Built twice (tests/CMakeLists.txt): as a libFuzzer binary (-DLOCKSTEP_FUZZ=ON) and with
 // replay_main.cpp as a plain driver that ctest runs over tests/fuzz/corpus/supply/.
-#include "envspec/provenance.hpp"
-#include "envspec/sbom.hpp"
+#include "envspec/documents/provenance.hpp"
+#include "envspec/documents/sbom.hpp"
 #include "support/debian/copyright.hpp"
 #include "support/python/wheel.hpp"
-#include "support/sigstore.hpp"
-#include "support/spdx_license.hpp"
+#include "support/supplychain/sigstore.hpp"
+#include "support/supplychain/spdx_license.hpp"
 #include "tests/fuzz/fuzz_checks.hpp"
 
 #include <cstdint>

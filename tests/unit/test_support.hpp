@@ -1,6 +1,6 @@
 #pragma once
 // Shared fixtures for unit tests.
-#include "support/compress.hpp"
+#include "support/codec/compress.hpp"
 
 #include <filesystem>
 #include <initializer_list>

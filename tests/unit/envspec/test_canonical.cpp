@@ -1,6 +1,6 @@
 // The canonical form and spec digest: what it ignores, what it notices, and a pinned golden value.
-#include "envspec/spec.hpp"
-#include "support/digest.hpp"
+#include "envspec/spec/spec.hpp"
+#include "support/codec/digest.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 // The component model of `lockstep diff`: specs, locks and snapshots as component lists, the
 // comparison rules (coverage, version equality, kinds compared by class) and the output forms.
-#include "envspec/components.hpp"
+#include "envspec/documents/components.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

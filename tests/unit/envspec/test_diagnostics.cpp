@@ -1,5 +1,5 @@
 // Diagnostics: the rendered layout (location, key path, source line, caret), ordering, and the Error.
-#include "envspec/diagnostics.hpp"
+#include "envspec/yaml/diagnostics.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

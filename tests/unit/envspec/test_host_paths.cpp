@@ -1,8 +1,9 @@
 // The rule for host paths a spec makes lockstep read: inside the directory of the file that names
 // them (through symlinks) unless --allow-outside, judged before anything is opened; and a file named
 // in `extends` that is not a spec is reported without its text.
-#include "envspec/host_paths.hpp"
-#include "envspec/spec.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/spec/host_paths.hpp"
+#include "envspec/spec/spec.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

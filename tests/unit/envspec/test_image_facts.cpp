@@ -1,7 +1,7 @@
 // The image facts: which locked packages they come from, version reduction, the labels and their
 // round trip, the JSON file's exact text, and the CUDA driver table (the embedded recipe's copy of
 // NVIDIA's table is read from the source tree here; the build reads the embedded bytes).
-#include "envspec/image_facts.hpp"
+#include "envspec/lock/image_facts.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 // The lock-related spec keys (base.debian, repos, packages, copy.git) and the lockfile format:
 // rendering, strict parsing, and staleness.
-#include "envspec/lockfile.hpp"
-#include "envspec/spec.hpp"
+#include "envspec/lock/lockfile.hpp"
+#include "envspec/spec/spec.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // `extends`: merge rules, nesting, relative paths, and the errors of extending.
-#include "envspec/spec.hpp"
+#include "envspec/spec/spec.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

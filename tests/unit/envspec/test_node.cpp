@@ -1,6 +1,6 @@
 // The located YAML node layer and the merge function.
-#include "envspec/merge.hpp"
-#include "envspec/node.hpp"
+#include "envspec/load/merge.hpp"
+#include "envspec/yaml/node.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-// SLSA v1 provenance statements (envspec/provenance.hpp).
-#include "envspec/provenance.hpp"
+// SLSA v1 provenance statements (envspec/documents/provenance.hpp).
+#include "envspec/documents/provenance.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
-// pyproject.toml and environment.yml read into requirements (envspec/python_inputs.hpp), and the
-// starting spec of `lockstep init` (envspec/init_spec.hpp).
-#include "envspec/init_spec.hpp"
-#include "envspec/python_inputs.hpp"
+// pyproject.toml and environment.yml read into requirements (envspec/load/python_inputs.hpp), and the
+// starting spec of `lockstep init` (envspec/load/init_spec.hpp).
+#include "envspec/load/init_spec.hpp"
+#include "envspec/load/python_inputs.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -72,7 +72,7 @@ optional-dependencies = {a = [1]}
 
 TEST_CASE("non-ASCII text where whitespace may start is a parse error or a value, never undefined",
           "[python_inputs]") {
-  // toml++ 3.3.0 treats U+00A1..U+0499 there as unreachable (support/toml.hpp).
+  // toml++ 3.3.0 treats U+00A1..U+0499 there as unreachable (support/base/toml.hpp).
   auto bad = read_pyproject("\xC3\xA9 = 1\n", "p.toml", {});
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message.rfind("p.toml:1:", 0) == 0);

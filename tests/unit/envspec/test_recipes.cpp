@@ -2,7 +2,7 @@
 // read from a small text, the loader's located errors asserted whole, the CUDA helpers (compute
 // capability floor, driver floor), where recipe files come from (embedded, LOCKSTEP_RECIPES_DIR, a
 // recipes directory) and the digest the lock records.
-#include "envspec/recipes.hpp"
+#include "envspec/stack/recipes.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

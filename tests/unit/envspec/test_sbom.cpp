@@ -1,6 +1,6 @@
-// SBOMs of a lock (envspec/sbom.hpp): every artifact once, with its package URL, sha256 and
+// SBOMs of a lock (envspec/documents/sbom.hpp): every artifact once, with its package URL, sha256 and
 // license; deterministic bytes. The official schemas judge them in tests/cli/test_sbom.sh.
-#include "envspec/sbom.hpp"
+#include "envspec/documents/sbom.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -1,5 +1,6 @@
 // load_spec: every key's happy path, and every kind of error with its whole rendered message.
-#include "envspec/spec.hpp"
+#include "envspec/load/load.hpp"
+#include "envspec/spec/spec.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,8 +1,8 @@
-// The spec's shape (envspec/spec_shape.hpp) against everything that reads it or must agree with it:
+// The spec's shape (envspec/load/spec_shape.hpp) against everything that reads it or must agree with it:
 // the schema walker, the canonical form, docs/spec.md and the JSON Schema it generates.
-#include "envspec/merge.hpp"
-#include "envspec/schema.hpp"
-#include "envspec/spec_shape.hpp"
+#include "envspec/load/merge.hpp"
+#include "envspec/load/schema.hpp"
+#include "envspec/load/spec_shape.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

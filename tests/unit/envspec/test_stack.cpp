@@ -1,7 +1,7 @@
 // The `stack:` solver over the built-in recipes: what it picks for real requests, and the whole
 // message for impossible ones (located at the constraint to change, saying what would work).
-#include "envspec/recipes.hpp"
-#include "envspec/stack.hpp"
+#include "envspec/stack/recipes.hpp"
+#include "envspec/stack/stack.hpp"
 #include "tests/unit/envspec/fixtures/spec_fixture.hpp"
 
 #include <catch2/catch.hpp>

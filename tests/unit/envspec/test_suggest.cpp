@@ -1,5 +1,5 @@
 // Edit distance and "did you mean".
-#include "envspec/suggest.hpp"
+#include "envspec/yaml/suggest.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-// The one typed YAML reader (envspec/yaml_reader.hpp) that the spec's walker and the recipes share.
-#include "envspec/yaml_reader.hpp"
+// The one typed YAML reader (envspec/yaml/yaml_reader.hpp) that the spec's walker and the recipes share.
+#include "envspec/yaml/yaml_reader.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "support/blob_store.hpp"
+#include "support/store/blob_store.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-#include "support/compress.hpp"
-#include "support/digest.hpp"
+#include "support/codec/compress.hpp"
+#include "support/codec/digest.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

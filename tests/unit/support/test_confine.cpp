@@ -1,5 +1,5 @@
 // Confinement of host paths: judged by where they lead through symlinks, before anything is opened.
-#include "support/confine.hpp"
+#include "support/system/confine.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,4 +1,4 @@
-#include "support/digest.hpp"
+#include "support/codec/digest.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // Downloads against a tiny HTTP server running in the test process (127.0.0.1, a free port).
-#include "support/http.hpp"
-#include "support/http_cache.hpp"
-#include "support/interrupt.hpp"
+#include "support/base/interrupt.hpp"
+#include "support/net/http.hpp"
+#include "support/net/http_cache.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 // Builds small OCI layouts, OCI archives and docker-archives by hand for the image reader tests
 // (no external tools): blobs and JSON are written with nlohmann + sha256_of, tars with libarchive.
-#include "support/digest.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/oci.hpp"
 
 #include <archive.h>

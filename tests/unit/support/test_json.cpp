@@ -1,5 +1,5 @@
 // The one JSON entry point for untrusted input: nesting bounded before anything is built.
-#include "support/json.hpp"
+#include "support/base/json.hpp"
 
 #include <catch2/catch.hpp>
 

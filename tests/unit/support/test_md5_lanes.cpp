@@ -1,6 +1,6 @@
 // MD5 of many messages at once (support/md5_lanes): every kind this CPU runs gives OpenSSL's digests,
 // whatever the mix of lengths, the padding boundaries and the order of batches.
-#include "support/md5_lanes.hpp"
+#include "support/codec/md5_lanes.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

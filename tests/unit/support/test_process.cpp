@@ -1,4 +1,4 @@
-#include "support/process.hpp"
+#include "support/system/process.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // PubGrub over a toy package world: versions are integers (100 = "1.0.0"), dependencies ranges
 // [lo, hi). The cases are pub's doc/solver.md examples.
-#include "support/pubgrub.hpp"
+#include "support/solver/pubgrub.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

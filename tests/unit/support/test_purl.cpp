@@ -1,5 +1,5 @@
-// Package URLs as the package-url specification writes them (support/purl.hpp).
-#include "support/purl.hpp"
+// Package URLs as the package-url specification writes them (support/supplychain/purl.hpp).
+#include "support/supplychain/purl.hpp"
 
 #include <catch2/catch.hpp>
 

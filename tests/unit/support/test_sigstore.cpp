@@ -1,5 +1,5 @@
-// cosign-format keys, signatures and simple-signing payloads (support/sigstore.hpp).
-#include "support/sigstore.hpp"
+// cosign-format keys, signatures and simple-signing payloads (support/supplychain/sigstore.hpp).
+#include "support/supplychain/sigstore.hpp"
 
 #include <catch2/catch.hpp>
 

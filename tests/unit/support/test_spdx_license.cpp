@@ -1,5 +1,5 @@
-// SPDX license identifiers and expressions (support/spdx_license.hpp).
-#include "support/spdx_license.hpp"
+// SPDX license identifiers and expressions (support/supplychain/spdx_license.hpp).
+#include "support/supplychain/spdx_license.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
-// Byte-string helpers (support/text.hpp): escape_controls, the one rule for values in comment lines.
-#include "support/text.hpp"
+// Byte-string helpers (support/base/text.hpp): escape_controls, the one rule for values in comment lines.
+#include "support/base/text.hpp"
 
 #include <catch2/catch.hpp>
 

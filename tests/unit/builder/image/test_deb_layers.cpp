@@ -5,8 +5,8 @@
 #include "builder/image/deb_layers.hpp"
 #include "builder/image/deb_package.hpp"
 #include "runner/runtime/unpack.hpp"
-#include "support/fs.hpp"
 #include "support/oci/tar_reader.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,9 +1,9 @@
 // Installing .debs into a layer: real dpkg-deb builds the packages, real dpkg judges the database.
 #include "builder/image/deb_package.hpp"
 #include "runner/runtime/unpack.hpp"
-#include "support/fs.hpp"
 #include "support/oci/tar_reader.hpp"
 #include "support/oci/tar_writer.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -2,6 +2,7 @@
 // what is pinned and how, the limitations block, quoting of hostile values, determinism. Whole files
 // are compared against golden files in tests/cli/test_export.sh.
 #include "builder/image/export.hpp"
+#include "envspec/load/load.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

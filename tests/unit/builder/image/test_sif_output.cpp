@@ -1,9 +1,9 @@
 #include "builder/image/sif_output.hpp"
-#include "support/compress.hpp"
-#include "support/fs.hpp"
+#include "support/codec/compress.hpp"
 #include "support/oci/sif.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/oci/tar_writer.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 #include "builder/lock/git_source.hpp"
-#include "support/blob_store.hpp"
 #include "support/oci/tar_writer.hpp"
+#include "support/store/blob_store.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -8,9 +8,9 @@
 // metadata, hard links, replacements, symbolic links) and every seed of the unpack fuzz corpus.
 #include "runner/audit/image_contents.hpp"
 #include "runner/runtime/unpack.hpp"
-#include "support/digest.hpp"
-#include "support/fs.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/squashfs.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_layers.hpp"
 #include "tests/unit/test_support.hpp"
 

@@ -2,7 +2,7 @@
 // dpkg's and pip's records and a lock (runner/audit/verify).
 #include "runner/audit/image_contents.hpp"
 #include "runner/audit/verify.hpp"
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/support/test_image_fixture.hpp"
 #include "tests/unit/test_support.hpp"
 

@@ -1,7 +1,7 @@
 // Launch planning (runner/launch/launch.cpp): the default launcher, the node/rank arithmetic, and the exact
 // command lines for mpirun, srun, the container model and the other runtimes.
 #include "runner/launch/launch.hpp"
-#include "support/process.hpp"
+#include "support/system/process.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
-#include "envspec/recipes.hpp"
+#include "envspec/stack/recipes.hpp"
 #include "runner/launch/preflight.hpp"
-#include "support/fs.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/support/test_image_fixture.hpp"
 #include "tests/unit/test_support.hpp"
 

@@ -4,7 +4,7 @@
 #include "runner/launch/job.hpp"
 #include "runner/launch/relay.hpp"
 #include "runner/runtime/join.hpp"
-#include "support/process.hpp"
+#include "support/system/process.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 #include "runner/runtime/root_cache.hpp"
+#include "support/base/version.hpp"
 #include "support/oci/image_source.hpp"
-#include "support/version.hpp"
 #include "tests/unit/support/test_image_fixture.hpp"
 #include "tests/unit/test_support.hpp"
 

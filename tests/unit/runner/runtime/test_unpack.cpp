@@ -1,7 +1,7 @@
 #include "runner/runtime/unpack.hpp"
-#include "support/compress.hpp"
-#include "support/fs.hpp"
+#include "support/codec/compress.hpp"
 #include "support/oci/layer_model.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_layers.hpp"
 #include "tests/unit/test_support.hpp"
 

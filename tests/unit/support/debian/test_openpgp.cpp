@@ -1,7 +1,7 @@
 // Signature checks against real gpg keys made for each test (gpg signs, gpgv verifies).
+#include "support/codec/digest.hpp"
 #include "support/debian/apt_release.hpp"
 #include "support/debian/openpgp.hpp"
-#include "support/digest.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-#include "support/compress.hpp"
-#include "support/digest.hpp"
+#include "support/codec/compress.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/layer_stream.hpp"
 #include "tests/unit/test_support.hpp"
 

@@ -1,5 +1,5 @@
-#include "support/fs.hpp"
 #include "support/oci/sif.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

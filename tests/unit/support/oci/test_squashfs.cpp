@@ -1,8 +1,8 @@
-#include "support/compress.hpp"
-#include "support/digest.hpp"
-#include "support/fs.hpp"
+#include "support/codec/compress.hpp"
+#include "support/codec/digest.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/oci/tar_writer.hpp"
+#include "support/system/fs.hpp"
 #include "tests/unit/test_support.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-#include "support/base64.hpp"
-#include "support/json.hpp"
+#include "support/base/json.hpp"
+#include "support/codec/base64.hpp"
 #include "support/registry/credentials.hpp"
 #include "tests/unit/test_support.hpp"
 

@@ -1,0 +1,144 @@
+#pragma once
+// The lockfile (`lockstep.lock` beside `lockstep.yaml`): every artifact a build may use, pinned by
+// URL, version, size and sha256, plus what the lock was made from. A build from a lock fetches
+// nothing else and checks every byte against it. Format and rules: docs/lockfile.md.
+//
+// The file is JSON laid out for diffs: fixed key order, one repository and one artifact per line,
+// artifacts sorted by kind, group and name, so a changed package is a one-line change.
+#include "envspec/spec/spec.hpp"
+#include "support/base/result.hpp"
+#include "support/codec/digest.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::envspec {
+
+/// The lockfile schema version this lockstep reads and writes.
+inline constexpr int k_lock_schema = 1;
+
+/// One repository as it was when the lock was made.
+struct LockedRepo {
+  std::string kind; ///< "apt", "pypi" or "wheels"
+  std::string url;  ///< apt/pypi URL, or the wheelhouse path as in the spec
+  /// One suite's Release, for a repository with several suites.
+  struct SuiteRelease {
+    std::string suite;
+    std::string release_date;   ///< the Release file's Date
+    std::string release_sha256; ///< sha256 of the verified Release text (hex)
+    bool operator==(const SuiteRelease&) const = default;
+  };
+  std::string suite;                   ///< apt: the one suite (empty for flat or several suites)
+  std::vector<std::string> components; ///< apt
+  std::string release_date;            ///< apt: the Release file's Date (one suite, or flat)
+  std::string release_sha256;          ///< apt: sha256 of the verified Release text (hex)
+  /// apt with several suites (`suites:` in the spec): each suite's Release, in the spec's order;
+  /// then `suite` and release_* are empty. Empty for one suite, so those locks read as before.
+  std::vector<SuiteRelease> suites = {};
+};
+
+/// One pinned artifact.
+struct LockedArtifact {
+  std::string kind;    ///< "deb", "wheel" or "git"
+  std::string name;    ///< package name; git: the repository URL as in the spec
+  std::string version; ///< Debian/PEP 440 version; git: the commit id
+  std::string arch;    ///< deb: amd64/all/...; wheel: the wheel's tags; git: empty
+  std::string group;   ///< deb: base, mpi, cuda, python or app (one layer each); wheel: python; git: empty
+  std::uint64_t size = 0;
+  Digest sha256;      ///< of the file; git: of lockstep's deterministic export (a tar of the tree)
+  std::string url;    ///< where it is fetched from
+  int repo = -1;      ///< index into Lock::repos (-1 for git)
+  std::string rev;    ///< git: the rev the spec asked for
+  std::string reason; ///< why it is in the lock ("requested", "openmpi-bin (Depends)")
+};
+
+/// One component the stack solver chose (docs/spec.md, `stack:`).
+struct LockedStackChoice {
+  std::string component;             ///< "cuda", "cudnn", "nccl", "mpi", "python" or "framework"
+  std::string name;                  ///< "cuda", "cudnn", "nccl", "openmpi", "python", "pytorch", ...
+  std::string version;               ///< what was chosen: "12.1", "8.9.2.26", "2.18", "2.1.2"
+  std::string variant;               ///< framework build variant ("cu121"); else ""
+  std::string via;                   ///< "apt" (packages from an apt repository) or "wheels"
+  std::vector<std::string> packages; ///< the requests it made ("libnccl2=2.18*-*+cuda12.1", "torch==2.1.2")
+  std::vector<std::string> facts;    ///< why, with the recipe rows and their sources
+  bool operator==(const LockedStackChoice&) const = default;
+};
+
+/// The stack solver's result as the lock records it.
+struct LockedStack {
+  std::string recipes;            ///< where the recipes came from: "builtin", "dir PATH" or "git URL"
+  std::string recipes_commit;     ///< git: the commit; else ""
+  Digest recipes_digest;          ///< sha256 over the recipe files (envspec::RecipeOrigin::digest)
+  std::string cuda;               ///< CUDA X.Y of the image ("" without CUDA)
+  std::string driver_floor;       ///< lowest Linux driver ("530.30.02"), "" when unknown
+  std::string min_cc;             ///< lowest GPU compute capability ("5.0"), "" when unknown
+  std::vector<std::string> archs; ///< compute capabilities the framework binaries carry, if known
+  std::string
+      nvidia_require_cuda; ///< the NVIDIA_REQUIRE_CUDA value images get ("cuda>=12.1,driver>=530.30.02")
+  std::vector<LockedStackChoice> choices; ///< in component order
+  bool operator==(const LockedStack&) const = default;
+};
+
+/// The base image a lock builds on (`base: {image: ...}` or `{oci: ...}`): the manifest a build uses,
+/// whatever the reference's tag points at later. docs/lockfile.md, "The base image".
+struct LockedBase {
+  std::string
+      image; ///< the reference as the spec names it, normalised: "docker://HOST/REPO:TAG", "oci:PATH[:TAG]"
+  Digest manifest;      ///< the platform's image manifest (not an index)
+  Digest config;        ///< its config blob
+  std::string platform; ///< "linux/amd64"
+  bool operator==(const LockedBase&) const = default;
+};
+
+/// A locked stack as the lock writes it (its `stack` object; also `lockstep check --json`).
+nlohmann::ordered_json locked_stack_json(const LockedStack& stack);
+
+/// A parsed lockfile.
+struct Lock {
+  int schema = k_lock_schema;
+  std::string tool;       ///< "lockstep 0.1.0": the version that wrote it
+  Digest spec_digest;     ///< the spec's canonical digest (extends included) when it was locked
+  std::int64_t epoch = 0; ///< the image epoch builds from this lock use
+  std::string platform;
+  nlohmann::json inputs;            ///< lock_inputs() of the spec it was made from
+  std::optional<LockedBase> base;   ///< an image base, resolved when the lock was made
+  std::optional<LockedStack> stack; ///< the `stack:` solver's choices, when the spec has a stack
+  std::vector<LockedRepo> repos;
+  std::vector<LockedArtifact> artifacts;
+};
+
+/// The parts of a spec that decide what a lock holds: platform, Debian base, repositories,
+/// requested packages and git sources. A lock is stale exactly when these differ; other keys (env,
+/// labels, copy from the host, outputs) may change without re-locking.
+nlohmann::json lock_inputs(const Spec& spec);
+
+/// Human-readable differences between two lock_inputs() values, one line each
+/// ("packages.apt: added htop", "base: debian bookworm -> trixie"); empty when equal.
+std::vector<std::string> describe_input_changes(const nlohmann::json& locked, const nlohmann::json& now);
+
+/// Where the lock of `spec_file` lives: the same name with `.lock` for `.yaml`/`.yml`.
+std::filesystem::path default_lock_path(const std::filesystem::path& spec_file);
+
+/// Sorts artifacts into the lock's order (kind, group, name, arch, version).
+void sort_artifacts(std::vector<LockedArtifact>& artifacts);
+
+/// The lockfile text (deterministic: same Lock, same bytes).
+std::string render_lock(const Lock& lock);
+
+/// Parses lockfile text strictly: unknown keys, wrong types, malformed digests or URLs, an
+/// unsupported schema version or more than `max` bytes are invalid_input naming `what` and the key.
+Result<Lock> parse_lock(std::string_view text, std::string_view what);
+
+/// Reads and parses a lockfile. A missing file is a check_failed error that says to run `lockstep lock`.
+Result<Lock> read_lock(const std::filesystem::path& path);
+
+/// sha256 of the rendered lock, recorded in images built from it.
+Digest lock_digest(const Lock& lock);
+
+} // namespace lockstep::envspec
