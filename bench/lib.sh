@@ -1,12 +1,12 @@
 # Shared by the benchmarks (sourced from the repository root).
 
 # Sets LOCKSTEP to $LOCKSTEP, else to the release binary as shipped (libraries linked statically,
-# CMakeLists.txt LOCKSTEP_STATIC_DEPS) in build/bench, with lockstep-rank beside it (built now).
+# CMakeLists.txt LOCKSTEP_STATIC_DEPS) in build/bench, its rank link lockstep-rank beside it.
 bench_lockstep() {
   if [ -z "${LOCKSTEP:-}" ]; then
     cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_TESTS=OFF \
       -DLOCKSTEP_STATIC_DEPS=ON >/dev/null
-    ninja -C build/bench lockstep lockstep-rank >/dev/null
+    ninja -C build/bench lockstep >/dev/null
     LOCKSTEP=build/bench/lockstep
     # Only the C library may be shared: anything else means the static link silently fell back.
     local shared

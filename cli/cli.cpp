@@ -1,5 +1,6 @@
 #include "cli/cli.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "runner/launch/relay.hpp"
 #include "support/base/interrupt.hpp"
 #include "support/base/log.hpp"
@@ -41,6 +42,7 @@ void apply_context(const Context& ctx) {
   if (ctx.timings) {
     log::enable_timings();
   }
+  settings::apply_to_support();
   registry::ClientOptions& registry = registry::default_client_options();
   if (!ctx.tls_verify.empty()) {
     registry.tls_verify = ctx.tls_verify == "true";

@@ -2,6 +2,7 @@
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
+#include "envspec/settings/settings.hpp"
 #include "envspec/spec/spec.hpp"
 #include "runner/runtime/subids.hpp"
 #include "support/base/log.hpp"
@@ -96,7 +97,7 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
 // one repository in one push).
 Result<void> push_result(const builder::BuildResult& result, const std::vector<oci::RegistryRef>& targets,
                          const BuildArgs& args) {
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   registry::PushContent content;
   LS_TRY_ASSIGN(content.manifest_bytes, store.read(result.manifest.digest));
   content.media_type = result.manifest.media_type;
@@ -208,7 +209,7 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   if (result.outputs.empty()) {
     log::info("no outputs requested (set `outputs` in the spec or pass --oci/--oci-archive/--docker-archive/"
               "--sif); the image is in the store at {}",
-              BlobStore::default_root().string());
+              settings::store_root().string());
   }
   if (ctx.json) {
     std::printf("%s\n", result_to_json(result, spec).dump(2).c_str());

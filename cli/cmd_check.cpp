@@ -3,6 +3,7 @@
 #include "builder/lock/recipes_source.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
+#include "envspec/settings/settings.hpp"
 #include "envspec/spec/spec.hpp"
 #include "envspec/stack/stack.hpp"
 #include "support/base/log.hpp"
@@ -68,7 +69,7 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
   // Over an image base locked on this machine, what `lockstep lock` read of it (offline).
   std::optional<builder::BaseMetadata> base;
   if (builder::is_image_base(*spec) && previous && previous->base) {
-    if (Result<BlobStore> store = BlobStore::open(BlobStore::default_root())) {
+    if (Result<BlobStore> store = BlobStore::open(settings::store_root())) {
       base = builder::cached_base_metadata(previous->base->manifest, *store);
     }
   }
@@ -81,7 +82,7 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
   std::optional<envspec::StackSolution> stack;
   if (spec->stack) {
     LS_TRY_ASSIGN(const envspec::RecipeSet recipes,
-                  builder::recipes_for_spec_offline(*spec, BlobStore::default_root(), previous));
+                  builder::recipes_for_spec_offline(*spec, settings::store_root(), previous));
     envspec::StackContext context = envspec::stack_context(*spec);
     if (base) {
       LS_TRY_ASSIGN(context,

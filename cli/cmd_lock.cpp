@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
 #include "envspec/lock/lockfile.hpp"
+#include "envspec/settings/settings.hpp"
 #include "envspec/spec/spec.hpp"
 #include "support/base/log.hpp"
 #include "support/net/curl_lib.hpp"
@@ -120,7 +121,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
     bool base_moved = false;
     if (changes.empty() && builder::is_image_base(spec)) {
       // The same reference may name another manifest now (a tag that moved, a layout rebuilt).
-      LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+      LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
       Result<std::optional<std::string>> moved =
           builder::base_change(spec, lock, store, registry::default_client_options());
       if (!moved) {
@@ -168,7 +169,7 @@ Result<ExitCode> run_lock(const LockArgs& args, const Context& ctx) {
     return ExitCode::ok;
   }
 
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   builder::LockOptions options;
   options.previous = previous;
   std::vector<std::string> names;
@@ -250,7 +251,7 @@ Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, c
     return stale_error("--locked: ", lock_path, changes, "run `lockstep lock` and commit the lock");
   }
   log::info("{} {}; locking first", lock_path.string(), previous ? "is stale" : "does not exist");
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   builder::LockOptions options;
   options.previous = previous;
   LS_TRY_ASSIGN(options.epoch, lock_epoch(previous));

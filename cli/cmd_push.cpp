@@ -1,5 +1,6 @@
 // `lockstep push` and `lockstep pull`: images to and from registries (docs/registry.md).
 #include "cli/cli.hpp"
+#include "envspec/settings/settings.hpp"
 #include "support/base/log.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/registry/oras.hpp"
@@ -84,7 +85,7 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
                            t);
     }
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   const registry::ClientOptions& options = registry::default_client_options();
   LS_TRY_ASSIGN(ImageArg image, parse_image_arg(args.image));
   nlohmann::json out = nlohmann::json::array();
@@ -94,7 +95,7 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
     }
     std::filesystem::path sif = image.path;
     if (image.ref.is_remote()) {
-      LS_TRY_ASSIGN(sif, registry::pull_sif(image.ref.remote));
+      LS_TRY_ASSIGN(sif, registry::pull_sif(image.ref.remote, settings::store_root()));
     }
     for (const auto& t : args.targets) {
       LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::oras));
@@ -164,7 +165,7 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
 
 Result<ExitCode> run_pull(const PullArgs& args, const Context& ctx) {
   LS_TRY_ASSIGN(oci::ImageRef ref, oci::ImageRef::parse(args.ref));
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   const registry::ClientOptions& options = registry::default_client_options();
   if (ref.transport == oci::ImageRef::Transport::oras) {
     LS_TRY_ASSIGN(std::filesystem::path path, registry::pull_sif(ref.remote, store, options));

@@ -4,6 +4,7 @@
 // runner/launch/run_record.cpp; this file parses the arguments and prints. docs/launch.md.
 #include "cli/cli.hpp"
 #include "envspec/lock/image_facts.hpp"
+#include "envspec/settings/settings.hpp"
 #include "runner/launch/job.hpp"
 #include "runner/launch/launch.hpp"
 #include "runner/launch/preflight.hpp"
@@ -194,7 +195,7 @@ Result<void> fetch_remote_image(RunJob& j, runner::ImageArg& arg) {
   if (!arg.ref.is_remote() || j.args.dry_run || !j.args.emit.empty()) {
     return {};
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   log::Timer timer("pull");
   LS_TRY_ASSIGN(runner::StageImage image, runner::stage_image_of(arg, store));
   LS_TRY_ASSIGN(std::string placed, runner::place_staged(store, image));
@@ -486,7 +487,7 @@ Result<void> stage_if_missing(RunJob& j) {
   if (arg.kind == runner::ImageArg::Kind::directory) {
     return {}; // no digest to check a copy by: preflight reports the missing directory
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   LS_TRY_ASSIGN(runner::StageImage image, runner::stage_image_of(arg, store));
   if (image.digest().str() != j.image_digest) {
     return invalid_input("{} changed while lockstep run read it ({}, now {})", j.req.image, j.image_digest,

@@ -5,6 +5,7 @@
 #include "envspec/documents/sbom.hpp"
 #include "envspec/load/load.hpp"
 #include "envspec/lock/lockfile.hpp"
+#include "envspec/settings/settings.hpp"
 #include "envspec/spec/host_paths.hpp"
 #include "envspec/spec/spec.hpp"
 #include "support/base/log.hpp"
@@ -124,7 +125,7 @@ Result<LockAndRoots> read_lock_and_roots(const fs::path& given) {
 
 // The SBOM attached to a registry image.
 Result<std::string> attached_sbom(const oci::ImageRef& ref, envspec::SbomFormat format) {
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   const registry::ClientOptions& options = registry::default_client_options();
   LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(ref, store, options));
   LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve({}));
@@ -181,7 +182,7 @@ Result<std::string> image_sbom(const std::string& text, const SbomArgs& args, en
                          "the lock) this {} was built from",
                          text, image.kind == ImageArg::Kind::sif ? "SIF" : "root");
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
                 registry::open_image(image.ref, store, registry::default_client_options()));
   LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve({}));
@@ -226,7 +227,7 @@ Result<ExitCode> run_sbom(const SbomArgs& args, const Context& ctx) {
       return invalid_input("--lock is for an IMAGE; {} is a lock itself", args.target);
     }
     LS_TRY_ASSIGN(LockAndRoots lock, read_lock_and_roots(args.target));
-    LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+    LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
     std::string name = !args.name.empty() ? args.name : lock.spec_name;
     if (name.empty()) {
       name = lock.path.stem().string();
@@ -289,7 +290,7 @@ Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descri
     }
     attachments.push_back(std::move(a));
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   for (std::size_t i = 0; i < attachments.size(); ++i) {
     LS_TRY_ASSIGN(registry::Attached attached, registry::attach(target, subject, attachments[i], store,
                                                                 registry::default_client_options()));

@@ -4,6 +4,7 @@
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
 #include "envspec/documents/provenance.hpp"
+#include "envspec/settings/settings.hpp"
 #include "support/base/log.hpp"
 #include "support/base/version.hpp"
 #include "support/codec/base64.hpp"
@@ -146,7 +147,7 @@ Result<Digest> sign_image(const oci::RegistryRef& ref, const Digest& digest, con
   const std::string payload =
       simple_signing_payload(signed_reference(ref), digest, fmt::format("lockstep {}", k_version));
   LS_TRY_ASSIGN(std::string signature, key.sign(payload));
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   return registry::add_signature(ref, digest, payload, base64_encode(signature), store,
                                  registry::default_client_options());
 }
@@ -205,7 +206,7 @@ constexpr std::string_view k_media_dsse = "application/vnd.dsse.envelope.v1+json
 
 Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descriptor& subject,
                                const std::string& key_path, const std::string& passphrase_file) {
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   std::optional<SigningKey> key;
   if (!key_path.empty()) {
     LS_TRY_ASSIGN(key,

@@ -3,6 +3,7 @@
 #include "builder/image/vendor.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
+#include "envspec/settings/settings.hpp"
 #include "envspec/spec/host_paths.hpp"
 #include "envspec/spec/spec.hpp"
 #include "support/base/log.hpp"
@@ -61,7 +62,7 @@ Result<ExitCode> run_vendor(const VendorArgs& args, const Context& ctx) {
       roots = envspec::local_roots(*spec);
     }
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   const registry::ClientOptions& options = registry::default_client_options();
   builder::VendorResult result;
   if (args.to.starts_with("docker://")) {

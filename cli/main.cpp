@@ -1,11 +1,22 @@
 #include "cli/cli.hpp"
+#include "runner/launch/rank.hpp"
 #include "runner/runtime/seccomp.hpp"
 
 #include <malloc.h>
 
 #include <cstdlib>
+#include <string_view>
 
 int main(int argc, char** argv) {
+  // A rank of `lockstep run` (runner/launch/rank.hpp): `lockstep _rank ...`, or lockstep called
+  // through a link named lockstep-rank. Nothing else of lockstep runs first.
+  if (argc > 1 && std::string_view(argv[1]) == "_rank") {
+    return lockstep::runner::rank_main(argc - 2, argv + 2);
+  }
+  if (const std::string_view name = argc > 0 ? std::string_view(argv[0]) : std::string_view();
+      name == "lockstep-rank" || name.ends_with("/lockstep-rank")) {
+    return lockstep::runner::rank_main(argc - 1, argv + 1);
+  }
   // Locking and building allocate and free hundreds of megabytes (apt indexes, layers): keep freed
   // memory instead of handing it back and faulting it in again (measured: lock -10%).
   mallopt(M_TRIM_THRESHOLD, 1 << 30);

@@ -13,7 +13,10 @@ fi
 build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates ccache
   libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
   libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2 libcurl4-openssl-dev libseccomp-dev zlib1g-dev libtomlplusplus-dev
-  libsodium-dev)
+  libsodium-dev
+  # a Release build links its libraries statically (CMakeLists.txt LOCKSTEP_STATIC_DEPS): the .a
+  # files of libarchive's dependencies come from their -dev packages
+  libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev liblzma-dev)
 test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
   busybox-static util-linux passwd uidmap attr clang libfuzzer-14-dev squashfs-tools-ng gpgv gnupg python3 xz-utils
   dpkg-dev debian-archive-keyring curl python3-jsonschema python3-yaml python3-pip python3-venv
@@ -30,10 +33,7 @@ test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools
   python3-license-expression node-spdx-license-ids
   # the independent cosign implementation of the signing suite (tests/cli/cosign_keys.py)
   python3-nacl)
-# bench also builds the statically linked release binary (LOCKSTEP_STATIC_DEPS): the .a files of
-# libarchive's dependencies come from their -dev packages.
-bench_pkgs=(hyperfine python3-mpi4py python3-venv pigz bubblewrap libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev
-  liblzma-dev zlib1g-dev)
+bench_pkgs=(hyperfine python3-mpi4py python3-venv pigz bubblewrap)
 
 pkgs=("${build_pkgs[@]}")
 case "$level" in

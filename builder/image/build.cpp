@@ -12,6 +12,7 @@
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/documents/provenance.hpp"
+#include "envspec/settings/settings.hpp"
 #include "envspec/spec/host_paths.hpp"
 #include "envspec/stack/stack.hpp"
 #include "support/base/log.hpp"
@@ -637,7 +638,7 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   // 1. The epoch (from the lock when there is one).
   LS_TRY(set_epoch_and_check_lock(b));
   // 2. The content-addressed store shared by all builds.
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(BlobStore::default_root())));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(settings::store_root())));
   // 3. The layers: the base image's, the locked packages' and git sources', the copied files', and
   //    one per `run:` step; the image's stack facts and labels once the base's packages are known.
   LS_TRY(add_base_layers(b, store));

@@ -42,7 +42,7 @@ struct BuildOptions {
   /// The lock a spec with packages, a Debian base or git sources is built from (cli::lock_for_build).
   /// Its epoch is the image's; nothing it does not name is fetched.
   std::optional<envspec::Lock> lock;
-  /// The blob store root (default BlobStore::default_root()).
+  /// The blob store root (default settings::store_root()).
   std::optional<std::filesystem::path> store_root;
   /// How a base image in a registry (`base: {image: docker://...}`) is reached: TLS, connections,
   /// timeouts (the CLI's registry flags).

@@ -21,23 +21,6 @@ constexpr std::size_t k_max_files = 100000;
 constexpr std::size_t k_max_url_length = 8192;
 constexpr std::size_t k_max_filename_length = 255;
 
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), lower);
-  return out;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  return lower(c) - 'a' + 10;
-}
-
 // ---- RFC 3986 ------------------------------------------------------------------------------------
 
 // The five components of RFC 3986 Appendix B; "defined" flags tell an empty component from none.

@@ -3,6 +3,7 @@
 #include "envspec/documents/components.hpp"
 
 #include "envspec/stack/stack.hpp"
+#include "support/base/text.hpp"
 #include "support/debian/debian_version.hpp"
 #include "support/oci/oci.hpp"
 #include "support/python/pep440.hpp"
@@ -492,20 +493,13 @@ DocumentKind detect_document(std::string_view text) {
     return DocumentKind::unknown;
   }
   // YAML: a top-level `lockstep:` key at the start of a line (a spec's schema version).
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string_view line = text.substr(pos, end - pos);
+  for (std::string_view line : text_lines(text)) {
     if (line.rfind("lockstep:", 0) == 0) {
       return DocumentKind::spec;
     }
     if (line.find('\0') != std::string_view::npos) {
       return DocumentKind::unknown; // binary
     }
-    pos = end + 1;
   }
   return DocumentKind::unknown;
 }

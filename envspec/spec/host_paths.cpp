@@ -1,5 +1,6 @@
 #include "envspec/spec/host_paths.hpp"
 
+#include "support/base/text.hpp"
 #include "support/net/http.hpp"
 #include "support/system/confine.hpp"
 #include "support/system/fs.hpp"
@@ -34,20 +35,14 @@ std::vector<std::string> redirect_lines(const fs::path& file) {
   if (!text) {
     return out;
   }
-  std::size_t begin = 0;
-  while (begin < text->size()) {
-    std::size_t end = text->find('\n', begin);
-    if (end == std::string::npos) {
-      end = text->size();
-    }
-    std::string line = text->substr(begin, end - begin);
+  for (std::string_view view : text_lines(*text)) {
+    std::string line(view);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
       line.pop_back();
     }
     if (!line.empty() && line.front() != '#') {
       out.push_back(std::move(line));
     }
-    begin = end + 1;
   }
   return out;
 }

@@ -1,17 +1,10 @@
 #include "envspec/yaml/suggest.hpp"
 
+#include "support/base/text.hpp"
+
 #include <algorithm>
-#include <cctype>
 
 namespace lockstep::envspec {
-
-namespace {
-
-char lower(char c) {
-  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-}
-
-} // namespace
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   const std::size_t n = a.size();
@@ -24,9 +17,10 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   for (std::size_t i = 1; i <= n; ++i) {
     cur[0] = i;
     for (std::size_t j = 1; j <= m; ++j) {
-      const std::size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      const std::size_t cost = ascii_lower(a[i - 1]) == ascii_lower(b[j - 1]) ? 0 : 1;
       cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1])) {
+      if (i > 1 && j > 1 && ascii_lower(a[i - 1]) == ascii_lower(b[j - 2]) &&
+          ascii_lower(a[i - 2]) == ascii_lower(b[j - 1])) {
         cur[j] = std::min(cur[j], prev2[j - 2] + 1);
       }
     }

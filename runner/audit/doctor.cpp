@@ -14,6 +14,7 @@
 //   interpreter, a slow import or a different python3 on PATH must not change what is reported.
 #include "runner/audit/doctor.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "envspec/stack/recipes.hpp"
 #include "runner/runtime/gpu.hpp"
 #include "support/base/json.hpp"
@@ -514,7 +515,7 @@ SnapshotHost probe_host_facts(const RootFs& root, const DoctorOptions& options, 
   probe.pmix = host.pmix;
   probe.ucx = host.ucx;
   host.slurm = probe_slurm(options);
-  probe.space = probe_space(BlobStore::default_root());
+  probe.space = probe_space(settings::store_root());
   return host;
 }
 

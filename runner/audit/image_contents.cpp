@@ -3,6 +3,7 @@
 // walked.
 #include "runner/audit/image_contents.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "runner/launch/preflight.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "runner/runtime/unpack.hpp"
@@ -52,12 +53,13 @@ Result<std::size_t> read_at(int fd, std::string& bytes, std::int64_t offset, con
 
 // A private directory under the lockstep cache's tmp/ (swept after a day if a kill leaves it).
 Result<TempDir> private_dir(const std::string& prefix) {
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   return TempDir::create(store.root() / "tmp", prefix);
 }
 
 Result<ImageContents> read_oci(const ImageArg& image, const ContentsOptions& options) {
-  LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref));
+  LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
+                registry::open_image(image.ref, settings::store_root()));
   LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
   return oci::read_opened_image(*source, opened, image.ref.str(), options);
 }
@@ -126,7 +128,7 @@ Result<ImageContents> read_image_contents(const ImageArg& image, const ContentsO
   case ImageArg::Kind::sif: {
     ImageArg local = image;
     if (image.ref.is_remote()) {
-      LS_TRY_ASSIGN(local.path, registry::pull_sif(image.ref.remote));
+      LS_TRY_ASSIGN(local.path, registry::pull_sif(image.ref.remote, settings::store_root()));
     }
     contents.what = image.ref.is_remote() ? image.ref.str() : "sif:" + image.path.string();
     LS_TRY(read_sif(contents, local, options));

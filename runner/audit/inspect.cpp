@@ -1,5 +1,6 @@
 #include "runner/audit/inspect.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "support/base/log.hpp"
 #include "support/base/text.hpp"
 #include "support/oci/image_arg.hpp"
@@ -118,7 +119,7 @@ Result<ImageSummary> inspect_image(const std::string& ref, const oci::SelectOpti
         ref, arg.kind == ImageArg::Kind::sif ? "SIF file" : "root directory");
   }
   const oci::ImageRef& parsed = arg.ref;
-  LS_TRY_ASSIGN(auto source, registry::open_image(parsed));
+  LS_TRY_ASSIGN(auto source, registry::open_image(parsed, settings::store_root()));
   LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(options));
   return ImageSummary{parsed, std::move(image)};
 }

@@ -2,6 +2,7 @@
 // driver (runner/runtime/gpu), a user namespace test child, and statvfs of the lockstep cache.
 #include "runner/launch/host_probe.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "runner/runtime/gpu.hpp"
 #include "runner/runtime/ld_cache.hpp"
 #include "support/base/log.hpp"
@@ -296,7 +297,7 @@ namespace {
 // the loader's cache (nullptr when unreadable), each opened or read once.
 struct ProbeContext {
   ProbeContext()
-      : opened(BlobStore::open(BlobStore::default_root())), ld_cache(read_ld_cache("/etc/ld.so.cache")) {}
+      : opened(BlobStore::open(settings::store_root())), ld_cache(read_ld_cache("/etc/ld.so.cache")) {}
   BlobStore* store() { return opened ? &*opened : nullptr; }
   const LdCache* cache() const { return ld_cache ? &*ld_cache : nullptr; }
   Result<BlobStore> opened;
@@ -433,7 +434,7 @@ HostProbe probe_host() {
     probe.gpu_error = gpus.error().message;
   }
   probe.userns = probe_user_namespaces();
-  probe.space = probe_space(BlobStore::default_root());
+  probe.space = probe_space(settings::store_root());
   log::debug("preflight: host {}: pmix '{}', ucx '{}', driver '{}', {} GPUs, cache {} ({} bytes free)",
              probe.hostname, probe.pmix, probe.ucx, probe.driver_version, probe.gpu_count,
              probe.space.path.string(), probe.space.free_bytes);

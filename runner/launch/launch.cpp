@@ -116,7 +116,7 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
   case ContainerRuntime::native: {
     const bool rank_of_many = plan.model == MpiModel::hybrid && plan.ranks != 1;
     if (rank_of_many && !site.rank_helper.empty()) { // ranks on one node share one container
-      cmd = {site.rank_helper, "--report", site.run_dir + "/ranks"};
+      cmd = {site.rank_helper, "_rank", "--report", site.run_dir + "/ranks"};
       if (r.gate_seconds > 0) {
         cmd.insert(cmd.end(), {"--gate", std::to_string(r.gate_seconds)});
       }

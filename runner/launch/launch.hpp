@@ -76,8 +76,9 @@ struct LaunchSite {
   int allocation_nodes = 0;                ///< SLURM_JOB_NUM_NODES (0: unknown)
   std::vector<HostSlots> hostfile;         ///< the parsed --hostfile
   std::string run_dir;                     ///< this job's record directory (rank reports go to run_dir/ranks)
-  /// lockstep-rank beside lockstep ("" when absent): each rank of the hybrid model runs it, and the
-  /// ranks on one node share one container (docs/launch.md, "Ranks on one node").
+  /// The lockstep each rank of the hybrid model runs as `lockstep _rank` (runner/launch/rank.hpp),
+  /// so the ranks on one node share one container (docs/launch.md, "Ranks on one node"); "" when
+  /// lockstep's path is not absolute, and then every rank starts a container of its own.
   std::string rank_helper;
 };
 

@@ -11,6 +11,7 @@
 // major, e.g. pmix_v4) and a different minor warns.
 #include "runner/launch/preflight.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "envspec/stack/recipes.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "support/base/json.hpp"
@@ -535,14 +536,15 @@ const Check* NodeReport::find(std::string_view name) const {
 Result<std::optional<Digest>> image_digest(const ImageArg& image) {
   switch (image.kind) {
   case ImageArg::Kind::oci: {
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref));
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
+                  registry::open_image(image.ref, settings::store_root()));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
     return std::optional<Digest>(opened.manifest_digest);
   }
   case ImageArg::Kind::sif: {
     // sif_content_key remembers the digest by the file's identity; a store that can't be opened
     // (a read-only home) or a record that is not a digest only costs hashing the file here.
-    Result<std::string> key = sif_content_key(image.path, BlobStore::default_root());
+    Result<std::string> key = sif_content_key(image.path, settings::store_root());
     if (key) {
       if (Result<Digest> d = Digest::parse("sha256:" + *key); d) {
         return std::optional<Digest>(*d);
@@ -604,7 +606,8 @@ Result<ConfigInfo> read_config_info(const ImageArg& image) {
   ConfigInfo info;
   switch (image.kind) {
   case ImageArg::Kind::oci: {
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(image.ref));
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
+                  registry::open_image(image.ref, settings::store_root()));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
     const json& config = opened.config;
     LS_TRY_ASSIGN(
@@ -705,7 +708,7 @@ Result<NodeReport> preflight_node(const PreflightRequest& request, const ImagePr
     return invalid_input("the GPUs per node can't be negative ({})", request.gpus_per_node);
   }
   if (request.prepare_store) {
-    if (Result<BlobStore> store = BlobStore::open(BlobStore::default_root()); !store) {
+    if (Result<BlobStore> store = BlobStore::open(settings::store_root()); !store) {
       log::warn("{}", store.error().message); // staging into it fails later, saying why
     }
   }

@@ -1,6 +1,7 @@
 // Staging an image into the nodes' stores (stage.hpp, docs/launch.md "Staging").
 #include "runner/launch/stage.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "runner/launch/job.hpp"
 #include "runner/runtime/sif_mount.hpp"
 #include "support/base/json.hpp"
@@ -697,7 +698,7 @@ std::vector<StagedNode> receive_stage(const ReceiveOptions& o) {
   std::vector<std::vector<std::string>> commands;
   Forwarder tree(o.forward, o.how, commands);
   auto outcome = [&]() -> Result<std::string> {
-    LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+    LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
     StageImage image;
     if (!o.sif_file.empty()) {
       LS_TRY_ASSIGN(image.sif_digest, Digest::parse(o.sif_digest));

@@ -162,7 +162,7 @@ struct ReceiveOptions {
   std::vector<std::string> forward; ///< the subtree this node forwards the stream to
   StageFanout how;                  ///< how to reach it
 };
-/// Receives the image into this node's store (BlobStore::default_root()), forwards the stream to
+/// Receives the image into this node's store (settings::store_root()), forwards the stream to
 /// the subtree, and returns the outcome of this node followed by those of the subtree.
 std::vector<StagedNode> receive_stage(const ReceiveOptions& options);
 

@@ -1,5 +1,6 @@
 #include "runner/runtime/exec.hpp"
 
+#include "envspec/settings/settings.hpp"
 #include "runner/runtime/gpu.hpp"
 #include "runner/runtime/join.hpp"
 #include "runner/runtime/root_cache.hpp"
@@ -339,12 +340,13 @@ namespace {
 // as long as `sif` lives.
 Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, SandboxConfig& config,
                                 std::optional<SifRoot>& sif) {
-  const fs::path store_root = BlobStore::default_root();
+  const fs::path store_root = settings::store_root();
   ImageRuntime rt;
   switch (arg.kind) {
   case ImageArg::Kind::oci: {
     LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
-    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(arg.ref));
+    LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
+                  registry::open_image(arg.ref, settings::store_root()));
     LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(oci::SelectOptions{}));
     LS_TRY_ASSIGN(rt, image_runtime(image.config.is_object() && image.config.contains("config")
                                         ? image.config["config"]
@@ -360,7 +362,7 @@ Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, San
   case ImageArg::Kind::sif: {
     fs::path sif_path = arg.path;
     if (arg.ref.is_remote()) {
-      LS_TRY_ASSIGN(sif_path, registry::pull_sif(arg.ref.remote));
+      LS_TRY_ASSIGN(sif_path, registry::pull_sif(arg.ref.remote, settings::store_root()));
     }
     LS_TRY_ASSIGN(SifRoot s, SifRoot::prepare(sif_path, sif_mount, store_root));
     s.apply_to(config);

@@ -217,22 +217,11 @@ Result<std::string> read_driver_version(const GpuHost& host) {
 /// Parses "Key: value" lines of a GPU information file.
 HostGpu parse_gpu_information(std::string bus_id, std::string_view text) {
   HostGpu gpu{std::move(bus_id), {}, -1, {}};
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t nl = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for_each_line(text, [&](std::string_view line) {
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) {
-      continue;
+      return true;
     }
-    auto trim = [](std::string_view s) {
-      const std::size_t b = s.find_first_not_of(" \t");
-      if (b == std::string_view::npos) {
-        return std::string_view();
-      }
-      return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-    };
     const std::string_view key = trim(line.substr(0, colon));
     const std::string_view value = trim(line.substr(colon + 1));
     if (key == "GPU UUID") {
@@ -243,7 +232,8 @@ HostGpu parse_gpu_information(std::string bus_id, std::string_view text) {
                value.find_first_not_of("0123456789") == std::string_view::npos && value.size() <= 6) {
       gpu.minor = std::stoi(std::string(value));
     }
-  }
+    return true;
+  });
   return gpu;
 }
 

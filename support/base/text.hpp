@@ -3,19 +3,23 @@
 // case folding and trimming, independent of the process's locale.
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace lockstep {
 
+/// `c` lowered when it is ASCII 'A'-'Z'; every other byte unchanged (whatever the locale).
+inline char ascii_lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
 /// `s` with ASCII 'A'-'Z' lowered; every other byte unchanged.
 inline std::string ascii_lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
+    c = ascii_lower(c);
   }
   return out;
 }
@@ -34,6 +38,20 @@ inline std::string ascii_upper(std::string_view s) {
 /// Whether `c` is an ASCII hex digit, either case.
 inline bool is_hex_digit(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/// The value of an ASCII hex digit, either case; -1 for any other byte.
+inline int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
 }
 
 /// Whether `s` is one or more hex digits, either case (a git object name as written).
@@ -131,19 +149,64 @@ inline std::string printable_ascii(std::string_view s, std::size_t limit) {
   return out;
 }
 
-/// Calls `fn(line)` for each '\n'-separated line of `text` (without the '\n'; a last line without
-/// one included), until `fn` returns false.
-template <typename Fn> void for_each_line(std::string_view text, Fn&& fn) {
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
+/// The '\n'-separated lines of a text, as a range: `for (std::string_view line : text_lines(t))`.
+/// Each line is without its '\n'; a last line without one is included, and a text that ends in
+/// '\n' has no empty line after it. The lines are views into the text (line.data() - t.data() is
+/// a line's offset).
+class TextLines {
+public:
+  explicit TextLines(std::string_view text) : m_text(text) {}
+
+  class iterator {
+  public:
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    iterator(std::string_view text, std::size_t pos) : m_text(text), m_pos(pos) { find_end(); }
+    std::string_view operator*() const { return m_text.substr(m_pos, m_end - m_pos); }
+    iterator& operator++() {
+      m_pos = m_end + 1;
+      find_end();
+      return *this;
     }
-    if (!fn(text.substr(pos, end - pos))) {
+    iterator operator++(int) {
+      iterator old = *this;
+      ++*this;
+      return old;
+    }
+    bool operator==(const iterator& other) const { return m_pos == other.m_pos; }
+
+  private:
+    void find_end() {
+      if (m_pos >= m_text.size()) {
+        m_pos = m_end = m_text.size();
+        return;
+      }
+      m_end = std::min(m_text.find('\n', m_pos), m_text.size());
+    }
+    std::string_view m_text;
+    std::size_t m_pos = 0;
+    std::size_t m_end = 0;
+  };
+
+  [[nodiscard]] iterator begin() const { return {m_text, 0}; }
+  [[nodiscard]] iterator end() const { return {m_text, m_text.size()}; }
+
+private:
+  std::string_view m_text;
+};
+
+inline TextLines text_lines(std::string_view text) {
+  return TextLines(text);
+}
+
+/// Calls `fn(line)` for each line of `text` (as text_lines() yields them) until `fn` returns false.
+template <typename Fn> void for_each_line(std::string_view text, Fn&& fn) {
+  for (std::string_view line : text_lines(text)) {
+    if (!fn(line)) {
       return;
     }
-    pos = end + 1;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <libdeflate.h>
 #include <zstd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -18,12 +19,17 @@
 
 namespace lockstep {
 
+namespace {
+std::atomic<unsigned> g_thread_count{0};
+} // namespace
+
+void set_default_thread_count(unsigned threads) {
+  g_thread_count.store(threads, std::memory_order_relaxed);
+}
+
 unsigned default_thread_count() {
-  if (const char* env = std::getenv("LOCKSTEP_THREADS"); env != nullptr && *env != '\0') {
-    long v = std::strtol(env, nullptr, 10);
-    if (v >= 1 && v <= 1024) {
-      return static_cast<unsigned>(v);
-    }
+  if (unsigned set = g_thread_count.load(std::memory_order_relaxed); set != 0) {
+    return set;
   }
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : n;

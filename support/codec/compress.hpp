@@ -59,8 +59,11 @@ private:
   std::unique_ptr<Impl> m_impl;
 };
 
-/// The number of compression threads to use: $LOCKSTEP_THREADS if set, else all cores.
+/// The number of compression and hashing threads to use: what set_default_thread_count chose, else
+/// all cores.
 unsigned default_thread_count();
+/// Sets what default_thread_count returns (the caller's setting; 0: all cores).
+void set_default_thread_count(unsigned threads);
 
 /// "libdeflate 1.14, zstd 1.5.4, libarchive 3.6.2": the libraries whose output bytes lockstep pins.
 std::string codec_library_versions();

@@ -1,5 +1,6 @@
 #include "support/debian/apt_sources.hpp"
 
+#include "support/base/text.hpp"
 #include "support/debian/deb822.hpp"
 
 #include <fmt/format.h>
@@ -38,14 +39,7 @@ std::string one_line(const AptSource& s) {
 Result<std::vector<AptSource>> parse_sources_list(std::string_view text, std::string_view what) {
   std::vector<AptSource> out;
   int number = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : text_lines(text)) {
     ++number;
     if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) {
       line = line.substr(0, hash);

@@ -97,20 +97,13 @@ Result<std::vector<Deb822Paragraph>> parse_deb822(std::string_view text, std::st
   std::vector<Deb822Paragraph> out;
   Deb822Paragraph current;
   int line_no = 0;
-  std::size_t pos = 0;
   auto flush = [&] {
     if (!current.fields.empty()) {
       out.push_back(std::move(current));
     }
     current = Deb822Paragraph{};
   };
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : text_lines(text)) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);

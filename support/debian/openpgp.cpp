@@ -46,17 +46,6 @@ constexpr std::string_view k_end_key = "-----END PGP PUBLIC KEY BLOCK-----";
 
 // ---- small text helpers --------------------------------------------------------------------------
 
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  while (!text.empty()) {
-    auto eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
-    lines.push_back(line);
-    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
-  }
-  return lines;
-}
-
 bool is_blank(std::string_view s) {
   return trim(s).empty();
 }
@@ -103,7 +92,7 @@ Result<std::string> dearmor_keyring(std::string_view armored, std::string_view w
   std::string b64;
   std::string binary;
   int blocks = 0;
-  for (std::string_view raw : split_lines(armored)) {
+  for (std::string_view raw : lines_of(armored)) {
     std::string_view line = trim(raw);
     switch (state) {
     case State::outside:
@@ -378,7 +367,7 @@ struct GpgvStatus {
 GpgvStatus parse_status(std::string_view status) {
   GpgvStatus s;
   constexpr std::string_view k_prefix = "[GNUPG:] ";
-  for (std::string_view line : split_lines(status)) {
+  for (std::string_view line : lines_of(status)) {
     if (line.substr(0, k_prefix.size()) != k_prefix) {
       continue;
     }
@@ -534,7 +523,7 @@ Result<TempDir> verifier_dir() {
 // Checks that `text` is one clearsigned message and nothing else (whitespace aside). gpgv accepts
 // text around the message and more than one message, and would print the text of each.
 Result<void> check_clearsigned_shape(std::string_view text, std::string_view what) {
-  auto lines = split_lines(text);
+  auto lines = lines_of(text);
   std::size_t i = 0;
   while (i < lines.size() && is_blank(lines[i])) {
     ++i;

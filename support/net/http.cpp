@@ -66,19 +66,6 @@ struct ParsedUrl {
   fs::path path; // for Scheme::local
 };
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 Result<ParsedUrl> parse_url(const std::string& url) {
   const std::string shown = display_url(url);
   if (url.empty()) {

@@ -651,23 +651,16 @@ std::vector<LogicalLine> logical_lines(std::string_view text) {
   int pending_start = 0;
   bool continuing = false;
   int number = 0;
-  std::size_t pos = 0;
   auto emit = [&](int line_number, const std::string& joined) {
     std::string stripped(trim(strip_comment(joined)));
     if (!stripped.empty()) {
       out.push_back({line_number, std::move(stripped)});
     }
   };
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) {
-      nl = text.size();
-    }
-    std::string_view line = text.substr(pos, nl - pos);
+  for (std::string_view line : text_lines(text)) {
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);
     }
-    pos = nl + 1;
     ++number;
     bool continues = !line.empty() && line.back() == '\\' && !is_comment_line(line);
     if (continues) {

@@ -201,15 +201,8 @@ Result<std::vector<std::pair<std::string, std::string>>> parse_email_headers(std
     return invalid_input("{}: larger than {} bytes", what, k_max_metadata_size);
   }
   std::vector<std::pair<std::string, std::string>> out;
-  std::size_t pos = 0;
   int line_number = 0;
-  while (pos < text.size()) {
-    std::size_t nl = text.find('\n', pos);
-    if (nl == std::string_view::npos) {
-      nl = text.size();
-    }
-    std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for (std::string_view line : text_lines(text)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);

@@ -6,7 +6,7 @@
 //     when it exists, then its registries.conf.d/*.conf; else /etc/containers/registries.conf,
 //     /etc/containers/registries.conf.d/*.conf, then ~/.config/containers/registries.conf.d/*.conf.
 //     Drop-ins in name order; a later file's [[registry]] with the same prefix replaces an earlier one.
-//   certs.d: $LOCKSTEP_CERTS_D (a colon-separated list) alone when set; else, for a non-root user,
+//   certs.d: the caller's list when it sets one (lockstep: $LOCKSTEP_CERTS_D); else, for a non-root user,
 //     ~/.config/containers/certs.d first, then /etc/containers/certs.d and /etc/docker/certs.d. The first
 //     directory holding a HOST[:PORT] subdirectory is the one used (the others are not merged in).
 //   LOCKSTEP_CERTS_D is lockstep's own (tests use it so they never read /etc).
@@ -288,16 +288,7 @@ HostConfigFiles HostConfigFiles::from_environment() {
     }
   }
 
-  if (auto dirs = env_value("LOCKSTEP_CERTS_D")) {
-    std::string_view rest = *dirs;
-    while (!rest.empty()) {
-      std::size_t colon = rest.find(':');
-      if (colon != 0) {
-        out.certs_dirs.emplace_back(std::string(rest.substr(0, colon)));
-      }
-      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
-    }
-  } else {
+  {
     if (home && ::geteuid() != 0) {
       out.certs_dirs.push_back(user_dir / "certs.d");
     }

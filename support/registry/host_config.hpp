@@ -22,8 +22,8 @@ struct HostConfigFiles {
   std::vector<std::filesystem::path> certs_dirs;      ///< each holds HOST[:PORT]/ subdirectories
 
   /// The standard locations (as root: /etc only for certs.d, as containers does);
-  /// $CONTAINERS_REGISTRIES_CONF alone when set, and $LOCKSTEP_CERTS_D (a colon-separated list of
-  /// certs.d directories) alone when set.
+  /// $CONTAINERS_REGISTRIES_CONF alone when set. A caller replaces certs_dirs to use its own
+  /// (lockstep's settings::apply_to_support, from $LOCKSTEP_CERTS_D).
   static HostConfigFiles from_environment();
 };
 

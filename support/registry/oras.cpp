@@ -99,8 +99,8 @@ Result<std::filesystem::path> pull_sif(const oci::RegistryRef& ref, const BlobSt
   return store.blob_path(sif->digest);
 }
 
-Result<std::filesystem::path> pull_sif(const oci::RegistryRef& ref) {
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+Result<std::filesystem::path> pull_sif(const oci::RegistryRef& ref, const std::filesystem::path& store_root) {
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
   return pull_sif(ref, store, default_client_options());
 }
 

@@ -30,7 +30,7 @@ Result<std::pair<Digest, PushStats>> push_sif(const std::filesystem::path& sif,
 Result<std::filesystem::path> pull_sif(const oci::RegistryRef& ref, const BlobStore& store,
                                        const ClientOptions& options);
 
-/// pull_sif with the default store and default_client_options().
-Result<std::filesystem::path> pull_sif(const oci::RegistryRef& ref);
+/// pull_sif with the store at `store_root` and default_client_options().
+Result<std::filesystem::path> pull_sif(const oci::RegistryRef& ref, const std::filesystem::path& store_root);
 
 } // namespace lockstep::registry

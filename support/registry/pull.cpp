@@ -275,11 +275,12 @@ Result<std::unique_ptr<oci::ImageSource>> open_image(const oci::ImageRef& ref, c
   return oci::ImageSource::open(ref);
 }
 
-Result<std::unique_ptr<oci::ImageSource>> open_image(const oci::ImageRef& ref) {
+Result<std::unique_ptr<oci::ImageSource>> open_image(const oci::ImageRef& ref,
+                                                     const std::filesystem::path& store_root) {
   if (!ref.is_remote()) {
     return oci::ImageSource::open(ref);
   }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(BlobStore::default_root()));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
   return open_image(ref, store, default_client_options());
 }
 

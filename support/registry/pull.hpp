@@ -21,8 +21,10 @@ inline constexpr std::uint64_t k_max_manifest_size = 4ULL << 20;
 Result<std::unique_ptr<oci::ImageSource>> open_image(const oci::ImageRef& ref, const BlobStore& store,
                                                      const ClientOptions& options);
 
-/// open_image with the default store (BlobStore::default_root()) and default_client_options().
-Result<std::unique_ptr<oci::ImageSource>> open_image(const oci::ImageRef& ref);
+/// open_image with the store at `store_root` (opened only for a registry image) and
+/// default_client_options().
+Result<std::unique_ptr<oci::ImageSource>> open_image(const oci::ImageRef& ref,
+                                                     const std::filesystem::path& store_root);
 
 /// What a pull did.
 struct PullStats {

@@ -24,19 +24,6 @@ namespace lockstep {
 
 namespace fs = std::filesystem;
 
-fs::path BlobStore::default_root() {
-  if (const char* env = std::getenv("LOCKSTEP_CACHE"); env != nullptr && *env != '\0') {
-    return fs::path(env);
-  }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
-    return fs::path(xdg) / "lockstep";
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return fs::path(home) / ".cache" / "lockstep";
-  }
-  return fs::path("/tmp") / ("lockstep-cache-" + std::to_string(::getuid()));
-}
-
 namespace {
 
 // Removes temporary files that a killed process left behind more than a day ago.

@@ -1,5 +1,6 @@
 #pragma once
-// A content-addressed blob store on the local disk (default ~/.cache/lockstep, or $LOCKSTEP_CACHE).
+// A content-addressed blob store on the local disk, at the root its caller names (lockstep's is
+// envspec/settings's store_root(): ~/.cache/lockstep, or $LOCKSTEP_CACHE).
 //
 // Layout:  ROOT/blobs/sha256/<hex>   complete blobs, read-only, named by the sha256 of their bytes
 //          ROOT/records/<ns>/<key>   small JSON records (the layer cache), written atomically
@@ -29,8 +30,6 @@ struct BlobInfo {
 
 class BlobStore {
 public:
-  /// The default root: $LOCKSTEP_CACHE, else $XDG_CACHE_HOME/lockstep, else ~/.cache/lockstep.
-  static std::filesystem::path default_root();
   /// Opens (creating) the store at `root`.
   static Result<BlobStore> open(const std::filesystem::path& root);
 

@@ -14,7 +14,7 @@ BASE = {"support/base"}
 CORE = BASE | {"support/system", "support/codec", "support/store", "support/net"}
 SUPPORT = CORE | {"support/solver", "support/supplychain", "support/git", "support/oci", "support/debian",
                   "support/python", "support/registry"}
-SPEC = {"envspec/yaml", "envspec/spec", "envspec/lock", "envspec/stack", "envspec/load", "envspec/documents"}
+SPEC = {"envspec/settings", "envspec/yaml", "envspec/spec", "envspec/lock", "envspec/stack", "envspec/load", "envspec/documents"}
 # room -> the rooms it may include (besides itself).
 RULES = {
     "support/base": set(),
@@ -29,6 +29,7 @@ RULES = {
     "support/debian": CORE | {"support/supplychain"},
     "support/python": CORE | {"support/supplychain"},
     "support/registry": CORE | {"support/supplychain", "support/oci"},
+    "envspec/settings": SUPPORT,
     "envspec/yaml": SUPPORT,
     "envspec/spec": SUPPORT | {"envspec/yaml"},
     "envspec/lock": SUPPORT | {"envspec/yaml", "envspec/spec"},

@@ -122,7 +122,7 @@ TEST_CASE("every variable exec reads on its way to the container is part of the 
     CHECK(key.count(std::string(name)) == 1);
   }
   const fs::path src = test::source_dir();
-  std::vector<fs::path> files = {src / "support/store/blob_store.cpp", src / "cli/cmd_exec.cpp"};
+  std::vector<fs::path> files = {src / "envspec/settings/store_root.cpp", src / "cli/cmd_exec.cpp"};
   for (const auto& e : fs::directory_iterator(src / "runner/runtime")) {
     if (e.path().extension() == ".cpp") {
       files.push_back(e.path());

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 using namespace lockstep;
@@ -32,13 +33,15 @@ std::string error_of(const HostConfigFiles& files, const std::string& host) {
 
 } // namespace
 
-TEST_CASE("HostConfigFiles: CONTAINERS_REGISTRIES_CONF and LOCKSTEP_CERTS_D replace the standard locations",
+TEST_CASE("HostConfigFiles: CONTAINERS_REGISTRIES_CONF replaces the standard locations; LOCKSTEP_CERTS_D is "
+          "not support's to read",
           "[host_config]") {
   ScopedEnv conf("CONTAINERS_REGISTRIES_CONF", "/tmp/x/registries.conf");
   ScopedEnv certs("LOCKSTEP_CERTS_D", "/tmp/a::/tmp/b");
   HostConfigFiles files = HostConfigFiles::from_environment();
   CHECK(files.registries_conf == std::vector<fs::path>{"/tmp/x/registries.conf"});
-  CHECK(files.certs_dirs == std::vector<fs::path>{"/tmp/a", "/tmp/b"});
+  CHECK(std::find(files.certs_dirs.begin(), files.certs_dirs.end(), fs::path("/tmp/a")) ==
+        files.certs_dirs.end());
 }
 
 TEST_CASE("HostConfigFiles: the user's registries.conf replaces /etc's, its drop-ins follow in name order",

@@ -1,8 +1,9 @@
-// lockstep-rank: one rank of a `lockstep run` job in the hybrid model (docs/launch.md, "Ranks on one
-// node"). The host's launcher (mpirun's orted, srun) starts it once per rank, in place of
-// `lockstep exec`:
+// The rank program: one rank of a `lockstep run` job in the hybrid model (docs/launch.md, "Ranks on
+// one node"). The host's launcher (mpirun's orted, srun) starts it once per rank, in place of
+// `lockstep exec`; it is lockstep itself, called as `lockstep _rank` (or through a link named
+// lockstep-rank), so it is wherever lockstep is:
 //
-//   lockstep-rank --report DIR [--gate SECONDS] -- /path/to/lockstep exec [OPTIONS] IMAGE -- CMD...
+//   lockstep _rank --report DIR [--gate SECONDS] -- /path/to/lockstep exec [OPTIONS] IMAGE -- CMD...
 //
 // With --gate (mpirun with preflight: the launcher starts while the nodes are checked) it first
 // waits at the node's gate, which the node's preflight keeps, for the launching node's verdict: on
@@ -12,8 +13,11 @@
 // here), joins the container's namespaces and runs the command, then writes DIR/rank-N.json as
 // `lockstep exec --rank-report DIR` does. When the container can't be shared (the holder refuses,
 // another user holds the name, anything unexpected), it runs the `lockstep exec` line itself, as
-// every rank did before. A small static program: a rank costs one more execve than the command,
-// not a start of lockstep with its libraries. runner/runtime/join.hpp has the protocol.
+// every rank did before. cli/main.cpp calls it before anything else of lockstep starts; a release
+// build links its libraries statically (LOCKSTEP_STATIC_DEPS), so a rank costs one execve more than
+// the command and no loading of shared libraries. runner/runtime/join.hpp has the protocol.
+#include "runner/launch/rank.hpp"
+
 #include "runner/launch/run_record.hpp"
 #include "runner/runtime/join.hpp"
 
@@ -27,11 +31,13 @@
 #include <string>
 #include <vector>
 
+namespace lockstep::runner {
+
 namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: lockstep-rank --report DIR [--gate SECONDS] -- LOCKSTEP exec [OPTIONS] IMAGE -- "
+               "usage: lockstep _rank --report DIR [--gate SECONDS] -- LOCKSTEP exec [OPTIONS] IMAGE -- "
                "CMD...\n"
                "(lockstep run starts it for each rank; see docs/launch.md)\n");
   return 2;
@@ -45,19 +51,18 @@ int run_unshared(const std::vector<std::string>& creator) {
   }
   argv.push_back(nullptr);
   ::execv(argv[0], argv.data());
-  std::fprintf(stderr, "lockstep-rank: can't run %s: %s\n", argv[0], std::strerror(errno));
+  std::fprintf(stderr, "lockstep: rank: can't run %s: %s\n", argv[0], std::strerror(errno));
   return 127;
 }
 
 } // namespace
 
-int main(int argc, char** argv) {
-  using namespace lockstep;
-  if (argc < 6 || std::string(argv[1]) != "--report") {
+int rank_main(int argc, char** argv) {
+  if (argc < 5 || std::string(argv[0]) != "--report") {
     return usage();
   }
-  const std::string report_dir = argv[2];
-  int next = 3;
+  const std::string report_dir = argv[1];
+  int next = 2;
   int gate_seconds = 0;
   if (std::string(argv[next]) == "--gate" && next + 1 < argc) {
     gate_seconds = std::atoi(argv[next + 1]);
@@ -75,14 +80,14 @@ int main(int argc, char** argv) {
   }
   if (gate_seconds > 0) {
     std::string why;
-    switch (runner::join::wait_at_gate(report_dir, std::chrono::seconds(gate_seconds), why)) {
-    case runner::join::GateOutcome::go:
+    switch (join::wait_at_gate(report_dir, std::chrono::seconds(gate_seconds), why)) {
+    case join::GateOutcome::go:
       break;
-    case runner::join::GateOutcome::stop:
+    case join::GateOutcome::stop:
       return 0;
-    case runner::join::GateOutcome::timed_out:
-    case runner::join::GateOutcome::failed: {
-      (void)runner::run_reporting_rank(report_dir, [&]() -> Result<int> {
+    case join::GateOutcome::timed_out:
+    case join::GateOutcome::failed: {
+      (void)run_reporting_rank(report_dir, [&]() -> Result<int> {
         return Error{ExitCode::external, "not started: " + why};
       });
       std::fprintf(stderr, "lockstep: error: not started: %s\n", why.c_str());
@@ -91,13 +96,13 @@ int main(int argc, char** argv) {
     }
   }
   std::string why;
-  std::optional<runner::join::Joined> joined = runner::join::ask_holder(creator, why);
+  std::optional<join::Joined> joined = join::ask_holder(creator, why);
   if (!joined) {
     return run_unshared(creator);
   }
   bool could_not_join = false;
-  Result<int> code = runner::run_reporting_rank(report_dir, [&]() -> Result<int> {
-    Result<int> r = runner::join::run_joined(*joined, could_not_join);
+  Result<int> code = run_reporting_rank(report_dir, [&]() -> Result<int> {
+    Result<int> r = join::run_joined(*joined, could_not_join);
     if (could_not_join) {
       joined.reset(); // the holder counts this rank as gone
       std::exit(run_unshared(creator));
@@ -110,3 +115,5 @@ int main(int argc, char** argv) {
   }
   return *code & 0xff;
 }
+
+} // namespace lockstep::runner
