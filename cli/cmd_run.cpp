@@ -222,9 +222,8 @@ Result<void> locate_job(RunJob& j) {
   runner::LaunchRequest& req = j.req;
   runner::LaunchSite& site = j.site;
   site.lockstep = args.remote_lockstep.empty() ? this_lockstep() : args.remote_lockstep;
-  if (const fs::path helper = fs::path(site.lockstep).parent_path() / "lockstep-rank";
-      site.lockstep.starts_with("/") && ::access(helper.c_str(), X_OK) == 0) {
-    site.rank_helper = helper.string();
+  if (site.lockstep.starts_with("/")) {
+    site.rank_helper = site.lockstep; // each rank runs `lockstep _rank` (one binary)
   }
   site.root = ::geteuid() == 0;
   if (const char* id = std::getenv("SLURM_JOB_ID"); id != nullptr && *id != '\0') {
@@ -272,10 +271,10 @@ Result<void> plan_commands(RunJob& j) {
   if (j.plan.runtime == runner::ContainerRuntime::native && j.plan.model == runner::MpiModel::hybrid &&
       j.plan.ranks > 1 && j.site.rank_helper.empty()) {
     // The slow path: every rank starts a container of its own (measured 2.4x bare mpirun's start
-    // with 24 ranks, against 1.27x with lockstep-rank).
-    log::warn("lockstep-rank is not beside {}: each rank starts a container of its own instead of "
-              "sharing its node's, which starts the job 2-3x slower; install lockstep-rank beside "
-              "lockstep (cmake --install installs both)",
+    // with 24 ranks, against 1.27x with the ranks sharing their node's).
+    log::warn("lockstep's path on the nodes ({}) is not absolute: each rank starts a container of its "
+              "own instead of sharing its node's, which starts the job 2-3x slower; give "
+              "--lockstep an absolute path",
               j.site.lockstep);
   }
   j.shown_req.gate_seconds = j.req.gate_seconds;
