@@ -178,34 +178,26 @@ std::string root_glibc(const RootFs& root) {
   return {};
 }
 
+// The user namespace settings of the captured root's /proc/sys.
+UsernsSettings root_userns_settings(const RootFs& root) {
+  return {root.first_line_of("/proc/sys/user/max_user_namespaces"),
+          root.first_line_of("/proc/sys/kernel/unprivileged_userns_clone"),
+          root.first_line_of("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")};
+}
+
 // Whether unprivileged user namespaces work, as preflight states it; files only under a host root.
 HostUserns probe_userns(const RootFs& root) {
   if (root.live()) {
     return probe_user_namespaces();
   }
-  if (root.first_line_of("/proc/sys/user/max_user_namespaces") == "0") {
-    return {UsernsState::disabled,
-            "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0 (an "
-            "administrator can raise it with sysctl user.max_user_namespaces)"};
-  }
-  if (root.first_line_of("/proc/sys/kernel/unprivileged_userns_clone") == "0") {
-    return {UsernsState::disabled, "unprivileged user namespaces are disabled: "
-                                   "kernel.unprivileged_userns_clone is 0; an administrator can set it to 1"};
-  }
-  if (root.first_line_of("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1") {
-    return {UsernsState::denied, "AppArmor restricts unprivileged user namespaces "
-                                 "(kernel.apparmor_restrict_unprivileged_userns is 1)"};
-  }
-  return {UsernsState::allowed, {}};
+  return userns_from_settings(root_userns_settings(root));
 }
 
 // Whether unprivileged users get user namespaces, for the snapshot: as root the probe makes no
 // test child, so the kernel settings decide.
 bool userns_available(const RootFs& root, const HostUserns& userns) {
   if (userns.state == UsernsState::not_needed) {
-    return root.first_line_of("/proc/sys/user/max_user_namespaces") != "0" &&
-           root.first_line_of("/proc/sys/kernel/unprivileged_userns_clone") != "0" &&
-           root.first_line_of("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != "1";
+    return userns_from_settings(root_userns_settings(root)).state == UsernsState::allowed;
   }
   return userns.state == UsernsState::allowed;
 }
