@@ -38,6 +38,15 @@ constexpr std::size_t k_library_text_limit = 256;
 constexpr std::chrono::milliseconds k_mpirun_timeout{2000};
 constexpr std::size_t k_mpirun_output_limit = 4096;
 
+// Why user namespaces are off, as preflight and doctor say it.
+constexpr std::string_view k_userns_max_zero =
+    "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0 (an administrator "
+    "can raise it with sysctl user.max_user_namespaces)";
+constexpr std::string_view k_userns_clone_zero =
+    "kernel.unprivileged_userns_clone is 0; an administrator can set it to 1";
+constexpr std::string_view k_userns_apparmor = "AppArmor restricts unprivileged user namespaces "
+                                               "(kernel.apparmor_restrict_unprivileged_userns is 1)";
+
 // The leading run of [0-9A-Za-z.] of `word` when it starts with a digit ("4.1.4", "5.0.0rc12").
 std::string version_word(std::string_view word) {
   if (word.empty() || word.front() < '0' || word.front() > '9') {
@@ -188,11 +197,10 @@ std::string proc_word(const char* path) {
 // What may forbid user namespaces when unshare fails, as a hint for the user.
 std::string userns_hint() {
   if (proc_word("/proc/sys/kernel/unprivileged_userns_clone") == "0") {
-    return "kernel.unprivileged_userns_clone is 0; an administrator can set it to 1";
+    return std::string(k_userns_clone_zero);
   }
   if (proc_word("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1") {
-    return "AppArmor restricts unprivileged user namespaces "
-           "(kernel.apparmor_restrict_unprivileged_userns is 1)";
+    return std::string(k_userns_apparmor);
   }
   return "a kernel setting or security policy forbids them";
 }
@@ -332,9 +340,7 @@ HostUserns probe_user_namespaces() {
   }
   const std::string max = proc_word("/proc/sys/user/max_user_namespaces");
   if (max == "0") {
-    return {UsernsState::disabled,
-            "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0 (an administrator "
-            "can raise it with sysctl user.max_user_namespaces)"};
+    return {UsernsState::disabled, std::string(k_userns_max_zero)};
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -359,6 +365,20 @@ HostUserns probe_user_namespaces() {
   return {UsernsState::denied,
           fmt::format("unshare(CLONE_NEWUSER) failed: {} ({})",
                       err != 0 ? std::strerror(err) : "the test child was killed", userns_hint())};
+}
+
+HostUserns userns_from_settings(const UsernsSettings& settings) {
+  if (settings.max_user_namespaces == "0") {
+    return {UsernsState::disabled, std::string(k_userns_max_zero)};
+  }
+  if (settings.unprivileged_userns_clone == "0") {
+    return {UsernsState::disabled,
+            "unprivileged user namespaces are disabled: " + std::string(k_userns_clone_zero)};
+  }
+  if (settings.apparmor_restrict == "1") {
+    return {UsernsState::denied, std::string(k_userns_apparmor)};
+  }
+  return {UsernsState::allowed, {}};
 }
 
 HostSpace probe_space(const fs::path& cache_root) {

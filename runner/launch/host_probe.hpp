@@ -58,6 +58,19 @@ struct HostUserns {
 /// unshare(CLONE_NEWUSER) and exits with 0 or the errno.
 HostUserns probe_user_namespaces();
 
+/// The kernel settings that decide whether unprivileged users get user namespaces, each the value
+/// its /proc/sys file holds ("" when it can't be read).
+struct UsernsSettings {
+  std::string max_user_namespaces;       ///< /proc/sys/user/max_user_namespaces
+  std::string unprivileged_userns_clone; ///< /proc/sys/kernel/unprivileged_userns_clone
+  std::string apparmor_restrict;         ///< /proc/sys/kernel/apparmor_restrict_unprivileged_userns
+};
+
+/// What the settings alone say, without a test child (a host read from its files, as `lockstep
+/// doctor --host-root` reads one): disabled or denied with the reason probe_user_namespaces gives,
+/// else allowed.
+HostUserns userns_from_settings(const UsernsSettings& settings);
+
 /// Free space for unpacking images.
 struct HostSpace {
   std::filesystem::path path;   ///< the lockstep cache ($LOCKSTEP_CACHE or its default)

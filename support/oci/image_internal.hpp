@@ -1,7 +1,8 @@
 #pragma once
-// Internals shared by the image readers: image_source.cpp (references, selection inside an OCI
-// layout), image_dir.cpp (OCI layout directories) and image_archive.cpp (OCI archives and
-// docker-archives). Not part of the public support API.
+// Internals shared by the image readers: image_internal.cpp (selection inside an OCI layout, the
+// manifest and config checks, messages), image_dir.cpp (OCI layout directories), image_archive.cpp
+// (OCI archives and docker-archives) and image_open.cpp (ImageSource::open, which picks one of
+// them). Not part of the public support API.
 #include "support/oci/image_source.hpp"
 
 #include <cstdint>
@@ -50,11 +51,6 @@ Result<void> check_layout_marker(std::string_view bytes, const std::string& wher
 
 /// "a, b, c" (the first 20, then "and N more"), or "none" for an empty list.
 std::string join_list(const std::vector<std::string>& items);
-
-/// Docker's normalised form of NAME[:TAG]: "foo" -> "docker.io/library/foo:latest".
-std::string normalize_docker_ref(std::string_view ref);
-/// True if `ref` is NAME[:TAG] with an optional registry host (no digest).
-bool valid_docker_ref(std::string_view ref);
 
 /// Opens an OCI layout directory (image_dir.cpp).
 Result<std::unique_ptr<ImageSource>> open_oci_dir(const ImageRef& ref);

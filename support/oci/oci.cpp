@@ -56,6 +56,16 @@ Result<std::map<std::string, std::string>> get_annotations(const json& j, const 
   return out;
 }
 
+// Splits "NAME[:TAG]" into name and tag (the ':' must follow the last '/').
+std::pair<std::string_view, std::string_view> split_name_tag(std::string_view ref) {
+  std::size_t slash = ref.rfind('/');
+  std::size_t colon = ref.rfind(':');
+  if (colon != std::string_view::npos && (slash == std::string_view::npos || colon > slash)) {
+    return {ref.substr(0, colon), ref.substr(colon + 1)};
+  }
+  return {ref, {}};
+}
+
 } // namespace
 
 Result<Compression> layer_compression(std::string_view media_type) {
@@ -427,6 +437,37 @@ bool valid_repository_name(std::string_view s) {
 bool valid_tag(std::string_view s) {
   static const std::regex re("[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}");
   return std::regex_match(s.begin(), s.end(), re);
+}
+
+std::string normalize_docker_ref(std::string_view ref) {
+  auto [name_view, tag_view] = split_name_tag(ref);
+  std::string name(name_view);
+  std::string tag = tag_view.empty() ? std::string("latest") : std::string(tag_view);
+  std::size_t slash = name.find('/');
+  if (slash == std::string::npos || !looks_like_host(std::string_view(name).substr(0, slash))) {
+    name = "docker.io/" + name;
+  } else if (name.substr(0, slash) == "index.docker.io") {
+    name = "docker.io" + name.substr(slash);
+  }
+  if (name.rfind("docker.io/", 0) == 0 && name.find('/', 10) == std::string::npos) {
+    name = "docker.io/library/" + name.substr(10);
+  }
+  return name + ":" + tag;
+}
+
+bool valid_docker_ref(std::string_view ref) {
+  if (ref.empty() || ref.find('@') != std::string_view::npos) {
+    return false;
+  }
+  auto [name, tag] = split_name_tag(ref);
+  if (ref.size() != name.size() && !valid_tag(tag)) {
+    return false;
+  }
+  std::size_t slash = name.find('/');
+  if (slash != std::string_view::npos && looks_like_host(name.substr(0, slash))) {
+    return valid_registry_host(name.substr(0, slash)) && valid_repository_name(name.substr(slash + 1));
+  }
+  return valid_repository_name(name);
 }
 
 } // namespace lockstep::oci

@@ -142,4 +142,9 @@ bool valid_repository_name(std::string_view s);
 /// True if `s` is a valid tag: [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}.
 bool valid_tag(std::string_view s);
 
+/// Docker's normalised form of NAME[:TAG]: "foo" -> "docker.io/library/foo:latest".
+std::string normalize_docker_ref(std::string_view ref);
+/// True if `ref` is NAME[:TAG] with an optional registry host (no digest).
+bool valid_docker_ref(std::string_view ref);
+
 } // namespace lockstep::oci

@@ -167,3 +167,22 @@ TEST_CASE("host probe: user namespaces are not needed as root, else tested in a 
     CHECK((userns.state == UsernsState::allowed) == peer);
   }
 }
+
+TEST_CASE("host probe: user namespace settings alone say disabled, denied or allowed", "[host_probe]") {
+  CHECK(userns_from_settings({}).state == UsernsState::allowed);
+  CHECK(userns_from_settings({"15000", "1", "0"}).state == UsernsState::allowed);
+  const HostUserns max = userns_from_settings({"0", "0", "1"});
+  CHECK(max.state == UsernsState::disabled);
+  CHECK(max.detail ==
+        "user namespaces are disabled: /proc/sys/user/max_user_namespaces is 0 (an administrator "
+        "can raise it with sysctl user.max_user_namespaces)");
+  const HostUserns clone = userns_from_settings({"15000", "0", "1"});
+  CHECK(clone.state == UsernsState::disabled);
+  CHECK(clone.detail ==
+        "unprivileged user namespaces are disabled: kernel.unprivileged_userns_clone is 0; an "
+        "administrator can set it to 1");
+  const HostUserns apparmor = userns_from_settings({"", "", "1"});
+  CHECK(apparmor.state == UsernsState::denied);
+  CHECK(apparmor.detail == "AppArmor restricts unprivileged user namespaces "
+                           "(kernel.apparmor_restrict_unprivileged_userns is 1)");
+}
