@@ -1,4 +1,5 @@
 // `lockstep build`: build the spec's image and write its outputs.
+#include "builder/image/attach.hpp"
 #include "builder/image/build.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
@@ -131,8 +132,8 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
                                               registry::default_client_options()));
     log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
-    LS_TRY(attach_sbom_files(targets[i], result.manifest, sbom_files));
-    LS_TRY(attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
+    LS_TRY(builder::attach_sbom_files(targets[i], result.manifest, sbom_files));
+    LS_TRY(builder::attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
   }
   return {};
 }
