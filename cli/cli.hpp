@@ -1,7 +1,6 @@
 #pragma once
 // The `lockstep` command line: one CLI11 app, one subcommand module per command (cmd_*.cpp), and
 // one place (run()) that prints errors and maps them to exit codes.
-#include "envspec/lock/lockfile.hpp"
 #include "support/base/result.hpp"
 #include "support/oci/registry_ref.hpp"
 
@@ -10,7 +9,6 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -65,12 +63,6 @@ void register_sbom(CLI::App& app, Context& ctx);
 void register_sign(CLI::App& app, Context& ctx);
 void register_vendor(CLI::App& app, Context& ctx);
 
-/// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
-/// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);
-/// without, a missing or stale lock is (re)made first and written.
-Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, const std::string& lock_arg,
-                                                    bool locked);
-
 /// True for a spec's file name (.yaml or .yml).
 bool is_spec_name(const std::filesystem::path& p);
 
@@ -84,12 +76,6 @@ Result<ExitCode> write_output(const std::string& output, const std::string& text
 /// A registry image argument (docker://HOST/REPO[:TAG][@DIGEST]) for `command` (sign, verify --key):
 /// any other transport is invalid_input, saying that signatures live beside an image in its registry.
 Result<oci::RegistryRef> registry_image_arg(const std::string& text, const char* command);
-
-/// Sets the process's mirrors (support/net/mirror.hpp): `cli` (--mirror, relative to the working
-/// directory), then the spec's `mirrors` (relative to `spec_dir`), then LOCKSTEP_MIRRORS (separated by
-/// blanks); each a directory (DIR or dir:DIR) or docker://REGISTRY/REPO. `offline` forbids upstream.
-Result<void> configure_mirrors(const std::vector<std::string>& cli, const std::vector<std::string>& spec,
-                               const std::filesystem::path& spec_dir, bool offline);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);
