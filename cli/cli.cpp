@@ -6,6 +6,7 @@
 #include "support/base/log.hpp"
 #include "support/base/text.hpp"
 #include "support/base/version.hpp"
+#include "support/oci/image_source.hpp"
 #include "support/registry/client.hpp"
 #include "support/system/fs.hpp"
 
@@ -79,6 +80,16 @@ Result<ExitCode> write_output(const std::string& output, const std::string& text
   LS_TRY(out.commit());
   log::info("wrote {}", output);
   return ExitCode::ok;
+}
+
+Result<oci::RegistryRef> registry_image_arg(const std::string& text, const char* command) {
+  LS_TRY_ASSIGN(oci::ImageRef ref, oci::ImageRef::parse(text));
+  if (ref.transport != oci::ImageRef::Transport::docker) {
+    return invalid_input("{}: {} is not a registry image; signatures live beside an image in its registry "
+                         "(docker://HOST/REPO:TAG): push it first",
+                         command, text);
+  }
+  return ref.remote;
 }
 
 std::string command_footer(std::string_view examples, std::initializer_list<ExitCode> codes) {

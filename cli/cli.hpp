@@ -1,18 +1,14 @@
 #pragma once
 // The `lockstep` command line: one CLI11 app, one subcommand module per command (cmd_*.cpp), and
 // one place (run()) that prints errors and maps them to exit codes.
-#include "envspec/lock/lockfile.hpp"
 #include "support/base/result.hpp"
-#include "support/oci/oci.hpp"
 #include "support/oci/registry_ref.hpp"
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -67,12 +63,6 @@ void register_sbom(CLI::App& app, Context& ctx);
 void register_sign(CLI::App& app, Context& ctx);
 void register_vendor(CLI::App& app, Context& ctx);
 
-/// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
-/// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);
-/// without, a missing or stale lock is (re)made first and written.
-Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, const std::string& lock_arg,
-                                                    bool locked);
-
 /// True for a spec's file name (.yaml or .yml).
 bool is_spec_name(const std::filesystem::path& p);
 
@@ -83,34 +73,9 @@ std::filesystem::path spec_beside(const std::filesystem::path& lock);
 /// writer in errors.
 Result<ExitCode> write_output(const std::string& output, const std::string& text, std::string_view command);
 
-/// Attaches each SBOM file (as `lockstep sbom` or a build writes them) to the image `subject` in
-/// `target`'s repository as an OCI referrer (support/registry/referrers.hpp). An SBOM of another
-/// image is check_failed naming both digests, before anything is pushed.
-Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descriptor& subject,
-                               const std::vector<std::filesystem::path>& files);
-
-/// With `key_path`: signs the pushed image `subject` in `target` (cosign's format) and attaches the
-/// build's provenance (kept in the store by `lockstep build`) as a DSSE envelope signed by the key;
-/// without, attaches the provenance statement unsigned. No provenance in the store: none attached.
-Result<void> attach_provenance(const oci::RegistryRef& target, const oci::Descriptor& subject,
-                               const std::string& key_path, const std::string& passphrase_file);
-
-/// `verify docker://REF --key PUB` (cmd_sign.cpp), with the image's manifest resolved once:
-/// - a cosign signature by the key must name the image's digest and repository: none (or none by
-///   the key) is check_failed, one over another digest check_failed naming both, only malformed
-///   ones invalid_input; prints a line unless ctx.json;
-/// - a provenance attached and signed by the key must be a statement about that digest (else
-///   check_failed naming both); with `lock`, one must exist, name the lock's digest and list exactly
-///   its inputs.
-/// Fills `report` (--json).
-Result<void> verify_registry_image(const std::string& image, const std::string& public_key,
-                                   const envspec::Lock* lock, const Context& ctx, nlohmann::json& report);
-
-/// Sets the process's mirrors (support/net/mirror.hpp): `cli` (--mirror, relative to the working
-/// directory), then the spec's `mirrors` (relative to `spec_dir`), then LOCKSTEP_MIRRORS (separated by
-/// blanks); each a directory (DIR or dir:DIR) or docker://REGISTRY/REPO. `offline` forbids upstream.
-Result<void> configure_mirrors(const std::vector<std::string>& cli, const std::vector<std::string>& spec,
-                               const std::filesystem::path& spec_dir, bool offline);
+/// A registry image argument (docker://HOST/REPO[:TAG][@DIGEST]) for `command` (sign, verify --key):
+/// any other transport is invalid_input, saying that signatures live beside an image in its registry.
+Result<oci::RegistryRef> registry_image_arg(const std::string& text, const char* command);
 
 /// Parses argv, runs the command, prints any error, and returns the process exit code.
 int run(int argc, char** argv);

@@ -1,5 +1,8 @@
 // `lockstep build`: build the spec's image and write its outputs.
+#include "builder/image/attach.hpp"
 #include "builder/image/build.hpp"
+#include "builder/lock/mirrors.hpp"
+#include "builder/lock/relock.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
 #include "envspec/settings/settings.hpp"
@@ -132,8 +135,8 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
                                               registry::default_client_options()));
     log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
-    LS_TRY(attach_sbom_files(targets[i], result.manifest, sbom_files));
-    LS_TRY(attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
+    LS_TRY(builder::attach_sbom_files(targets[i], result.manifest, sbom_files));
+    LS_TRY(builder::attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
   }
   return {};
 }
@@ -148,9 +151,9 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
   if (args.offline && !args.locked) {
     return invalid_input("--offline builds from the lock as it is: add --locked");
   }
-  LS_TRY(configure_mirrors(args.mirrors, spec.mirrors, spec.dir, args.offline));
+  LS_TRY(builder::configure_mirrors(args.mirrors, spec.mirrors, spec.dir, args.offline));
   builder::BuildOptions options;
-  LS_TRY_ASSIGN(options.lock, lock_for_build(spec, args.lock, args.locked));
+  LS_TRY_ASSIGN(options.lock, builder::lock_for_build(spec, args.lock, args.locked));
   if (!args.oci.empty()) {
     options.oci = std::filesystem::absolute(args.oci);
   }

@@ -3,6 +3,7 @@
 #include "cli/cli.hpp"
 #include "support/base/json.hpp"
 #include "support/base/text.hpp"
+#include "support/oci/oci.hpp"
 #include "support/registry/client.hpp"
 #include "support/registry/credentials.hpp"
 #include "support/system/fs.hpp"

@@ -1,4 +1,5 @@
 // `lockstep push` and `lockstep pull`: images to and from registries (docs/registry.md).
+#include "builder/image/attach.hpp"
 #include "cli/cli.hpp"
 #include "envspec/settings/settings.hpp"
 #include "support/base/log.hpp"
@@ -139,8 +140,8 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
       subject.digest = opened.manifest_digest;
       subject.size = static_cast<std::int64_t>(content.manifest_bytes.size());
       std::vector<std::filesystem::path> sboms(args.sbom.begin(), args.sbom.end());
-      LS_TRY(attach_sbom_files(target, subject, sboms));
-      LS_TRY(attach_provenance(target, subject, args.key, args.passphrase_file));
+      LS_TRY(builder::attach_sbom_files(target, subject, sboms));
+      LS_TRY(builder::attach_provenance(target, subject, args.key, args.passphrase_file));
       out.push_back({{"target", "docker://" + target.name()},
                      {"digest", pushed.first.str()},
                      {"uploaded", pushed.second.uploaded},

@@ -1,5 +1,6 @@
 // `lockstep sbom IMAGE|LOCK`: the software bill of materials of an image or a lock, as SPDX 2.3 or
 // CycloneDX 1.6 JSON; for a registry image, the SBOM attached to it (docs/sbom.md).
+#include "builder/image/attach.hpp"
 #include "builder/image/sbom_output.hpp"
 #include "cli/cli.hpp"
 #include "envspec/documents/sbom.hpp"
@@ -27,9 +28,6 @@ namespace lockstep::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// SBOMs larger than this are not read or attached (mpi-hello's is about 150 KiB).
-constexpr std::uint64_t k_max_sbom = 64ULL << 20;
 
 struct SbomArgs {
   std::string target = "lockstep.lock";
@@ -164,7 +162,7 @@ Result<std::string> attached_sbom(const oci::ImageRef& ref, envspec::SbomFormat 
     return std::pair(created(a), a.digest.str()) < std::pair(created(b), b.digest.str());
   });
   LS_TRY_ASSIGN(std::string text, registry::fetch_referrer(ref.remote, wanted.back(), image.manifest_digest,
-                                                           k_max_sbom, options));
+                                                           builder::k_max_sbom, options));
   const std::string what = fmt::format("the SBOM {} attached to {}", wanted.back().digest.str(), ref.str());
   LS_TRY_ASSIGN(envspec::SbomSubject subject, envspec::read_sbom_subject(text, what));
   if (subject.subject != image.manifest_digest) {
@@ -258,48 +256,6 @@ Result<ExitCode> run_sbom(const SbomArgs& args, const Context& ctx) {
 }
 
 } // namespace
-
-Result<void> attach_sbom_files(const oci::RegistryRef& target, const oci::Descriptor& subject,
-                               const std::vector<fs::path>& files) {
-  if (files.empty()) {
-    return {};
-  }
-  std::vector<registry::Attachment> attachments;
-  for (const fs::path& f : files) {
-    LS_TRY_ASSIGN(std::string text, read_file(f, k_max_sbom));
-    LS_TRY_ASSIGN(envspec::SbomSubject s, envspec::read_sbom_subject(text, f.string()));
-    if (s.subject != subject.digest) {
-      return Error{ExitCode::check_failed,
-                   fmt::format("{} describes {}, not the image pushed ({}); nothing was attached", f.string(),
-                               s.subject.str(), subject.digest.str())};
-    }
-    registry::Attachment a;
-    a.artifact_type = std::string(envspec::sbom_media_type(s.format));
-    a.media_type = a.artifact_type;
-    a.content = std::move(text);
-    // The SBOM's own creation time (the image's epoch), so the attachment's digest is reproducible.
-    const nlohmann::json doc = nlohmann::json::parse(a.content, nullptr, false);
-    const nlohmann::json::json_pointer at(s.format == envspec::SbomFormat::spdx_json ? "/creationInfo/created"
-                                                                                     : "/metadata/timestamp");
-    std::string created;
-    if (doc.is_object() && doc.contains(at) && doc.at(at).is_string()) {
-      created = doc.at(at).get<std::string>();
-    }
-    if (!created.empty()) {
-      a.annotations["org.opencontainers.image.created"] = created;
-    }
-    attachments.push_back(std::move(a));
-  }
-  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
-  for (std::size_t i = 0; i < attachments.size(); ++i) {
-    LS_TRY_ASSIGN(registry::Attached attached, registry::attach(target, subject, attachments[i], store,
-                                                                registry::default_client_options()));
-    log::info("attached {} to docker://{}@{} ({}{})", files[i].filename().string(), target.name(),
-              subject.digest.str().substr(0, 19), attached.manifest.digest.str().substr(0, 19),
-              attached.tag_schema ? ", listed under the tag " + registry::referrers_tag(subject.digest) : "");
-  }
-  return {};
-}
 
 void register_sbom(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<SbomArgs>();

@@ -4,6 +4,7 @@
 #include "envspec/lock/lockfile.hpp"
 #include "runner/audit/image_contents.hpp"
 #include "runner/audit/verify.hpp"
+#include "runner/audit/verify_signed.hpp"
 #include "support/base/log.hpp"
 
 #include <cstdio>
@@ -50,8 +51,15 @@ Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
     if (!args.lock.empty()) {
       LS_TRY_ASSIGN(provenance_lock, envspec::read_lock(args.lock));
     }
-    LS_TRY(verify_registry_image(args.image, args.key, provenance_lock ? &*provenance_lock : nullptr, ctx,
-                                 report));
+    LS_TRY_ASSIGN(const oci::RegistryRef ref, registry_image_arg(args.image, "verify --key"));
+    LS_TRY_ASSIGN(const runner::SignedImage signed_image,
+                  runner::verify_signature(ref, args.image, args.key, report));
+    if (!ctx.json) {
+      std::printf("signature ok: %s@%s signed as %s by key %s\n", ref.name().c_str(),
+                  signed_image.manifest.digest.str().c_str(), signed_image.signed_as.c_str(),
+                  signed_image.key.key_id().str().substr(0, 19).c_str());
+    }
+    LS_TRY(runner::verify_provenance(signed_image, provenance_lock ? &*provenance_lock : nullptr, report));
     if (!ctx.json && report.contains("provenance") && report["provenance"].is_object()) {
       std::printf("provenance ok: built by %s%s, %zu inputs\n",
                   report["provenance"]["builder"].get<std::string>().c_str(),

@@ -1,7 +1,6 @@
 #include "builder/image/build.hpp"
 
 #include "builder/image/deb_layers.hpp"
-#include "builder/image/epoch.hpp"
 #include "builder/image/git_layers.hpp"
 #include "builder/image/image_facts.hpp"
 #include "builder/image/run_step.hpp"
@@ -10,6 +9,7 @@
 #include "builder/image/wheel_layers.hpp"
 #include "builder/lock/base_contents.hpp"
 #include "builder/lock/base_image.hpp"
+#include "builder/lock/epoch.hpp"
 #include "builder/lock/lock.hpp"
 #include "envspec/documents/provenance.hpp"
 #include "envspec/settings/settings.hpp"

@@ -81,6 +81,10 @@ Result<SimpleSigning> parse_simple_signing(std::string_view payload, std::string
 /// (lengths in decimal bytes): what a DSSE signature signs.
 std::string dsse_pae(std::string_view payload_type, std::string_view payload);
 
+/// The media type of a DSSE envelope stored as an OCI artifact (a signed provenance attached to an
+/// image).
+inline constexpr std::string_view k_media_dsse = "application/vnd.dsse.envelope.v1+json";
+
 /// A DSSE envelope (compact JSON): {"payload": base64, "payloadType", "signatures": [{"keyid": "",
 /// "sig": base64 DER}]}, signed by `key`.
 Result<std::string> dsse_sign(const SigningKey& key, std::string_view payload_type, std::string_view payload);

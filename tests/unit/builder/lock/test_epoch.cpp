@@ -1,4 +1,4 @@
-#include "builder/image/epoch.hpp"
+#include "builder/lock/epoch.hpp"
 
 #include <catch2/catch.hpp>
 
