@@ -313,26 +313,16 @@ struct ImageBuild {
 
   const envspec::Spec& spec;
   const BuildOptions& options;
-  Codec codec = Codec::gzip;
   BuildResult result;
-  envspec::ImageFacts facts;                                  ///< the image's MPI and CUDA facts
-  std::map<std::string, std::string> fact_labels;             ///< the facts' and the stack's labels
+  ImageState image;                               ///< the layers so far, which each layer pass appends to
+  envspec::ImageFacts facts;                      ///< the image's MPI and CUDA facts
+  std::map<std::string, std::string> fact_labels; ///< the facts' and the stack's labels
   std::vector<std::pair<std::string, std::string>> stack_env; ///< NVIDIA_REQUIRE_CUDA
   std::optional<Base> base;
-  /// What the base image has installed, when the lock's packages or wheels go over it.
-  std::optional<BaseMetadata> base_metadata;
-  std::vector<std::string> history; ///< created_by of each layer lockstep built
 
   // The image config for the layers so far.
   [[nodiscard]] json config() const {
-    return compose_config(spec, base, result.diff_ids, history, result.epoch, fact_labels, stack_env);
-  }
-
-  void add_layer(const BuiltLayer& layer, std::string created_by) {
-    result.layers.push_back(layer.descriptor);
-    result.diff_ids.push_back(layer.diff_id);
-    result.layer_cached.push_back(layer.cached);
-    history.push_back(std::move(created_by));
+    return compose_config(spec, base, image.diff_ids, image.history, image.epoch, fact_labels, stack_env);
   }
 };
 
@@ -341,19 +331,19 @@ struct ImageBuild {
 Result<void> set_epoch_and_check_lock(ImageBuild& b) {
   const envspec::Spec& spec = b.spec;
   const std::optional<envspec::Lock>& lock = b.options.lock;
-  LS_TRY_ASSIGN(b.result.epoch, image_epoch());
+  LS_TRY_ASSIGN(b.image.epoch, image_epoch());
   if (spec.needs_lock() && !lock) {
     return internal_error("a spec with packages, a Debian base or git sources is built from a lock");
   }
   if (!lock) {
     return {};
   }
-  if (std::getenv("SOURCE_DATE_EPOCH") != nullptr && b.result.epoch != lock->epoch) {
+  if (std::getenv("SOURCE_DATE_EPOCH") != nullptr && b.image.epoch != lock->epoch) {
     log::warn("SOURCE_DATE_EPOCH={} is ignored: the lock sets the image epoch to {} (re-lock with "
               "SOURCE_DATE_EPOCH set to change it)",
-              b.result.epoch, lock->epoch);
+              b.image.epoch, lock->epoch);
   }
-  b.result.epoch = lock->epoch;
+  b.image.epoch = lock->epoch;
   if (lock->platform != spec.platform.str()) {
     return Error{ExitCode::check_failed, fmt::format("the lock is for platform {}, the spec builds {}; run "
                                                      "`lockstep lock`",
@@ -364,11 +354,11 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
 
 // What the image records of its MPI and CUDA stack (labels and /.lockstep/facts.json), and the
 // stack's choices: labels, and NVIDIA_REQUIRE_CUDA for nvidia-container-cli (a value the spec's
-// own `env` sets wins).
+// own `env` sets wins). The image's Env, which its steps run with, is settled then.
 Result<void> read_stack_facts(ImageBuild& b) {
   const std::optional<envspec::Lock>& lock = b.options.lock;
-  if (lock && b.base_metadata) {
-    LS_TRY_ASSIGN(const envspec::Lock with_base, lock_with_base_packages(*lock, *b.base_metadata));
+  if (lock && b.image.base_metadata) {
+    LS_TRY_ASSIGN(const envspec::Lock with_base, lock_with_base_packages(*lock, *b.image.base_metadata));
     LS_TRY_ASSIGN(b.facts, image_facts_for(with_base));
   } else if (lock) {
     LS_TRY_ASSIGN(b.facts, image_facts_for(*lock));
@@ -379,11 +369,16 @@ Result<void> read_stack_facts(ImageBuild& b) {
     b.fact_labels.insert(sc.labels.begin(), sc.labels.end());
     b.stack_env = std::move(sc.env);
   }
+  const json config = b.config();
+  for (const auto& e : config["config"]["Env"]) {
+    b.image.env.push_back(e.get<std::string>());
+  }
   return {};
 }
 
 // The base image: resolved, verified, its layers imported byte for byte.
-Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
+Result<void> add_base_layers(ImageBuild& b) {
+  const BlobStore& store = *b.image.store;
   {
     log::Timer t("resolve base");
     LS_TRY_ASSIGN(b.base, resolve_base(b.spec, store, b.options.registry, b.options.lock));
@@ -396,10 +391,10 @@ Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
     oci::Descriptor d = image.manifest.layers[i];
     d.media_type = oci_layer_type(d.media_type);
     d.annotations.clear();
-    b.result.layers.push_back(d);
-    b.result.diff_ids.push_back(image.diff_ids[i]);
+    b.image.layers.push_back(d);
+    b.image.diff_ids.push_back(image.diff_ids[i]);
   }
-  b.result.base_layer_count = b.result.layers.size();
+  b.result.base_layer_count = b.image.layers.size();
   const std::optional<envspec::Lock>& lock = b.options.lock;
   const bool over = lock && std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
                                         [](const envspec::LockedArtifact& a) {
@@ -410,64 +405,49 @@ Result<void> add_base_layers(ImageBuild& b, const BlobStore& store) {
     if (!metadata) {
       return base_error(b.spec, metadata.error());
     }
-    b.base_metadata = std::move(*metadata);
+    b.image.base_metadata = std::move(*metadata);
   }
   return {};
 }
 
 // Locked packages and git sources, each group in its own layer.
-Result<void> add_package_layers(ImageBuild& b, const BlobStore& store) {
+Result<void> add_package_layers(ImageBuild& b) {
   if (!b.options.lock) {
     return {};
   }
   const envspec::Spec& spec = b.spec;
-  PackageBuildState state;
-  state.store = &store;
-  state.codec = b.codec;
-  state.epoch = b.result.epoch;
-  state.native_arch = envspec::debian_arch(spec.platform);
-  json partial = b.config();
-  for (const auto& e : partial["config"]["Env"]) {
-    state.env.push_back(e.get<std::string>());
-  }
-  state.layers = b.result.layers;
-  state.diff_ids = b.result.diff_ids;
-  state.base = b.base_metadata ? &*b.base_metadata : nullptr;
-  state.subids = b.options.subids;
+  DebInputs debs;
+  debs.native_arch = envspec::debian_arch(spec.platform);
   // Local files the lock names must lie in the project before anything is read (nothing outside
   // is ever opened); then fetch through absolute URLs. The digest recorded in the image is the
   // lock's own.
   LS_TRY(check_lock_local_files(*b.options.lock, spec));
-  state.local_roots = envspec::local_roots(spec);
+  b.image.local_roots = envspec::local_roots(spec);
   for (const envspec::Repo& r : spec.repos) {
     if (r.kind == envspec::Repo::Kind::apt && !r.snapshot_url.empty()) {
-      state.snapshot_bases[r.url] = r.snapshot_url;
+      debs.snapshot_bases[r.url] = r.snapshot_url;
     }
   }
   const envspec::Lock lock = resolve_lock_urls(*b.options.lock, spec.dir);
   {
     log::Timer t("packages");
-    LS_TRY(build_deb_layers(lock, state));
+    LS_TRY(build_deb_layers(lock, debs, b.image));
   }
   // Right after the packages it describes: rebuilt only when the recorded facts change.
-  LS_TRY(build_facts_layer(b.facts, state));
+  LS_TRY(build_facts_layer(b.facts, b.image));
   {
     log::Timer t("python packages");
-    LS_TRY(build_wheel_layer(spec, lock, state));
+    LS_TRY(build_wheel_layer(spec, lock, b.image));
   }
   {
     log::Timer t("git sources");
-    LS_TRY(build_git_layers(spec, lock, state));
+    LS_TRY(build_git_layers(spec, lock, b.image));
   }
-  b.result.layers = state.layers;
-  b.result.diff_ids = state.diff_ids;
-  b.result.layer_cached.insert(b.result.layer_cached.end(), state.cached.begin(), state.cached.end());
-  b.history.insert(b.history.end(), state.history.begin(), state.history.end());
   return {};
 }
 
 // The application layer of the host `copy` items (cached by input fingerprint).
-Result<void> add_copy_layer(ImageBuild& b, const BlobStore& store) {
+Result<void> add_copy_layer(ImageBuild& b) {
   std::vector<envspec::CopyItem> host_copies;
   std::copy_if(b.spec.copy.begin(), b.spec.copy.end(), std::back_inserter(host_copies),
                [](const envspec::CopyItem& c) { return c.git.empty(); });
@@ -475,50 +455,42 @@ Result<void> add_copy_layer(ImageBuild& b, const BlobStore& store) {
     return {};
   }
   log::Timer plan_timer("plan layer");
-  LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(host_copies, b.result.epoch, layer_settings(b.codec)));
+  LS_TRY_ASSIGN(LayerPlan plan, plan_copy_layer(host_copies, b.image.epoch, layer_settings(b.image.codec)));
   plan_timer.stop();
   log::Timer layer_timer("build layer");
-  LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, store, b.codec, "copy layer"));
+  LS_TRY_ASSIGN(BuiltLayer layer, build_layer(plan, *b.image.store, b.image.codec, "copy layer"));
   layer_timer.stop();
-  log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
-            log::human_size(layer.descriptor.size), plan.created_by, layer.cached ? " (cached)" : "");
-  b.add_layer(layer, plan.created_by);
+  append_layer(b.image, layer, plan.created_by);
   return {};
 }
 
 // `run:` steps, each in the build sandbox over the image so far, each giving a layer.
-Result<void> add_run_layers(ImageBuild& b, const BlobStore& store) {
+Result<void> add_run_layers(ImageBuild& b) {
   const envspec::Spec& spec = b.spec;
   if (spec.run.empty()) {
     return {};
   }
   json partial = b.config();
-  StepContext ctx;
-  ctx.store = &store;
-  ctx.codec = b.codec;
-  ctx.subids = b.options.subids;
-  ctx.epoch = b.result.epoch;
-  for (const auto& e : partial["config"]["Env"]) {
-    ctx.env.push_back(e.get<std::string>());
-  }
+  StepOptions run;
   if (partial["config"].contains("WorkingDir") && partial["config"]["WorkingDir"].is_string()) {
-    ctx.workdir = partial["config"]["WorkingDir"].get<std::string>();
+    run.workdir = partial["config"]["WorkingDir"].get<std::string>();
   }
   for (std::size_t i = 0; i < spec.run.size(); ++i) {
-    ctx.layers = b.result.layers;
-    ctx.diff_ids = b.result.diff_ids;
-    LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, ctx));
-    log::info("layer {} {} run[{}]{}", layer.descriptor.digest.str().substr(0, 19),
-              log::human_size(layer.descriptor.size), i, layer.cached ? " (cached)" : "");
-    b.add_layer(layer, "run: " + spec.run[i].sh);
+    LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, b.image, run));
+    append_layer(b.image, layer, "run: " + spec.run[i].sh, fmt::format("run[{}]", i));
     b.result.impure = b.result.impure || spec.run[i].network;
   }
   return {};
 }
 
-// The config and the manifest, with provenance annotations, into the store.
+// The config and the manifest, with provenance annotations, into the store; the result records the
+// image's layers.
 Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
   BuildResult& result = b.result;
+  result.layers = b.image.layers;
+  result.diff_ids = b.image.diff_ids;
+  result.layer_cached = b.image.cached;
+  result.epoch = b.image.epoch;
   if (b.options.vcs_annotations) {
     log::Timer t("git provenance");
     result.git = git_info_for(b.spec.dir);
@@ -536,7 +508,7 @@ Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
   if (b.options.lock) {
     manifest.annotations[k_annotation_lock_digest] = envspec::lock_digest(*b.options.lock).str();
   }
-  if (b.base_metadata && result.base_layer_count > 0) {
+  if (b.image.base_metadata && result.base_layer_count > 0) {
     manifest.annotations[std::string(oci::k_annotation_base_layers)] =
         std::to_string(result.base_layer_count);
   }
@@ -577,7 +549,7 @@ Result<void> write_provenance(ImageBuild& b, const BlobStore& store) {
   if (const char* id = std::getenv("LOCKSTEP_BUILDER_ID"); id != nullptr) {
     in.builder_id = id;
   }
-  in.compression = b.codec == Codec::zstd ? "zstd" : "gzip";
+  in.compression = b.image.codec == Codec::zstd ? "zstd" : "gzip";
   in.epoch = b.result.epoch;
   const std::string statement = envspec::render_provenance(b.options.lock ? &*b.options.lock : nullptr, in);
   LS_TRY(store.put_record(k_provenance_ns, b.result.manifest.digest.hex(), statement));
@@ -631,7 +603,8 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
   b.result.repo_tag = names.first + ":" + names.second;
   b.result.ref_name = names.second;
-  b.codec = options.compression.value_or(spec.outputs.compression);
+  b.image.codec = options.compression.value_or(spec.outputs.compression);
+  b.image.subids = options.subids;
 
   log::Timer timer("build");
   LS_TRY(check_spec_labels(spec));
@@ -639,18 +612,19 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   LS_TRY(set_epoch_and_check_lock(b));
   // 2. The content-addressed store shared by all builds.
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(options.store_root.value_or(settings::store_root())));
+  b.image.store = &store;
   // 3. The layers: the base image's, the locked packages' and git sources', the copied files', and
   //    one per `run:` step; the image's stack facts and labels once the base's packages are known.
-  LS_TRY(add_base_layers(b, store));
+  LS_TRY(add_base_layers(b));
   LS_TRY(read_stack_facts(b));
-  LS_TRY(add_package_layers(b, store));
-  LS_TRY(add_copy_layer(b, store));
-  LS_TRY(add_run_layers(b, store));
+  LS_TRY(add_package_layers(b));
+  LS_TRY(add_copy_layer(b));
+  LS_TRY(add_run_layers(b));
   // 4. Config and manifest, with provenance annotations.
   LS_TRY(write_config_and_manifest(b, store));
   // 5. Outputs, each published atomically.
   log::Timer outputs_timer("write outputs");
-  LS_TRY_ASSIGN(b.result.outputs, write_outputs(spec, options, store, stored_image(b.result), b.codec));
+  LS_TRY_ASSIGN(b.result.outputs, write_outputs(spec, options, store, stored_image(b.result), b.image.codec));
   outputs_timer.stop();
   // 6. SBOMs of the image, when asked for; its provenance.
   LS_TRY(write_sboms(b, store));

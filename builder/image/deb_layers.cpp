@@ -420,17 +420,8 @@ void write_whiteouts(TarWriter& tar, const std::set<std::string>& paths, std::in
 
 } // namespace
 
-void append_layer(PackageBuildState& state, const BuiltLayer& layer, const std::string& created_by) {
-  log::info("layer {} {} {}{}", layer.descriptor.digest.str().substr(0, 19),
-            log::human_size(layer.descriptor.size), created_by, layer.cached ? " (cached)" : "");
-  state.layers.push_back(layer.descriptor);
-  state.diff_ids.push_back(layer.diff_id);
-  state.cached.push_back(layer.cached);
-  state.history.push_back(created_by);
-}
-
-Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& state) {
-  const BlobStore& store = *state.store;
+Result<void> build_deb_layers(const envspec::Lock& lock, const DebInputs& inputs, ImageState& image) {
+  const BlobStore& store = *image.store;
   std::vector<const envspec::LockedArtifact*> debs;
   for (const envspec::LockedArtifact& a : lock.artifacts) {
     if (a.kind == "deb") {
@@ -440,8 +431,8 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   if (debs.empty()) {
     return {};
   }
-  const BaseMetadata* base = state.base;
-  const std::string settings = layer_settings(state.codec);
+  const BaseMetadata* base = image.base();
+  const std::string settings = layer_settings(image.codec);
   // The layer of each group (in k_groups order, groups without packages left out), by what it is
   // made of.
   std::vector<std::pair<std::string, Digest>> group_layers;
@@ -449,7 +440,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     bool first = true;
     for (const std::string& group : k_groups) {
       FingerprintHasher fp;
-      fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, group, first ? 1 : 0);
+      fp.add(k_layer_format_version, k_deb_layer_version, settings, image.epoch, group, first ? 1 : 0);
       if (base != nullptr) {
         fp.add("over base", base->manifest.str());
       }
@@ -471,16 +462,16 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   runner::RootHead head;
   const bool head_started =
       base != nullptr && std::any_of(group_layers.begin(), group_layers.end(), [&](const auto& g) {
-        return !find_cached_layer(g.second, store, state.codec);
+        return !find_cached_layer(g.second, store, image.codec);
       });
   if (head_started) {
-    LS_TRY_ASSIGN(head, runner::start_root(store, state.layers, state.diff_ids, run_step_unpack_options()));
+    LS_TRY_ASSIGN(head, runner::start_root(store, image.layers, image.diff_ids, run_step_unpack_options()));
   }
   // 1. Every .deb into the store, size and sha256 checked against the lock.
   std::vector<Download> downloads;
   for (const envspec::LockedArtifact* a : debs) {
     downloads.push_back(Download{a->url, a->sha256, a->size, a->name});
-    if (std::string fallback = deb_snapshot_url(lock, *a, state.snapshot_bases); !fallback.empty()) {
+    if (std::string fallback = deb_snapshot_url(lock, *a, inputs.snapshot_bases); !fallback.empty()) {
       downloads.back().fallback_urls.push_back(std::move(fallback));
     }
   }
@@ -488,12 +479,12 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     log::Timer t("fetch packages");
     FetchOptions fetch;
     fetch.max_size = k_max_deb_size;
-    fetch.local_roots = state.local_roots;
+    fetch.local_roots = image.local_roots;
     LS_TRY(fetch_all(store, downloads, fetch));
   }
   // Over a base: what it has, what the locked debs replace, its diversions and stat overrides.
   std::optional<BaseState> over;
-  DebLayerOptions options{state.epoch, true, nullptr, nullptr, {}};
+  DebLayerOptions options{image.epoch, true, nullptr, nullptr, {}};
   if (base != nullptr) {
     LS_TRY_ASSIGN(over, base_state(*base, debs));
     options.merged_usr = base->merged_usr;
@@ -523,14 +514,14 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
     std::map<std::string, InstalledDeb> fresh; // infos read while writing the layer
     const bool with_links = first && base == nullptr;
     auto layer = build_generated_layer(
-        fingerprint, true, store, state.codec, "packages (" + group + ")", 0,
+        fingerprint, true, store, image.codec, "packages (" + group + ")", 0,
         [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
           DebLayerPaths seen;
           if (base != nullptr) {
             seed_base_paths(seen, base->directories, base->symlinks);
           }
           if (with_links) {
-            LS_TRY(emit_merged_usr_links(tar, seen, state.epoch, state.native_arch));
+            LS_TRY(emit_merged_usr_links(tar, seen, image.epoch, inputs.native_arch));
           }
           for (const envspec::LockedArtifact* a : members) {
             LS_TRY_ASSIGN(fresh[a->name + ":" + a->arch], read_deb(tar, progress, *a, store, options, seen));
@@ -550,15 +541,15 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
         installed.push_back(std::move(deb));
       }
     }
-    append_layer(state, *layer, fmt::format("packages ({}): {} debs", group, members.size()));
+    append_layer(image, *layer, fmt::format("packages ({}): {} debs", group, members.size()));
     first = false;
   }
   // 3. The dpkg database, so dpkg and apt in the image know what is installed.
   const bool configure = needs_configure(installed);
   {
     FingerprintHasher fp;
-    fp.add(k_layer_format_version, k_deb_layer_version, settings, state.epoch, "dpkg-database",
-           state.native_arch, configure ? 1 : 0);
+    fp.add(k_layer_format_version, k_deb_layer_version, settings, image.epoch, "dpkg-database",
+           inputs.native_arch, configure ? 1 : 0);
     if (base != nullptr) {
       fp.add("over base", base->manifest.str());
     }
@@ -572,22 +563,22 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
       whiteouts = obsolete_paths(*base, *over, installed);
     }
     auto layer = build_generated_layer(
-        fp.finish(), true, store, state.codec, "dpkg database", 0,
+        fp.finish(), true, store, image.codec, "dpkg database", 0,
         [&](TarWriter& tar, log::Progress& /*progress*/) -> Result<void> {
           DebLayerPaths seen;
           if (base != nullptr) {
             seed_base_paths(seen, base->directories, base->symlinks);
           }
           LS_TRY(write_dpkg_database(tar, seen, installed,
-                                     configure ? DebState::unpacked : DebState::installed, state.epoch,
-                                     state.native_arch, base_db ? &*base_db : nullptr));
-          write_whiteouts(tar, whiteouts, state.epoch);
+                                     configure ? DebState::unpacked : DebState::installed, image.epoch,
+                                     inputs.native_arch, base_db ? &*base_db : nullptr));
+          write_whiteouts(tar, whiteouts, image.epoch);
           return {};
         });
     if (!layer) {
       return layer.error();
     }
-    append_layer(state, *layer, fmt::format("dpkg database: {} packages", installed.size()));
+    append_layer(image, *layer, fmt::format("dpkg database: {} packages", installed.size()));
   }
   if (!configure) {
     return {};
@@ -614,22 +605,15 @@ Result<void> build_deb_layers(const envspec::Lock& lock, PackageBuildState& stat
   envspec::RunStep step;
   step.sh = configure_script(ordered, upgrades);
   step.network = false;
-  StepContext ctx;
-  ctx.store = &store;
-  ctx.codec = state.codec;
-  ctx.epoch = state.epoch;
-  ctx.layers = state.layers;
-  ctx.diff_ids = state.diff_ids;
-  ctx.env = state.env;
-  ctx.label = "configure packages";
-  ctx.subids = state.subids;
-  ctx.root_head = head_started ? &head : nullptr;
-  Result<BuiltLayer> built = build_run_step(step, 0, ctx);
+  StepOptions run; // in /, whatever the image's WorkingDir
+  run.label = "configure packages";
+  run.root_head = head_started ? &head : nullptr;
+  Result<BuiltLayer> built = build_run_step(step, 0, image, run);
   if (!built) {
     return built.error();
   }
   const BuiltLayer& layer = *built;
-  append_layer(state, layer, "configure packages (maintainer scripts, dpkg --configure -a)");
+  append_layer(image, layer, "configure packages (maintainer scripts, dpkg --configure -a)");
   return {};
 }
 

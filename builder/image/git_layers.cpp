@@ -24,10 +24,9 @@ const envspec::LockedArtifact* find_locked(const envspec::Lock& lock, const envs
 
 } // namespace
 
-Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lock,
-                              PackageBuildState& state) {
-  const BlobStore& store = *state.store;
-  const std::string settings = layer_settings(state.codec);
+Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lock, ImageState& image) {
+  const BlobStore& store = *image.store;
+  const std::string settings = layer_settings(image.codec);
   for (std::size_t i = 0; i < spec.copy.size(); ++i) {
     const envspec::CopyItem& item = spec.copy[i];
     if (item.git.empty()) {
@@ -41,13 +40,13 @@ Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lo
     }
     GitExportOptions opt;
     opt.to = item.to;
-    opt.epoch = state.epoch;
+    opt.epoch = image.epoch;
     FingerprintHasher fp;
     fp.add(k_layer_format_version, "git-layer-1", settings, git_export_fingerprint(locked->version, opt),
            locked->sha256.hex());
     const std::string label = fmt::format("copy[{}] git {}", i, item.git_text);
     auto layer = build_generated_layer(
-        fp.finish(), true, store, state.codec, label, locked->size,
+        fp.finish(), true, store, image.codec, label, locked->size,
         [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
           // Only a cold build reaches here. Without the commit in the git cache, the tree export the
           // lock pins, from the store or a mirror (`lockstep vendor`), needs no clone.
@@ -80,7 +79,7 @@ Result<void> build_git_layers(const envspec::Spec& spec, const envspec::Lock& lo
     }
     const std::string created_by =
         fmt::format("copy git {}@{} -> {}", item.git_text, locked->version.substr(0, 12), item.to);
-    append_layer(state, *layer, created_by);
+    append_layer(image, *layer, created_by);
   }
   return {};
 }

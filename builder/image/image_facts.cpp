@@ -53,27 +53,27 @@ Result<envspec::ImageFacts> image_facts_for(const envspec::Lock& lock) {
   return facts;
 }
 
-Result<void> build_facts_layer(const envspec::ImageFacts& facts, PackageBuildState& state) {
+Result<void> build_facts_layer(const envspec::ImageFacts& facts, ImageState& image) {
   if (facts.empty()) {
     return {};
   }
   const std::string text = envspec::render_facts_file(facts);
   const std::string path(envspec::k_facts_path.substr(1)); // ".lockstep/facts.json"
   FingerprintHasher fp;
-  fp.add(k_layer_format_version, k_facts_layer_version, layer_settings(state.codec), state.epoch, text);
-  auto layer = build_generated_layer(fp.finish(), true, *state.store, state.codec, "image facts", text.size(),
+  fp.add(k_layer_format_version, k_facts_layer_version, layer_settings(image.codec), image.epoch, text);
+  auto layer = build_generated_layer(fp.finish(), true, *image.store, image.codec, "image facts", text.size(),
                                      [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
                                        TarEntry dir;
                                        dir.path = path.substr(0, path.find('/'));
                                        dir.type = TarEntry::Type::dir;
                                        dir.mode = 0755;
-                                       dir.mtime = state.epoch;
+                                       dir.mtime = image.epoch;
                                        tar.add(dir);
                                        TarEntry file;
                                        file.path = path;
                                        file.type = TarEntry::Type::file;
                                        file.mode = 0644;
-                                       file.mtime = state.epoch;
+                                       file.mtime = image.epoch;
                                        file.size = static_cast<std::int64_t>(text.size());
                                        tar.add(file);
                                        tar.write_data(text.data(), text.size());
@@ -83,7 +83,7 @@ Result<void> build_facts_layer(const envspec::ImageFacts& facts, PackageBuildSta
   if (!layer) {
     return layer.error();
   }
-  append_layer(state, *layer, fmt::format("image facts: {}", envspec::k_facts_path));
+  append_layer(image, *layer, fmt::format("image facts: {}", envspec::k_facts_path));
   return {};
 }
 

@@ -2,7 +2,7 @@
 // The image facts in a build (envspec/lock/image_facts.hpp): derived from the lock with the CUDA driver
 // floor from the embedded recipe recipes/cuda/drivers.yaml, and written into the image as the small
 // layer /.lockstep/facts.json. docs/spec.md, "What the image records".
-#include "builder/image/deb_layers.hpp"
+#include "builder/image/image_state.hpp"
 #include "envspec/lock/image_facts.hpp"
 #include "envspec/lock/lockfile.hpp"
 #include "support/base/result.hpp"
@@ -18,8 +18,8 @@ Result<envspec::CudaDriverTable> load_cuda_driver_table();
 Result<envspec::ImageFacts> image_facts_for(const envspec::Lock& lock);
 
 /// Appends the layer holding /.lockstep/facts.json (directory 0755, file 0644, owner 0:0, mtime
-/// the epoch) to `state`. Its cache key is the file's content, the epoch and the codec settings
+/// the epoch) to `image`. Its cache key is the file's content, the epoch and the codec settings
 /// only, so it is rebuilt exactly when the recorded facts change. Nothing for empty facts.
-Result<void> build_facts_layer(const envspec::ImageFacts& facts, PackageBuildState& state);
+Result<void> build_facts_layer(const envspec::ImageFacts& facts, ImageState& image);
 
 } // namespace lockstep::builder

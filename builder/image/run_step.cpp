@@ -422,23 +422,25 @@ runner::UnpackOptions run_step_unpack_options() {
   return unpack;
 }
 
-Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const StepContext& ctx) {
-  const BlobStore& store = *ctx.store;
-  const std::string name = ctx.label.empty() ? step_name(step, index) : ctx.label;
-  const std::string label = ctx.label.empty() ? fmt::format("run[{}]", index) : ctx.label;
+Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const ImageState& image,
+                                  const StepOptions& options) {
+  const BlobStore& store = *image.store;
+  const std::string name = options.label.empty() ? step_name(step, index) : options.label;
+  const std::string label = options.label.empty() ? fmt::format("run[{}]", index) : options.label;
   // 1. The layer cache: the same command over the same layers with the same environment.
-  RunStepInputs inputs{ctx.diff_ids, ctx.env, ctx.workdir.empty() ? "/" : ctx.workdir, ctx.epoch,
-                       layer_settings(ctx.codec)};
+  RunStepInputs inputs{image.diff_ids, image.env, options.workdir.empty() ? "/" : options.workdir,
+                       image.epoch, layer_settings(image.codec)};
   const Digest fingerprint = run_step_fingerprint(step, inputs);
-  if (auto hit = find_cached_layer(fingerprint, store, ctx.codec)) {
+  if (auto hit = find_cached_layer(fingerprint, store, image.codec)) {
     log::debug("{}: layer cache hit {} -> {}", label, fingerprint.hex(), hit->descriptor.digest.str());
     return *hit;
   }
   // 2. The root built so far, unpacked once and shared read-only. As root, owned by the ids the
   //    confined step's ids map to (never host root's).
   const bool as_root = ::geteuid() == 0;
-  LS_TRY_ASSIGN(runner::UnpackedRoot root, runner::unpacked_root(store, ctx.layers, ctx.diff_ids,
-                                                                 run_step_unpack_options(), ctx.root_head));
+  LS_TRY_ASSIGN(runner::UnpackedRoot root,
+                runner::unpacked_root(store, image.layers, image.diff_ids, run_step_unpack_options(),
+                                      options.root_head));
   // 3. A fresh overlay upper directory next to the store, on the same filesystem as its work dir.
   LS_TRY(make_dirs(store.root() / "tmp"));
   LS_TRY_ASSIGN(TempDir scratch, TempDir::create(store.root() / "tmp", "run-step-"));
@@ -464,8 +466,8 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   config.read_only = false;
   config.confined = true;
   if (!as_root) {
-    config.supervisor = ctx.subids ? runner::SupervisorMode::subuid : runner::SupervisorMode::single;
-    config.subids = ctx.subids;
+    config.supervisor = image.subids ? runner::SupervisorMode::subuid : runner::SupervisorMode::single;
+    config.subids = image.subids;
   } else if (runner::check_user_notification()) {
     config.supervisor = runner::SupervisorMode::root; // device nodes; without it, mknod is refused
   }
@@ -474,23 +476,24 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   config.dev.mode = runner::DevPolicy::Mode::minimal;
   config.uid = 0;
   config.gid = 0;
-  config.env = ctx.env;
-  config.env.push_back(fmt::format("SOURCE_DATE_EPOCH={}", ctx.epoch));
+  config.env = image.env;
+  config.env.push_back(fmt::format("SOURCE_DATE_EPOCH={}", image.epoch));
   if (std::none_of(config.env.begin(), config.env.end(),
                    [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
     config.env.emplace_back("HOME=/root");
   }
-  config.cwd = ctx.workdir.empty() ? "/" : ctx.workdir;
+  config.cwd = options.workdir.empty() ? "/" : options.workdir;
   config.cwd_missing = runner::CwdMissing::create;
   config.argv = {"/bin/sh", "-c", step.sh};
   config.umask = 022; // the files a step creates don't depend on the caller's umask
   config.stdout_to = runner::SandboxConfig::Stdout::to_stderr; // lockstep's stdout ends with the digest
-  log::info("{}: {}{}", label, ctx.label.empty() ? step.sh : "running", step.network ? " (network on)" : "");
+  log::info("{}: {}{}", label, options.label.empty() ? step.sh : "running",
+            step.network ? " (network on)" : "");
   log::Timer timer(label);
   Result<int> status = runner::run_in_sandbox(config);
   timer.stop();
-  if (!as_root && ctx.subids) {
-    LS_TRY(runner::run_in_subid_namespace(*ctx.subids, [&] { return record_subid_owners(upper); }));
+  if (!as_root && image.subids) {
+    LS_TRY(runner::run_in_subid_namespace(*image.subids, [&] { return record_subid_owners(upper); }));
   }
   const bool not_found =
       status ? *status == runner::k_exit_not_found : status.error().exit_status == runner::k_exit_not_found;
@@ -508,11 +511,11 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   }
   if (*status != 0) {
     return Error{ExitCode::check_failed,
-                 ctx.label.empty() ? fmt::format("{}: `{}` exited with status {}", name, step.sh, *status)
-                                   : fmt::format("{} exited with status {}", name, *status)};
+                 options.label.empty() ? fmt::format("{}: `{}` exited with status {}", name, step.sh, *status)
+                                       : fmt::format("{} exited with status {}", name, *status)};
   }
   // 5. Its changes, normalised, become the layer.
-  LS_TRY_ASSIGN(auto dropped, normalize_upper(upper, ctx.epoch));
+  LS_TRY_ASSIGN(auto dropped, normalize_upper(upper, image.epoch));
   for (const auto& d : dropped) {
     log::debug("{}: dropped /{} (records the build, not the image)", label, d);
   }
@@ -524,17 +527,17 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   } else {
     layout.uids = {{static_cast<std::uint32_t>(::geteuid()), 1, 0}};
     layout.gids = {{static_cast<std::uint32_t>(::getegid()), 1, 0}};
-    if (ctx.subids) {
-      layout.uids.push_back({ctx.subids->uid_first, ctx.subids->uid_count, 1});
-      layout.gids.push_back({ctx.subids->gid_first, ctx.subids->gid_count, 1});
+    if (image.subids) {
+      layout.uids.push_back({image.subids->uid_first, image.subids->uid_count, 1});
+      layout.gids.push_back({image.subids->gid_first, image.subids->gid_count, 1});
     }
   }
   layout.mount_points = k_sandbox_mount_points;
-  LS_TRY_ASSIGN(LayerPlan plan, plan_upper_layer(upper, root.rootfs, layout, ctx.epoch));
+  LS_TRY_ASSIGN(LayerPlan plan, plan_upper_layer(upper, root.rootfs, layout, image.epoch));
   plan.fingerprint = fingerprint;
   plan.cacheable = true;
-  plan.created_by = ctx.label.empty() ? "run: " + step.sh : ctx.label;
-  return build_layer(plan, store, ctx.codec, label);
+  plan.created_by = options.label.empty() ? "run: " + step.sh : options.label;
+  return build_layer(plan, store, image.codec, label);
 }
 
 } // namespace lockstep::builder

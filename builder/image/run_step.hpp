@@ -3,11 +3,11 @@
 // filesystem changes become a layer. The root built so far is the lower layer of an overlay; the
 // step writes to a fresh upper directory; the upper directory, normalised, is the new layer
 // (overlayfs whiteouts become `.wh.` members, opaque directories `.wh..wh..opq`).
+#include "builder/image/image_state.hpp"
 #include "builder/image/layer_builder.hpp"
 #include "builder/image/layer_plan.hpp"
 #include "envspec/spec/spec.hpp"
 #include "runner/runtime/root_cache.hpp"
-#include "runner/runtime/subids.hpp"
 #include "support/base/result.hpp"
 #include "support/codec/digest.hpp"
 
@@ -67,31 +67,25 @@ Result<std::vector<std::string>> normalize_upper(const std::filesystem::path& up
 Result<LayerPlan> plan_upper_layer(const std::filesystem::path& upper, const std::filesystem::path& lower,
                                    const UpperLayout& layout, std::int64_t epoch);
 
-/// The image built so far, which a step runs over.
-struct StepContext {
-  const BlobStore* store = nullptr;
-  Codec codec = Codec::gzip;
-  std::int64_t epoch = 0;
-  std::vector<oci::Descriptor> layers; ///< base first
-  std::vector<Digest> diff_ids;
-  std::vector<std::string> env; ///< the image's Env ("K=V")
-  std::string workdir;          ///< the image's WorkingDir, "" for /
+/// How one step runs over the image, besides the step itself.
+struct StepOptions {
+  std::string workdir; ///< its working directory in the image, "" for /
   /// Names the step in progress, errors and history instead of "run[N]" (steps lockstep generates,
   /// such as configuring packages).
   std::string label;
   /// The image's first layers, already unpacking in the background (runner::start_root), or null.
   runner::RootHead* root_head = nullptr;
-  /// Unprivileged: subordinate ids to map (BuildOptions::subids), else one id.
-  std::optional<runner::SubordinateIds> subids;
 };
 
 /// How the build sandbox's root is unpacked: as root, owned by the ids the confined step's ids map
 /// to (never host root's); else by the caller.
 runner::UnpackOptions run_step_unpack_options();
 
-/// Runs `step` (the `index`-th of the spec's steps) in the build sandbox over the image of `ctx`
-/// and builds its layer, or takes the layer from the cache when the same step ran over the same
-/// layers before. A step that fails is a check_failed error carrying its exit status.
-Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const StepContext& ctx);
+/// Runs `step` (the `index`-th of the spec's steps) in the build sandbox over `image` (its layers,
+/// Env and sandbox ids) and builds its layer, or takes the layer from the cache when the same step
+/// ran over the same layers before; the caller appends it. A step that fails is a check_failed
+/// error carrying its exit status.
+Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const ImageState& image,
+                                  const StepOptions& options);
 
 } // namespace lockstep::builder

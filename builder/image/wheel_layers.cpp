@@ -47,9 +47,8 @@ Result<std::string> check_locked_wheel(const envspec::LockedArtifact& a, std::si
 
 } // namespace
 
-Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& lock,
-                               PackageBuildState& state) {
-  const BlobStore& store = *state.store;
+Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& lock, ImageState& image) {
+  const BlobStore& store = *image.store;
   std::vector<const envspec::LockedArtifact*> wheels;
   std::vector<std::string> filenames;
   for (std::size_t i = 0; i < lock.artifacts.size(); ++i) {
@@ -63,13 +62,14 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   if (wheels.empty()) {
     return {};
   }
-  LS_TRY_ASSIGN(const PythonTarget python, python_target(lock, spec.platform, state.base, spec.base.python));
+  LS_TRY_ASSIGN(const PythonTarget python,
+                python_target(lock, spec.platform, image.base(), spec.base.python));
   WheelTarget target;
   target.site_packages = python.site_packages();
   target.scripts_dir = python.scripts_dir;
   target.data_dir = python.data_dir;
   target.python = python.interpreter;
-  target.epoch = state.epoch;
+  target.epoch = image.epoch;
 
   // 1. Every wheel into the store, size and sha256 checked against the lock.
   std::vector<Download> downloads;
@@ -80,13 +80,13 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
     log::Timer t("fetch wheels");
     FetchOptions fetch;
     fetch.max_size = k_max_wheel_size;
-    fetch.local_roots = state.local_roots;
+    fetch.local_roots = image.local_roots;
     LS_TRY(fetch_all(store, downloads, fetch));
   }
 
   // 2. One layer, cached by what it is made of.
   FingerprintHasher fp;
-  fp.add(k_layer_format_version, k_wheel_layer_version, layer_settings(state.codec), state.epoch,
+  fp.add(k_layer_format_version, k_wheel_layer_version, layer_settings(image.codec), image.epoch,
          target.site_packages, target.scripts_dir, target.data_dir, target.headers_dir, target.python);
   for (const envspec::LockedArtifact* a : wheels) {
     fp.add(a->name, a->version, a->sha256.hex());
@@ -94,7 +94,7 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   const std::string created_by =
       fmt::format("python packages: {} wheels into /{}", wheels.size(), target.site_packages);
   auto layer = build_generated_layer(
-      fp.finish(), true, store, state.codec, "python packages", 0,
+      fp.finish(), true, store, image.codec, "python packages", 0,
       [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
         std::set<std::string> seen;
         std::map<std::string, std::string> owner; // file path -> the wheel that installed it
@@ -129,7 +129,7 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
   if (!layer) {
     return layer.error();
   }
-  append_layer(state, *layer, created_by);
+  append_layer(image, *layer, created_by);
   return {};
 }
 

@@ -199,14 +199,15 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 }
 
 // Runs build_deb_layers() over `base` for `lock`.
-PackageBuildState build_over(const BlobStore& store, const BaseMetadata& base, const envspec::Lock& lock) {
-  PackageBuildState state;
+ImageState build_over(const BlobStore& store, const BaseMetadata& base, const envspec::Lock& lock) {
+  ImageState state;
   state.store = &store;
   state.codec = Codec::gzip;
   state.epoch = 1700000000;
-  state.native_arch = "amd64";
-  state.base = &base;
-  REQUIRE_OK(build_deb_layers(lock, state));
+  state.base_metadata = base;
+  DebInputs debs;
+  debs.native_arch = "amd64";
+  REQUIRE_OK(build_deb_layers(lock, debs, state));
   return state;
 }
 
@@ -228,7 +229,7 @@ TEST_CASE("packages over a base image: dpkg in the result sees the base's packag
   envspec::Lock lock;
   lock.artifacts.push_back(artifact(*store, debs.up2, "lsbase-up", "2.0", "amd64"));
   lock.artifacts.push_back(artifact(*store, debs.fresh, "lsbase-new", "1.0", "amd64"));
-  PackageBuildState state = build_over(*store, meta, lock);
+  ImageState state = build_over(*store, meta, lock);
   // No maintainer scripts: a package layer and the database layer, nothing to configure.
   REQUIRE(state.layers.size() == 2);
   const std::string packages = layer_tar(*store, state.layers[0]);
@@ -301,12 +302,12 @@ TEST_CASE("packages over a base image: dpkg in the result sees the base's packag
   CHECK(slurp(image / "var/lib/dpkg/diversions") == slurp(base / "var/lib/dpkg/diversions"));
 
   // The layers are cached for the same base, and not for another one.
-  PackageBuildState again = build_over(*store, meta, lock);
+  ImageState again = build_over(*store, meta, lock);
   CHECK(again.cached == std::vector<bool>{true, true});
   CHECK(again.layers[0].digest == state.layers[0].digest);
   BaseMetadata other = meta;
   other.manifest = sha256_of("another base image");
-  PackageBuildState moved = build_over(*store, other, lock);
+  ImageState moved = build_over(*store, other, lock);
   CHECK(moved.cached == std::vector<bool>{false, false});
 }
 
