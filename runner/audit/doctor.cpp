@@ -63,10 +63,10 @@ using Status = Check::Status;
 constexpr std::chrono::milliseconds k_tool_timeout{2000};
 /// nvidia-smi initialises NVML, which takes a second or more on a node without persistence mode.
 constexpr std::chrono::milliseconds k_nvidia_smi_timeout{5000};
-constexpr std::size_t k_tool_output_limit = 64 * 1024;
+constexpr std::size_t k_tool_output_limit = 64ULL * 1024;
 
-constexpr std::size_t k_small_file = 64 * 1024;          // /proc, os-release, pyvenv.cfg, INSTALLER
-constexpr std::size_t k_metadata_prefix = 256 * 1024;    // METADATA headers come first
+constexpr std::size_t k_small_file = 64ULL * 1024;       // /proc, os-release, pyvenv.cfg, INSTALLER
+constexpr std::size_t k_metadata_prefix = 256ULL * 1024; // METADATA headers come first
 constexpr std::size_t k_conda_meta_limit = 64ULL << 20;  // a conda-meta record lists every file
 constexpr std::size_t k_dpkg_status_limit = 64ULL << 20; // /var/lib/dpkg/status
 constexpr std::size_t k_libc_limit = 32ULL << 20;        // libc.so.6 is ~2 MiB
@@ -1540,7 +1540,7 @@ Result<std::optional<PythonEnv>> capture_python(const DoctorOptions& options,
   return env;
 }
 
-TargetReport evaluate_target(std::string kind, std::string ref, const envspec::ImageFacts& facts,
+TargetReport evaluate_target(std::string kind, const std::string& ref, const envspec::ImageFacts& facts,
                              const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes,
                              std::string_view gpu_min_cc) {
   PreflightRequest request;
