@@ -14,7 +14,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates cca
   libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
   libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2 libcurl4-openssl-dev libseccomp-dev zlib1g-dev libtomlplusplus-dev
   libsodium-dev)
-test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
+test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format clang-tidy siftool squashfs-tools squashfuse fuse3
   busybox-static util-linux passwd uidmap attr clang libfuzzer-14-dev squashfs-tools-ng gpgv gnupg python3 xz-utils
   dpkg-dev debian-archive-keyring curl python3-jsonschema python3-yaml python3-pip python3-venv
   # the real Debian base of tests/cli/test_debian_base.sh
