@@ -17,7 +17,7 @@ build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates cca
   # a Release build links its libraries statically (CMakeLists.txt LOCKSTEP_STATIC_DEPS): the .a
   # files of libarchive's dependencies come from their -dev packages
   libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev liblzma-dev)
-test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format siftool squashfs-tools squashfuse fuse3
+test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format clang-tidy siftool squashfs-tools squashfuse fuse3
   busybox-static util-linux passwd uidmap attr clang libfuzzer-14-dev squashfs-tools-ng gpgv gnupg python3 xz-utils
   dpkg-dev debian-archive-keyring curl python3-jsonschema python3-yaml python3-pip python3-venv
   # the real Debian base of tests/cli/test_debian_base.sh

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, the one CI runs (docs/testing.md): install what it needs, check the format,
-# build with warnings as errors (g++) and run every test; build again with AddressSanitizer +
-# UndefinedBehaviorSanitizer (clang) and run the tests that feed hostile input; fuzz each reader of
-# hostile input for a while. Prints how long each stage took at the end, pass or fail.
+# build with warnings as errors (g++), run clang-tidy on the changed files and run every test; build
+# again with AddressSanitizer + UndefinedBehaviorSanitizer (clang) and run the tests that feed
+# hostile input; fuzz each reader of hostile input. Prints each stage's time at the end, pass or fail.
 #
 #   scripts/test.sh            everything (what CI runs; 45 minutes at most on 2 cores)
 #   scripts/test.sh --quick    the dev build and the unit tests only: the edit-compile loop
@@ -107,6 +107,13 @@ if [ "$quick" = 1 ]; then
   build_tree build/dev "${dev_args[@]}" -- unit_support unit_envspec unit_builder unit_runner
 else
   build_tree build/dev "${dev_args[@]}"
+fi
+
+if [ "$quick" = 0 ]; then
+  # clang-tidy with .clang-tidy's checks, warnings as errors, over the .cpp files changed since the
+  # base (scripts/tidy.py says which; docs/testing.md): it reads build/dev/compile_commands.json.
+  begin_stage "tidy"
+  scripts/tidy.py -j "$jobs"
 fi
 
 begin_stage "dev tests"

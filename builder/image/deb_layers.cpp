@@ -289,7 +289,7 @@ BaseDatabase base_database(const BaseMetadata& base, const BaseState& b,
     if (end == std::string::npos) {
       end = base.dpkg_arch.size();
     }
-    db.arches.push_back(std::string(deb822_trim(base.dpkg_arch.substr(pos, end - pos))));
+    db.arches.emplace_back(deb822_trim(base.dpkg_arch.substr(pos, end - pos)));
     pos = end + 1;
   }
   for (const auto& [name, text] : base.dpkg_triggers) {
@@ -590,6 +590,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, const DebInputs& inputs
                  has_path(installed, {"/usr/bin/dpkg"}) || (base != nullptr && base->has_dpkg)}));
   std::vector<const InstalledDeb*> order = dependency_order(installed);
   std::vector<InstalledDeb> ordered;
+  ordered.reserve(order.size());
   for (const InstalledDeb* d : order) {
     ordered.push_back(*d);
   }

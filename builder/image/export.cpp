@@ -26,7 +26,8 @@ namespace {
 using envspec::LockedArtifact;
 using envspec::Spec;
 
-constexpr std::size_t k_max_value = 64 * 1024; // one URL, path or env value written into a recipe
+// one URL, path or env value written into a recipe
+constexpr std::size_t k_max_value = std::size_t{64} * 1024;
 constexpr std::string_view k_unpack_image = "debian:bookworm-slim"; // dpkg-deb for a scratch base
 
 // ---- what may be written where ---------------------------------------------------------------------
@@ -423,7 +424,8 @@ std::vector<std::string> limitations(const Spec& spec, const Plan& plan, ExportF
                      "checked");
   }
   if (!plan.copies.empty()) {
-    out.push_back(docker ? "copy: from host paths become COPY lines relative to the spec directory (build "
+    out.emplace_back(docker
+                         ? "copy: from host paths become COPY lines relative to the spec directory (build "
                            "with it as the context); lockstep's mode and owner normalisation is not applied"
                          : "copy: from host paths become %files lines relative to the spec directory (build "
                            "there); they are copied before %post installs the packages, and lockstep's mode "

@@ -102,7 +102,7 @@ Result<void> validate_url(const std::string& url) {
       return {};
     }
   }
-  if (url.starts_with("ssh://") || url.find("@") != std::string::npos) {
+  if (url.starts_with("ssh://") || url.find('@') != std::string::npos) {
     return invalid_input("git URL '{}': ssh is not supported (lockstep passes no credentials to git); use an "
                          "https:// or git:// URL",
                          shown(url));

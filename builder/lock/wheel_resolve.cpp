@@ -522,7 +522,7 @@ public:
     if (p == 0) {
       return "the request";
     }
-    const std::string name = name_of(p);
+    std::string name = name_of(p);
     auto u = universe(m_packages[p].project);
     if (!u) {
       return name;

@@ -116,7 +116,7 @@ Result<std::string> init_spec_text(const InitRequest& r, const RecipeSet& recipe
   out += "packages:\n";
   std::vector<std::string> apt;
   if (debian) {
-    apt.push_back("python3");
+    apt.emplace_back("python3");
   }
   apt.insert(apt.end(), r.apt.begin(), r.apt.end());
   if (!apt.empty()) {

@@ -293,7 +293,7 @@ std::vector<std::string> describe_input_changes(const json& locked, const json& 
   }
   diff_sets(string_set(locked, "repos"), string_set(now, "repos"), "repos", out);
   if (out.empty() && value(locked, "repos") != value(now, "repos")) {
-    out.push_back("repos: the order changed (it sets their priority)");
+    out.emplace_back("repos: the order changed (it sets their priority)");
   }
   const json empty = json::object();
   const json& lp = locked.contains("packages") ? locked["packages"] : empty;
@@ -305,7 +305,7 @@ std::vector<std::string> describe_input_changes(const json& locked, const json& 
     out.push_back(fmt::format("stack: {} -> {}", value(locked, "stack"), value(now, "stack")));
   }
   if (out.empty()) {
-    out.push_back("the locked inputs differ in order only");
+    out.emplace_back("the locked inputs differ in order only");
   }
   return out;
 }

@@ -95,6 +95,7 @@ std::string snapshot_file_url(std::string_view base, std::string_view repo_url, 
   unsigned ss = 0;
   char month[4] = {};
   const std::string copy(d);
+  // NOLINTNEXTLINE(cert-err34-c): all six fields must be read, and each is range-checked below
   if (std::sscanf(copy.c_str(), " %u %3s %u %u:%u:%u", &day, month, &year, &hh, &mm, &ss) != 6) {
     return "";
   }
@@ -114,7 +115,7 @@ std::string snapshot_file_url(std::string_view base, std::string_view repo_url, 
   tm.tm_hour = static_cast<int>(hh);
   tm.tm_min = static_cast<int>(mm);
   tm.tm_sec = static_cast<int>(ss);
-  const std::time_t after = ::timegm(&tm) + 6 * 3600;
+  const std::time_t after = ::timegm(&tm) + std::time_t{6} * 3600;
   std::tm out{};
   ::gmtime_r(&after, &out);
   char stamp[32];

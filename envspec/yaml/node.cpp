@@ -206,6 +206,7 @@ private:
     const char open = line[col];
     if (quoted && (open == '"' || open == '\'')) {
       for (std::size_t i = col + 1; i < line.size(); ++i) {
+        // NOLINTNEXTLINE(bugprone-branch-clone): the escape of each quoting style, one a branch
         if (open == '"' && line[i] == '\\') {
           ++i;
         } else if (open == '\'' && line[i] == '\'' && i + 1 < line.size() && line[i + 1] == '\'') {

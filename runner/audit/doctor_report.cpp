@@ -77,7 +77,7 @@ std::string describe_facts(const envspec::ImageFacts& f) {
 
 } // namespace
 
-TargetReport evaluate_target(std::string kind, std::string ref, const envspec::ImageFacts& facts,
+TargetReport evaluate_target(std::string kind, const std::string& ref, const envspec::ImageFacts& facts,
                              const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes,
                              std::string_view gpu_min_cc) {
   PreflightRequest request;

@@ -20,7 +20,7 @@ namespace lockstep::runner {
 /// space checks). Skipped checks are dropped. With `gpu_min_cc` (the target's lowest GPU compute
 /// capability: dev.lockstep.gpu.min-cc, or the lock's stack) a "gpu-arch" check follows: every GPU
 /// whose compute capability nvidia-smi reported must be at least that. Pure.
-TargetReport evaluate_target(std::string kind, std::string ref, const envspec::ImageFacts& facts,
+TargetReport evaluate_target(std::string kind, const std::string& ref, const envspec::ImageFacts& facts,
                              const Capture& host, const ImageProbe* image, std::uint64_t unpack_bytes,
                              std::string_view gpu_min_cc = {});
 

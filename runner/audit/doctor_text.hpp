@@ -8,9 +8,9 @@
 
 namespace lockstep::runner::doctor_detail {
 
-inline constexpr std::size_t k_small_file = 64 * 1024;   // /proc, os-release, pyvenv.cfg, INSTALLER
-inline constexpr std::size_t k_max_dir_entries = 100000; // per directory listed
-inline constexpr std::size_t k_max_packages = 100000;    // per environment
+inline constexpr std::size_t k_small_file = 64ULL * 1024; // /proc, os-release, pyvenv.cfg, INSTALLER
+inline constexpr std::size_t k_max_dir_entries = 100000;  // per directory listed
+inline constexpr std::size_t k_max_packages = 100000;     // per environment
 
 inline constexpr std::size_t k_max_name = 256;
 inline constexpr std::size_t k_max_version = 128;

@@ -41,7 +41,7 @@ namespace {
 constexpr std::chrono::milliseconds k_tool_timeout{2000};
 /// nvidia-smi initialises NVML, which takes a second or more on a node without persistence mode.
 constexpr std::chrono::milliseconds k_nvidia_smi_timeout{5000};
-constexpr std::size_t k_tool_output_limit = 64 * 1024;
+constexpr std::size_t k_tool_output_limit = 64ULL * 1024;
 
 constexpr std::size_t k_dpkg_status_limit = 64ULL << 20; // /var/lib/dpkg/status
 constexpr std::size_t k_libc_limit = 32ULL << 20;        // libc.so.6 is ~2 MiB

@@ -26,8 +26,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::size_t k_metadata_prefix = 256 * 1024;   // METADATA headers come first
-constexpr std::size_t k_conda_meta_limit = 64ULL << 20; // a conda-meta record lists every file
+constexpr std::size_t k_metadata_prefix = 256ULL * 1024; // METADATA headers come first
+constexpr std::size_t k_conda_meta_limit = 64ULL << 20;  // a conda-meta record lists every file
 
 // The fields of one conda-meta record that a snapshot keeps, read without building the document:
 // a record lists every file of its package and can be megabytes.

@@ -478,6 +478,7 @@ std::vector<NodeReport> GatedPreflight::reports(const std::function<bool()>& lau
     pending.push_back(std::async(std::launch::async, read_one, std::ref(n)));
   }
   std::vector<GatedOutcome> out;
+  out.reserve(pending.size());
   for (auto& f : pending) {
     out.push_back(f.get()); // in the plan's host order
   }

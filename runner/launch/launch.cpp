@@ -162,9 +162,7 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
       }
     }
     std::string image = r.image;
-    if (image.starts_with("sif:")) {
-      image = image.substr(4);
-    } else if (image.starts_with("dir:")) {
+    if (image.starts_with("sif:") || image.starts_with("dir:")) {
       image = image.substr(4);
     } else if (image.starts_with("oci:") || image.starts_with("oci-archive:") ||
                image.starts_with("docker-archive:")) {
@@ -189,7 +187,7 @@ Result<std::vector<std::string>> rank_command(const LaunchRequest& r, const Laun
         cmd.insert(cmd.end(), {"--env", f.value.substr(0, f.value.find('='))});
         env_through_launcher(f, "", env);
       } else {
-        notes.push_back("enroot start has no --cleanenv: the host's environment passes");
+        notes.emplace_back("enroot start has no --cleanenv: the host's environment passes");
       }
     }
     if (r.gpus_per_node > 0) {
@@ -217,6 +215,7 @@ Result<void> choose_launcher_and_model(const LaunchRequest& r, const LaunchSite&
                                        const envspec::ImageFacts& facts, LaunchPlan& plan) {
   if (r.launcher) {
     plan.launcher = *r.launcher;
+    // NOLINTNEXTLINE(bugprone-branch-clone): the rules in the order they are asked
   } else if (r.model == MpiModel::container) {
     plan.launcher = Launcher::local;
   } else if (site.slurm_job_id) {
@@ -452,7 +451,7 @@ Result<void> srun_command(const LaunchRequest& r, const envspec::ImageFacts& fac
 
 // What --pmi can't do here, for the user.
 void add_pmi_notes(const LaunchRequest& r, const envspec::ImageFacts& facts, LaunchPlan& plan) {
-  if (r.pmi.size() > 0 && plan.launcher != Launcher::slurm) {
+  if (!r.pmi.empty() && plan.launcher != Launcher::slurm) {
     plan.notes.push_back(
         fmt::format("--pmi {}: only srun takes it; mpirun starts its own PMIx server", r.pmi));
   }

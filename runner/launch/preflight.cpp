@@ -53,7 +53,7 @@ constexpr std::array<std::string_view, 7> k_check_order = {"image", "driver", "g
 constexpr std::uint64_t k_space_margin_fixed = 64ULL << 20;
 constexpr std::uint64_t k_space_margin_divisor = 10;
 
-constexpr std::size_t k_max_report_line = 64 * 1024;
+constexpr std::size_t k_max_report_line = std::size_t{64} * 1024;
 constexpr int k_max_report_depth = 4;
 constexpr std::size_t k_max_checks = 32;
 constexpr std::size_t k_max_detail = 1024;
@@ -788,7 +788,7 @@ Result<NodeReport> node_report_from_json(std::string_view line) {
   LS_TRY(exact_keys(host, {"mpi_impl", "mpi_version", "pmix", "ucx", "driver", "gpus"}, "host"));
   HostFacts& h = report.host;
   LS_TRY_ASSIGN(h.mpi_impl, text_member(host, "mpi_impl", k_max_fact, true, "host"));
-  if (h.mpi_impl != "" && h.mpi_impl != "openmpi" && h.mpi_impl != "mpich" && h.mpi_impl != "unknown") {
+  if (!h.mpi_impl.empty() && h.mpi_impl != "openmpi" && h.mpi_impl != "mpich" && h.mpi_impl != "unknown") {
     return bad_report(fmt::format("host.mpi_impl '{}' is not openmpi, mpich or unknown", h.mpi_impl));
   }
   LS_TRY_ASSIGN(h.mpi_version, text_member(host, "mpi_version", k_max_fact, true, "host"));
@@ -805,6 +805,7 @@ Result<NodeReport> node_report_from_json(std::string_view line) {
 
 std::string render_preflight_table(const std::vector<NodeReport>& reports) {
   std::vector<const NodeReport*> sorted;
+  sorted.reserve(reports.size());
   for (const NodeReport& r : reports) {
     sorted.push_back(&r);
   }

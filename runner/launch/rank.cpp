@@ -46,6 +46,7 @@ int usage() {
 // Runs the `lockstep exec` line itself (unshared); returns only when it can't be executed.
 int run_unshared(const std::vector<std::string>& creator) {
   std::vector<char*> argv;
+  argv.reserve(creator.size() + 1);
   for (const std::string& a : creator) {
     argv.push_back(const_cast<char*>(a.c_str()));
   }
@@ -65,6 +66,7 @@ int rank_main(int argc, char** argv) {
   int next = 2;
   int gate_seconds = 0;
   if (std::string(argv[next]) == "--gate" && next + 1 < argc) {
+    // NOLINTNEXTLINE(cert-err34-c): lockstep run writes the number; a non-number reads 0, refused below
     gate_seconds = std::atoi(argv[next + 1]);
     next += 2;
     if (gate_seconds <= 0) {

@@ -36,7 +36,7 @@ namespace {
 constexpr std::size_t k_chunk = 1U << 20;
 constexpr std::size_t k_max_header_line = 4096;
 constexpr std::size_t k_max_blobs = 100000;
-constexpr std::size_t k_max_result_line = 16 * 1024;
+constexpr std::size_t k_max_result_line = std::size_t{16} * 1024;
 constexpr std::string_view k_magic = "lockstep-stage 1";
 constexpr std::string_view k_sif_media_type = "application/vnd.sylabs.sif.layer.v1.sif";
 

@@ -119,7 +119,7 @@ bool is_non_directory(const fs::path& p) {
 }
 
 /// Reads a small file that may report size 0 (procfs): up to `limit` bytes.
-Result<std::string> read_small_file(const fs::path& path, std::size_t limit = 64 * 1024) {
+Result<std::string> read_small_file(const fs::path& path, std::size_t limit = std::size_t{64} * 1024) {
   LS_TRY_ASSIGN(UniqueFd fd, open_file(path, O_RDONLY));
   std::string out(limit, '\0');
   LS_TRY_ASSIGN(const std::size_t got, read_full(fd.get(), out.data(), out.size(), path.string()));
@@ -434,6 +434,7 @@ Result<std::vector<GpuBind>> plan_libraries(const GpuHost& host, const GpuRecipe
     }
   }
   std::vector<GpuBind> binds;
+  binds.reserve(by_target.size());
   for (auto& [target, bind] : by_target) {
     binds.push_back(std::move(bind));
   }
@@ -716,6 +717,7 @@ Result<GpuPlan> plan_gpu_passthrough(std::string_view visible_devices, const Gpu
   } else {
     LS_TRY_ASSIGN(selected, select_gpus(visible_devices, gpus));
     std::vector<std::string> names;
+    names.reserve(selected.size());
     for (std::size_t i : selected) {
       names.push_back(gpus[i].uuid.empty() ? std::to_string(i) : gpus[i].uuid);
     }

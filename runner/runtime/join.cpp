@@ -438,6 +438,7 @@ std::optional<int> local_rank_count(const std::vector<std::string>& env) {
 
 ExecFailure exec_in_path(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::vector<char*> cargv;
+  cargv.reserve(argv.size() + 1);
   for (const std::string& a : argv) {
     cargv.push_back(const_cast<char*>(a.c_str()));
   }
@@ -510,6 +511,7 @@ void start_holder(const std::vector<std::string>& creator, int listen_fd, const 
   std::vector<std::string> argv = {creator[0], creator[1], "--hold-listen", "3", "--hold-key", "4"};
   argv.insert(argv.end(), creator.begin() + 2, creator.end());
   std::vector<char*> cargv;
+  cargv.reserve(argv.size() + 1);
   for (std::string& a : argv) {
     cargv.push_back(a.data());
   }
@@ -573,6 +575,7 @@ std::optional<Joined> ask(UniqueFd conn, const std::string& key, std::string& wh
                                   ? receive_message(conn.get(), k_max_message, fds)
                                   : Result<std::string>(std::string());
   std::vector<UniqueFd> owned;
+  owned.reserve(fds.size());
   for (int fd : fds) {
     owned.emplace_back(fd);
   }

@@ -1144,7 +1144,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
 // The child: new namespaces, the mount tree, the identity, then the command. Never returns.
 [[noreturn]] void child_main(const Plan& p, const sigset_t& old_mask, pid_t parent) {
   const SandboxConfig& c = *p.config;
-  auto check = [&](Result<void> r) {
+  auto check = [&](const Result<void>& r) {
     if (!r) {
       child_fail(p.report_fd, r.error());
     }

@@ -93,6 +93,7 @@ int run_program(const std::vector<std::string>& argv) {
   pid_t pid = ::fork();
   if (pid == 0) {
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const std::string& a : argv) {
       args.push_back(const_cast<char*>(a.c_str()));
     }
@@ -295,6 +296,7 @@ public:
       ::dup2(null, STDOUT_FILENO);
       ::dup2(err_pipe[1], STDERR_FILENO);
       std::vector<char*> args;
+      args.reserve(argv.size() + 1);
       for (const std::string& a : argv) {
         args.push_back(const_cast<char*>(a.c_str()));
       }

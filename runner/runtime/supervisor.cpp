@@ -146,9 +146,11 @@ std::optional<std::string> read_path(pid_t pid, std::uint64_t address) {
     struct iovec local {
       buf, in_page
     };
+    // NOLINTBEGIN(performance-no-int-to-ptr): an address in the tracee, never dereferenced here
     struct iovec remote {
       reinterpret_cast<void*>(address), in_page
     };
+    // NOLINTEND(performance-no-int-to-ptr)
     ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (n <= 0) {
       return std::nullopt;
@@ -620,9 +622,11 @@ private:
     struct iovec local {
       const_cast<void*>(data), size
     };
+    // NOLINTBEGIN(performance-no-int-to-ptr): an address in the tracee, never dereferenced here
     struct iovec remote {
       reinterpret_cast<void*>(address), size
     };
+    // NOLINTEND(performance-no-int-to-ptr)
     if (::process_vm_writev(static_cast<pid_t>(req.pid), &local, 1, &remote, 1, 0) !=
         static_cast<ssize_t>(size)) {
       return fail(EFAULT);

@@ -17,6 +17,7 @@ namespace lockstep {
 
 /// An allocator that leaves new elements uninitialised (value-initialisation becomes default-).
 template <typename T> struct UninitAllocator : std::allocator<T> {
+  // NOLINTNEXTLINE(readability-identifier-naming): the name the allocator requirements give it
   template <typename U> struct rebind { using other = UninitAllocator<U>; };
   UninitAllocator() = default;
   template <typename U> explicit UninitAllocator(const UninitAllocator<U>& /*other*/) noexcept {}

@@ -174,6 +174,7 @@ template <typename T> T unwrap(Result<T> r) {
 #define LS_CONCAT_INNER(a, b) a##b
 #define LS_CONCAT(a, b) LS_CONCAT_INNER(a, b)
 
+// NOLINTBEGIN(bugprone-macro-parentheses): `tmp` and `decl` are a name and a declaration, not expressions
 /// Evaluates a Result<void>-like expression and returns its error from the enclosing function.
 #define LS_TRY(expr) LS_TRY_IMPL(LS_CONCAT(ls_try_result_, __COUNTER__), expr)
 #define LS_TRY_IMPL(tmp, expr)                                                                               \
@@ -193,3 +194,4 @@ template <typename T> T unwrap(Result<T> r) {
     return std::move(tmp).error();                                                                           \
   }                                                                                                          \
   decl = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -28,6 +28,7 @@ public:
   [[nodiscard]] bool empty() const { return m_hex.empty(); }
 
   friend bool operator==(const Digest&, const Digest&) = default;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 takes the defaulted <=>'s `== 0` for a pointer
   friend auto operator<=>(const Digest&, const Digest&) = default;
 
 private:

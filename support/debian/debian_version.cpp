@@ -178,15 +178,15 @@ bool satisfies(const DebianVersion& version, VersionRelation relation, const Deb
   auto c = version <=> bound;
   switch (relation) {
   case VersionRelation::earlier:
-    return c < 0;
+    return std::is_lt(c);
   case VersionRelation::earlier_equal:
-    return c <= 0;
+    return std::is_lteq(c);
   case VersionRelation::equal:
-    return c == 0;
+    return std::is_eq(c);
   case VersionRelation::later_equal:
-    return c >= 0;
+    return std::is_gteq(c);
   case VersionRelation::later:
-    return c > 0;
+    return std::is_gt(c);
   }
   return false;
 }

@@ -27,7 +27,7 @@ struct DebianVersion {
   /// before everything, even the end of the string; letters before other characters; digit runs
   /// numerically).
   friend std::strong_ordering operator<=>(const DebianVersion& a, const DebianVersion& b);
-  friend bool operator==(const DebianVersion& a, const DebianVersion& b) { return (a <=> b) == 0; }
+  friend bool operator==(const DebianVersion& a, const DebianVersion& b) { return std::is_eq(a <=> b); }
 };
 
 /// A version relation in a dependency field.

@@ -120,7 +120,7 @@ public:
       return invalid_input("{} is not a docker-archive (no manifest.json member)", m_ref.path.string());
     }
     if (has_layout && (has_index || m_ref.transport == ImageRef::Transport::oci_archive)) {
-      LS_TRY_ASSIGN(std::string marker, member_bytes("oci-layout", 64U * 1024U, "oci-layout"));
+      LS_TRY_ASSIGN(std::string marker, member_bytes("oci-layout", std::uint64_t{64} * 1024, "oci-layout"));
       LS_TRY(check_layout_marker(marker, m_names.location + ": oci-layout"));
       LS_TRY_ASSIGN(std::string index_bytes, member_bytes("index.json", k_max_json_size, "index.json"));
       LS_TRY_ASSIGN(Index index, Index::parse(index_bytes, m_names.location + ": index.json"));

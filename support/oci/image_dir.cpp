@@ -179,7 +179,8 @@ Result<std::unique_ptr<ImageSource>> open_oci_dir(const ImageRef& ref) {
   if (::lstat((ref.path / "oci-layout").c_str(), &marker) != 0 && errno == ENOENT) {
     return invalid_input("{} is not an OCI image layout (no oci-layout file)", ref.path.string());
   }
-  LS_TRY_ASSIGN(std::string layout, read_layout_file(ref.path, "oci-layout", 64U * 1024U, names.location));
+  LS_TRY_ASSIGN(std::string layout,
+                read_layout_file(ref.path, "oci-layout", std::uint64_t{64} * 1024, names.location));
   LS_TRY(check_layout_marker(layout, names.location + ": oci-layout"));
   LS_TRY_ASSIGN(std::string index_bytes,
                 read_layout_file(ref.path, "index.json", k_max_json_size, names.location));

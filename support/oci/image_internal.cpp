@@ -228,6 +228,7 @@ Result<Found> select_entry(ImageSource& source, const Index& index, const Select
                          available_platforms(entries));
   }
   std::vector<std::string> labels;
+  labels.reserve(entries.size());
   for (const auto& e : entries) {
     labels.push_back(entry_label(e, match));
   }

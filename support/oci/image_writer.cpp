@@ -56,6 +56,7 @@ std::vector<Descriptor> all_blobs(const StoredImage& image) {
     by_digest.emplace(b.digest.str(), b);
   }
   std::vector<Descriptor> out;
+  out.reserve(by_digest.size());
   for (auto& [k, d] : by_digest) {
     out.push_back(d);
   }

@@ -65,7 +65,7 @@ Result<TarReader> TarReader::open(const std::filesystem::path& file, std::string
   archive_read_support_filter_zstd(a);
   archive_read_support_filter_lz4(a);
   TarReader reader(a, std::move(what));
-  if (archive_read_open_fd(a, fd.get(), 64U * 1024U) != ARCHIVE_OK) {
+  if (archive_read_open_fd(a, fd.get(), std::size_t{64} * 1024) != ARCHIVE_OK) {
     return reader.archive_failure("not a valid tar archive");
   }
   reader.m_fd = std::move(fd);

@@ -357,7 +357,7 @@ PyVersion PyVersion::base_version() const {
 }
 
 std::strong_ordering operator<=>(const PyVersion& a, const PyVersion& b) {
-  if (auto c = a.epoch <=> b.epoch; c != 0) {
+  if (auto c = a.epoch <=> b.epoch; std::is_neq(c)) {
     return c;
   }
   // Release, trailing zeros ignored.
@@ -365,7 +365,7 @@ std::strong_ordering operator<=>(const PyVersion& a, const PyVersion& b) {
   for (std::size_t i = 0; i < n; ++i) {
     std::uint64_t x = i < a.release.size() ? a.release[i] : 0;
     std::uint64_t y = i < b.release.size() ? b.release[i] : 0;
-    if (auto c = x <=> y; c != 0) {
+    if (auto c = x <=> y; std::is_neq(c)) {
       return c;
     }
   }
@@ -380,25 +380,25 @@ std::strong_ordering operator<=>(const PyVersion& a, const PyVersion& b) {
     }
     return {0, {static_cast<int>(v.pre->phase), v.pre->number}};
   };
-  if (auto c = pre_key(a) <=> pre_key(b); c != 0) {
+  if (auto c = pre_key(a) <=> pre_key(b); std::is_neq(c)) {
     return c;
   }
   // Post: none sorts first. Dev: none sorts last.
   auto post_key = [](const PyVersion& v) {
     return std::pair<int, std::uint64_t>{v.post ? 1 : 0, v.post.value_or(0)};
   };
-  if (auto c = post_key(a) <=> post_key(b); c != 0) {
+  if (auto c = post_key(a) <=> post_key(b); std::is_neq(c)) {
     return c;
   }
   auto dev_key = [](const PyVersion& v) {
     return std::pair<int, std::uint64_t>{v.dev ? 0 : 1, v.dev.value_or(0)};
   };
-  if (auto c = dev_key(a) <=> dev_key(b); c != 0) {
+  if (auto c = dev_key(a) <=> dev_key(b); std::is_neq(c)) {
     return c;
   }
   // Local: none sorts first; then segment by segment, a shorter label first on a tie.
   for (std::size_t i = 0; i < std::min(a.local.size(), b.local.size()); ++i) {
-    if (auto c = compare_local_segment(a.local[i], b.local[i]); c != 0) {
+    if (auto c = compare_local_segment(a.local[i], b.local[i]); std::is_neq(c)) {
       return c;
     }
   }

@@ -57,7 +57,7 @@ struct PyVersion {
   /// dev < a < b < rc < final < post, then the local label (none < any; numeric segments above
   /// alphanumeric ones).
   friend std::strong_ordering operator<=>(const PyVersion& a, const PyVersion& b);
-  friend bool operator==(const PyVersion& a, const PyVersion& b) { return (a <=> b) == 0; }
+  friend bool operator==(const PyVersion& a, const PyVersion& b) { return std::is_eq(a <=> b); }
 };
 
 /// Whether a specifier accepts pre-releases and development releases.

@@ -9,7 +9,7 @@ namespace lockstep {
 
 namespace {
 
-constexpr std::size_t k_max_requirement_length = 64 * 1024;
+constexpr std::size_t k_max_requirement_length = std::size_t{64} * 1024;
 constexpr int k_max_marker_depth = 32;
 
 bool is_space(char c) {
@@ -840,7 +840,7 @@ Result<RequirementsFile> parse_requirements_txt(std::string_view text, std::stri
     if (!req) {
       std::string_view t = trim(req_text);
       bool looks_like_path = t.find('/') != std::string_view::npos && t.find('@') == std::string_view::npos;
-      if (looks_like_path || t.rfind(".", 0) == 0) {
+      if (looks_like_path || t.rfind('.', 0) == 0) {
         errors.push_back(fmt::format("{}: '{}' has no project name; write it as NAME @ URL", where, t));
       } else {
         errors.push_back(fmt::format("{}: {}", where, req.error().message));

@@ -34,7 +34,7 @@ Result<ZipReader> ZipReader::open(const fs::path& path, const std::string& what)
   archive_read_support_format_zip_seekable(a);
   archive_read_support_filter_none(a);
   ZipReader z(a, what);
-  if (archive_read_open_fd(a, fd.get(), 64U * 1024U) != ARCHIVE_OK) {
+  if (archive_read_open_fd(a, fd.get(), std::size_t{64} * 1024) != ARCHIVE_OK) {
     return z.failure("not a valid zip archive");
   }
   z.m_fd = std::move(fd);
@@ -164,7 +164,7 @@ Result<std::string> read_whole(ZipReader& zip, const std::string& name, std::int
 /// Reads at most `limit` bytes of the current member (fewer at its end).
 Result<std::string> read_up_to(ZipReader& zip, const std::string& member, std::size_t limit) {
   std::string out;
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(std::size_t{64} * 1024);
   while (out.size() < limit) {
     LS_TRY_ASSIGN(std::size_t n, zip.read(buf.data(), std::min(buf.size(), limit - out.size()), member));
     if (n == 0) {

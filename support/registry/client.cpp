@@ -120,17 +120,18 @@ std::string registry_message(const HttpResponse& r) {
 
 // Retry-After in seconds (a number or an HTTP date); 0 when absent or unreadable.
 long retry_after_seconds(const HttpResponse& r) {
-  auto value = r.header("retry-after");
-  if (!value) {
+  auto header = r.header("retry-after");
+  if (!header) {
     return 0;
   }
+  const std::string& value = *header;
   long seconds = 0;
-  auto [end, ec] = std::from_chars(value->data(), value->data() + value->size(), seconds);
-  if (ec == std::errc() && end == value->data() + value->size()) {
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec == std::errc() && end == value.data() + value.size()) {
     return std::max(0L, seconds);
   }
   std::tm tm{};
-  if (::strptime(value->c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm) != nullptr) {
+  if (::strptime(value.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm) != nullptr) {
     return std::max<long>(0, static_cast<long>(::timegm(&tm) - std::time(nullptr)));
   }
   return 0;
@@ -146,6 +147,7 @@ void backoff(long ms) {
 
 std::string scopes_key(const std::vector<Scope>& scopes) {
   std::vector<std::string> parts;
+  parts.reserve(scopes.size());
   for (const Scope& s : scopes) {
     parts.push_back(s.str());
   }

@@ -378,10 +378,11 @@ Result<void> put_manifests(Client& client, const PushContent& content, const oci
     put.headers = {"Content-Type: " + content.media_type};
     put.body = content.manifest_bytes;
     put.scopes = {{target.repository, "pull,push"}};
-    put.what = fmt::format("manifest of {}:{}", target.name(), ref);
+    const std::string what = fmt::format("manifest of {}:{}", target.name(), ref);
+    put.what = what;
     LS_TRY_ASSIGN(HttpResponse r, client.request(std::move(put)));
     if (r.status != 201) {
-      return external_error("{}: the registry answered {}, expected 201", put.what, r.status);
+      return external_error("{}: the registry answered {}, expected 201", what, r.status);
     }
     if (auto stated = r.header("docker-content-digest"); stated && *stated != digest.str()) {
       return invalid_input("manifest of {}:{}: the registry stored it as {}, not {} (it changed the bytes)",

@@ -648,6 +648,7 @@ std::string Solver::inc_text(std::size_t i) {
     return fmt::format("{} is incompatible with {}", term_text(*positive[0]), term_text(*positive[1]));
   }
   std::vector<std::string> parts;
+  parts.reserve(positive.size() + negative.size());
   for (const Term* t : positive) {
     parts.push_back(term_text(*t));
   }

@@ -185,7 +185,7 @@ std::vector<std::string> top_level_and(const std::string& e, bool* has_or = null
 
 } // namespace
 
-std::string spdx_and(std::vector<std::string> given) {
+std::string spdx_and(const std::vector<std::string>& given) {
   // A term that is itself an AND ("A AND (B OR C)") is split, so each part appears once.
   std::vector<std::string> terms;
   for (const std::string& t : given) {

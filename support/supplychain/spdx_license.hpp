@@ -31,7 +31,7 @@ std::optional<std::string_view> spdx_exception_id(std::string_view name);
 std::string license_ref(std::string_view text);
 
 /// `terms` joined with AND: sorted, each once, a term holding OR in parentheses. "" for none.
-std::string spdx_and(std::vector<std::string> terms);
+std::string spdx_and(const std::vector<std::string>& terms);
 
 /// A license expression as a package declares it (a wheel's License-Expression), normalised:
 /// identifiers in their canonical case, unknown ones as LicenseRef-, operators in upper case.
