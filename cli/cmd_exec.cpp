@@ -20,16 +20,16 @@ struct ExecArgs {
   std::string gpus;
   std::string sif_mount;
   std::string rank_report; ///< --rank-report DIR (lockstep run's ranks)
-  int hold_listen = -1;    ///< --hold-listen FD: hold the container for the ranks (lockstep-rank)
+  int hold_listen = -1;    ///< --hold-listen FD: hold the container for the ranks (lockstep _rank)
   int hold_key = -1;       ///< --hold-key FD: the key of the ranks it serves, read to EOF
   int hold_first_wait = 0; ///< --hold-first-wait MS: started by preflight, before mpirun (0: default)
 };
 
 // --hold-listen/--hold-key: this process holds the container for the ranks on this node that ask
-// (runner/runtime/hold.hpp); lockstep-rank starts it with these two descriptors.
+// (runner/runtime/hold.hpp); a rank (`lockstep _rank`) starts it with these two descriptors.
 Result<ExitCode> hold_container(const ExecArgs& args) {
   if (args.hold_listen < 3 || args.hold_key < 3) {
-    return invalid_input("--hold-listen and --hold-key take the descriptors lockstep-rank passes");
+    return invalid_input("--hold-listen and --hold-key take the descriptors a rank of `lockstep run` passes");
   }
   UniqueFd key_fd(args.hold_key);
   runner::HoldOptions hold;
@@ -153,7 +153,7 @@ void register_exec(CLI::App& app, Context& ctx) {
          "--rank-report", args->rank_report,
          "When the command ends, write DIR/rank-N.json (rank, node, exit code, times) for the run record")
       ->type_name("DIR");
-  // Internal: lockstep-rank starts the holder of a node's shared container with these (hidden).
+  // Internal: a rank (`lockstep _rank`) starts the holder of a node's shared container with these (hidden).
   cmd->add_option("--hold-listen", args->hold_listen)->group("");
   cmd->add_option("--hold-key", args->hold_key)->group("");
   cmd->add_option("--hold-first-wait", args->hold_first_wait)->group("");

@@ -1,3 +1,6 @@
+// The one `lockstep` executable: `lockstep _rank` or a link named lockstep-rank runs a rank of
+// `lockstep run` (runner/launch/rank.hpp) before anything else starts; every other command line goes
+// to the CLI (cli.hpp).
 #include "cli/cli.hpp"
 #include "runner/launch/rank.hpp"
 #include "runner/runtime/seccomp.hpp"

@@ -237,20 +237,14 @@ bool is_replaced(const BaseState& b, const InstalledPackage& i) {
 // The lines of `text` whose package (the last word, without "/noawait") is not in `drop`.
 std::string without_packages(const std::string& text, const std::set<std::string>& drop) {
   std::string out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string::npos) {
-      end = text.size();
-    }
-    const std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    std::string who = line.substr(line.rfind(' ') == std::string::npos ? 0 : line.rfind(' ') + 1);
+  for (const std::string_view line : text_lines(text)) {
+    std::string who(line.substr(line.rfind(' ') == std::string_view::npos ? 0 : line.rfind(' ') + 1));
     if (who.ends_with("/noawait")) {
       who.resize(who.size() - 8);
     }
     if (!line.empty() && drop.count(who) == 0) {
-      out += line + "\n";
+      out += line;
+      out += '\n';
     }
   }
   return out;
@@ -283,14 +277,8 @@ BaseDatabase base_database(const BaseMetadata& base, const BaseState& b,
     }
     db.status.push_back(BaseDatabase::Paragraph{i.package.name, i.package.architecture, std::move(text)});
   }
-  std::size_t pos = 0;
-  while (pos < base.dpkg_arch.size()) {
-    std::size_t end = base.dpkg_arch.find('\n', pos);
-    if (end == std::string::npos) {
-      end = base.dpkg_arch.size();
-    }
-    db.arches.emplace_back(deb822_trim(base.dpkg_arch.substr(pos, end - pos)));
-    pos = end + 1;
+  for (const std::string_view line : text_lines(base.dpkg_arch)) {
+    db.arches.emplace_back(deb822_trim(line));
   }
   for (const auto& [name, text] : base.dpkg_triggers) {
     if (name == "File") {

@@ -1146,16 +1146,7 @@ Result<void> write_dpkg_database(TarWriter& tar, DebLayerPaths& seen, const std:
 }
 
 Result<std::map<std::string, Diversion>> parse_diversions(std::string_view text, std::string_view what) {
-  std::vector<std::string_view> lines;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    lines.push_back(text.substr(pos, end - pos));
-    pos = end + 1;
-  }
+  const std::vector<std::string_view> lines = lines_of(text);
   if (lines.size() % 3 != 0) {
     return invalid_input("{}: {} lines, not whole entries of three (from, to, package)", what, lines.size());
   }
@@ -1182,14 +1173,7 @@ std::optional<std::uint32_t> id_of(std::string_view name, std::string_view table
     v = static_cast<std::uint32_t>(std::stoul(digits));
     return v;
   }
-  std::size_t pos = 0;
-  while (pos < table.size()) {
-    std::size_t end = table.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = table.size();
-    }
-    std::string_view line = table.substr(pos, end - pos);
-    pos = end + 1;
+  for (const std::string_view line : text_lines(table)) {
     const std::size_t c1 = line.find(':');
     const std::size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
     const std::size_t c3 = c2 == std::string_view::npos ? c2 : line.find(':', c2 + 1);

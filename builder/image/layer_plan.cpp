@@ -224,11 +224,7 @@ void flatten(Node& node, std::vector<PlannedEntry>& out, std::map<LinkKey, std::
       if (e.tar.type == TarEntry::Type::file && child->nlink > 1) {
         auto [it, inserted] = links.emplace(LinkKey{child->item, child->dev, child->ino}, e.tar.path);
         if (!inserted) {
-          e.tar.type = TarEntry::Type::hardlink;
-          e.tar.link_target = it->second;
-          e.tar.size = 0;
-          e.source.clear();
-          e.read_capability = false;
+          e.make_hardlink(it->second);
         }
       }
       const TarEntry& t = e.tar;

@@ -25,6 +25,15 @@ struct PlannedEntry {
   /// them also changes the inode's ctime, which the fingerprint covers.
   bool read_link_target = false;
   bool read_capability = false;
+
+  /// Makes this file a hard link to `target`, an earlier member of the same inode: no content.
+  void make_hardlink(const std::string& target) {
+    tar.type = TarEntry::Type::hardlink;
+    tar.link_target = target;
+    tar.size = 0;
+    source.clear();
+    read_capability = false;
+  }
 };
 
 /// Sets the type of `entry` from the lstat `st` of host path `host` (type, size, device numbers,

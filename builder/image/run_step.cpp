@@ -250,11 +250,7 @@ struct UpperPlanner {
         if (st.st_nlink > 1) {
           auto [it, inserted] = links.emplace(std::make_pair(st.st_dev, st.st_ino), child_rel);
           if (!inserted) {
-            e.tar.type = TarEntry::Type::hardlink;
-            e.tar.link_target = it->second;
-            e.tar.size = 0;
-            e.source.clear();
-            e.read_capability = false;
+            e.make_hardlink(it->second);
           }
         }
         if (e.tar.type == TarEntry::Type::file) {

@@ -2,6 +2,7 @@
 #include "builder/lock/wheel_resolve.hpp"
 
 #include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/net/http.hpp"
 #include "support/net/http_cache.hpp"
 #include "support/python/wheel_archive.hpp"
@@ -72,14 +73,10 @@ std::unordered_map<std::string, std::string> parse_metadata_set(std::string_view
 
 /// METADATA up to its body (the description): what the resolver reads of it.
 std::string_view metadata_headers(std::string_view text) {
-  for (std::size_t pos = 0; pos < text.size();) {
-    std::size_t end = text.find('\n', pos);
-    end = end == std::string_view::npos ? text.size() : end;
-    std::string_view line = text.substr(pos, end - pos);
+  for (const std::string_view line : text_lines(text)) {
     if (line.empty() || line == "\r") {
-      return text.substr(0, pos);
+      return text.substr(0, static_cast<std::size_t>(line.data() - text.data()));
     }
-    pos = end + 1;
   }
   return text;
 }

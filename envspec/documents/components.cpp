@@ -44,18 +44,6 @@ std::string native_arch_of(const std::string& platform) {
   return p ? debian_arch(*p) : std::string();
 }
 
-bool debs_equal(const std::string& a, const std::string& b) {
-  auto va = DebianVersion::parse(a);
-  auto vb = DebianVersion::parse(b);
-  return va && vb ? *va == *vb : a == b;
-}
-
-bool python_equal(const std::string& a, const std::string& b) {
-  auto va = PyVersion::parse(a);
-  auto vb = PyVersion::parse(b);
-  return va && vb ? *va == *vb : a == b;
-}
-
 bool components_equal(const Component& a, const Component& b) {
   const std::string_view cls = component_class(a.kind);
   if (cls == "git") {
@@ -68,10 +56,10 @@ bool components_equal(const Component& a, const Component& b) {
     return true; // unpinned: any version matches
   }
   if (cls == "deb") {
-    return debs_equal(a.version, b.version);
+    return debian_versions_equal(a.version, b.version);
   }
   if (cls == "python") {
-    return python_equal(a.version, b.version);
+    return python_versions_equal(a.version, b.version);
   }
   return a.version == b.version;
 }
@@ -138,6 +126,18 @@ private:
 };
 
 } // namespace
+
+bool debian_versions_equal(const std::string& a, const std::string& b) {
+  auto va = DebianVersion::parse(a);
+  auto vb = DebianVersion::parse(b);
+  return va && vb ? *va == *vb : a == b;
+}
+
+bool python_versions_equal(const std::string& a, const std::string& b) {
+  auto va = PyVersion::parse(a);
+  auto vb = PyVersion::parse(b);
+  return va && vb ? *va == *vb : a == b;
+}
 
 std::string_view component_class(std::string_view kind) {
   if (kind == "wheel" || kind == "python-package") {
@@ -364,43 +364,36 @@ ComponentDiff diff_components(const ComponentSet& a, const ComponentSet& b) {
       continue;
     }
     diff.compared.push_back(cls);
-    std::map<std::string, const Component*> in_a;
-    std::map<std::string, const Component*> in_b;
+    // Each name of this class: its component in a, in b (the first of a name; null where absent).
+    std::map<std::string, std::pair<const Component*, const Component*>> by_name;
     for (const Component& c : a.components) {
-      if (component_class(c.kind) == cls) {
-        in_a.emplace(c.name, &c);
+      if (component_class(c.kind) == cls && by_name[c.name].first == nullptr) {
+        by_name[c.name].first = &c;
       }
     }
     for (const Component& c : b.components) {
-      if (component_class(c.kind) == cls) {
-        in_b.emplace(c.name, &c);
+      if (component_class(c.kind) == cls && by_name[c.name].second == nullptr) {
+        by_name[c.name].second = &c;
       }
     }
-    std::set<std::string> names;
-    for (const auto& [n, c] : in_a) {
-      names.insert(n);
-    }
-    for (const auto& [n, c] : in_b) {
-      names.insert(n);
-    }
-    for (const std::string& name : names) {
-      auto ia = in_a.find(name);
-      auto ib = in_b.find(name);
-      if (ia != in_a.end() && ib != in_b.end()) {
-        if (components_equal(*ia->second, *ib->second)) {
+    for (const auto& [name, in] : by_name) {
+      const Component* in_a = in.first;
+      const Component* in_b = in.second;
+      if (in_a != nullptr && in_b != nullptr) {
+        if (components_equal(*in_a, *in_b)) {
           ++diff.same;
         } else {
-          diff.changes.push_back({ComponentChange::Status::changed, ia->second->kind, name,
-                                  shown_version(*ia->second), shown_version(*ib->second)});
+          diff.changes.push_back({ComponentChange::Status::changed, in_a->kind, name, shown_version(*in_a),
+                                  shown_version(*in_b)});
         }
-      } else if (ia != in_a.end()) {
+      } else if (in_a != nullptr) {
         if (cb == Coverage::complete) {
-          diff.changes.push_back({ComponentChange::Status::removed, ia->second->kind, name,
-                                  shown_version(*ia->second), std::nullopt});
+          diff.changes.push_back(
+              {ComponentChange::Status::removed, in_a->kind, name, shown_version(*in_a), std::nullopt});
         }
       } else if (ca == Coverage::complete) {
-        diff.changes.push_back({ComponentChange::Status::added, ib->second->kind, name, std::nullopt,
-                                shown_version(*ib->second)});
+        diff.changes.push_back(
+            {ComponentChange::Status::added, in_b->kind, name, std::nullopt, shown_version(*in_b)});
       }
     }
   }

@@ -48,6 +48,14 @@ enum class Coverage {
 /// The comparison class of a kind: "python" for wheel and python-package, else the kind itself.
 std::string_view component_class(std::string_view kind);
 
+/// Whether two Debian versions are the same by Debian's ordering ("1.0" and "0:1.0"), or, when
+/// either does not parse, the same text.
+bool debian_versions_equal(const std::string& a, const std::string& b);
+
+/// Whether two Python versions are the same by PEP 440 ("1.0" and "1.0.0"), or, when either does
+/// not parse, the same text.
+bool python_versions_equal(const std::string& a, const std::string& b);
+
 /// One side of a diff.
 struct ComponentSet {
   std::string kind;                         ///< "spec", "lock", "image" or "snapshot"

@@ -90,9 +90,11 @@ private:
                        c->real.string(), m_dir.string());
   }
 
-  std::optional<std::string> git_dir(const fs::path& dir, std::string_view what) {
+  // Where a walk of `dir` ends before it starts: nullopt to walk it; else what to return (nothing
+  // when it was walked already, or the problem: one directory too many, or one outside).
+  std::optional<std::optional<std::string>> enter(const fs::path& dir, std::string_view what) {
     if (!m_seen.insert(dir).second) {
-      return std::nullopt;
+      return std::optional<std::string>();
     }
     if (m_seen.size() > k_max_git_dirs) {
       return fmt::format("{}: more than {} repositories behind it (commondir, alternates)", m_text,
@@ -100,6 +102,13 @@ private:
     }
     if (auto p = inside(dir, what)) {
       return p;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<std::string> git_dir(const fs::path& dir, std::string_view what) {
+    if (auto done = enter(dir, what)) {
+      return *done;
     }
     if (auto p = symlinks_inside(dir)) {
       return p;
@@ -119,15 +128,8 @@ private:
   // An object directory; `walk`: one an alternates file names, outside the git directory already
   // walked for symlinks, so walked here.
   std::optional<std::string> objects(const fs::path& dir, std::string_view what, bool walk) {
-    if (!m_seen.insert(dir).second) {
-      return std::nullopt;
-    }
-    if (m_seen.size() > k_max_git_dirs) {
-      return fmt::format("{}: more than {} repositories behind it (commondir, alternates)", m_text,
-                         k_max_git_dirs);
-    }
-    if (auto p = inside(dir, what)) {
-      return p;
+    if (auto done = enter(dir, what)) {
+      return *done;
     }
     if (walk) {
       if (auto p = symlinks_inside(dir)) {

@@ -243,13 +243,10 @@ void probe_libraries(const RootFs& root, SnapshotHost& host) {
 
 Result<NvidiaSmiReport> parse_nvidia_smi(std::string_view output) {
   NvidiaSmiReport report;
-  std::size_t pos = 0;
   int line_number = 0;
   auto unknown = [](std::string_view v) { return v.empty() || v.front() == '[' || v == "N/A"; };
-  while (pos < output.size()) {
-    const std::size_t nl = std::min(output.find('\n', pos), output.size());
-    const std::string_view line = trim_chars(output.substr(pos, nl - pos), " \t\r");
-    pos = nl + 1;
+  for (const std::string_view raw : text_lines(output)) {
+    const std::string_view line = trim_chars(raw, " \t\r");
     ++line_number;
     if (line.empty()) {
       continue;
@@ -311,11 +308,8 @@ Result<NvidiaSmiReport> parse_nvidia_smi(std::string_view output) {
 
 std::string os_pretty_name(std::string_view os_release) {
   std::map<std::string, std::string> values;
-  std::size_t pos = 0;
-  while (pos < os_release.size()) {
-    const std::size_t nl = std::min(os_release.find('\n', pos), os_release.size());
-    const std::string_view line = trim_chars(os_release.substr(pos, nl - pos), " \t\r");
-    pos = nl + 1;
+  for (const std::string_view text : text_lines(os_release)) {
+    const std::string_view line = trim_chars(text, " \t\r");
     const std::size_t eq = line.find('=');
     if (line.empty() || line.front() == '#' || eq == std::string_view::npos) {
       continue;

@@ -277,11 +277,7 @@ private:
 // pyvenv.cfg's "key = value" lines, keys lowercased.
 std::map<std::string, std::string> parse_pyvenv_cfg(std::string_view text) {
   std::map<std::string, std::string> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t nl = std::min(text.find('\n', pos), text.size());
-    const std::string_view line = text.substr(pos, nl - pos);
-    pos = nl + 1;
+  for (const std::string_view line : text_lines(text)) {
     const std::size_t eq = line.find('=');
     if (eq == std::string_view::npos) {
       continue;

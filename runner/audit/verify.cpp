@@ -2,6 +2,7 @@
 // against a lock; and the image's packages as diff's component list.
 #include "runner/audit/verify.hpp"
 
+#include "envspec/documents/components.hpp"
 #include "support/base/log.hpp"
 #include "support/base/text.hpp"
 #include "support/debian/apt_packages.hpp"
@@ -281,18 +282,6 @@ void read_dist(const ImageContents& contents, InstalledDist& dist) {
   dist.project = normalize_project_name(dist.name);
 }
 
-bool debs_equal(const std::string& a, const std::string& b) {
-  auto va = DebianVersion::parse(a);
-  auto vb = DebianVersion::parse(b);
-  return va && vb ? *va == *vb : a == b;
-}
-
-bool python_equal(const std::string& a, const std::string& b) {
-  auto va = PyVersion::parse(a);
-  auto vb = PyVersion::parse(b);
-  return va && vb ? *va == *vb : a == b;
-}
-
 // The lock's debs and wheels against what the image has installed.
 // Over an image base (the lock records one), what the base had installed counts as the lock's: the
 // dpkg status and the .dist-info directories after the base's layers (dev.lockstep.base.layers).
@@ -326,7 +315,7 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
   for (auto it = locked.begin(); it != locked.end();) {
     auto match = installed.find(it->first);
     if (match != installed.end()) {
-      if (!debs_equal(it->second->version, match->second->version)) {
+      if (!envspec::debian_versions_equal(it->second->version, match->second->version)) {
         debs.push_back({Kind::deb_changed, it->second->name, "",
                         fmt::format("deb {}: lock says {}, image has {}", it->second->name,
                                     it->second->version, match->second->version)});
@@ -353,7 +342,7 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
   }
   for (const auto& [key, d] : installed) {
     auto in_base = base_debs.find(key);
-    if (in_base != base_debs.end() && debs_equal(in_base->second, d->version)) {
+    if (in_base != base_debs.end() && envspec::debian_versions_equal(in_base->second, d->version)) {
       continue; // the base image's, as it was
     }
     if (in_base != base_debs.end()) {
@@ -394,7 +383,7 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
     auto w = wheels.find(n);
     auto d = dists.find(n);
     if (w != wheels.end() && d != dists.end()) {
-      if (!python_equal(w->second->version, d->second->version)) {
+      if (!envspec::python_versions_equal(w->second->version, d->second->version)) {
         out.push_back(
             {Kind::wheel_changed, n, "",
              fmt::format("wheel {}: lock says {}, image has {}", n, w->second->version, d->second->version)});

@@ -213,11 +213,8 @@ HostMpi parse_mpirun_version(std::string_view output) {
   std::string hydra_version;
   std::string open_mpi_version;
   bool open_mpi = false;
-  std::size_t pos = 0;
-  while (pos < output.size()) {
-    const std::size_t nl = std::min(output.find('\n', pos), output.size());
-    const std::string_view line = trim_chars(output.substr(pos, nl - pos), " \t\r");
-    pos = nl + 1;
+  for (const std::string_view raw : text_lines(output)) {
+    const std::string_view line = trim_chars(raw, " \t\r");
     if (line.empty()) {
       continue;
     }

@@ -3,6 +3,7 @@
 #include "runner/launch/relay.hpp"
 #include "runner/runtime/join.hpp"
 #include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/system/process.hpp"
 
 #include <fmt/format.h>
@@ -206,12 +207,7 @@ std::vector<std::string> preflight_argv(const std::string& lockstep, const Prefl
 
 std::vector<NodeReport> reports_from_output(const std::string& out, std::vector<std::string>& bad) {
   std::vector<NodeReport> reports;
-  std::size_t pos = 0;
-  while (pos < out.size()) {
-    std::size_t end = out.find('\n', pos);
-    end = end == std::string::npos ? out.size() : end;
-    std::string_view line(out.data() + pos, end - pos);
-    pos = end + 1;
+  for (const std::string_view line : text_lines(out)) {
     if (line.empty() || line.front() != '{') {
       continue;
     }

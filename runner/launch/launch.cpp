@@ -526,14 +526,7 @@ Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, std::string
   std::vector<HostSlots> hosts;
   std::map<std::string, std::size_t> index;
   std::size_t line_no = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) {
-      end = text.size();
-    }
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view line : text_lines(text)) {
     ++line_no;
     if (std::size_t hash = line.find('#'); hash != std::string_view::npos) {
       line = line.substr(0, hash);

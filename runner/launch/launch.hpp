@@ -60,7 +60,7 @@ struct LaunchRequest {
   std::string job;                        ///< --job, repeated by run_command_line
   bool record_env_values = false;         ///< --record-env-values, repeated by run_command_line
   bool stage = true; ///< stage an image some node lacks (--no-stage: fail preflight instead), repeated too
-  /// Seconds each rank waits at its node's preflight gate (lockstep-rank --gate) for the launching
+  /// Seconds each rank waits at its node's preflight gate (lockstep _rank --gate) for the launching
   /// node's verdict; 0: no gate (the launcher starts after the preflight).
   int gate_seconds = 0;
   /// Under Open MPI's mpirun, the words of its rsh agent (relay.hpp's relay_agent): every node's

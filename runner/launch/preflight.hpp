@@ -41,7 +41,7 @@ struct PreflightRequest {
   /// of this `lockstep exec` line, started in `hold_cwd` (mpirun's, which the ranks inherit).
   std::vector<std::string> hold_exec;
   std::string hold_cwd;
-  /// The ranks' report directory: the node keeps their gate (lockstep-rank --gate) from before its
+  /// The ranks' report directory: the node keeps their gate (lockstep _rank --gate) from before its
   /// checks, prints its report, then waits for the launching node's word (`go` or `stop`) on stdin
   /// and answers the ranks with it until stdin ends. "": no gate.
   std::string gate;

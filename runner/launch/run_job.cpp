@@ -315,12 +315,9 @@ std::string dry_run_text(const RunJob& j) {
   }
   if (!j.plan.hosts.empty()) {
     out += fmt::format("# hostfile {}/hostfile\n", escape_controls(j.site.run_dir));
-    std::string hf = j.plan.hostfile_text();
-    std::size_t p = 0;
-    while (p < hf.size()) {
-      std::size_t e = hf.find('\n', p);
-      out += "#   " + hf.substr(p, e - p) + "\n";
-      p = e + 1;
+    const std::string hf = j.plan.hostfile_text();
+    for (const std::string_view line : text_lines(hf)) {
+      out += fmt::format("#   {}\n", line);
     }
   }
   const std::vector<std::string>& exec_args = j.shown_req.exec_args;

@@ -6,6 +6,7 @@
 #include "runner/runtime/sif_mount.hpp"
 #include "support/base/json.hpp"
 #include "support/base/log.hpp"
+#include "support/base/text.hpp"
 #include "support/oci/image_source.hpp"
 #include "support/registry/oras.hpp"
 #include "support/registry/pull.hpp"
@@ -187,11 +188,7 @@ public:
       std::vector<std::string> hosts = {c.host};
       hosts.insert(hosts.end(), c.subtree.begin(), c.subtree.end());
       std::vector<StagedNode> got;
-      std::size_t pos = 0;
-      while (pos < text.size()) {
-        std::size_t end = std::min(text.find('\n', pos), text.size());
-        std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
+      for (const std::string_view line : text_lines(text)) {
         if (!line.starts_with("{")) {
           continue;
         }
@@ -651,11 +648,7 @@ Result<std::vector<StagedNode>> stage_with_sbcast(const LaunchPlan& plan, const 
   commands.push_back(srun);
   LS_TRY_ASSIGN(CaptureResult out, run_capture(srun, capture));
   std::vector<StagedNode> nodes;
-  std::size_t pos = 0;
-  while (pos < out.out.size()) {
-    std::size_t end = std::min(out.out.find('\n', pos), out.out.size());
-    std::string_view line(out.out.data() + pos, end - pos);
-    pos = end + 1;
+  for (const std::string_view line : text_lines(out.out)) {
     if (line.starts_with("{")) {
       if (Result<StagedNode> n = staged_node_from_json(line)) {
         nodes.push_back(std::move(*n));

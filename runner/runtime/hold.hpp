@@ -1,7 +1,7 @@
 #pragma once
 // The holder of the container the ranks of one job share on one node (join.hpp; docs/launch.md,
 // "Ranks on one node"): `lockstep exec --hold-listen FD --hold-key FD [exec options] IMAGE -- CMD`,
-// started by the first rank's lockstep-rank. It prepares the image once (an OCI image found or
+// started by the first rank's `lockstep _rank`. It prepares the image once (an OCI image found or
 // unpacked in the cache, a SIF loop-mounted, FUSE-mounted or extracted), assembles the container
 // once (hold_sandbox), then answers every rank that asks with the container's namespaces and the
 // rank's environment composed as `lockstep exec` composes it. Ranks join, run and leave; the

@@ -1,5 +1,5 @@
-// What a rank's lockstep-rank and the node's holder share: the key, the rendezvous name, the
-// messages and the descriptor passing (join.hpp). Compiled into lockstep and into lockstep-rank.
+// What a rank (`lockstep _rank`) and the node's holder share: the key, the rendezvous name, the
+// messages and the descriptor passing (join.hpp).
 #include "runner/runtime/join.hpp"
 
 #include "support/system/process.hpp"
@@ -853,7 +853,7 @@ Result<int> run_joined(const Joined& j, bool& could_not_join) {
   sigset_t old_mask;
   ::sigprocmask(SIG_BLOCK, &fwd, &old_mask);
   // The child shares this process's memory until it executes the command (start_sharing_child;
-  // lockstep-rank has one thread): nothing copied for a process that only joins and executes.
+  // a rank has one thread): nothing copied for a process that only joins and executes.
   struct ChildArgs {
     const Joined* joined;
     int read_end;

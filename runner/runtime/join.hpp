@@ -1,7 +1,7 @@
 #pragma once
 // Ranks of one job on one node share one container (docs/launch.md, "Ranks on one node"): each
-// rank runs `lockstep-rank` (cli/rank_main.cpp, a small static program), which asks the node's
-// holder for the container and joins its namespaces (setns) to run the command. The first rank to
+// rank runs `lockstep _rank` (runner/launch/rank.cpp, lockstep's rank program), which asks the
+// node's holder for the container and joins its namespaces (setns) to run the command. The first rank to
 // find no holder starts one: `lockstep exec --hold-listen FD --hold-key FD ...` prepares the image
 // and assembles the container once (runner/runtime/hold.cpp), then answers every rank that asks.
 //
@@ -9,7 +9,7 @@
 // `lockstep exec` command line, environment that shapes the container, working directory, ids and
 // host), the rendezvous (an abstract unix socket named after the key: per network namespace, gone
 // with its last descriptor, nothing left in a file system), the two messages and the descriptor
-// passing, and the command's PATH search both `lockstep exec` and `lockstep-rank` use.
+// passing, and the command's PATH search both `lockstep exec` and `lockstep _rank` use.
 #include "support/base/result.hpp"
 #include "support/system/fs.hpp"
 

@@ -95,6 +95,20 @@ Result<void> need_table(const Reader& r, std::size_t offset, std::uint64_t count
   return {};
 }
 
+/// The fields both formats' entries start with: flags, then the offsets of the name and the path
+/// among the strings at `strings`.
+Result<LdCacheEntry> read_entry(const Reader& r, std::size_t at, std::size_t strings,
+                                const std::string& what) {
+  LdCacheEntry e;
+  LS_TRY_ASSIGN(const std::uint32_t flags, r.u32(at, what));
+  e.flags = static_cast<std::int32_t>(flags);
+  LS_TRY_ASSIGN(const std::uint32_t key, r.u32(at + 4, what));
+  LS_TRY_ASSIGN(const std::uint32_t value, r.u32(at + 8, what));
+  LS_TRY_ASSIGN(e.name, r.string_at(strings, key, "the name of " + what));
+  LS_TRY_ASSIGN(e.path, r.string_at(strings, value, "the path of " + what));
+  return e;
+}
+
 Result<std::vector<LdCacheEntry>> read_old_entries(const Reader& r) {
   LS_TRY_ASSIGN(const std::uint32_t nlibs, r.u32(12, "the old header"));
   LS_TRY(need_table(r, k_old_header_size, nlibs, k_old_entry_size, "old-format"));
@@ -103,14 +117,7 @@ Result<std::vector<LdCacheEntry>> read_old_entries(const Reader& r) {
   entries.reserve(nlibs);
   for (std::uint32_t i = 0; i < nlibs; ++i) {
     const std::size_t at = k_old_header_size + std::size_t{i} * k_old_entry_size;
-    const std::string what = fmt::format("entry {} of {}", i, nlibs);
-    LdCacheEntry e;
-    LS_TRY_ASSIGN(const std::uint32_t flags, r.u32(at, what));
-    e.flags = static_cast<std::int32_t>(flags);
-    LS_TRY_ASSIGN(const std::uint32_t key, r.u32(at + 4, what));
-    LS_TRY_ASSIGN(const std::uint32_t value, r.u32(at + 8, what));
-    LS_TRY_ASSIGN(e.name, r.string_at(strings, key, "the name of " + what));
-    LS_TRY_ASSIGN(e.path, r.string_at(strings, value, "the path of " + what));
+    LS_TRY_ASSIGN(LdCacheEntry e, read_entry(r, at, strings, fmt::format("entry {} of {}", i, nlibs)));
     entries.push_back(std::move(e));
   }
   return entries;
@@ -185,14 +192,8 @@ Result<LdCache> read_new_table(Reader& r, std::size_t base, LdCacheFormat format
   for (std::uint32_t i = 0; i < nlibs; ++i) {
     const std::size_t at = base + k_new_header_size + std::size_t{i} * k_new_entry_size;
     const std::string what = fmt::format("entry {} of {}", i, nlibs);
-    LdCacheEntry e;
-    LS_TRY_ASSIGN(const std::uint32_t flags, r.u32(at, what));
-    e.flags = static_cast<std::int32_t>(flags);
-    LS_TRY_ASSIGN(const std::uint32_t key, r.u32(at + 4, what));
-    LS_TRY_ASSIGN(const std::uint32_t value, r.u32(at + 8, what));
+    LS_TRY_ASSIGN(LdCacheEntry e, read_entry(r, at, base, what));
     LS_TRY_ASSIGN(e.hwcap, r.u64(at + 16, what));
-    LS_TRY_ASSIGN(e.name, r.string_at(base, key, "the name of " + what));
-    LS_TRY_ASSIGN(e.path, r.string_at(base, value, "the path of " + what));
     cache.entries.push_back(std::move(e));
   }
   LS_TRY_ASSIGN(cache.generator, read_generator(r, extension_offset));
