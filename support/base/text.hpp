@@ -157,7 +157,8 @@ class TextLines {
 public:
   explicit TextLines(std::string_view text) : m_text(text) {}
 
-  class iterator {
+  // `iterator`: the name the standard gives a range's iterator type.
+  class iterator { // NOLINT(readability-identifier-naming)
   public:
     using value_type = std::string_view;
     using difference_type = std::ptrdiff_t;
