@@ -20,6 +20,7 @@
 
 #include "runner/launch/run_record.hpp"
 #include "runner/runtime/join.hpp"
+#include "support/system/process.hpp"
 
 #include <unistd.h>
 
@@ -45,12 +46,7 @@ int usage() {
 
 // Runs the `lockstep exec` line itself (unshared); returns only when it can't be executed.
 int run_unshared(const std::vector<std::string>& creator) {
-  std::vector<char*> argv;
-  argv.reserve(creator.size() + 1);
-  for (const std::string& a : creator) {
-    argv.push_back(const_cast<char*>(a.c_str()));
-  }
-  argv.push_back(nullptr);
+  std::vector<char*> argv = c_strings(creator);
   ::execv(argv[0], argv.data());
   std::fprintf(stderr, "lockstep: rank: can't run %s: %s\n", argv[0], std::strerror(errno));
   return 127;

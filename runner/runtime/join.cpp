@@ -437,12 +437,7 @@ std::optional<int> local_rank_count(const std::vector<std::string>& env) {
 }
 
 ExecFailure exec_in_path(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  std::vector<char*> cargv;
-  cargv.reserve(argv.size() + 1);
-  for (const std::string& a : argv) {
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  }
-  cargv.push_back(nullptr);
+  std::vector<char*> cargv = c_strings(argv);
   std::vector<char*> cenv;
   std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   for (const std::string& e : env) {

@@ -8,6 +8,7 @@
 #include "support/oci/squashfs.hpp"
 #include "support/store/blob_store.hpp"
 #include "support/system/fs.hpp"
+#include "support/system/process.hpp"
 
 #include <fmt/ranges.h>
 
@@ -92,12 +93,7 @@ std::string loop_unavailable_reason() {
 int run_program(const std::vector<std::string>& argv) {
   pid_t pid = ::fork();
   if (pid == 0) {
-    std::vector<char*> args;
-    args.reserve(argv.size() + 1);
-    for (const std::string& a : argv) {
-      args.push_back(const_cast<char*>(a.c_str()));
-    }
-    args.push_back(nullptr);
+    std::vector<char*> args = c_strings(argv);
     int null = ::open("/dev/null", O_RDWR);
     ::dup2(null, STDIN_FILENO);
     ::dup2(null, STDOUT_FILENO);
@@ -295,12 +291,7 @@ public:
       ::dup2(null, STDIN_FILENO);
       ::dup2(null, STDOUT_FILENO);
       ::dup2(err_pipe[1], STDERR_FILENO);
-      std::vector<char*> args;
-      args.reserve(argv.size() + 1);
-      for (const std::string& a : argv) {
-        args.push_back(const_cast<char*>(a.c_str()));
-      }
-      args.push_back(nullptr);
+      std::vector<char*> args = c_strings(argv);
       ::execv(args[0], args.data());
       _exit(127);
     }
