@@ -1,6 +1,9 @@
 #include "support/codec/md5_lanes.hpp"
 
-#include <openssl/evp.h>
+// MD5() is deprecated as an API since OpenSSL 3.0, kept and unchanged; EVP's md5 would link
+// OpenSSL's providers into the binary (support/supplychain/openssl_lib.hpp says why not).
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/md5.h>
 
 #include <algorithm>
 #include <cstring>
@@ -394,7 +397,7 @@ void Md5Lanes::run() {
   if (compress == nullptr) {
     for (; m_done < m_messages.size(); ++m_done) {
       const Message& msg = m_messages[m_done];
-      EVP_Digest(msg.data, msg.size, m_digests[m_done].data(), nullptr, EVP_md5(), nullptr);
+      MD5(msg.data, msg.size, m_digests[m_done].data());
     }
     return;
   }

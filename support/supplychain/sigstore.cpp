@@ -3,16 +3,12 @@
 
 #include "support/base/json.hpp"
 #include "support/codec/base64.hpp"
+#include "support/supplychain/openssl_lib.hpp"
 #include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <openssl/bio.h>
 #include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/rand.h>
-#include <openssl/x509.h>
 
 #include <sodium.h>
 
@@ -22,6 +18,12 @@
 namespace lockstep {
 
 namespace {
+
+// OpenSSL, loaded (openssl_lib.hpp): every key this file holds was made through it, so where a key
+// exists the library is loaded; the entry points that make keys ask openssl::libcrypto() first.
+const openssl::LibCrypto& crypto() {
+  return **openssl::libcrypto();
+}
 
 constexpr std::string_view k_sigstore_pem = "ENCRYPTED SIGSTORE PRIVATE KEY";
 constexpr std::string_view k_cosign_pem = "ENCRYPTED COSIGN PRIVATE KEY";
@@ -37,15 +39,15 @@ constexpr std::uint64_t k_scrypt_r = 8;
 constexpr std::uint64_t k_scrypt_p = 1;
 
 struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+  void operator()(EVP_PKEY* p) const { crypto().EVP_PKEY_free(p); }
 };
 using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
 struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
+  void operator()(BIO* b) const { crypto().BIO_free(b); }
 };
 using Bio = std::unique_ptr<BIO, BioFree>;
 struct MdCtxFree {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+  void operator()(EVP_MD_CTX* c) const { crypto().EVP_MD_CTX_free(c); }
 };
 using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
@@ -56,9 +58,9 @@ Result<Pkey> require_p256(Pkey key, std::string_view what) {
   }
   std::array<char, 64> group{};
   std::size_t len = 0;
-  if (EVP_PKEY_is_a(key.get(), "EC") == 0 ||
-      EVP_PKEY_get_utf8_string_param(key.get(), OSSL_PKEY_PARAM_GROUP_NAME, group.data(), group.size(),
-                                     &len) != 1 ||
+  if (crypto().EVP_PKEY_is_a(key.get(), "EC") == 0 ||
+      crypto().EVP_PKEY_get_utf8_string_param(key.get(), OSSL_PKEY_PARAM_GROUP_NAME, group.data(),
+                                              group.size(), &len) != 1 ||
       std::string_view(group.data(), len) != "prime256v1") {
     return invalid_input(
         "{}: not an ECDSA P-256 key (lockstep signs and verifies with P-256, as cosign does)", what);
@@ -103,9 +105,9 @@ scrypt_key(std::string_view passphrase, std::string_view salt, std::uint64_t n, 
            std::uint64_t p, std::string_view what) {
   std::array<unsigned char, crypto_secretbox_KEYBYTES> key{};
   const std::uint64_t maxmem = 128 * r * n + (64ULL << 20);
-  if (EVP_PBE_scrypt(passphrase.data(), passphrase.size(),
-                     reinterpret_cast<const unsigned char*>(salt.data()), salt.size(), n, r, p, maxmem,
-                     key.data(), key.size()) != 1) {
+  if (crypto().EVP_PBE_scrypt(passphrase.data(), passphrase.size(),
+                              reinterpret_cast<const unsigned char*>(salt.data()), salt.size(), n, r, p,
+                              maxmem, key.data(), key.size()) != 1) {
     return invalid_input("{}: scrypt failed (N={}, r={}, p={})", what, n, r, p);
   }
   return key;
@@ -189,6 +191,7 @@ SigningKey::~SigningKey() = default;
 
 Result<SigningKey> SigningKey::load_private(const std::filesystem::path& path,
                                             const std::function<Result<std::string>()>& passphrase) {
+  LS_TRY(openssl::libcrypto());
   const std::string what = path.string();
   LS_TRY_ASSIGN(std::string text, read_file(path, k_max_key_file));
   Pkey key;
@@ -205,7 +208,7 @@ Result<SigningKey> SigningKey::load_private(const std::filesystem::path& path,
     LS_TRY_ASSIGN(std::string der, decrypt_cosign(*encrypted, secret, what));
     sodium_memzero(secret.data(), secret.size());
     const auto* p = reinterpret_cast<const unsigned char*>(der.data());
-    key.reset(d2i_AutoPrivateKey(nullptr, &p, static_cast<long>(der.size())));
+    key.reset(crypto().d2i_AutoPrivateKey(nullptr, &p, static_cast<long>(der.size())));
     sodium_memzero(der.data(), der.size());
   } else {
     if (text.find("ENCRYPTED PRIVATE KEY") != std::string::npos) {
@@ -213,8 +216,8 @@ Result<SigningKey> SigningKey::load_private(const std::filesystem::path& path,
                            "unencrypted PRIVATE KEY",
                            what);
     }
-    Bio bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-    key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+    Bio bio(crypto().BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+    key.reset(crypto().PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   }
   if (!key) {
     return invalid_input("{}: not a private key (expected cosign's ENCRYPTED SIGSTORE PRIVATE KEY, or a PEM "
@@ -228,11 +231,12 @@ Result<SigningKey> SigningKey::load_private(const std::filesystem::path& path,
 }
 
 Result<SigningKey> SigningKey::parse_public(std::string_view pem, std::string_view what) {
+  LS_TRY(openssl::libcrypto());
   if (pem.find("-----BEGIN PUBLIC KEY-----") == std::string_view::npos) {
     return invalid_input("{}: not a PEM PUBLIC KEY", what);
   }
-  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  Pkey key(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
+  Bio bio(crypto().BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  Pkey key(crypto().PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
   auto impl = std::make_unique<Impl>();
   LS_TRY_ASSIGN(impl->key, require_p256(std::move(key), what));
   return SigningKey(std::move(impl));
@@ -244,7 +248,8 @@ Result<SigningKey> SigningKey::load_public(const std::filesystem::path& path) {
 }
 
 Result<SigningKey> SigningKey::generate() {
-  Pkey key(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+  LS_TRY(openssl::libcrypto());
+  Pkey key(crypto().EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
   if (!key) {
     return internal_error("OpenSSL could not generate a P-256 key");
   }
@@ -258,16 +263,18 @@ Result<std::string> SigningKey::sign(std::string_view data) const {
   if (!m_impl->has_private) {
     return invalid_input("signing needs a private key");
   }
-  MdCtx ctx(EVP_MD_CTX_new());
+  MdCtx ctx(crypto().EVP_MD_CTX_new());
   std::size_t len = 0;
-  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, m_impl->key.get()) != 1 ||
-      EVP_DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(data.data()),
-                     data.size()) != 1) {
+  if (!ctx ||
+      crypto().EVP_DigestSignInit(ctx.get(), nullptr, crypto().EVP_sha256(), nullptr, m_impl->key.get()) !=
+          1 ||
+      crypto().EVP_DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(data.data()),
+                              data.size()) != 1) {
     return internal_error("OpenSSL could not sign");
   }
   std::string sig(len, '\0');
-  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
-                     reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1) {
+  if (crypto().EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
+                              reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1) {
     return internal_error("OpenSSL could not sign");
   }
   sig.resize(len);
@@ -275,26 +282,28 @@ Result<std::string> SigningKey::sign(std::string_view data) const {
 }
 
 bool SigningKey::verify(std::string_view data, std::string_view der_signature) const {
-  MdCtx ctx(EVP_MD_CTX_new());
-  return ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, m_impl->key.get()) == 1 &&
-         EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(der_signature.data()),
-                          der_signature.size(), reinterpret_cast<const unsigned char*>(data.data()),
-                          data.size()) == 1;
+  MdCtx ctx(crypto().EVP_MD_CTX_new());
+  return ctx &&
+         crypto().EVP_DigestVerifyInit(ctx.get(), nullptr, crypto().EVP_sha256(), nullptr,
+                                       m_impl->key.get()) == 1 &&
+         crypto().EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(der_signature.data()),
+                                   der_signature.size(), reinterpret_cast<const unsigned char*>(data.data()),
+                                   data.size()) == 1;
 }
 
 std::string SigningKey::public_pem() const {
-  Bio bio(BIO_new(BIO_s_mem()));
-  PEM_write_bio_PUBKEY(bio.get(), m_impl->key.get());
+  Bio bio(crypto().BIO_new(crypto().BIO_s_mem()));
+  crypto().PEM_write_bio_PUBKEY(bio.get(), m_impl->key.get());
   char* data = nullptr;
-  const long len = BIO_get_mem_data(bio.get(), &data);
+  const long len = crypto().BIO_ctrl(bio.get(), BIO_CTRL_INFO, 0, static_cast<void*>(&data));
   return std::string(data, static_cast<std::size_t>(len));
 }
 
 Digest SigningKey::key_id() const {
   unsigned char* der = nullptr;
-  const int len = i2d_PUBKEY(m_impl->key.get(), &der);
+  const int len = crypto().i2d_PUBKEY(m_impl->key.get(), &der);
   Digest d = sha256_of(std::string_view(reinterpret_cast<const char*>(der), static_cast<std::size_t>(len)));
-  OPENSSL_free(der);
+  crypto().CRYPTO_free(der, OPENSSL_FILE, OPENSSL_LINE);
   return d;
 }
 
@@ -303,15 +312,15 @@ Result<std::string> SigningKey::encrypted_private_pem(std::string_view passphras
     return invalid_input("no private key to write");
   }
   LS_TRY(sodium_ready());
-  PKCS8_PRIV_KEY_INFO* info = EVP_PKEY2PKCS8(m_impl->key.get());
+  PKCS8_PRIV_KEY_INFO* info = crypto().EVP_PKEY2PKCS8(m_impl->key.get());
   unsigned char* der = nullptr;
-  const int len = info == nullptr ? -1 : i2d_PKCS8_PRIV_KEY_INFO(info, &der);
-  PKCS8_PRIV_KEY_INFO_free(info);
+  const int len = info == nullptr ? -1 : crypto().i2d_PKCS8_PRIV_KEY_INFO(info, &der);
+  crypto().PKCS8_PRIV_KEY_INFO_free(info);
   if (len <= 0) {
     return internal_error("OpenSSL could not encode the private key");
   }
   std::string plain(reinterpret_cast<const char*>(der), static_cast<std::size_t>(len));
-  OPENSSL_clear_free(der, static_cast<std::size_t>(len));
+  crypto().CRYPTO_clear_free(der, static_cast<std::size_t>(len), OPENSSL_FILE, OPENSSL_LINE);
   std::string salt(32, '\0');
   std::string nonce(crypto_secretbox_NONCEBYTES, '\0');
   randombytes_buf(salt.data(), salt.size());
