@@ -17,7 +17,7 @@ import sys
 BASE = {"support/base"}
 CORE = BASE | {"support/system", "support/codec", "support/store", "support/net"}
 SUPPORT = CORE | {"support/solver", "support/supplychain", "support/git", "support/oci", "support/debian",
-                  "support/python", "support/registry"}
+                  "support/python", "support/conda", "support/registry"}
 SPEC = {"envspec/settings", "envspec/yaml", "envspec/spec", "envspec/lock", "envspec/stack", "envspec/load", "envspec/documents"}
 # room -> the rooms it may include (besides itself).
 RULES = {
@@ -32,6 +32,7 @@ RULES = {
     "support/oci": CORE | {"support/supplychain"},
     "support/debian": CORE | {"support/supplychain"},
     "support/python": CORE | {"support/supplychain"},
+    "support/conda": BASE,
     "support/registry": CORE | {"support/supplychain", "support/oci"},
     "envspec/settings": SUPPORT,
     "envspec/yaml": SUPPORT,
