@@ -13,7 +13,7 @@ fi
 build_pkgs=(build-essential cmake ninja-build pkg-config git ca-certificates ccache
   libyaml-cpp-dev libcli11-dev libarchive-dev libssl-dev libgit2-dev nlohmann-json3-dev
   libzstd-dev libdeflate-dev libfmt-dev libsquashfs-dev catch2 libcurl4-openssl-dev libseccomp-dev zlib1g-dev libtomlplusplus-dev
-  libsodium-dev
+  libsodium-dev rapidjson-dev
   # a Release build links its libraries statically (CMakeLists.txt LOCKSTEP_STATIC_DEPS): the .a
   # files of libarchive's dependencies come from their -dev packages
   libxml2-dev libicu-dev nettle-dev liblz4-dev libbz2-dev liblzma-dev)
@@ -32,7 +32,9 @@ test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format clang-tidy siftool squ
   # SPDX license list
   python3-license-expression node-spdx-license-ids
   # the independent cosign implementation of the signing suite (tests/cli/cosign_keys.py)
-  python3-nacl)
+  python3-nacl
+  # the judge of the conda suites: Debian's conda-package-handling (cph) packs and reads packages
+  conda-package-handling)
 bench_pkgs=(hyperfine python3-mpi4py python3-venv pigz bubblewrap)
 
 pkgs=("${build_pkgs[@]}")
