@@ -41,6 +41,7 @@ constexpr std::uint64_t k_max_redirect_body = 64 << 10;
 constexpr long k_max_retry_after_s = 30;
 constexpr std::size_t k_file_chunk = 1 << 20;
 constexpr std::size_t k_max_cache_control = 4096; // bytes of Cache-Control kept from one response
+constexpr std::size_t k_max_validator = 1024;     // bytes of an ETag or Last-Modified kept
 
 // ---- URLs ----------------------------------------------------------------------------------------
 
@@ -196,6 +197,10 @@ struct Transfer {
   std::optional<std::uint64_t> announced; // the response's Content-Length
   std::string cache_control;              // the response's Cache-Control ("" if none)
   std::optional<std::uint64_t> age;       // the response's Age, in seconds
+  std::string etag;                       // the response's ETag ("" if none)
+  std::string last_modified;              // the response's Last-Modified ("" if none)
+  bool accept_not_modified = false;       // a 304 ends the transfer well (a conditional request)
+  bool not_modified = false;              // ... and it came
   std::optional<curl::StallWatch> stall;  // per attempt
   // Across attempts: bytes already counted in the progress line.
   std::uint64_t reported = 0;
@@ -287,6 +292,8 @@ std::size_t on_curl_header(char* data, std::size_t size, std::size_t nmemb, void
     t->announced.reset(); // a new response (after a redirect or a 100 Continue)
     t->cache_control.clear();
     t->age.reset();
+    t->etag.clear();
+    t->last_modified.clear();
     return n;
   }
   if (auto v = header_value(line, "content-length")) {
@@ -298,6 +305,10 @@ std::size_t on_curl_header(char* data, std::size_t size, std::size_t nmemb, void
     }
   } else if (auto age = header_value(line, "age")) {
     t->age = header_number(*age);
+  } else if (auto etag = header_value(line, "etag"); etag && etag->size() <= k_max_validator) {
+    t->etag = std::string(*etag);
+  } else if (auto lm = header_value(line, "last-modified"); lm && lm->size() <= k_max_validator) {
+    t->last_modified = std::string(*lm);
   }
   return n;
 }
@@ -427,6 +438,10 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
   long redirects = 0;
   curl.curl_easy_getinfo(easy.handle, CURLINFO_REDIRECT_COUNT, &redirects);
   if (rc == CURLE_OK) {
+    if (code == 304 && t.accept_not_modified) {
+      t.not_modified = true;
+      return {};
+    }
     if (code < 200 || code >= 300) {
       return fail(external_error("can't download {}: the server answered HTTP {}", t.what, code));
     }
@@ -625,12 +640,16 @@ Result<FetchedBody> http_get_response(const std::string& url, const FetchOptions
   t.what = display_url(url);
   t.max_size = options.max_size;
   t.sink = &sink;
+  t.accept_not_modified = options.accept_not_modified;
   EasyHandle easy;
   LS_TRY(run_transfer(easy, t, options));
   FetchedBody out;
   out.body = std::move(sink.body);
   out.cache_control = std::move(t.cache_control);
   out.age = t.age;
+  out.etag = std::move(t.etag);
+  out.last_modified = std::move(t.last_modified);
+  out.not_modified = t.not_modified;
   return out;
 }
 

@@ -39,6 +39,9 @@ struct FetchOptions {
   /// reported). Empty: no local file is read. Callers name the directories a spec or lock may reach
   /// (envspec::local_roots, or one local repository).
   std::vector<std::filesystem::path> local_roots;
+  /// A conditional request (the caller's `headers` carry If-None-Match / If-Modified-Since): an
+  /// HTTP 304 answer is then a FetchedBody with `not_modified` and no body, not an error.
+  bool accept_not_modified = false;
 };
 
 /// The local file `url` names: a plain absolute path as it is, a file:// URL percent-decoded (as
@@ -57,6 +60,9 @@ struct FetchedBody {
   std::string body;
   std::string cache_control;        ///< Cache-Control, several lines joined with ", "
   std::optional<std::uint64_t> age; ///< Age: seconds the response already spent in caches
+  std::string etag;                 ///< ETag, as sent (quotes and W/ kept), "" if none
+  std::string last_modified;        ///< Last-Modified, as sent, "" if none
+  bool not_modified = false;        ///< HTTP 304 to a conditional request (FetchOptions::accept_not_modified)
 };
 
 /// http_get, with the caching headers of the final response.

@@ -656,3 +656,71 @@ TEST_CASE("cached_get reuses a fresh page without a request, and refresh or stal
     CHECK(server.hits(path) == 2);
   }
 }
+
+TEST_CASE("cached_get revalidates a kept page with its ETag or Last-Modified and reuses it on 304",
+          "[http][http_cache]") {
+  TestServer server;
+  std::atomic<int> version{1};
+  // A conda channel's repodata.json: an ETag, no max-age; 304 when the client's ETag is current.
+  server.route("/linux-64/repodata.json", [&](const Request& r) {
+    const std::string etag = "\"v" + std::to_string(version.load()) + "\"";
+    auto it = r.headers.find("if-none-match");
+    if (it != r.headers.end() && it->second == etag) {
+      return response(304, "Not Modified", "", "ETag: " + etag + "\r\n");
+    }
+    return response(200, "OK", "index " + std::to_string(version.load()), "ETag: " + etag + "\r\n");
+  });
+  server.route("/dated", [&](const Request& r) {
+    if (r.headers.count("if-modified-since") != 0 &&
+        r.headers.at("if-modified-since") == "Wed, 21 Oct 2026 07:28:00 GMT") {
+      return response(304, "Not Modified", "");
+    }
+    return response(200, "OK", "dated", "Last-Modified: Wed, 21 Oct 2026 07:28:00 GMT\r\n");
+  });
+  server.route("/secret", [&](const Request&) {
+    return response(200, "OK", "secret", "ETag: \"s\"\r\nCache-Control: no-store\r\n");
+  });
+  test::TempDirFixture tmp;
+  auto store = BlobStore::open(tmp.dir() / "cache");
+  REQUIRE(store);
+  const std::string url = server.url("/linux-64/repodata.json");
+  CacheUse use = CacheUse::reused;
+  auto first = cached_get(*store, url, fast(), false, &use);
+  REQUIRE(first);
+  CHECK(*first == "index 1");
+  CHECK(use == CacheUse::fetched);
+  CHECK(server.last("/linux-64/repodata.json").headers.count("if-none-match") == 0);
+  auto second = cached_get(*store, url, fast(), false, &use);
+  REQUIRE(second);
+  CHECK(*second == "index 1");
+  CHECK(use == CacheUse::revalidated);
+  CHECK(server.last("/linux-64/repodata.json").headers.at("if-none-match") == "\"v1\"");
+  // The channel changes: the conditional request gets the new body, which is kept in turn.
+  version = 2;
+  auto third = cached_get(*store, url, fast(), true, &use);
+  REQUIRE(third);
+  CHECK(*third == "index 2");
+  CHECK(use == CacheUse::fetched);
+  REQUIRE(cached_get(*store, url, fast(), false, &use));
+  CHECK(use == CacheUse::revalidated);
+  CHECK(server.hits("/linux-64/repodata.json") == 4);
+  // Last-Modified works the same way.
+  REQUIRE(cached_get(*store, server.url("/dated"), fast(), false, &use));
+  auto dated = cached_get(*store, server.url("/dated"), fast(), false, &use);
+  REQUIRE(dated);
+  CHECK(*dated == "dated");
+  CHECK(use == CacheUse::revalidated);
+  // no-store: never kept, so never revalidated.
+  REQUIRE(cached_get(*store, server.url("/secret"), fast(), false, &use));
+  REQUIRE(cached_get(*store, server.url("/secret"), fast(), false, &use));
+  CHECK(use == CacheUse::fetched);
+  CHECK(server.last("/secret").headers.count("if-none-match") == 0);
+}
+
+TEST_CASE("a 304 to a request without a validator is an error, not an empty body", "[http][http_cache]") {
+  TestServer server;
+  server.route("/odd", response(304, "Not Modified", ""));
+  auto r = http_get(server.url("/odd"), fast());
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "can't download " + server.url("/odd") + ": the server answered HTTP 304");
+}
