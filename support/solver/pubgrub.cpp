@@ -533,7 +533,9 @@ Result<bool> Solver::decide(PackageId p) {
       }
       inc.terms.push_back(Term{p, self});
     } else {
-      VersionSet q = d.versions.versions().complement(); // "not (q in versions)", absent included
+      // "not (q in versions)": absent included for a dependency, left out for a constraint (a set
+      // with absent in it: "q, if selected, is one of these").
+      VersionSet q = d.versions.complement();
       inc.terms.push_back(Term{p, self});
       inc.terms.push_back(Term{d.package, std::move(q)});
     }

@@ -69,7 +69,9 @@ private:
   std::vector<std::uint64_t> m_bits; // bit 0: absent; bit v+1: version v
 };
 
-/// One dependency of a package version: `package` must be selected at one of `versions`.
+/// One dependency of a package version: `package` must be selected at one of `versions`. With
+/// absent in `versions` it is a constraint instead: `package` need not be selected, but if it is,
+/// it is one of `versions` (conda's `constrains`).
 struct Dependency {
   PackageId package = 0;
   VersionSet versions;

@@ -18,6 +18,7 @@ struct ToyDep {
   std::string name;
   int lo;
   int hi;
+  bool constraint = false; // "if name is selected, it is in [lo, hi)" (conda's constrains)
 };
 
 std::string version_text(int v) {
@@ -61,6 +62,9 @@ public:
         if (qv[i] >= d.lo && qv[i] < d.hi) {
           s.add(i);
         }
+      }
+      if (d.constraint) {
+        s.add_absent();
       }
       out.needs.push_back(Dependency{q, s,
                                      fmt::format("{} needs {} >={},<{}", describe(p, VersionSet::only(1, 0)),
@@ -257,4 +261,30 @@ TEST_CASE("pubgrub gives up at its bound on steps or time, naming it", "[pubgrub
   REQUIRE_FALSE(r);
   CHECK(r.error().code == ExitCode::invalid_input);
   CHECK_THAT(r.error().message, Catch::Contains("bound on time"));
+}
+
+TEST_CASE("pubgrub treats a dependency that allows absent as a constraint", "[pubgrub]") {
+  // a constrains b to <2 without needing it; c needs b.
+  Toy alone({{"root", {{0, {{"a", 100, 200}}}}},
+             {"a", {{100, {{"b", 0, 200, true}}}}},
+             {"b", {{100, {}}, {200, {}}}}});
+  auto r = solve(alone, 0, 0);
+  REQUIRE(r);
+  REQUIRE(r->solved);
+  CHECK(alone.solution(*r) == std::map<std::string, std::string>{{"a", "1.0.0"}});
+  Toy with_c({{"root", {{0, {{"a", 100, 200}, {"c", 100, 200}}}}},
+              {"a", {{100, {{"b", 0, 200, true}}}}},
+              {"b", {{100, {}}, {200, {}}}},
+              {"c", {{100, {{"b", 100, 300}}}}}});
+  r = solve(with_c, 0, 0);
+  REQUIRE(r);
+  REQUIRE(r->solved);
+  CHECK(with_c.solution(*r) ==
+        std::map<std::string, std::string>{{"a", "1.0.0"}, {"b", "1.0.0"}, {"c", "1.0.0"}});
+  Toy clash({{"root", {{0, {{"a", 100, 200}, {"b", 200, 300}}}}},
+             {"a", {{100, {{"b", 0, 200, true}}}}},
+             {"b", {{100, {}}, {200, {}}}}});
+  r = solve(clash, 0, 0);
+  REQUIRE(r);
+  CHECK_FALSE(r->solved);
 }
