@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <rapidjson/error/en.h>
-#include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 #include <unordered_map>
 
@@ -78,7 +78,8 @@ constexpr std::uint64_t k_max_seconds = 253'402'300'799ULL;
 
 class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> {
 public:
-  Handler(const RepoDataLimits& limits, RepoData& out) : m_limits(limits), m_out(out) {}
+  Handler(const RepoDataLimits& limits, RepoData& out, std::string& document)
+      : m_limits(limits), m_out(out), m_document(document) {}
 
   // The error that stopped the parse (the handler returned false), empty when the parser's own.
   std::string error;
@@ -98,7 +99,7 @@ public:
       return enter(At::skip);
     case At::packages:
       m_record = Record{};
-      m_record.filename = std::move(m_key);
+      m_record.filename = m_key;
       m_record_bad.clear();
       return enter(At::record);
     case At::record:
@@ -164,7 +165,7 @@ public:
     case At::top:
     case At::info:
     case At::packages: // the key is the record's filename
-      m_key.assign(key);
+      m_key = key;     // a view into the document (decoded in place)
       break;
     case At::record:
       m_field = m_depth == m_enter_depth.back() ? field_of(key) : Field::other;
@@ -190,6 +191,7 @@ public:
       if (m_depth == m_enter_depth.back()) {
         if (m_key == "subdir") {
           m_out.subdir.assign(v);
+          m_subdir = v;
         } else if (m_key == "base_url") {
           m_out.base_url.assign(v);
         }
@@ -236,16 +238,18 @@ public:
 private:
   const RepoDataLimits& m_limits;
   RepoData& m_out;
+  std::string& m_document; // parsed in place: every string the handler sees lies inside it
   At m_at = At::top;
   std::size_t m_depth = 0;
   // The context of each level entered, and the depth at which it was entered.
   std::vector<At> m_context;
   std::vector<std::size_t> m_enter_depth{0};
-  std::string m_key;
+  std::string_view m_key;
   Field m_field = Field::other;
   Record m_record;
   std::string m_record_bad; // why the record being read is malformed; empty while it is fine
   std::vector<Record> m_tar_bz2;
+  std::string_view m_subdir;
 
   // A scalar outside any object is a document that is not an index.
   bool inside_root() {
@@ -366,12 +370,12 @@ private:
     }
     return true;
   }
-  std::vector<std::string>& list_of(Field f) {
+  std::vector<std::string_view>& list_of(Field f) {
     return f == Field::depends ? m_record.depends
                                : (f == Field::constrains ? m_record.constrains : m_record.track_features);
   }
   bool list_entry(std::string_view v) {
-    std::vector<std::string>& list = list_of(m_field);
+    std::vector<std::string_view>& list = list_of(m_field);
     if (list.size() >= m_limits.max_list) {
       bad(fmt::format("\"{}\" has more than {} entries", field_name(), m_limits.max_list));
       return true;
@@ -382,28 +386,28 @@ private:
   bool record_string(std::string_view v) {
     switch (m_field) {
     case Field::name:
-      m_record.name.assign(v);
+      m_record.name = v;
       break;
     case Field::version:
-      m_record.version.assign(v);
+      m_record.version = v;
       break;
     case Field::build:
-      m_record.build.assign(v);
+      m_record.build = v;
       break;
     case Field::subdir:
-      m_record.subdir.assign(v);
+      m_record.subdir = v;
       break;
     case Field::md5:
-      m_record.md5 = ascii_lower(v);
+      m_record.md5 = lowered(v);
       break;
     case Field::sha256:
-      m_record.sha256 = ascii_lower(v);
+      m_record.sha256 = lowered(v);
       break;
     case Field::license:
-      m_record.license.assign(v);
+      m_record.license = v;
       break;
     case Field::python_site_packages_path:
-      m_record.python_site_packages_path.assign(v);
+      m_record.python_site_packages_path = v;
       break;
     case Field::noarch:
       if (v == "python") {
@@ -480,7 +484,17 @@ private:
       m_record_bad = std::move(why);
     }
   }
-  void skip_record(const std::string& filename, std::string_view why) {
+  // `v` (a string of the document) in lowercase, changed in place when it has capitals.
+  std::string_view lowered(std::string_view v) {
+    if (std::any_of(v.begin(), v.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
+      const auto at = static_cast<std::size_t>(v.data() - m_document.data());
+      for (std::size_t i = at; i < at + v.size(); ++i) {
+        m_document[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(m_document[i])));
+      }
+    }
+    return v;
+  }
+  void skip_record(std::string_view filename, std::string_view why) {
     if (m_out.skipped++ == 0) {
       m_out.first_skipped = fmt::format("{}: {}", filename, why);
     }
@@ -490,6 +504,8 @@ private:
 public:
   // The .tar.bz2 records, merged into m_out once the index is read (see parse_repodata).
   std::vector<Record>& tar_bz2() { return m_tar_bz2; }
+  // `info.subdir` as a view of the document.
+  [[nodiscard]] std::string_view subdir() const { return m_subdir; }
 };
 
 bool is_lower_hex(std::string_view s, std::size_t len) {
@@ -558,7 +574,7 @@ void merge_twins(std::vector<Record>& records, std::vector<Record>& tar_bz2) {
     const auto it = conda_by_stem.find(stem_of(old.filename));
     if (it != conda_by_stem.end() && it->second < conda_count) {
       Record& twin = records[it->second];
-      twin.legacy_bz2_md5 = std::move(old.md5);
+      twin.legacy_bz2_md5 = old.md5;
       twin.legacy_bz2_size = old.size;
     } else {
       records.push_back(std::move(old));
@@ -568,20 +584,23 @@ void merge_twins(std::vector<Record>& records, std::vector<Record>& tar_bz2) {
 
 } // namespace
 
-Result<RepoData> parse_repodata(std::string_view json, std::string_view origin,
-                                const RepoDataLimits& limits) {
+Result<RepoData> parse_repodata(std::string json, std::string_view origin, const RepoDataLimits& limits) {
   RepoData out;
-  if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+  if (json.find_first_not_of(" \t\r\n") == std::string::npos) {
     return out; // CEP 26: an empty index is valid and equals {}
   }
   // conda-forge's records take 600-900 bytes of JSON each: one allocation for most indexes.
   out.records.reserve(std::min(json.size() / 600, limits.max_records));
-  Handler handler(limits, out);
+  auto document = std::make_shared<std::string>(std::move(json));
+  Handler handler(limits, out, *document);
+  handler.tar_bz2().reserve(out.records.capacity()); // reserved, not touched: no copy as it grows
   rapidjson::Reader reader;
-  rapidjson::MemoryStream stream(json.data(), json.size());
-  // Iterative: a deeply nested document can't exhaust the stack; the handler bounds depth itself.
+  // In place: each string is decoded where it lies (the document's bytes are the records' text), and
+  // iterative: a deeply nested document can't exhaust the stack (the handler bounds depth itself).
+  rapidjson::InsituStringStream stream(document->data());
   const rapidjson::ParseResult parsed =
-      reader.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(stream, handler);
+      reader.Parse<rapidjson::kParseInsituFlag | rapidjson::kParseIterativeFlag |
+                   rapidjson::kParseValidateEncodingFlag>(stream, handler);
   if (!parsed) {
     if (!handler.error.empty()) {
       return invalid_input("{}: {} (near byte {})", origin, handler.error, parsed.Offset());
@@ -594,6 +613,15 @@ Result<RepoData> parse_repodata(std::string_view json, std::string_view origin,
                          handler.repodata_version);
   }
   merge_twins(out.records, handler.tar_bz2());
+  // A record without a subdir of its own is in the index's (a view of the document's info.subdir).
+  if (!handler.subdir().empty()) {
+    for (Record& r : out.records) {
+      if (r.subdir.empty()) {
+        r.subdir = handler.subdir();
+      }
+    }
+  }
+  out.text = std::move(document);
   return out;
 }
 

@@ -58,9 +58,9 @@ TEST_CASE("a repodata index gives every record with the fields lockstep keeps", 
   CHECK(numpy->version == "1.26.4");
   CHECK(numpy->build == "py311h64a7726_0");
   CHECK(numpy->build_number == 3);
-  CHECK(numpy->depends == std::vector<std::string>{"python >=3.11,<3.12.0a0", "libzlib"});
-  CHECK(numpy->constrains == std::vector<std::string>{"numpy-base <0a0"});
-  CHECK(numpy->track_features == std::vector<std::string>{"a", "b", "c"});
+  CHECK(numpy->depends == std::vector<std::string_view>{"python >=3.11,<3.12.0a0", "libzlib"});
+  CHECK(numpy->constrains == std::vector<std::string_view>{"numpy-base <0a0"});
+  CHECK(numpy->track_features == std::vector<std::string_view>{"a", "b", "c"});
   CHECK(numpy->timestamp_ms == 1707225380409ULL);
   CHECK(numpy->license == "BSD-3-Clause");
   CHECK(numpy->noarch == NoArch::none);
@@ -205,4 +205,26 @@ TEST_CASE("artifact filenames split at their last two dashes", "[conda][repodata
     CAPTURE(bad);
     CHECK_FALSE(split_artifact_filename(bad));
   }
+}
+
+TEST_CASE("records view the decoded document, which they can outlive the index with", "[conda][repodata]") {
+  const std::string json =
+      fmt::format(R"({{"info": {{"subdir": "linux-64"}}, "packages.conda": {{"a-1-0.conda": {}}}}})",
+                  R"({"name": "a", "version": "1", "build": "0", "build_number": 0, "depends": ["b \u003e=1"],
+          "sha256": ")" +
+                      std::string(64, 'A') + R"("})");
+  Record kept;
+  std::shared_ptr<const std::string> text;
+  {
+    auto r = parse_repodata(json, "test");
+    REQUIRE(r);
+    REQUIRE(r->records.size() == 1);
+    kept = r->records[0];
+    text = r->text;
+  }
+  CHECK(kept.subdir == "linux-64");                              // the index's, as the record has none
+  CHECK(kept.depends == std::vector<std::string_view>{"b >=1"}); // the escape decoded in place
+  CHECK(kept.sha256 == std::string(64, 'a'));                    // lowercased in place
+  CHECK(kept.name.data() >= text->data());
+  CHECK(kept.name.data() < text->data() + text->size());
 }
