@@ -4,6 +4,7 @@
 #include "builder/lock/apt_resolver.hpp"
 #include "builder/lock/base_contents.hpp"
 #include "builder/lock/base_image.hpp"
+#include "builder/lock/conda_lock.hpp"
 #include "builder/lock/git_source.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "builder/lock/wheel_lock.hpp"
@@ -500,9 +501,10 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   lock.repos.resize(spec.repos.size());
   for (std::size_t i = 0; i < spec.repos.size(); ++i) {
     const envspec::Repo& r = spec.repos[i];
-    lock.repos[i].kind = r.kind == envspec::Repo::Kind::apt    ? "apt"
-                         : r.kind == envspec::Repo::Kind::pypi ? "pypi"
-                                                               : "wheels";
+    lock.repos[i].kind = r.kind == envspec::Repo::Kind::apt     ? "apt"
+                         : r.kind == envspec::Repo::Kind::pypi  ? "pypi"
+                         : r.kind == envspec::Repo::Kind::conda ? "conda"
+                                                                : "wheels";
     lock.repos[i].url = r.kind == envspec::Repo::Kind::wheels ? r.dir_text : r.url;
   }
   LS_TRY(lock_base(spec, store, options, lock));
@@ -515,7 +517,8 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   }
   // What the base image has installed, when packages or a stack go over it.
   std::optional<BaseMetadata> base;
-  if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty() || !spec.packages.pip.empty())) {
+  if (is_image_base(spec) && (spec.stack || !spec.packages.apt.empty() || !spec.packages.pip.empty() ||
+                              !spec.packages.conda.empty())) {
     LS_TRY_ASSIGN(OpenedBase opened, open_base_image(spec, store, options.registry, lock.base));
     LS_TRY_ASSIGN(base, read_base_metadata(opened, store));
     if (!spec.packages.apt.empty() || spec.stack) {
@@ -554,6 +557,7 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
     }
   }
   LS_TRY(lock_git(effective, store, options, lock));
+  LS_TRY(lock_conda(effective, store, options, base ? &*base : nullptr, lock));
   LS_TRY(lock_wheels(effective, lock, store, options, base ? &*base : nullptr));
   relative_urls(spec, lock);
   envspec::sort_artifacts(lock.artifacts);

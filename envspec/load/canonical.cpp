@@ -77,13 +77,18 @@ std::optional<json> repos_form(const Spec& spec) {
     case Repo::Kind::wheels:
       repos.push_back(json{{"wheels", canonical_path(r.dir, r.dir_text, spec.dir)}});
       break;
+    case Repo::Kind::conda:
+      repos.push_back(r.subdirs.empty() ? json{{"conda", r.url}}
+                                        : json{{"conda", r.url}, {"subdirs", r.subdirs}});
+      break;
     }
   }
   return repos;
 }
 
+// conda packages appear only when there are some, so specs without them keep their digests.
 std::optional<json> packages_form(const Spec& spec) {
-  if (spec.packages.apt.empty() && spec.packages.pip.empty()) {
+  if (spec.packages.apt.empty() && spec.packages.pip.empty() && spec.packages.conda.empty()) {
     return std::nullopt;
   }
   json packages = json::object();
@@ -98,7 +103,30 @@ std::optional<json> packages_form(const Spec& spec) {
     }
     packages[list == &spec.packages.apt ? "apt" : "pip"] = std::move(names);
   }
+  if (!spec.packages.conda.empty()) {
+    json specs = json::array();
+    for (const PackageRequest& p : spec.packages.conda) {
+      specs.push_back(p.text);
+    }
+    packages["conda"] = std::move(specs);
+  }
   return packages;
+}
+
+// Absent while every setting is its default.
+std::optional<json> conda_form(const Spec& spec) {
+  const CondaSettings& c = spec.conda;
+  json out = json::object();
+  if (c.prefix != CondaSettings{}.prefix) {
+    out["prefix"] = c.prefix;
+  }
+  if (c.channel_priority != CondaSettings{}.channel_priority) {
+    out["channel_priority"] = c.channel_priority;
+  }
+  if (!c.virtual_packages.empty()) {
+    out["virtual_packages"] = c.virtual_packages;
+  }
+  return out.empty() ? std::nullopt : std::optional<json>(std::move(out));
 }
 
 std::optional<json> stack_form(const Spec& spec) {
@@ -220,6 +248,7 @@ const std::map<std::string_view, Rule>& rules() {
       {"base", [](const Spec& s) -> std::optional<json> { return base_form(s); }},
       {"repos", repos_form},
       {"packages", packages_form},
+      {"conda", conda_form},
       {"stack", stack_form},
       {"copy", [](const Spec& s) -> std::optional<json> { return copy_form(s); }},
       {"run", run_form},

@@ -37,6 +37,9 @@ void SchemaWalker::walk(const Node& root, Spec& spec) {
       repos(v, spec.repos);
     } else if (key == "packages") {
       packages(v, spec.packages);
+    } else if (key == "conda") {
+      spec.conda.location = e.key_location;
+      conda(v, spec.conda);
     } else if (key == "stack") {
       spec.stack.emplace();
       spec.stack->location = e.key_location;
@@ -91,6 +94,10 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
     error(spec.packages.pip.front().location, "packages.pip",
           "needs a Python package index or wheelhouse in 'repos', e.g. {pypi: https://pypi.org/simple} or "
           "{wheels: ./wheelhouse}");
+  }
+  if (!spec.packages.conda.empty() && repos_valid && !has_repo(Repo::Kind::conda)) {
+    error(spec.packages.conda.front().location, "packages.conda",
+          "needs a conda channel in 'repos', e.g. {conda: https://conda.anaconda.org/conda-forge}");
   }
   if (spec.stack && repos_valid) {
     const StackRequest& st = *spec.stack;

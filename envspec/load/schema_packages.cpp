@@ -1,6 +1,7 @@
 // `packages:` (docs/spec.md): apt names and pip requirements, and the project files a pip item
 // may name (requirements files, pyproject.toml, environment.yml).
 #include "envspec/load/schema_walker.hpp"
+#include "support/conda/match_spec.hpp"
 #include "support/python/pep508.hpp"
 #include "support/system/fs.hpp"
 
@@ -11,14 +12,15 @@
 
 namespace lockstep::envspec::detail {
 
-// `packages: {apt: [NAME[:ARCH][=VERSION]...], pip: [REQUIREMENT... | {requirements: FILE}]}`.
+// `packages: {apt: [NAME[:ARCH][=VERSION]...], pip: [REQUIREMENT... | {requirements: FILE}],
+// conda: [MATCHSPEC...]}`.
 void SchemaWalker::packages(const Node& v, Packages& out) {
-  if (!expect_map(v, "packages", "a map {apt: [...], pip: [...]}")) {
+  if (!expect_map(v, "packages", "a map {apt: [...], pip: [...], conda: [...]}")) {
     return;
   }
   for (const MapEntry& e : v.entries) {
     const std::string path = child_path("packages", e.key);
-    if (e.key != "apt" && e.key != "pip") {
+    if (e.key != "apt" && e.key != "pip" && e.key != "conda") {
       unknown_key(e, "packages", m_shapes.packages);
       continue;
     }
@@ -30,6 +32,10 @@ void SchemaWalker::packages(const Node& v, Packages& out) {
       const std::string ipath = item_path(path, i);
       if (e.key == "pip" && item.is_map()) {
         pip_file(item, ipath, out);
+        continue;
+      }
+      if (e.key == "conda") {
+        conda_package(item, ipath, out);
         continue;
       }
       const std::string* s =
@@ -63,6 +69,27 @@ void SchemaWalker::packages(const Node& v, Packages& out) {
       out.apt.push_back(std::move(req));
     }
   }
+}
+
+// `packages.conda[i]`: a MatchSpec, read as conda reads what people type (strict: `numpy 1.2` is
+// exact, `numpy=1.2` a prefix, `*.*` refused); the caret points at the byte that is wrong.
+void SchemaWalker::conda_package(const Node& item, const std::string& path, Packages& out) {
+  const std::string* s = nonempty_string(item, path, "a conda MatchSpec, e.g. numpy>=1.26");
+  if (s == nullptr) {
+    return;
+  }
+  conda::ParseResult<conda::MatchSpec> spec = conda::MatchSpec::parse(*s, conda::SpecMode::strict);
+  if (!spec) {
+    const std::size_t at = std::min(spec.error().offset, s->size() == 0 ? 0 : s->size() - 1);
+    error(sub_location(item, at, 1), path,
+          fmt::format("invalid conda package '{}': {}", *s, spec.error().message));
+    return;
+  }
+  PackageRequest req;
+  req.text = *s;
+  req.name = spec->name().str();
+  req.location = item.location;
+  out.conda.push_back(std::move(req));
 }
 
 // `packages.pip[i]` as a map: a file of requirements. {requirements: FILE}, {pyproject: FILE,

@@ -11,7 +11,7 @@
 namespace lockstep::envspec::detail {
 
 // `repos: [{apt: URL, suite | suites, components, keyring} | {apt: URL, flat: true, keyring} |
-// {pypi: URL} | {wheels: DIR}]`, in priority order.
+// {pypi: URL} | {wheels: DIR} | {conda: CHANNEL, subdirs}]`, in priority order.
 void SchemaWalker::repos(const Node& v, std::vector<Repo>& out) {
   if (!expect_list(v, "repos")) {
     return;
@@ -19,7 +19,8 @@ void SchemaWalker::repos(const Node& v, std::vector<Repo>& out) {
   for (std::size_t i = 0; i < v.items.size(); ++i) {
     const Node& item = v.items[i];
     const std::string path = item_path("repos", i);
-    constexpr std::string_view expected = "a map {apt: URL, ...}, {pypi: URL} or {wheels: DIR}";
+    constexpr std::string_view expected =
+        "a map {apt: URL, ...}, {pypi: URL}, {wheels: DIR} or {conda: CHANNEL}";
     if (!expect_map(item, path, expected)) {
       continue;
     }
@@ -66,10 +67,81 @@ void SchemaWalker::repos(const Node& v, std::vector<Repo>& out) {
       if (ok) {
         out.push_back(std::move(repo));
       }
+    } else if (const MapEntry* channel = item.find("conda")) {
+      repo.kind = Repo::Kind::conda;
+      if (conda_repo(*channel, item, path, repo)) {
+        out.push_back(std::move(repo));
+      }
     } else {
-      error(item.location, path, fmt::format("expected {}: the map has none of apt, pypi, wheels", expected));
+      error(item.location, path,
+            fmt::format("expected {}: the map has none of apt, pypi, wheels, conda", expected));
     }
   }
+}
+
+// `{conda: CHANNEL, subdirs: [...]}`: a URL, or a channel name on anaconda.org (`conda-forge`,
+// `nvidia/label/cuda-12.1.0`). Credentials never go in the spec, whose text goes into locks and
+// images: a token (`/t/TOKEN/`) or a user in the URL is refused (docs/conda.md, "Channels").
+bool SchemaWalker::conda_repo(const MapEntry& channel, const Node& item, const std::string& path,
+                              Repo& repo) {
+  const std::string key_path = child_path(path, "conda");
+  bool ok = true;
+  for (const MapEntry& e : item.entries) {
+    if (e.key != "conda" && e.key != "subdirs") {
+      unknown_key(e, path, m_shapes.repo_conda);
+      ok = false;
+    }
+  }
+  const std::string* s = nonempty_string(channel.value, key_path, "a channel URL or name");
+  if (s == nullptr) {
+    return false;
+  }
+  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._-]*(/label/[A-Za-z0-9._-]+)?");
+  static const std::regex token_re(".*/t/[^/]+/.*");
+  static const std::regex userinfo_re("[A-Za-z][A-Za-z0-9+.-]*://[^/@]*@.*");
+  if (std::regex_match(*s, name_re)) {
+    repo.url_text = *s;
+    repo.url = "https://conda.anaconda.org/" + *s;
+  } else if (std::regex_match(*s, token_re) || std::regex_match(*s, userinfo_re)) {
+    error(channel.value.location, key_path,
+          "a channel URL with a token or a user in it: the spec's text goes into the lock and the image; "
+          "give the credentials in ~/.netrc or LOCKSTEP_CONDA_TOKENS instead (docs/conda.md, \"Channels\")");
+    return false;
+  } else if (!repo_url(channel.value, key_path, repo)) {
+    return false;
+  }
+  if (const MapEntry* subdirs = item.find("subdirs")) {
+    const std::string spath = child_path(path, "subdirs");
+    if (expect_list(subdirs->value, spath, "a list of subdirs, e.g. [linux-64, noarch]")) {
+      static const std::regex subdir_re("noarch|[a-z0-9]+-[a-z0-9]+");
+      for (std::size_t i = 0; i < subdirs->value.items.size(); ++i) {
+        const Node& sd = subdirs->value.items[i];
+        const std::string* name = nonempty_string(sd, item_path(spath, i), "a subdir");
+        if (name == nullptr || name->size() > 32 || !std::regex_match(*name, subdir_re)) {
+          if (name != nullptr) {
+            error(sd.location, item_path(spath, i),
+                  fmt::format(
+                      "invalid subdir '{}': expected noarch or OS-ARCH such as linux-64 or linux-aarch64",
+                      *name));
+          }
+          ok = false;
+        } else if (std::find(repo.subdirs.begin(), repo.subdirs.end(), *name) != repo.subdirs.end()) {
+          error(sd.location, item_path(spath, i), fmt::format("subdir '{}' is listed twice", *name));
+          ok = false;
+        } else {
+          repo.subdirs.push_back(*name);
+        }
+      }
+      if (subdirs->value.items.empty()) {
+        error(subdirs->value.location, spath,
+              "an empty list: leave subdirs out for the platform's and noarch");
+        ok = false;
+      }
+    } else {
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 // A repository URL: http://, https:// or file://; a plain path is taken relative to the spec.

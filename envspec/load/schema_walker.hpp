@@ -3,7 +3,7 @@
 // tree key by key into a Spec and reports every problem with its location. Its member functions
 // are defined per section of the spec (docs/spec.md "Keys"), one file each: schema.cpp (the walk,
 // `name`, `platform`, the rules that span keys), schema_base.cpp, schema_repos.cpp (with
-// `mirrors`), schema_packages.cpp, schema_stack.cpp, schema_copy.cpp, schema_config.cpp (`env`,
+// `mirrors`), schema_packages.cpp, schema_conda.cpp, schema_stack.cpp, schema_copy.cpp, schema_config.cpp (`env`,
 // `labels`, `entrypoint`, `cmd`, `workdir`, `user`), schema_run.cpp and schema_outputs.cpp. Not part
 // of envspec's public API.
 #include "envspec/load/options.hpp"
@@ -68,6 +68,7 @@ private:
   bool local_url_confined(const Node& v, const std::string& path, const std::string& text);
   bool apt_repo(const Node& item, const std::string& path, Repo& repo);
   bool apt_repo_key(const MapEntry& e, const std::string& path, Repo& repo);
+  bool conda_repo(const MapEntry& channel, const Node& item, const std::string& path, Repo& repo);
   const std::string* apt_suite(const Node& v, const std::string& path);
   void mirrors(const Node& v, std::vector<std::string>& out);
 
@@ -75,6 +76,10 @@ private:
   // `packages:` and the project files it names (schema_packages.cpp)
   void packages(const Node& v, Packages& out);
   void pip_file(const Node& item, const std::string& path, Packages& out);
+  void conda_package(const Node& item, const std::string& path, Packages& out);
+
+  // `conda:` (schema_conda.cpp)
+  void conda(const Node& v, CondaSettings& out);
   std::optional<std::pair<std::string, std::string>>
   pip_file_text(const MapEntry& file, const std::string& key_path, std::string_view what);
   static PackageRequest pip_request(const ImportedRequirement& r, const SourceLocation& where);

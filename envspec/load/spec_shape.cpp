@@ -24,6 +24,7 @@ struct AllShapes : Shapes {
   Shape repos, repo, repo_apt_dists, repo_apt_suites, apt_suites, repo_apt_flat, repo_url, apt_suite,
       apt_components, apt_component, flat_false, flat_true;
   Shape apt_list, apt_package, pip_list, pip_item, pip_requirement;
+  Shape conda_channel, conda_subdir, conda_subdirs, conda_list, conda_spec, conda_priority, conda_virtual;
   Shape constraint, mpi, framework, cuda_flavor, git_url, rev;
   Shape copy, copy_host, copy_git, mode, owner;
   Shape run, run_item, command, network;
@@ -213,10 +214,27 @@ AllShapes::AllShapes() {
       .doc = "A local directory of .whl files.",
       .keys = {
           {.name = "wheels", .shape = &host_path, .doc = "The directory.", .presence = Presence::required}}};
-  repo = {.kind = Kind::one_of,
-          .name = "repository",
-          .doc = "An apt repository, a Python package index or a wheelhouse.",
-          .forms = {&repo_apt_dists, &repo_apt_suites, &repo_apt_flat, &repo_pypi, &repo_wheels}};
+  conda_channel = {.name = "condaChannel",
+                   .doc = "A channel: a URL (https://conda.anaconda.org/conda-forge, a label "
+                          ".../label/NAME, file://DIR) or a name on anaconda.org (conda-forge, nvidia).",
+                   .pattern =
+                       R"(^((https?|file)://.*|[A-Za-z0-9][A-Za-z0-9._-]*(/label/[A-Za-z0-9._-]+)?)$)"};
+  conda_subdir = {.pattern = R"(^(noarch|[a-z0-9]+-[a-z0-9]+)$)", .max_length = 32};
+  conda_subdirs = {.kind = Kind::list, .non_empty = true, .items = &conda_subdir};
+  repo_conda = {
+      .kind = Kind::map,
+      .name = "repoConda",
+      .doc = "A conda channel; noarch is always read.",
+      .keys = {
+          {.name = "conda", .shape = &conda_channel, .doc = "The channel.", .presence = Presence::required},
+          {.name = "subdirs",
+           .shape = &conda_subdirs,
+           .doc = "The subdirs to read, e.g. [linux-64, noarch]; default: the platform's and noarch."}}};
+  repo = {
+      .kind = Kind::one_of,
+      .name = "repository",
+      .doc = "An apt repository, a Python package index, a wheelhouse or a conda channel.",
+      .forms = {&repo_apt_dists, &repo_apt_suites, &repo_apt_flat, &repo_pypi, &repo_wheels, &repo_conda}};
   repos = {.kind = Kind::list, .items = &repo};
 
   // ---- packages -----------------------------------------------------------------------------------
@@ -257,15 +275,45 @@ AllShapes::AllShapes() {
                          .presence = Presence::required}}};
   pip_item = {.kind = Kind::one_of, .forms = {&pip_requirement, &requirements, &pyproject, &conda_env}};
   pip_list = {.kind = Kind::list, .items = &pip_item};
+  conda_spec = {
+      .doc = "A conda MatchSpec: python=3.11, numpy>=1.26, conda-forge::pytorch=2.3.1, blas=*=openblas, "
+             "pkg[version='>=1,<2',build=*cuda*].",
+      .non_empty = true};
+  conda_list = {.kind = Kind::list, .items = &conda_spec};
   packages = {
       .kind = Kind::map,
       .name = "packages",
       .keys = {
           {.name = "apt", .shape = &apt_list, .doc = "Debian packages, resolved into the lock."},
+          {.name = "conda",
+           .shape = &conda_list,
+           .doc = "conda packages (MatchSpecs), solved from the conda channels in `repos` into the lock."},
           {.name = "pip",
            .shape = &pip_list,
            .doc = "Python requirements (PEP 508), {requirements: FILE}, {pyproject: FILE, extras: [...]} "
                   "or {conda-env: FILE}; resolved with their dependencies into the lock."},
+      }};
+
+  // ---- conda ----------------------------------------------------------------------------------------
+  conda_priority = {.values = {"strict", "flexible"}};
+  conda_virtual = {
+      .kind = Kind::dict, .key_pattern = "^(glibc|linux|archspec|cuda)$", .value = &scalar_value};
+  conda = {
+      .kind = Kind::map,
+      .name = "conda",
+      .doc = "How the conda environment is solved and where it goes.",
+      .keys = {
+          {.name = "prefix",
+           .shape = &image_path,
+           .doc = "The environment's path in the image; default /opt/conda."},
+          {.name = "channel_priority",
+           .shape = &conda_priority,
+           .doc = "strict (default): a package comes from the first channel that has it; flexible: "
+                  "from any channel, the channel order first."},
+          {.name = "virtual_packages",
+           .shape = &conda_virtual,
+           .doc = "What the image offers the solve instead of what lockstep reads from it: glibc, linux, "
+                  "archspec, cuda to a version, or \"\" to leave one out."},
       }};
 
   // ---- stack ----------------------------------------------------------------------------------------
@@ -427,8 +475,9 @@ AllShapes::AllShapes() {
           {.name = "base", .shape = &base, .doc = "The image the layers go on; default scratch."},
           {.name = "repos",
            .shape = &repos,
-           .doc = "apt repositories, Python indexes and wheelhouses, in priority order."},
-          {.name = "packages", .shape = &packages, .doc = "apt and pip packages to install."},
+           .doc = "apt repositories, Python indexes, wheelhouses and conda channels, in priority order."},
+          {.name = "packages", .shape = &packages, .doc = "apt, pip and conda packages to install."},
+          {.name = "conda", .shape = &conda, .doc = "The conda environment's prefix and solve."},
           {.name = "copy", .shape = &copy, .doc = "Files from the host, or git sources, copied in order."},
           {.name = "run", .shape = &run, .doc = "Build steps run in the sandbox; each gives a layer."},
           {.name = "env", .shape = &env, .doc = "Environment variables of the image."},

@@ -101,6 +101,8 @@ struct Shapes {
   Shape repo_apt;     ///< an apt repository in `repos` (with a suite, several suites, or flat)
   Shape repo_pypi;    ///< a Python package index in `repos`
   Shape repo_wheels;  ///< a wheelhouse in `repos`
+  Shape repo_conda;   ///< a conda channel in `repos`
+  Shape conda;        ///< `conda`
   Shape packages;     ///< `packages`
   Shape requirements; ///< a `packages.pip` item that imports a requirements file
   Shape pyproject;    ///< a `packages.pip` item that imports a pyproject.toml

@@ -160,6 +160,8 @@ public:
       key = "deb\n" + a.name + "\n" + a.arch;
     } else if (a.kind == "wheel") {
       key = "wheel\n" + normalize_project_name(a.name);
+    } else if (a.kind == "conda") {
+      key = "conda\n" + a.name;
     } else {
       key = "git\n" + a.name + "\n" + a.rev;
     }
@@ -173,6 +175,7 @@ public:
     }
     const std::string shown = a.kind == "deb"     ? fmt::format("deb package '{}' ({})", a.name, a.arch)
                               : a.kind == "wheel" ? fmt::format("wheel project '{}'", a.name)
+                              : a.kind == "conda" ? fmt::format("conda package '{}'", a.name)
                                                   : fmt::format("git repository '{}' at '{}'", a.name, a.rev);
     r.fail(path, fmt::format("duplicate {}, first at artifacts[{}]; a lock holds one artifact for each",
                              shown, it->second));
@@ -181,6 +184,74 @@ public:
 private:
   std::map<std::string, std::size_t> m_first; // key -> index of its first artifact
 };
+
+// The rest of a conda artifact's record (its build, subdir and md5 are written before it).
+void conda_record_json(const LockedCondaRecord& c, ordered& j) {
+  j["depends"] = c.depends;
+  if (!c.constrains.empty()) {
+    j["constrains"] = c.constrains;
+  }
+  if (!c.track_features.empty()) {
+    j["track-features"] = c.track_features;
+  }
+  if (!c.noarch.empty()) {
+    j["noarch"] = c.noarch;
+  }
+  if (c.timestamp != 0) {
+    j["timestamp"] = c.timestamp;
+  }
+  if (!c.license.empty()) {
+    j["license"] = c.license;
+  }
+  if (!c.python_site_packages_path.empty()) {
+    j["python-site-packages-path"] = c.python_site_packages_path;
+  }
+}
+
+bool is_lower_hex(std::string_view s, std::size_t len) {
+  return s.size() == len && std::all_of(s.begin(), s.end(), [](char ch) {
+           return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+         });
+}
+
+LockedCondaRecord read_conda_record(const LockReader& r, const json& j, const std::string& path) {
+  LockedCondaRecord c;
+  c.build = r.str(j, path, "build");
+  const std::int64_t build_number = r.integer(j, path, "build-number");
+  if (build_number < 0) {
+    r.fail(path + ".build-number", "negative");
+  }
+  c.build_number = static_cast<std::uint64_t>(build_number);
+  c.subdir = r.str(j, path, "subdir");
+  c.md5 = r.str(j, path, "md5");
+  if (!c.md5.empty() && !is_lower_hex(c.md5, 32)) {
+    r.fail(path + ".md5", "expected 32 lowercase hex digits");
+  }
+  if (c.build.empty() || c.subdir.empty()) {
+    r.fail(path, "a conda package needs build and subdir");
+  }
+  c.depends = r.strings(j, path, "depends");
+  if (j.contains("constrains")) {
+    c.constrains = r.strings(j, path, "constrains");
+  }
+  if (j.contains("track-features")) {
+    c.track_features = r.strings(j, path, "track-features");
+  }
+  c.noarch = r.str(j, path, "noarch", true);
+  if (!c.noarch.empty() && c.noarch != "generic" && c.noarch != "python") {
+    r.fail(path + ".noarch", fmt::format("expected generic or python, found '{}'", c.noarch));
+  }
+  if (j.contains("timestamp")) {
+    const std::int64_t ts = r.integer(j, path, "timestamp");
+    if (ts < 0) {
+      r.fail(path + ".timestamp", "negative");
+    }
+    c.timestamp = static_cast<std::uint64_t>(ts);
+  }
+  c.license = r.str(j, path, "license", true);
+  c.python_site_packages_path = r.str(j, path, "python-site-packages-path", true);
+  return c;
+}
 
 LockedStack read_stack(const LockReader& r, const json& j) {
   r.only_keys(j, "stack",
@@ -267,6 +338,9 @@ json lock_inputs(const Spec& spec) {
   if (spec.canonical.contains("stack")) {
     in["stack"] = spec.canonical["stack"];
   }
+  if (spec.canonical.contains("conda") && !spec.packages.conda.empty()) { // the prefix is in the records
+    in["conda"] = spec.canonical["conda"];
+  }
   json git = json::array();
   for (const json& c : spec.canonical["copy"]) {
     if (c.contains("git")) {
@@ -300,6 +374,10 @@ std::vector<std::string> describe_input_changes(const json& locked, const json& 
   const json& np = now.contains("packages") ? now["packages"] : empty;
   diff_sets(string_set(lp, "apt"), string_set(np, "apt"), "packages.apt", out);
   diff_sets(string_set(lp, "pip"), string_set(np, "pip"), "packages.pip", out);
+  diff_sets(string_set(lp, "conda"), string_set(np, "conda"), "packages.conda", out);
+  if (value(locked, "conda") != value(now, "conda")) {
+    out.push_back(fmt::format("conda: {} -> {}", value(locked, "conda"), value(now, "conda")));
+  }
   diff_sets(string_set(locked, "git"), string_set(now, "git"), "copy (git)", out);
   if (value(locked, "stack") != value(now, "stack")) {
     out.push_back(fmt::format("stack: {} -> {}", value(locked, "stack"), value(now, "stack")));
@@ -319,7 +397,7 @@ fs::path default_lock_path(const fs::path& spec_file) {
 }
 
 void sort_artifacts(std::vector<LockedArtifact>& artifacts) {
-  static const std::vector<std::string> kinds = {"deb", "wheel", "git"};
+  static const std::vector<std::string> kinds = {"deb", "wheel", "conda", "git"};
   static const std::vector<std::string> groups = {"base", "mpi", "cuda", "python", "app"};
   const auto rank = [](const std::vector<std::string>& order, const std::string& s) {
     return static_cast<std::size_t>(std::find(order.begin(), order.end(), s) - order.begin());
@@ -409,6 +487,8 @@ std::string render_lock(const Lock& lock) {
       j["components"] = r.components;
       j["release-date"] = r.release_date;
       j["release-sha256"] = r.release_sha256;
+    } else if (r.kind == "conda") {
+      j["subdirs"] = r.subdirs;
     }
     out += (i == 0 ? "\n    " : ",\n    ") + json_line(j);
   }
@@ -420,6 +500,11 @@ std::string render_lock(const Lock& lock) {
     j["kind"] = a.kind;
     j["name"] = a.name;
     j["version"] = a.version;
+    if (a.conda) {
+      j["build"] = a.conda->build;
+      j["build-number"] = a.conda->build_number;
+      j["subdir"] = a.conda->subdir;
+    }
     if (!a.arch.empty()) {
       j["arch"] = a.arch;
     }
@@ -431,12 +516,18 @@ std::string render_lock(const Lock& lock) {
     }
     j["size"] = a.size;
     j["sha256"] = a.sha256.hex();
+    if (a.conda) {
+      j["md5"] = a.conda->md5;
+    }
     j["url"] = a.url;
     if (a.repo >= 0) {
       j["repo"] = a.repo;
     }
     if (!a.reason.empty()) {
       j["reason"] = a.reason;
+    }
+    if (a.conda) {
+      conda_record_json(*a.conda, j);
     }
     out += (i == 0 ? "\n    " : ",\n    ") + json_line(j);
   }
@@ -492,15 +583,21 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     for (std::size_t i = 0; i < repos.size(); ++i) {
       const std::string path = fmt::format("repos[{}]", i);
       const json& j = repos[i];
-      r.only_keys(j, path,
-                  {"kind", "url", "suite", "suites", "components", "release-date", "release-sha256"});
+      r.only_keys(
+          j, path,
+          {"kind", "url", "suite", "suites", "components", "release-date", "release-sha256", "subdirs"});
       LockedRepo repo;
       repo.kind = r.str(j, path, "kind");
-      if (repo.kind != "apt" && repo.kind != "pypi" && repo.kind != "wheels") {
-        r.fail(path + ".kind", fmt::format("expected apt, pypi or wheels, found '{}'", repo.kind));
+      if (repo.kind != "apt" && repo.kind != "pypi" && repo.kind != "wheels" && repo.kind != "conda") {
+        r.fail(path + ".kind", fmt::format("expected apt, pypi, wheels or conda, found '{}'", repo.kind));
       }
-      if (repo.kind != "apt") {
+      if (repo.kind == "conda") {
+        r.only_keys(j, path, {"kind", "url", "subdirs"});
+        repo.subdirs = r.strings(j, path, "subdirs");
+      } else if (repo.kind != "apt") {
         r.only_keys(j, path, {"kind", "url"}); // suites, components and Release files are apt's
+      } else if (j.contains("subdirs")) {
+        r.fail(path + ".subdirs", "only a conda channel has subdirs");
       }
       repo.url = r.str(j, path, "url");
       repo.suite = r.str(j, path, "suite", true);
@@ -550,13 +647,21 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     for (std::size_t i = 0; i < artifacts.size(); ++i) {
       const std::string path = fmt::format("artifacts[{}]", i);
       const json& j = artifacts[i];
-      r.only_keys(
-          j, path,
-          {"kind", "name", "version", "arch", "group", "rev", "size", "sha256", "url", "repo", "reason"});
       LockedArtifact a;
       a.kind = r.str(j, path, "kind");
-      if (a.kind != "deb" && a.kind != "wheel" && a.kind != "git") {
-        r.fail(path + ".kind", fmt::format("expected deb, wheel or git, found '{}'", a.kind));
+      if (a.kind == "conda") {
+        r.only_keys(j, path,
+                    {"kind", "name", "version", "build", "build-number", "subdir", "size", "sha256", "md5",
+                     "url", "repo", "reason", "depends", "constrains", "track-features", "noarch",
+                     "timestamp", "license", "python-site-packages-path"});
+        a.conda = read_conda_record(r, j, path);
+      } else {
+        r.only_keys(
+            j, path,
+            {"kind", "name", "version", "arch", "group", "rev", "size", "sha256", "url", "repo", "reason"});
+      }
+      if (a.kind != "deb" && a.kind != "wheel" && a.kind != "git" && a.kind != "conda") {
+        r.fail(path + ".kind", fmt::format("expected deb, wheel, conda or git, found '{}'", a.kind));
       }
       a.name = r.str(j, path, "name");
       a.version = r.str(j, path, "version");
@@ -587,6 +692,9 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       }
       if (a.kind == "deb" && (a.arch.empty() || a.group.empty() || a.repo < 0)) {
         r.fail(path, "a deb needs arch, group and repo");
+      }
+      if (a.kind == "conda" && (a.repo < 0 || lock.repos[static_cast<std::size_t>(a.repo)].kind != "conda")) {
+        r.fail(path + ".repo", "a conda package needs repo, the index of a conda channel in repos");
       }
       if (a.kind == "git" && !valid_commit(a.version)) {
         r.fail(path + ".version", "a git artifact's version is a full 40-hex commit id");

@@ -25,7 +25,7 @@ inline constexpr int k_lock_schema = 1;
 
 /// One repository as it was when the lock was made.
 struct LockedRepo {
-  std::string kind; ///< "apt", "pypi" or "wheels"
+  std::string kind; ///< "apt", "pypi", "wheels" or "conda"
   std::string url;  ///< apt/pypi URL, or the wheelhouse path as in the spec
   /// One suite's Release, for a repository with several suites.
   struct SuiteRelease {
@@ -41,11 +41,30 @@ struct LockedRepo {
   /// apt with several suites (`suites:` in the spec): each suite's Release, in the spec's order;
   /// then `suite` and release_* are empty. Empty for one suite, so those locks read as before.
   std::vector<SuiteRelease> suites = {};
+  /// conda: the subdirs read, e.g. [linux-64, noarch].
+  std::vector<std::string> subdirs = {};
+};
+
+/// A conda package's record as its channel's index had it when locked (after the channel's repodata
+/// patches): what the solve used, what a build checks, and what conda-meta records in the image.
+struct LockedCondaRecord {
+  std::string build;
+  std::uint64_t build_number = 0;
+  std::string subdir; ///< "linux-64", "noarch", ...
+  std::string md5;    ///< of the archive, 32 hex digits ("" when the index had none)
+  std::vector<std::string> depends;
+  std::vector<std::string> constrains;
+  std::vector<std::string> track_features;
+  std::string noarch;          ///< "", "generic" or "python"
+  std::uint64_t timestamp = 0; ///< build time, ms (0 when the index had none)
+  std::string license;
+  std::string python_site_packages_path; ///< only on python records
+  bool operator==(const LockedCondaRecord&) const = default;
 };
 
 /// One pinned artifact.
 struct LockedArtifact {
-  std::string kind;    ///< "deb", "wheel" or "git"
+  std::string kind;    ///< "deb", "wheel", "conda" or "git"
   std::string name;    ///< package name; git: the repository URL as in the spec
   std::string version; ///< Debian/PEP 440 version; git: the commit id
   std::string arch;    ///< deb: amd64/all/...; wheel: the wheel's tags; git: empty
@@ -56,6 +75,7 @@ struct LockedArtifact {
   int repo = -1;      ///< index into Lock::repos (-1 for git)
   std::string rev;    ///< git: the rev the spec asked for
   std::string reason; ///< why it is in the lock ("requested", "openmpi-bin (Depends)")
+  std::optional<LockedCondaRecord> conda; ///< conda: the rest of its record
 };
 
 /// One component the stack solver chose (docs/spec.md, `stack:`).

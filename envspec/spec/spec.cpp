@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 bool Spec::needs_lock() const {
   return base.kind == BaseImage::Kind::debian || base.kind == BaseImage::Kind::registry ||
-         !packages.apt.empty() || !packages.pip.empty() || stack.has_value() ||
+         !packages.apt.empty() || !packages.pip.empty() || !packages.conda.empty() || stack.has_value() ||
          std::any_of(copy.begin(), copy.end(), [](const CopyItem& c) { return !c.git.empty(); });
 }
 

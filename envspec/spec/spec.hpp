@@ -84,9 +84,11 @@ struct BaseImage {
 
 /// One `repos:` entry.
 struct Repo {
-  enum class Kind { apt, pypi, wheels };
+  enum class Kind { apt, pypi, wheels, conda };
   Kind kind = Kind::apt;
-  std::string url; ///< apt/pypi: the URL (http, https or file); wheels: unused
+  /// apt/pypi: the URL (http, https or file); conda: the channel's URL (a bare name such as
+  /// `conda-forge` made https://conda.anaconda.org/conda-forge); wheels: unused
+  std::string url;
   std::string url_text;
   std::string suite; ///< apt: the suite or codename (empty for a flat repository or several suites)
   /// apt: every suite, in the spec's order, all with the entry's priority (`suites: [jammy,
@@ -105,6 +107,8 @@ struct Repo {
   std::string keyring_text;
   std::filesystem::path dir; ///< wheels: a local directory of .whl files (absolute)
   std::string dir_text;
+  /// conda: the subdirs read (`subdirs: [linux-64, noarch]`); empty: the platform's and noarch.
+  std::vector<std::string> subdirs;
   SourceLocation location;
 };
 
@@ -142,6 +146,22 @@ struct PackageRequest {
 struct Packages {
   std::vector<PackageRequest> apt;
   std::vector<PackageRequest> pip;
+  /// conda MatchSpecs (`python=3.11`, `conda-forge::numpy>=1.26`, `blas=*=openblas`): `text` as
+  /// written, `name` the package name (support/conda/match_spec.hpp reads the rest).
+  std::vector<PackageRequest> conda;
+};
+
+/// The `conda:` section: how the conda environment is solved and where it goes.
+struct CondaSettings {
+  std::string prefix = "/opt/conda"; ///< `prefix:` the environment's absolute path in the image
+  /// `channel_priority:` strict (default: a name's records come from the first channel that has
+  /// it) or flexible (every channel's records, the channel order first).
+  std::string channel_priority = "strict";
+  /// `virtual_packages:` overrides of what the image provides (docs/conda.md, "Virtual packages"):
+  /// "glibc", "linux", "archspec", "cuda" to a version ("2.28", "5.10", "x86_64_v3", "12.4"), or
+  /// "" to leave it out.
+  std::map<std::string, std::string> virtual_packages;
+  SourceLocation location;
 };
 
 /// The `outputs:` section; every path is absolute.
@@ -203,6 +223,7 @@ struct Spec {
   BaseImage base;
   std::vector<Repo> repos; ///< in priority order
   Packages packages;
+  CondaSettings conda;               ///< `conda:` (its defaults when the spec has none)
   std::optional<StackRequest> stack; ///< `stack:`, when the spec has one
   std::vector<CopyItem> copy;
   std::vector<RunStep> run;                             ///< in order, after the copy layer

@@ -201,6 +201,7 @@ struct Transfer {
   std::string last_modified;              // the response's Last-Modified ("" if none)
   bool accept_not_modified = false;       // a 304 ends the transfer well (a conditional request)
   bool not_modified = false;              // ... and it came
+  bool accept_not_found = false;          // a 404 or 410 (a missing local file) ends it well, not_found set
   std::optional<curl::StallWatch> stall;  // per attempt
   // Across attempts: bytes already counted in the progress line.
   std::uint64_t reported = 0;
@@ -461,6 +462,9 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
   if (rc == CURLE_HTTP_RETURNED_ERROR) {
     if (code == 404 || code == 410) {
       t.not_found = true;
+      if (t.accept_not_found) {
+        return {};
+      }
       return fail(external_error("can't download {}: not found (HTTP {})", t.what, code));
     }
     Error e = external_error("can't download {}: the server answered HTTP {}", t.what, code);
@@ -497,6 +501,10 @@ Attempt attempt_local(const fs::path& path, Transfer& t) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) {
+      t.not_found = true;
+      if (t.accept_not_found) {
+        return {};
+      }
       return fail(io_error("can't read {}: not found", t.what));
     }
     return fail(errno_error("can't read " + t.what, errno));
@@ -641,6 +649,7 @@ Result<FetchedBody> http_get_response(const std::string& url, const FetchOptions
   t.max_size = options.max_size;
   t.sink = &sink;
   t.accept_not_modified = options.accept_not_modified;
+  t.accept_not_found = options.accept_not_found;
   EasyHandle easy;
   LS_TRY(run_transfer(easy, t, options));
   FetchedBody out;
@@ -650,6 +659,10 @@ Result<FetchedBody> http_get_response(const std::string& url, const FetchOptions
   out.etag = std::move(t.etag);
   out.last_modified = std::move(t.last_modified);
   out.not_modified = t.not_modified;
+  out.not_found = t.not_found;
+  if (out.not_found) {
+    out.body.clear(); // the server's error page
+  }
   return out;
 }
 

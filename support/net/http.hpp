@@ -42,6 +42,10 @@ struct FetchOptions {
   /// A conditional request (the caller's `headers` carry If-None-Match / If-Modified-Since): an
   /// HTTP 304 answer is then a FetchedBody with `not_modified` and no body, not an error.
   bool accept_not_modified = false;
+  /// HTTP 404 and 410 (a file: URL that doesn't exist) are a FetchedBody with `not_found` and no
+  /// body, not an error: for a caller that tries one name and then another (repodata.json.zst, then
+  /// repodata.json).
+  bool accept_not_found = false;
 };
 
 /// The local file `url` names: a plain absolute path as it is, a file:// URL percent-decoded (as
@@ -63,6 +67,7 @@ struct FetchedBody {
   std::string etag;                 ///< ETag, as sent (quotes and W/ kept), "" if none
   std::string last_modified;        ///< Last-Modified, as sent, "" if none
   bool not_modified = false;        ///< HTTP 304 to a conditional request (FetchOptions::accept_not_modified)
+  bool not_found = false; ///< HTTP 404 or 410, or no such local file (FetchOptions::accept_not_found)
 };
 
 /// http_get, with the caching headers of the final response.

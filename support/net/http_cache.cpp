@@ -149,7 +149,9 @@ Result<std::string> cached_get(const BlobStore& store, const std::string& url, c
   used(CacheUse::fetched);
   LS_TRY_ASSIGN(std::optional<std::filesystem::path> local, local_url_path(url));
   if (local) {
-    return http_get(url, options);
+    LS_TRY_ASSIGN(FetchedBody file, http_get_response(url, options));
+    used(file.not_found ? CacheUse::not_found : CacheUse::fetched);
+    return std::move(file.body);
   }
   const std::string key = cache_key(url, options);
   std::optional<Kept> kept;
@@ -173,6 +175,10 @@ Result<std::string> cached_get(const BlobStore& store, const std::string& url, c
     ask.accept_not_modified = true;
   }
   LS_TRY_ASSIGN(FetchedBody response, http_get_response(url, ask));
+  if (response.not_found) {
+    used(CacheUse::not_found);
+    return std::string();
+  }
   const std::uint64_t age = response.age.value_or(0);
   const std::optional<std::uint64_t> lifetime = cache_lifetime(response.cache_control);
   const std::int64_t fresh_for =

@@ -27,6 +27,7 @@ enum class CacheUse {
   fetched,     ///< the body came from the server
   reused,      ///< a fresh copy, no request
   revalidated, ///< a kept copy the server confirmed (HTTP 304)
+  not_found,   ///< HTTP 404/410 with FetchOptions::accept_not_found: the body is empty, nothing kept
 };
 
 /// A body from `url`: the store's fresh copy when there is one (and `refresh` is false), else the
