@@ -39,7 +39,9 @@ constexpr std::size_t k_zip64_locator_size = 20;
 constexpr std::size_t k_max_zip_comment = 0xFFFF;
 /// A .conda has three members; a few more (a future format's additions) are tolerated, not read.
 constexpr std::uint64_t k_max_zip_members = 64;
-constexpr int k_max_symlink_hops = 40; // Linux's MAXSYMLINKS
+constexpr int k_max_symlink_hops = 40;           // Linux's MAXSYMLINKS
+constexpr std::size_t k_read_chunk = 64U << 20;  // memory reserved ahead for one member
+constexpr std::size_t k_read_buffer = 64U << 10; // one archive_read_data call
 
 /// A little-endian reader over a slice of the archive, with its bounds checked by the caller.
 std::uint64_t le(std::string_view bytes, std::size_t at, std::size_t width) {
@@ -170,7 +172,8 @@ Result<ZipMember> read_central_header(std::string_view zip, const CentralDirecto
     return invalid_input("{} is compressed (method {}); a .conda's members must be STORED (CEP 35)", member,
                          method);
   }
-  if (offset + k_local_size > cd.offset || le(zip, static_cast<std::size_t>(offset), 4) != k_sig_local) {
+  if (offset > cd.offset || cd.offset - offset < k_local_size ||
+      le(zip, static_cast<std::size_t>(offset), 4) != k_sig_local) {
     return invalid_input("{} has no local header where the central directory says", member);
   }
   const auto local = static_cast<std::size_t>(offset);
@@ -297,25 +300,25 @@ Result<std::string> TarCollector::read_data(struct archive* a, std::int64_t size
                          name, m_limits.max_total_bytes);
   }
   m_bytes += static_cast<std::uint64_t>(size);
-  std::string out(static_cast<std::size_t>(size), '\0');
-  std::size_t total = 0;
+  // The header's size is a claim: memory grows with the bytes that really come, not with it.
+  const auto want = static_cast<std::size_t>(size);
+  std::string out;
+  out.reserve(std::min(want, k_read_chunk));
+  std::array<char, k_read_buffer> buf{};
   for (;;) {
-    char extra = 0;
-    char* dest = total == out.size() ? &extra : out.data() + total;
-    const std::size_t room = total == out.size() ? 1 : out.size() - total;
-    const la_ssize_t n = archive_read_data(a, dest, room);
+    const la_ssize_t n = archive_read_data(a, buf.data(), buf.size());
     if (n < 0) {
       return failure(a, where, "can't read '" + name + "'");
     }
     if (n == 0) {
       break;
     }
-    if (total == out.size()) {
+    if (static_cast<std::size_t>(n) > want - out.size()) {
       return invalid_input("{}{}: '{}' is longer than its header says", m_what, where, name);
     }
-    total += static_cast<std::size_t>(n);
+    out.append(buf.data(), static_cast<std::size_t>(n));
   }
-  if (total != out.size()) {
+  if (out.size() != want) {
     return invalid_input("{}{}: '{}' is shorter than its header says", m_what, where, name);
   }
   return out;

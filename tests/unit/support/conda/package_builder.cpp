@@ -210,46 +210,85 @@ std::string tar_bytes(const std::vector<TarMember>& members, const std::string& 
   return out;
 }
 
-std::string zip_bytes(const std::vector<ZipEntry>& entries) {
+void put64(std::string& s, std::uint64_t v) {
+  put32(s, static_cast<std::uint32_t>(v & 0xFFFFFFFFU));
+  put32(s, static_cast<std::uint32_t>(v >> 32U));
+}
+
+std::string zip_bytes(const std::vector<ZipEntry>& entries, bool zip64) {
+  constexpr std::uint32_t k_overflow = 0xFFFFFFFF;
   std::string out;
   std::string central;
   for (const ZipEntry& e : entries) {
     const std::string data = e.method == 8 ? raw_deflate(e.data) : e.data;
     const auto crc = static_cast<std::uint32_t>(
         crc32(0, reinterpret_cast<const Bytef*>(e.data.data()), static_cast<uInt>(e.data.size())));
-    const auto offset = static_cast<std::uint32_t>(out.size());
-    std::string common;
-    put16(common, 20);       // version needed
-    put16(common, 0);        // flags
-    put16(common, e.method); // method
-    put16(common, 0);        // time
-    put16(common, 0x21);     // date: 1980-01-01
-    put32(common, crc);
-    put32(common, static_cast<std::uint32_t>(data.size()));
-    put32(common, static_cast<std::uint32_t>(e.data.size()));
-    put16(common, static_cast<unsigned>(e.name.size()));
-    put16(common, 0); // extra
+    const std::uint64_t offset = out.size();
+    auto common = [&](std::size_t extra_len) {
+      std::string c;
+      put16(c, zip64 ? 45 : 20); // version needed
+      put16(c, 0);               // flags
+      put16(c, e.method);        // method
+      put16(c, 0);               // time
+      put16(c, 0x21);            // date: 1980-01-01
+      put32(c, crc);
+      put32(c, zip64 ? k_overflow : static_cast<std::uint32_t>(data.size()));
+      put32(c, zip64 ? k_overflow : static_cast<std::uint32_t>(e.data.size()));
+      put16(c, static_cast<unsigned>(e.name.size()));
+      put16(c, static_cast<unsigned>(extra_len));
+      return c;
+    };
+    std::string local_extra;
+    std::string central_extra;
+    if (zip64) {
+      put16(local_extra, 1);
+      put16(local_extra, 16);
+      put64(local_extra, e.data.size());
+      put64(local_extra, data.size());
+      put16(central_extra, 1);
+      put16(central_extra, 24);
+      put64(central_extra, e.data.size());
+      put64(central_extra, data.size());
+      put64(central_extra, offset);
+    }
     put32(out, 0x04034b50);
-    out += common + e.name + data;
+    out += common(local_extra.size()) + e.name + local_extra + data;
     put32(central, 0x02014b50);
     put16(central, 0x031e); // made by: unix, 3.0
-    central += common;
+    central += common(central_extra.size());
     put16(central, 0); // comment
     put16(central, 0); // disk
     put16(central, 0); // internal attributes
     put32(central, 0); // external attributes
-    put32(central, offset);
-    central += e.name;
+    put32(central, zip64 ? k_overflow : static_cast<std::uint32_t>(offset));
+    central += e.name + central_extra;
   }
-  const auto cd_offset = static_cast<std::uint32_t>(out.size());
+  const std::uint64_t cd_offset = out.size();
   out += central;
+  if (zip64) {
+    const std::uint64_t record = out.size();
+    put32(out, 0x06064b50);
+    put64(out, 44);
+    put16(out, 45);
+    put16(out, 45);
+    put32(out, 0);
+    put32(out, 0);
+    put64(out, entries.size());
+    put64(out, entries.size());
+    put64(out, central.size());
+    put64(out, cd_offset);
+    put32(out, 0x07064b50);
+    put32(out, 0);
+    put64(out, record);
+    put32(out, 1);
+  }
   put32(out, 0x06054b50);
   put16(out, 0);
   put16(out, 0);
-  put16(out, static_cast<unsigned>(entries.size()));
-  put16(out, static_cast<unsigned>(entries.size()));
-  put32(out, static_cast<std::uint32_t>(central.size()));
-  put32(out, cd_offset);
+  put16(out, zip64 ? 0xFFFFU : static_cast<unsigned>(entries.size()));
+  put16(out, zip64 ? 0xFFFFU : static_cast<unsigned>(entries.size()));
+  put32(out, zip64 ? k_overflow : static_cast<std::uint32_t>(central.size()));
+  put32(out, zip64 ? k_overflow : static_cast<std::uint32_t>(cd_offset));
   put16(out, 0);
   return out;
 }

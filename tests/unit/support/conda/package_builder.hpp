@@ -85,8 +85,9 @@ struct ZipEntry {
   std::uint16_t method = 0; ///< 0 stored; 8 writes the data deflated with zlib
 };
 
-/// A zip of `entries` (no zip64, no data descriptors).
-std::string zip_bytes(const std::vector<ZipEntry>& entries);
+/// A zip of `entries` (no data descriptors); with `zip64`, every size and offset goes through the
+/// zip64 extra fields and end records, as writers that force zip64 (cph) write them.
+std::string zip_bytes(const std::vector<ZipEntry>& entries, bool zip64 = false);
 
 /// A .conda of these tar members: metadata.json, pkg-STEM.tar.zst (members outside info/) and
 /// info-STEM.tar.zst (info/ members), every member stored.

@@ -322,6 +322,36 @@ TEST_CASE("a damaged, foreign or wrongly compressed .conda is refused", "[conda]
   }
 }
 
+TEST_CASE("a .conda written with zip64 records reads as the plain one", "[conda][package]") {
+  const std::vector<TarMember> members =
+      members_with(json::array({{{"_path", "lib/a"}}}), {test::tar_file("lib/a", "payload")});
+  std::vector<TarMember> info;
+  std::vector<TarMember> pkg;
+  for (const TarMember& m : members) {
+    (m.name.starts_with("info/") ? info : pkg).push_back(m);
+  }
+  const std::string zip64 = test::zip_bytes({{"metadata.json", R"({"conda_pkg_format_version": 2})"},
+                                             {"pkg-evil-1.0-0.tar.zst", test::tar_bytes(pkg, "zstd")},
+                                             {"info-evil-1.0-0.tar.zst", test::tar_bytes(info, "zstd")}},
+                                            true);
+  auto r = read_package(zip64, "evil-1.0-0.conda");
+  REQUIRE_OK(r);
+  REQUIRE(r->payload.size() == 1);
+  CHECK(r->payload[0].data == "payload");
+  if (test::have_tool("python3")) { // the peer: Python's zipfile reads the same records
+    test::TempDirFixture tmp;
+    const fs::path file = tmp.write("evil-1.0-0.conda", zip64);
+    CHECK(test::run_command(fmt::format("python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); "
+                                        "print(z.testzip(), len(z.namelist()))' '{}'",
+                                        file.string())) == "None 3\n");
+  }
+  SECTION("a zip64 end record that points nowhere") {
+    std::string broken = zip64;
+    broken[broken.size() - 22 - 20 + 8] ^= 0x40; // the locator's offset of the zip64 end record
+    CHECK_THAT(refusal(broken, "evil-1.0-0.conda"), Catch::Contains("points at no zip64 end record"));
+  }
+}
+
 TEST_CASE("a package past its limits or with the wrong identity is refused", "[conda][package]") {
   std::vector<TarMember> extra;
   for (int i = 0; i < 20; ++i) {
