@@ -208,10 +208,50 @@ std::string canonical_channel(std::string_view channel) {
   return canonical_url(channel);
 }
 
+/// The record conda-meta is written from, owned (whether Record holds strings or views).
+struct MetaRecord {
+  std::string filename;
+  std::string name;
+  std::string version;
+  std::string build;
+  std::uint64_t build_number = 0;
+  std::vector<std::string> depends;
+  std::vector<std::string> constrains;
+  std::vector<std::string> track_features;
+  NoArch noarch = NoArch::none;
+  std::string subdir;
+  std::uint64_t timestamp_ms = 0;
+  std::string md5;
+  std::string sha256;
+  std::uint64_t size = 0;
+  std::string license;
+  std::string python_site_packages_path;
+};
+
+template <typename List> std::vector<std::string> owned(const List& list) {
+  return std::vector<std::string>(list.begin(), list.end());
+}
+
 /// The locked record, with index.json filling what it leaves empty.
-Result<Record> merged_record(const Package& pkg, const PackageOrigin& origin, const std::string& what) {
-  Record r = origin.record;
+Result<MetaRecord> merged_record(const Package& pkg, const PackageOrigin& origin, const std::string& what) {
+  const Record& lock = origin.record;
   const IndexJson& idx = pkg.index;
+  MetaRecord r{std::string(lock.filename),
+               std::string(lock.name),
+               std::string(lock.version),
+               std::string(lock.build),
+               lock.build_number,
+               owned(lock.depends),
+               owned(lock.constrains),
+               owned(lock.track_features),
+               lock.noarch,
+               std::string(lock.subdir),
+               lock.timestamp_ms,
+               std::string(lock.md5),
+               std::string(lock.sha256),
+               lock.size,
+               std::string(lock.license),
+               std::string(lock.python_site_packages_path)};
   if (r.name.empty()) {
     r.name = idx.name;
     r.version = idx.version;
@@ -246,7 +286,7 @@ std::string noarch_name(NoArch n) {
 }
 
 /// The conda-meta/<dist>.json text.
-std::string conda_meta_json(const Package& pkg, const Record& r, const PackageOrigin& origin,
+std::string conda_meta_json(const Package& pkg, const MetaRecord& r, const PackageOrigin& origin,
                             const LinkOptions& options, const std::vector<Planned>& planned) {
   const std::string cache = options.prefix + "/pkgs/";
   json j = json::object();
@@ -389,7 +429,7 @@ std::string entry_point_script(const EntryPoint& ep, std::string_view python) {
 Result<PackagePlan> plan_package(Package pkg, const PackageOrigin& origin, const LinkOptions& options) {
   const std::string what = pkg.stem;
   LS_TRY(check_prefix(options.prefix));
-  LS_TRY_ASSIGN(Record record, merged_record(pkg, origin, what));
+  LS_TRY_ASSIGN(MetaRecord record, merged_record(pkg, origin, what));
   std::string site_packages;
   const bool noarch_python = pkg.index.noarch == NoArch::python;
   if (noarch_python) {

@@ -66,7 +66,9 @@ struct LinkOptions {
 
 /// Where a package came from, as the lock has it; written into its conda-meta record.
 struct PackageOrigin {
-  Record record;       ///< the locked record; index.json fills what it leaves empty
+  /// The locked record (the channel's, repodata patches applied); index.json fills what it leaves
+  /// empty. Text it views must outlive plan_package.
+  Record record;
   std::string channel; ///< channel URL without the subdir ("https://conda.anaconda.org/conda-forge")
   std::string url;     ///< the archive's URL
   std::vector<std::string> requested_specs; ///< the spec's MatchSpecs that name this package

@@ -73,7 +73,6 @@ PackageOrigin origin_of(const std::string& subdir = "linux-64") {
   PackageOrigin o;
   o.channel = "https://conda.anaconda.org/conda-forge";
   o.url = "https://conda.anaconda.org/conda-forge/" + subdir + "/x";
-  o.record.subdir = subdir;
   o.requested_specs = {"tool >=2"};
   return o;
 }
@@ -262,6 +261,41 @@ TEST_CASE("the conda-meta record is conda's, deterministic and free of host path
   }
   const PackagePlan again = plan_of(tree, tmp.dir() / "out2", options(), tmp.dir() / "x2");
   CHECK(again.conda_meta.data == text);
+}
+
+TEST_CASE("the locked record is what conda-meta says, and must name the archive's package", "[conda][link]") {
+  const std::string stem = "rec-1.0-0";
+  const std::vector<TarMember> members = {
+      test::tar_file("info/index.json",
+                     test::index_json_text("rec", "1.0", "0", json{{"depends", {"old-dep"}}})),
+      test::tar_file("info/paths.json", json{{"paths_version", 1}, {"paths", json::array()}}.dump())};
+  const std::string bytes = test::conda_bytes(stem, members);
+  const std::string sha256 = sha256_of(bytes).hex(); // outlives the record, which may view it
+  PackageOrigin origin = origin_of();
+  origin.record.filename = "rec-1.0-0.conda";
+  origin.record.name = "rec";
+  origin.record.version = "1.0";
+  origin.record.build = "0";
+  origin.record.depends = {"patched-dep >=2"}; // the channel's repodata patch
+  origin.record.subdir = "linux-64";
+  origin.record.md5 = "0123456789abcdef0123456789abcdef";
+  origin.record.sha256 = sha256;
+  origin.record.size = bytes.size();
+  auto pkg = read_package(bytes, stem + ".conda");
+  REQUIRE_OK(pkg);
+  auto plan = plan_package(*pkg, origin, options());
+  REQUIRE_OK(plan);
+  auto meta = parse_json(plan->conda_meta.data, "conda-meta");
+  REQUIRE_OK(meta);
+  CHECK((*meta)["depends"] == json::array({"patched-dep >=2"}));
+  CHECK((*meta)["md5"] == "0123456789abcdef0123456789abcdef");
+  CHECK((*meta)["sha256"] == sha256);
+  CHECK((*meta)["size"] == bytes.size());
+  origin.record.version = "2.0";
+  auto other = plan_package(*pkg, origin, options());
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().message ==
+        "rec-1.0-0: the lock names rec-2.0-0, the archive holds rec-1.0-0; refusing it");
 }
 
 TEST_CASE("a binary placeholder shorter than the prefix is refused naming the file", "[conda][link]") {
