@@ -136,12 +136,12 @@ fi
 # ---- fuzz stage (tests/fuzz/; docs/unpack.md): a short libFuzzer run of each reader of hostile input
 # (layer unpacker, layer model, spec loader, lock parser, image metadata, layer decoder, registry
 # challenges and references, staging bundle, rootless file records, Python project files and
-# METADATA, supply-chain documents, conda versions and MatchSpecs) over a copy of its seed corpus (new inputs it finds stay in the
+# METADATA, supply-chain documents, conda versions and MatchSpecs, conda package archives) over a copy of its seed corpus (new inputs it finds stay in the
 # copy), built by the sanitizer build above (or here, when it was skipped). One lane of targets a
 # core; a target's whole output is printed when it failed.
 if [ "${LOCKSTEP_SKIP_FUZZ:-0}" != "1" ]; then
   fuzz_targets=(fuzz_unpack fuzz_layer fuzz_spec fuzz_lock fuzz_image fuzz_stream fuzz_registry fuzz_stage
-    fuzz_record fuzz_pyinputs fuzz_supply fuzz_conda)
+    fuzz_record fuzz_pyinputs fuzz_supply fuzz_conda fuzz_conda_pkg)
   if [ "${LOCKSTEP_SKIP_SANITIZERS:-0}" = "1" ]; then
     begin_stage "sanitizer build"
     build_tree build/asan "${asan_args[@]}" -- "${fuzz_targets[@]}"
@@ -151,7 +151,8 @@ if [ "${LOCKSTEP_SKIP_FUZZ:-0}" != "1" ]; then
   # NAME SECONDS [libFuzzer flags]: the unpacker 60 s; the layer model, the spec, lock and image
   # readers, the layer decoder, the registry texts and the staging bundle 30 s each; the rootless
   # file records 15 s; the Python project files 20 s; the supply-chain documents (licenses, SBOMs,
-  # signatures, provenance) 20 s; conda's versions, version specs and MatchSpecs 15 s.
+  # signatures, provenance) 20 s; conda's versions, version specs and MatchSpecs 15 s; conda package
+  # archives 15 s.
   fuzz_one() { # NAME SECONDS [FLAGS...]: its output in fuzz-run/NAME/log, its exit status in .../rc
     local name=$1 seconds=$2 run="build/asan/fuzz-run/$1" rc=0
     shift 2
@@ -164,7 +165,8 @@ if [ "${LOCKSTEP_SKIP_FUZZ:-0}" != "1" ]; then
   # One lane a core; each target joins the lane with the least time so far (longest first).
   targets=("unpack 60" "layer 30 -timeout=10" "spec 30 -timeout=10" "lock 30 -timeout=10"
     "image 30 -timeout=10" "stream 30 -timeout=10" "registry 30 -timeout=10" "stage 30 -timeout=10"
-    "pyinputs 20 -timeout=10" "supply 20 -timeout=10" "record 15 -timeout=10" "conda 15 -timeout=10")
+    "pyinputs 20 -timeout=10" "supply 20 -timeout=10" "record 15 -timeout=10" "conda 15 -timeout=10"
+    "conda_pkg 15 -timeout=10")
   lane_secs=()
   lane_work=()
   for ((i = 0; i < jobs; i++)); do

@@ -32,7 +32,7 @@ RULES = {
     "support/oci": CORE | {"support/supplychain"},
     "support/debian": CORE | {"support/supplychain"},
     "support/python": CORE | {"support/supplychain"},
-    "support/conda": BASE | {"support/solver"},
+    "support/conda": BASE | {"support/system", "support/codec", "support/solver"},
     "support/registry": CORE | {"support/supplychain", "support/oci"},
     "envspec/settings": SUPPORT,
     "envspec/yaml": SUPPORT,
