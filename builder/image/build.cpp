@@ -349,6 +349,13 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
                                                      "`lockstep lock`",
                                                      lock->platform, spec.platform.str())};
   }
+  // conda packages are locked but not yet installed (docs/conda.md, "Status"): an image without
+  // them would be a lie about the environment, so there is none.
+  if (std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
+                  [](const envspec::LockedArtifact& a) { return a.kind == "conda"; })) {
+    return external_error("the lock has conda packages, which this lockstep locks but can't install into an "
+                          "image yet (docs/conda.md, \"Status\"); nothing was built");
+  }
   return {};
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace lockstep::builder {
 
@@ -63,11 +64,12 @@ std::string archspec_of(const oci::Platform& platform) {
 struct SubdirKey {
   std::string channel;
   std::string subdir;
-  auto operator<=>(const SubdirKey&) const = default;
+  bool operator<(const SubdirKey& o) const {
+    return std::tie(channel, subdir) < std::tie(o.channel, o.subdir);
+  }
 };
 
-envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const CondaSubdir& from,
-                                    const envspec::Spec& spec) {
+envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const CondaSubdir& from) {
   const conda::Record& r = *solved.record->record;
   envspec::LockedArtifact a;
   a.kind = "conda";
@@ -79,7 +81,6 @@ envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const Con
   a.repo = from.repo;
   a.reason =
       solved.requested ? fmt::format("requested by packages.conda[{}]", *solved.requested) : solved.reason;
-  (void)spec;
   envspec::LockedCondaRecord c;
   c.build = std::string(r.build);
   c.build_number = r.build_number;
@@ -231,7 +232,7 @@ Result<void> lock_conda(const envspec::Spec& spec, const BlobStore& store, const
                             "with md5 only is not supported)",
                             r.filename, from->second->fetched);
     }
-    lock.artifacts.push_back(artifact_of(solved, *from->second, spec));
+    lock.artifacts.push_back(artifact_of(solved, *from->second));
   }
   log::info("conda: {} packages", solution.records.size());
   return {};

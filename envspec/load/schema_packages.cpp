@@ -80,7 +80,7 @@ void SchemaWalker::conda_package(const Node& item, const std::string& path, Pack
   }
   conda::ParseResult<conda::MatchSpec> spec = conda::MatchSpec::parse(*s, conda::SpecMode::strict);
   if (!spec) {
-    const std::size_t at = std::min(spec.error().offset, s->size() == 0 ? 0 : s->size() - 1);
+    const std::size_t at = std::min(spec.error().offset, s->empty() ? 0 : s->size() - 1);
     error(sub_location(item, at, 1), path,
           fmt::format("invalid conda package '{}': {}", *s, spec.error().message));
     return;
