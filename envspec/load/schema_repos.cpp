@@ -93,6 +93,7 @@ bool SchemaWalker::conda_repo(const MapEntry& channel, const Node& item, const s
     }
   }
   const std::string* s = nonempty_string(channel.value, key_path, "a channel URL or name");
+  ok = conda_subdirs(item, path, repo) && ok;
   if (s == nullptr) {
     return false;
   }
@@ -104,12 +105,19 @@ bool SchemaWalker::conda_repo(const MapEntry& channel, const Node& item, const s
     repo.url = "https://conda.anaconda.org/" + *s;
   } else if (std::regex_match(*s, token_re) || std::regex_match(*s, userinfo_re)) {
     error(channel.value.location, key_path,
-          "a channel URL with a token or a user in it: the spec's text goes into the lock and the image; "
-          "give the credentials in ~/.netrc or LOCKSTEP_CONDA_TOKENS instead (docs/conda.md, \"Channels\")");
+          "a channel URL with a token or a user in it: the spec's text goes into the lock and the image, so "
+          "lockstep takes no credentials from it (channels that need credentials are not supported yet: "
+          "docs/conda.md, \"Channels\")");
     return false;
   } else if (!repo_url(channel.value, key_path, repo)) {
     return false;
   }
+  return ok;
+}
+
+// `subdirs: [linux-64, noarch]` of a conda channel item, when given.
+bool SchemaWalker::conda_subdirs(const Node& item, const std::string& path, Repo& repo) {
+  bool ok = true;
   if (const MapEntry* subdirs = item.find("subdirs")) {
     const std::string spath = child_path(path, "subdirs");
     if (expect_list(subdirs->value, spath, "a list of subdirs, e.g. [linux-64, noarch]")) {

@@ -69,6 +69,7 @@ private:
   bool apt_repo(const Node& item, const std::string& path, Repo& repo);
   bool apt_repo_key(const MapEntry& e, const std::string& path, Repo& repo);
   bool conda_repo(const MapEntry& channel, const Node& item, const std::string& path, Repo& repo);
+  bool conda_subdirs(const Node& item, const std::string& path, Repo& repo);
   const std::string* apt_suite(const Node& v, const std::string& path);
   void mirrors(const Node& v, std::vector<std::string>& out);
 

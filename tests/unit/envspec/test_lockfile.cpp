@@ -111,7 +111,7 @@ TEST_CASE_METHOD(SpecFixture, "Lock keys report their errors at the key", "[spec
   CHECK(out.find("repos[1]: missing 'suite' (e.g. suite: bookworm) or 'suites' (e.g. suites: [jammy, "
                  "jammy-updates]), or 'flat: true' for a flat repository") != std::string::npos);
   CHECK(out.find("packages.apt[0]: invalid package 'Bad Name'") != std::string::npos);
-  CHECK(out.find("packages.npm: unknown key; expected one of: apt, pip") != std::string::npos);
+  CHECK(out.find("packages.npm: unknown key; expected one of: apt, conda, pip") != std::string::npos);
   CHECK(out.find("copy[0]: missing 'rev' (a full commit id or a tag; the lock pins it to a commit)") !=
         std::string::npos);
 }

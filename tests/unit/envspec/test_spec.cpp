@@ -282,13 +282,13 @@ TEST_CASE_METHOD(SpecFixture, "An unknown key close to a known one gets a sugges
 }
 
 TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the keys", "[spec][errors]") {
-  CHECK(
-      errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
-      path() +
-          ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, copy, entrypoint, env, extends, "
-          "labels, lockstep, mirrors, name, outputs, packages, platform, repos, run, stack, user, workdir\n"
-          "    3 | frobnicate: yes\n"
-          "      | ^~~~~~~~~~\n");
+  CHECK(errors("lockstep: 1\nname: a\nfrobnicate: yes\n") ==
+        path() +
+            ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, conda, copy, entrypoint, env, "
+            "extends, "
+            "labels, lockstep, mirrors, name, outputs, packages, platform, repos, run, stack, user, workdir\n"
+            "    3 | frobnicate: yes\n"
+            "      | ^~~~~~~~~~\n");
 }
 
 TEST_CASE_METHOD(SpecFixture, "A YAML merge key points to extends", "[spec][errors]") {

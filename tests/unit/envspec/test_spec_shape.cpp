@@ -218,7 +218,7 @@ TEST_CASE_METHOD(ShapeFixture, "Every value the spec's shape lists for a key is 
       ++checked;
     }
   }
-  CHECK(checked == 17);
+  CHECK(checked == 19);
 }
 
 TEST_CASE_METHOD(ShapeFixture, "A value of the wrong kind is an error at its key", "[spec_shape]") {
@@ -273,7 +273,9 @@ TEST_CASE_METHOD(ShapeFixture, "The canonical form holds only keys of the spec's
       "  - {apt: https://cuda.example.org/, flat: true, keyring: keys/repo.gpg}\n"
       "  - {pypi: https://pypi.example.org/simple}\n"
       "  - {wheels: ./wheels}\n"
-      "packages: {apt: [openmpi-bin], pip: [\"numpy==1.26.4\"]}\n"
+      "  - {conda: conda-forge, subdirs: [linux-aarch64, noarch]}\n"
+      "packages: {apt: [openmpi-bin], pip: [\"numpy==1.26.4\"], conda: [\"python=3.11\"]}\n"
+      "conda: {prefix: /opt/env, channel_priority: flexible, virtual_packages: {cuda: \"12.4\"}}\n"
       "stack: {cuda: \"12.1\", cudnn: \"8.9\", nccl: \"2.18\", mpi: openmpi@4.1, "
       "python: \"3.11\", framework: pytorch@2.1, cuda_flavor: devel, "
       "recipes: {git: https://git.example.org/recipes, rev: v3}}\n"
