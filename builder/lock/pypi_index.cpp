@@ -117,19 +117,6 @@ bool has_control_or_space(std::string_view s) {
   });
 }
 
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && is_hex_digit(s[i + 1]) && is_hex_digit(s[i + 2])) {
-      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 std::string percent_encode_path(std::string_view s) {
   static constexpr std::string_view hex = "0123456789ABCDEF";
   std::string out;

@@ -3,6 +3,7 @@
 #include "envspec/load/schema.hpp"
 #include "envspec/load/spec_shape.hpp"
 #include "envspec/spec/host_paths.hpp"
+#include "support/base/text.hpp"
 #include "support/system/fs.hpp"
 
 #include <fmt/format.h>
@@ -53,48 +54,6 @@ namespace {
 
 // A file may be read at most this many times through `extends` (diamonds count each time).
 constexpr int k_max_extended_files = 256;
-
-// The byte offset of the first invalid UTF-8 sequence in `text`, if any.
-std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = 0;
-    std::uint32_t min = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      min = 0x10000;
-    } else {
-      return i;
-    }
-    if (i + len > text.size()) {
-      return i;
-    }
-    std::uint32_t cp = c & (0x7F >> len);
-    for (std::size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(text[i + k]);
-      if ((cc & 0xC0) != 0x80) {
-        return i;
-      }
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return i;
-    }
-    i += len;
-  }
-  return std::nullopt;
-}
 
 // The 1-based line and column of byte `offset`.
 SourceLocation location_of_offset(const fs::path& file, std::string_view text, std::size_t offset) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -267,6 +269,63 @@ inline std::vector<std::string> path_components(std::string_view path) {
     i = j + 1;
   }
   return parts;
+}
+
+/// `s` with every "%XX" (two hex digits) replaced by that byte: a file name taken from a URL.
+inline std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && is_hex_digit(s[i + 1]) && is_hex_digit(s[i + 2])) {
+      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+/// The byte offset of the first invalid UTF-8 sequence in `text` (an overlong form, a surrogate, a
+/// code point past U+10FFFF, a truncated sequence), or nullopt when it is all well-formed.
+inline std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t len = 0;
+    std::uint32_t min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0U) == 0xC0) {
+      len = 2;
+      min = 0x80;
+    } else if ((c & 0xF0U) == 0xE0) {
+      len = 3;
+      min = 0x800;
+    } else if ((c & 0xF8U) == 0xF0) {
+      len = 4;
+      min = 0x10000;
+    } else {
+      return i;
+    }
+    if (i + len > text.size()) {
+      return i;
+    }
+    std::uint32_t cp = c & (0x7FU >> len);
+    for (std::size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xC0U) != 0x80) {
+        return i;
+      }
+      cp = (cp << 6U) | (cc & 0x3FU);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return i;
+    }
+    i += len;
+  }
+  return std::nullopt;
 }
 
 } // namespace lockstep

@@ -107,20 +107,6 @@ bool is_artifact_url(std::string_view s) {
          s.find_first_of(" \t\n\r\f\v'\"[]#") == std::string_view::npos;
 }
 
-// "%21" -> "!" in a file name taken from a URL.
-std::string percent_decoded(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && is_hex_digit(s[i + 1]) && is_hex_digit(s[i + 2])) {
-      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 } // namespace
 
 bool is_known_subdir(std::string_view subdir) {
@@ -318,7 +304,7 @@ std::optional<ParseError> MatchSpecParser::parse() {
 std::optional<ParseError> MatchSpecParser::parse_artifact_url(std::size_t begin, std::size_t end) {
   const std::string_view url = m_text.substr(begin, end - begin);
   const std::size_t slash = url.rfind('/');
-  const std::string fn = percent_decoded(url.substr(slash + 1));
+  const std::string fn = percent_decode(url.substr(slash + 1));
   const std::string_view stem(fn.data(), fn.size() - (fn.ends_with(".conda") ? 6 : 8));
   const std::size_t dash2 = stem.rfind('-');
   const std::size_t dash1 =

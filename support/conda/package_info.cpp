@@ -24,48 +24,6 @@ constexpr std::array<std::string_view, 35> k_python_keywords = {
     "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
     "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
 
-/// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool is_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    if ((c & 0xE0U) == 0xC0) {
-      len = 2;
-      cp = c & 0x1FU;
-    } else if ((c & 0xF0U) == 0xE0) {
-      len = 3;
-      cp = c & 0x0FU;
-    } else if ((c & 0xF8U) == 0xF0) {
-      len = 4;
-      cp = c & 0x07U;
-    } else {
-      return false;
-    }
-    if (i + len > s.size()) {
-      return false;
-    }
-    for (std::size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0U) != 0x80) {
-        return false;
-      }
-      cp = (cp << 6U) | (cc & 0x3FU);
-    }
-    static constexpr std::array<std::uint32_t, 5> k_min = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < k_min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 /// The parsed JSON of info/NAME, bounded; nullopt when the package has no such file.
 Result<std::optional<json>> info_json(const std::map<std::string, std::string, std::less<>>& info,
                                       std::string_view name, const std::string& what,
@@ -418,7 +376,8 @@ std::string_view file_mode_name(FileMode mode) {
 
 bool is_clean_relative_path(std::string_view path, std::size_t max_path) {
   if (path.empty() || path.size() > max_path || path.front() == '/' || path.back() == '/' ||
-      path.find('\\') != std::string_view::npos || has_controls(path) || !is_utf8(path)) {
+      path.find('\\') != std::string_view::npos || has_controls(path) ||
+      first_invalid_utf8(path).has_value()) {
     return false;
   }
   std::size_t i = 0;
