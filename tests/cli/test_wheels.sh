@@ -235,8 +235,8 @@ assert_eq "$(jq -c '[.artifacts[] | select(.kind == "wheel")]' lock.index)" \
   "$(jq -c '[.artifacts[] | select(.kind == "wheel")]' lockstep.lock)" "the wheels are kept"
 ls_run lock --update demo
 assert_eq 0 "$RC" "lock --update demo: $ERR"
-assert_eq '"GET /simple/demo/ HTTP/1.1" 200 -' "$(grep -o '"GET /simple/[^"]*"[^"]*' "$HTTP_LOG")" \
-  "--update demo reads demo's page only"
+assert_eq '"GET /simple/demo/ HTTP/1.1" 304 -' "$(grep -o '"GET /simple/[^"]*"[^"]*' "$HTTP_LOG")" \
+  "--update demo asks for demo's page only (the kept copy revalidated: HTTP 304)"
 pass "re-locking keeps locked wheels without the index; --update NAME asks for NAME only"
 
 # The same index read from disk (a plain path is a file: URL; directories are read as index.html).
