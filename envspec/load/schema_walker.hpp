@@ -3,8 +3,8 @@
 // tree key by key into a Spec and reports every problem with its location. Its member functions
 // are defined per section of the spec (docs/spec.md "Keys"), one file each: schema.cpp (the walk,
 // `name`, `platform`, the rules that span keys), schema_base.cpp, schema_repos.cpp (with
-// `mirrors`), schema_packages.cpp, schema_conda.cpp, schema_stack.cpp, schema_copy.cpp, schema_config.cpp (`env`,
-// `labels`, `entrypoint`, `cmd`, `workdir`, `user`), schema_run.cpp and schema_outputs.cpp. Not part
+// `mirrors`), schema_packages.cpp, schema_conda.cpp, schema_stack.cpp, schema_copy.cpp, schema_config.cpp
+// (`env`, `labels`, `entrypoint`, `cmd`, `workdir`, `user`), schema_run.cpp and schema_outputs.cpp. Not part
 // of envspec's public API.
 #include "envspec/load/options.hpp"
 #include "envspec/load/python_inputs.hpp"
