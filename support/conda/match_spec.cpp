@@ -312,7 +312,16 @@ std::optional<ParseError> MatchSpecParser::parse_artifact_url(std::size_t begin,
   if (dash1 == std::string_view::npos || dash1 == 0 || dash2 == dash1 + 1 || dash2 + 1 == stem.size()) {
     return ParseError{begin + slash + 1, "a package file name is NAME-VERSION-BUILD.conda or .tar.bz2"};
   }
-  m_out.m_name = *StringMatcher::parse(stem.substr(0, dash1), LetterCase::insensitive);
+  // The name as a package's: the characters of a name, no glob (the fuzzer found a URL whose
+  // file name put '!' in it, which no spec could print back).
+  const std::string_view name = stem.substr(0, dash1);
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!is_name_char(name[i]) || name[i] == '*') {
+      return ParseError{begin + slash + 1,
+                        fmt::format("invalid character '{}' in the package name of {}", name[i], fn)};
+    }
+  }
+  m_out.m_name = *StringMatcher::parse(name, LetterCase::insensitive);
   const std::string version = "==" + std::string(stem.substr(dash1 + 1, dash2 - dash1 - 1));
   auto spec = VersionSpec::parse(version, SpecMode::lenient);
   if (!spec) {

@@ -595,12 +595,14 @@ Result<RepoData> parse_repodata(std::string json, std::string_view origin, const
   Handler handler(limits, out, *document);
   handler.tar_bz2().reserve(out.records.capacity()); // reserved, not touched: no copy as it grows
   rapidjson::Reader reader;
-  // In place: each string is decoded where it lies (the document's bytes are the records' text), and
-  // iterative: a deeply nested document can't exhaust the stack (the handler bounds depth itself).
+  // In place: each string is decoded where it lies (the document's bytes are the records' text).
+  // The parser recurses once per level, and the handler refuses a level past max_depth before the
+  // parser goes down into it, so a deep document can't exhaust the stack. (rapidjson 1.1's
+  // iterative mode is not used: its first push does pointer arithmetic on a null stack, which
+  // UBSan reports.)
   rapidjson::InsituStringStream stream(document->data());
   const rapidjson::ParseResult parsed =
-      reader.Parse<rapidjson::kParseInsituFlag | rapidjson::kParseIterativeFlag |
-                   rapidjson::kParseValidateEncodingFlag>(stream, handler);
+      reader.Parse<rapidjson::kParseInsituFlag | rapidjson::kParseValidateEncodingFlag>(stream, handler);
   if (!parsed) {
     if (!handler.error.empty()) {
       return invalid_input("{}: {} (near byte {})", origin, handler.error, parsed.Offset());

@@ -185,8 +185,8 @@ TEST_CASE("reading an index is bounded: depth, string length and record count", 
   r = parse_repodata(three, "many", limits);
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::Contains("more than 2 package records"));
-  // The default bound takes a deep but ordinary document without touching the stack: the parser is
-  // iterative.
+  // The default bound stops a deep document before the parser's recursion gets deep: the handler
+  // refuses the 33rd level before the parser descends into it.
   const std::string very_deep = "{\"x\": " + std::string(1'000'000, '[');
   CHECK_FALSE(parse_repodata(very_deep, "very deep"));
 }
