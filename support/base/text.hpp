@@ -96,6 +96,11 @@ inline std::string_view trim_chars(std::string_view s, std::string_view chars) {
 /// ASCII whitespace, as Python's str.strip() and C's isspace() in the "C" locale know it.
 inline constexpr std::string_view k_ascii_space = " \t\n\r\f\v";
 
+/// Whether `c` is one of k_ascii_space's characters.
+inline bool is_ascii_space(char c) {
+  return k_ascii_space.find(c) != std::string_view::npos;
+}
+
 /// `s` without leading and trailing ASCII whitespace: the one trim of every parser.
 inline std::string_view trim(std::string_view s) {
   return trim_chars(s, k_ascii_space);

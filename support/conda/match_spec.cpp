@@ -44,9 +44,6 @@ constexpr std::array<std::string_view, 15> k_keys = {
     "url",     "md5",    "sha256", "license", "license_family", "fn",           "build_string",
 };
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
 bool is_operator_char(char c) {
   return c == '=' || c == '<' || c == '>' || c == '!' || c == '~' || c == ',' || c == '|' || c == '(' ||
          c == ')';
@@ -87,8 +84,8 @@ std::string join_features(const std::vector<std::string>& features) {
 // operator or a quote (in double quotes when it holds a single one; the parsers keep any value from
 // holding both).
 std::string bracket_value(std::string_view value, bool always_quote = false) {
-  const bool quote =
-      always_quote || value.empty() || value.find_first_of(" \t,=[]<>|()'\"") != std::string_view::npos;
+  const bool quote = always_quote || value.empty() ||
+                     value.find_first_of(" \t\n\r\f\v,=[]<>|()'\"") != std::string_view::npos;
   const char mark = value.find('\'') == std::string_view::npos ? '\'' : '"';
   return quote ? fmt::format("{}{}{}", mark, value, mark) : std::string(value);
 }
@@ -256,10 +253,10 @@ private:
 std::optional<ParseError> MatchSpecParser::parse() {
   std::size_t end = std::min(m_text.find('#'), m_text.size()); // a comment runs to the end
   std::size_t begin = 0;
-  while (begin < end && is_space(m_text[begin])) {
+  while (begin < end && is_ascii_space(m_text[begin])) {
     ++begin;
   }
-  while (end > begin && is_space(m_text[end - 1])) {
+  while (end > begin && is_ascii_space(m_text[end - 1])) {
     --end;
   }
   if (begin == end) {
@@ -284,7 +281,7 @@ std::optional<ParseError> MatchSpecParser::parse() {
   } else if (const std::size_t close = m_text.find(']', begin); close < end) {
     return ParseError{close, "']' without a matching '['"};
   }
-  while (positional_end > begin && is_space(m_text[positional_end - 1])) {
+  while (positional_end > begin && is_ascii_space(m_text[positional_end - 1])) {
     --positional_end;
   }
   if (auto e = parse_positional(begin, positional_end)) {
@@ -347,7 +344,7 @@ std::optional<ParseError> MatchSpecParser::read_brackets(std::size_t open, std::
                                                          std::vector<BracketPair>& pairs) {
   std::size_t i = open + 1;
   auto skip_separators = [&] {
-    while (i < end && (is_space(m_text[i]) || m_text[i] == ',')) {
+    while (i < end && (is_ascii_space(m_text[i]) || m_text[i] == ',')) {
       ++i;
     }
   };
@@ -377,8 +374,8 @@ std::optional<ParseError> MatchSpecParser::read_brackets(std::size_t open, std::
       i = close + 1;
     } else {
       pair.value_offset = i;
-      while (i < end && !is_space(m_text[i]) && m_text[i] != ',' && m_text[i] != ']' && m_text[i] != '[' &&
-             m_text[i] != '\'' && m_text[i] != '"') {
+      while (i < end && !is_ascii_space(m_text[i]) && m_text[i] != ',' && m_text[i] != ']' &&
+             m_text[i] != '[' && m_text[i] != '\'' && m_text[i] != '"') {
         ++i;
       }
       pair.value = m_text.substr(pair.value_offset, i - pair.value_offset);
@@ -394,7 +391,7 @@ std::optional<ParseError> MatchSpecParser::read_brackets(std::size_t open, std::
       }
     }
     pairs.push_back(pair);
-    if (i < end && m_text[i] != ']' && m_text[i] != ',' && !is_space(m_text[i])) {
+    if (i < end && m_text[i] != ']' && m_text[i] != ',' && !is_ascii_space(m_text[i])) {
       return ParseError{i, fmt::format("unexpected '{}' in '[...]'", m_text[i])};
     }
     skip_separators();
@@ -431,7 +428,7 @@ std::optional<ParseError> MatchSpecParser::parse_positional(std::size_t begin, s
     name_begin = colon + 1;
   }
   std::size_t name_end = name_begin;
-  while (name_end < end && !is_space(m_text[name_end]) && !is_operator_char(m_text[name_end])) {
+  while (name_end < end && !is_ascii_space(m_text[name_end]) && !is_operator_char(m_text[name_end])) {
     ++name_end;
   }
   if (auto e = parse_name(m_text.substr(name_begin, name_end - name_begin), name_begin)) {
@@ -452,8 +449,8 @@ std::optional<ParseError> MatchSpecParser::parse_channel(std::string_view text, 
     m_out.m_subdir = std::string(channel.substr(slash + 1));
     channel = channel.substr(0, slash);
   }
-  if (channel.find_first_of(" \t[]'\"") != std::string_view::npos) {
-    return ParseError{offset + channel.find_first_of(" \t[]'\""), "invalid character in a channel"};
+  if (const std::size_t bad = channel.find_first_of(" \t\n\r\f\v[]'\""); bad != std::string_view::npos) {
+    return ParseError{offset + bad, "invalid character in a channel"};
   }
   const std::string canonical = canonical_channel(channel);
   if (canonical.empty()) {
@@ -495,9 +492,9 @@ std::optional<ParseError> MatchSpecParser::parse_version_build(std::size_t begin
   std::string compact;
   std::vector<std::uint32_t> where; // compact[i] came from m_text[where[i]]
   for (std::size_t i = begin; i < end; ++i) {
-    if (is_space(m_text[i])) {
+    if (is_ascii_space(m_text[i])) {
       std::size_t next = i;
-      while (next < end && is_space(m_text[next])) {
+      while (next < end && is_ascii_space(m_text[next])) {
         ++next;
       }
       // Spaces around operators go: ">=1.0 , < 2.0 py34_0" is ">=1.0,<2.0" and "py34_0".
@@ -582,8 +579,8 @@ std::optional<ParseError> MatchSpecParser::set_build(std::string_view text, std:
   if (!regex) {
     // Strict: CEP 26's build characters and '*'. Lenient: anything that can't be read as a separator.
     for (std::size_t i = 0; i < text.size(); ++i) {
-      const bool separator =
-          is_space(text[i]) || std::string_view("=<>!~,|()[]#:").find(text[i]) != std::string_view::npos;
+      const bool separator = is_ascii_space(text[i]) ||
+                             std::string_view("=<>!~,|()[]#:").find(text[i]) != std::string_view::npos;
       if (strict() ? !is_build_char(text[i]) : separator) {
         return ParseError{offset + i, fmt::format("invalid character '{}' in a build string", text[i])};
       }
@@ -741,7 +738,9 @@ std::string MatchSpec::str() const {
       brackets.push_back("version=" + bracket_value(m_version->str(), true));
     }
   }
-  if (m_build && exact_version && m_build->kind() == StringMatcher::Kind::exact) {
+  // "name==1.0=build" reparses only where parse_version_build splits one word at its last '='.
+  if (m_build && exact_version && m_build->kind() == StringMatcher::Kind::exact &&
+      m_build->str().find_first_of(",|<>~-") == std::string::npos) {
     out += "=" + m_build->str();
   } else if (m_build) {
     brackets.push_back("build=" + bracket_value(m_build->str()));

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 namespace lockstep::conda {
 
@@ -49,6 +50,16 @@ ParseResult<StringMatcher> StringMatcher::parse(std::string_view text, LetterCas
   if (text.size() >= 2 && text.front() == '^' && text.back() == '$') {
     if (text.size() > k_max_regex_length) {
       return ParseError{0, fmt::format("a regular expression is at most {} characters", k_max_regex_length)};
+    }
+    // libstdc++ reads a back-reference's or a repeat's number into an int without an overflow check.
+    constexpr std::size_t k_max_digits = 9;
+    std::size_t run = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      run = std::isdigit(static_cast<unsigned char>(text[i])) != 0 ? run + 1 : 0;
+      if (run > k_max_digits) {
+        return ParseError{
+            i + 1 - run, fmt::format("a number in a regular expression has at most {} digits", k_max_digits)};
+      }
     }
     auto flags = std::regex::ECMAScript;
     if (letter_case == LetterCase::insensitive) {

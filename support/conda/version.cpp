@@ -63,10 +63,6 @@ bool is_digit(char c) {
 bool is_letter(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
 // Whether `s` lowered is `lower`.
 bool equals_lower(std::string_view s, std::string_view lower) {
   return s.size() == lower.size() &&
@@ -372,10 +368,10 @@ void hash_part(std::uint64_t& h, const std::string& text, Atoms atoms) {
 ParseResult<Version> Version::parse(std::string_view text) {
   std::size_t begin = 0;
   std::size_t end = text.size();
-  while (begin < end && is_space(text[begin])) {
+  while (begin < end && is_ascii_space(text[begin])) {
     ++begin;
   }
-  while (end > begin && is_space(text[end - 1])) {
+  while (end > begin && is_ascii_space(text[end - 1])) {
     --end;
   }
   const std::string_view t = text.substr(begin, end - begin);

@@ -1,5 +1,7 @@
 #include "support/conda/version_spec.hpp"
 
+#include "support/base/text.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,14 +12,11 @@ namespace lockstep::conda {
 
 namespace {
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
 bool is_operator_char(char c) {
   return c == '=' || c == '!' || c == '<' || c == '>' || c == '~';
 }
 bool ends_clause(char c) {
-  return c == ',' || c == '|' || c == '(' || c == ')' || is_space(c);
+  return c == ',' || c == '|' || c == '(' || c == ')' || is_ascii_space(c);
 }
 
 struct Operator {
@@ -103,7 +102,7 @@ private:
   using Clause = VersionSpec::Clause;
 
   void skip_spaces() {
-    while (m_pos < m_text.size() && is_space(m_text[m_pos])) {
+    while (m_pos < m_text.size() && is_ascii_space(m_text[m_pos])) {
       ++m_pos;
     }
   }

@@ -479,3 +479,21 @@ TEST_CASE("known subdirs and canonical channels", "[conda][match_spec]") {
   CHECK(canonical_channel("https://example.com/ch/noarch") == "https://example.com/ch");
   CHECK(canonical_channel("conda-forge") == "conda-forge");
 }
+
+TEST_CASE("canonical text reparses to itself where the fuzzer found it didn't", "[conda][match_spec]") {
+  // A build with a '-' can't follow "==VERSION=" (the one-word form splits only a plain build).
+  auto lenient = MatchSpec::parse("pkg 1.0 build-with-dash", SpecMode::lenient);
+  REQUIRE(lenient);
+  CHECK(lenient->str() == "pkg==1.0[build=build-with-dash]");
+  auto again = MatchSpec::parse(lenient->str(), SpecMode::lenient);
+  REQUIRE(again);
+  CHECK(again->str() == lenient->str());
+  // Any ASCII space in a channel is refused, not only ' ' and '\t'.
+  auto formfeed = MatchSpec::parse("conda\fforge::numpy", SpecMode::lenient);
+  REQUIRE_FALSE(formfeed);
+  CHECK(formfeed.error().offset == 5);
+  // libstdc++'s regex reads back-reference numbers without an overflow check: long ones are refused.
+  auto backref = MatchSpec::parse("numpy[build='^1\\9999999999999.*$']", SpecMode::lenient);
+  REQUIRE_FALSE(backref);
+  CHECK(backref.error().message.find("at most 9 digits") != std::string::npos);
+}
