@@ -1,5 +1,6 @@
 #include "builder/image/build.hpp"
 
+#include "builder/image/conda_layers.hpp"
 #include "builder/image/deb_layers.hpp"
 #include "builder/image/git_layers.hpp"
 #include "builder/image/image_facts.hpp"
@@ -110,7 +111,7 @@ Result<void> check_spec_labels(const envspec::Spec& spec) {
 json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
                     const std::vector<Digest>& diff_ids, const std::vector<std::string>& history,
                     std::int64_t epoch, const std::map<std::string, std::string>& fact_labels,
-                    const std::vector<std::pair<std::string, std::string>>& stack_env) {
+                    const std::vector<std::pair<std::string, std::string>>& stack_env, bool conda) {
   json cfg = base ? base->image.config : json::object();
   cfg["architecture"] = spec.platform.architecture;
   cfg["os"] = spec.platform.os;
@@ -133,8 +134,14 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
       env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
     }
   }
-  // The stack's variables over the base's, then the spec's over both.
-  for (const auto* vars : {&stack_env, &spec.env}) {
+  // The stack's variables over the base's, then a conda environment's, then the spec's over all.
+  std::vector<std::pair<std::string, std::string>> conda_env;
+  if (conda) {
+    auto path = std::find_if(env.begin(), env.end(), [](const auto& p) { return p.first == "PATH"; });
+    conda_env = conda_env_vars(spec.conda.prefix, path == env.end() ? k_default_path : path->second);
+  }
+  using Vars = std::vector<std::pair<std::string, std::string>>;
+  for (const Vars* vars : {&stack_env, static_cast<const Vars*>(&conda_env), &spec.env}) {
     for (const auto& var : *vars) {
       auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
       if (it != env.end()) {
@@ -322,7 +329,8 @@ struct ImageBuild {
 
   // The image config for the layers so far.
   [[nodiscard]] json config() const {
-    return compose_config(spec, base, image.diff_ids, image.history, image.epoch, fact_labels, stack_env);
+    return compose_config(spec, base, image.diff_ids, image.history, image.epoch, fact_labels, stack_env,
+                          options.lock && has_conda_packages(*options.lock));
   }
 };
 
@@ -348,13 +356,6 @@ Result<void> set_epoch_and_check_lock(ImageBuild& b) {
     return Error{ExitCode::check_failed, fmt::format("the lock is for platform {}, the spec builds {}; run "
                                                      "`lockstep lock`",
                                                      lock->platform, spec.platform.str())};
-  }
-  // conda packages are locked but not yet installed (docs/conda.md, "Status"): an image without
-  // them would be a lie about the environment, so there is none.
-  if (std::any_of(lock->artifacts.begin(), lock->artifacts.end(),
-                  [](const envspec::LockedArtifact& a) { return a.kind == "conda"; })) {
-    return external_error("the lock has conda packages, which this lockstep locks but can't install into an "
-                          "image yet (docs/conda.md, \"Status\"); nothing was built");
   }
   return {};
 }
@@ -442,6 +443,10 @@ Result<void> add_package_layers(ImageBuild& b) {
   }
   // Right after the packages it describes: rebuilt only when the recorded facts change.
   LS_TRY(build_facts_layer(b.facts, b.image));
+  {
+    log::Timer t("conda environment");
+    LS_TRY(build_conda_layer(spec, lock, b.image));
+  }
   {
     log::Timer t("python packages");
     LS_TRY(build_wheel_layer(spec, lock, b.image));

@@ -601,7 +601,7 @@ Result<PrefixPlan> merge_plans(std::vector<PackagePlan> plans, const PrefixOptio
     out.paths.push_back(std::move(owned.second));
   }
   PrefixPath history{
-      "conda-meta/history", PrefixKind::file, 0644, options.time, history_text(plans, options), {}, true};
+      "conda-meta/history", PrefixKind::file, 0644, options.time, history_text(plans, options), {}, true, {}};
   out.paths.push_back(std::move(history));
   if (options.frozen) {
     std::string message;
@@ -609,7 +609,7 @@ Result<PrefixPlan> merge_plans(std::vector<PackagePlan> plans, const PrefixOptio
       message = json{{"message", options.frozen_message}}.dump(-1, ' ', true, json::error_handler_t::replace);
     }
     out.paths.push_back(
-        PrefixPath{"conda-meta/frozen", PrefixKind::file, 0644, options.time, message, {}, true});
+        PrefixPath{"conda-meta/frozen", PrefixKind::file, 0644, options.time, message, {}, true, {}});
   }
   for (PackagePlan& plan : plans) {
     out.paths.push_back(std::move(plan.conda_meta));

@@ -44,6 +44,7 @@
 #include "support/conda/repodata.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,15 +78,24 @@ struct PackageOrigin {
 /// What a prefix path is.
 enum class PrefixKind : std::uint8_t { file, symlink, directory };
 
+/// Where a file's bytes were put by a caller that moved them out of memory (builder/image's conda
+/// layer spills each package's files to a file of its own): that file's number, offset and size.
+struct StoredData {
+  std::uint32_t file = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
 /// One path of the installed prefix.
 struct PrefixPath {
   std::string path; ///< prefix-relative
   PrefixKind kind = PrefixKind::file;
   std::uint32_t mode = 0644;
   std::int64_t mtime = 0;
-  std::string data;       ///< a file's bytes as installed
-  std::string target;     ///< a symlink's target
-  bool generated = false; ///< rewritten or created at install (mtime = generated_mtime)
+  std::string data;                 ///< a file's bytes as installed
+  std::string target;               ///< a symlink's target
+  bool generated = false;           ///< rewritten or created at install (mtime = generated_mtime)
+  std::optional<StoredData> stored; ///< set (and `data` emptied) by a caller that spilled the bytes
 };
 
 /// One package's part of the prefix.

@@ -7,7 +7,11 @@ Usage: conda_channel.py OUT DESCRIPTION.json [--zst]
 
 DESCRIPTION: {"packages": [{"name", "version", "build", "build_number", "subdir" (default
 linux-64), "depends", "constrains", "track_features", "noarch" ("python"|"generic"), "format"
-("conda" default, or "tar.bz2"), "files": {"bin/tool": "text", ...}, "timestamp"}], "removed": []}.
+("conda" default, or "tar.bz2"), "files": {"bin/tool": "text", ...}, "timestamp", "entry_points"
+(noarch python: ["cmd = module:func"], written to info/link.json), "extra_paths" (paths.json entries
+added verbatim: hostile packages)}], "removed": []}. A file's value is its text, or an object:
+{"text": ..., "mode": 493, "placeholder": "/PLACEHOLDER", "file_mode": "text"|"binary"} (the
+placeholder recorded in paths.json) or {"symlink": "target"}.
 Every subdir named, and noarch, gets an index. Records are written with sorted keys; the archives
 are cph's own, so what lockstep reads is what conda's tools write.
 """
@@ -40,14 +44,31 @@ def build_package(pkg, out_dir):
     with tempfile.TemporaryDirectory() as tree:
         paths = []
         for rel, content in sorted(pkg.get("files", {}).items()):
-            data = content.encode()
+            spec = content if isinstance(content, dict) else {"text": content}
             path = os.path.join(tree, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            if "symlink" in spec:
+                os.symlink(spec["symlink"], path)
+                paths.append({"_path": rel, "path_type": "softlink",
+                              "sha256": hashlib.sha256(spec["symlink"].encode()).hexdigest(),
+                              "size_in_bytes": len(spec["symlink"])})
+                continue
+            data = spec["text"].encode("latin-1") if spec.get("file_mode") == "binary" else spec["text"].encode()
             with open(path, "wb") as f:
                 f.write(data)
-            paths.append({"_path": rel, "path_type": "hardlink", "sha256": hashlib.sha256(data).hexdigest(),
-                          "size_in_bytes": len(data)})
+            os.chmod(path, spec.get("mode", 0o644))
+            entry = {"_path": rel, "path_type": "hardlink", "sha256": hashlib.sha256(data).hexdigest(),
+                     "size_in_bytes": len(data)}
+            if "placeholder" in spec:
+                entry["prefix_placeholder"] = spec["placeholder"]
+                entry["file_mode"] = spec.get("file_mode", "text")
+            paths.append(entry)
+        paths.extend(pkg.get("extra_paths", []))
         os.makedirs(os.path.join(tree, "info"), exist_ok=True)
+        if "entry_points" in pkg:
+            with open(os.path.join(tree, "info", "link.json"), "w") as f:
+                json.dump({"noarch": {"type": "python", "entry_points": pkg["entry_points"]},
+                           "package_metadata_version": 1}, f, indent=2, sort_keys=True)
         with open(os.path.join(tree, "info", "index.json"), "w") as f:
             json.dump(index, f, indent=2, sort_keys=True)
         with open(os.path.join(tree, "info", "paths.json"), "w") as f:

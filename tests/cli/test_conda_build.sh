@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# conda natively (docs/conda.md), the image: a channel of packages packed by Debian's
+# conda-package-handling (tests/cli/conda_channel.py) on 127.0.0.1, locked and built into an image:
+#   - umoci unpacks the image, and the prefix equals what this test computes on its own from `cph x`
+#     of each locked archive and conda's rules (text and binary prefix replacement, noarch: python
+#     relocation, symlinks, modes, the later package winning a clobbered file);
+#   - conda-meta/ has each package's record (url, sha256, md5 from the lock; its files), history
+#     and frozen; the image's Env puts the prefix's bin first and sets CONDA_PREFIX;
+#   - a `run:` step over the environment runs a package's relocated script from PATH;
+#   - the same digest from an empty store, under another umask; `conda: {prefix: ...}` moves it;
+#   - link scripts are listed, not run; hostile packages (a tampered archive, a path out of the
+#     prefix, a symlink out of it, a binary placeholder shorter than the prefix) are exit 2 naming
+#     the package, and nothing is written.
+source "$(dirname "$0")/lib.sh"
+need jq python3 cph zstd umoci sha256sum
+
+TEXT_PH=/opt/anaconda1anaconda2anaconda3
+BIN_PH=/conda-bld/_h_env_placehold_placehold_placehold_placehold
+cat >channel.json <<JSON
+{"packages": [
+ {"name": "python", "version": "3.11.9", "build": "h1_0_cpython",
+  "files": {"bin/python3.11": {"text": "#!/bin/sh\\necho python3.11 \"\$@\"\\n", "mode": 493},
+            "bin/python": {"symlink": "python3.11"},
+            "lib/python3.11/os.py": "# os\\n"}},
+ {"name": "libzlib", "version": "1.3.1", "build": "h4ab18f5_1",
+  "files": {"lib/libz.so.1.3.1": {"text": "\\u007fELF..${BIN_PH}/lib\\u0000tail${BIN_PH}/etc:${BIN_PH}/x\\u0000end",
+                                  "placeholder": "${BIN_PH}", "file_mode": "binary", "mode": 493},
+            "lib/libz.so.1": {"symlink": "libz.so.1.3.1"},
+            "share/common.txt": "from libzlib\\n"}},
+ {"name": "tool", "version": "1.0", "build": "h0_0", "depends": ["libzlib >=1.3", "python 3.11.*"],
+  "files": {"bin/tool": {"text": "#!/bin/sh\\necho \"tool at ${TEXT_PH}/share/tool\"\\n", "placeholder": "${TEXT_PH}", "mode": 493},
+            "bin/.tool-post-link.sh": "echo never run\\n",
+            "share/tool/data": "data\\n",
+            "share/common.txt": "from tool\\n"}},
+ {"name": "six", "version": "1.16.0", "build": "pyhd8ed1ab_0", "subdir": "noarch", "noarch": "python",
+  "depends": ["python >=3.7"], "entry_points": ["sixer = six:main"],
+  "files": {"site-packages/six.py": "def main():\\n    return 0\\n", "python-scripts/six-tool": "#!python\\n"}}
+]}
+JSON
+python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" channel channel.json
+start_http_server channel
+CHANNEL=$HTTP_URL
+
+make_busybox_root rootfs
+ln -s busybox rootfs/bin/dirname
+write_spec() { # PREFIX-YAML
+  cat >lockstep.yaml <<YAML
+lockstep: 1
+name: condabuild
+repos:
+  - {conda: $CHANNEL}
+packages:
+  conda: [tool, six]
+conda: {virtual_packages: {glibc: "2.36"}${1:-}}
+copy: [{from: ./rootfs, to: /, mode: preserve}]
+run:
+  - tool > /tool.out && test "\$CONDA_PREFIX" = "\$(dirname "\$(dirname "\$(command -v tool)")")"
+outputs: {oci: out}
+YAML
+}
+
+# ---- lock and build ----------------------------------------------------------------------------
+write_spec
+ls_run lock
+assert_eq 0 "$RC" "lock: $ERR"
+assert_eq "libzlib python six tool" \
+  "$(jq -r '[.artifacts[] | select(.kind == "conda") | .name] | sort | join(" ")' lockstep.lock)" "the locked set"
+ls_run build
+assert_eq 0 "$RC" "build: $ERR"
+digest=$(last_line "$OUT")
+assert_contains "$ERR" "conda link scripts are installed but not run" "link scripts are listed"
+assert_contains "$ERR" "tool-1.0-h0_0 (bin/.tool-post-link.sh)" "the package with a link script is named"
+pass "a lock of conda packages builds into an image"
+
+umoci unpack --rootless --image out:latest bundle >/dev/null
+R=bundle/rootfs
+assert_eq "tool at /opt/conda/share/tool" "$(cat $R/tool.out)" \
+  "the run step ran the relocated tool from PATH with CONDA_PREFIX set"
+pass "a run step over the environment finds its programs on PATH"
+
+# ---- the prefix, computed independently --------------------------------------------------------
+# Each locked archive extracted by cph, then conda's rules applied by this script (not lockstep).
+mkdir expected
+jq -r '.artifacts[] | select(.kind == "conda") | "\(.name) \(.url)"' lockstep.lock >locked.txt
+python3 - "$CHANNEL" expected <<'PY'
+import hashlib, json, os, shutil, subprocess, sys, urllib.request
+channel, out = sys.argv[1], sys.argv[2]
+prefix = b"/opt/conda"
+order = ["python", "libzlib", "tool", "six"]  # dependencies first; tool's share/common.txt wins
+urls = dict(line.split() for line in open("locked.txt"))
+for name in order:
+    fn = urls[name].rsplit("/", 1)[1]
+    with urllib.request.urlopen(urls[name]) as r, open(fn, "wb") as f:
+        f.write(r.read())
+    x = "x-" + name
+    subprocess.run(["cph", "x", fn, "--dest", x], check=True, stdout=subprocess.DEVNULL)
+    paths = json.load(open(os.path.join(x, "info", "paths.json")))["paths"]
+    index = json.load(open(os.path.join(x, "info", "index.json")))
+    for e in paths:
+        src = os.path.join(x, e["_path"])
+        rel = e["_path"]
+        if index.get("noarch") == "python":
+            if rel.startswith("site-packages/"):
+                rel = "lib/python3.11/" + rel
+            elif rel.startswith("python-scripts/"):
+                rel = "bin/" + rel[len("python-scripts/"):]
+        dst = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if os.path.lexists(dst):
+            os.remove(dst)
+        if e["path_type"] == "softlink":
+            os.symlink(os.readlink(src), dst)
+            continue
+        data = open(src, "rb").read()
+        ph = e.get("prefix_placeholder", "").encode()
+        if ph and e.get("file_mode") == "binary":
+            parts = data.split(b"\0")  # each C string holding the placeholder keeps its length
+            data = b"\0".join(p.replace(ph, prefix) + b"\0" * (len(p) - len(p.replace(ph, prefix))) if ph in p else p
+                              for p in parts)
+        elif ph:
+            data = data.replace(ph, prefix)
+        open(dst, "wb").write(data)
+        os.chmod(dst, 0o755 if os.stat(src).st_mode & 0o100 else 0o644)
+PY
+# What lockstep adds beyond the archives' files: the entry point and conda-meta.
+got=$(tree_listing $R/opt/conda | grep -v '^./conda-meta' | grep -v '^./bin/sixer ')
+assert_eq "$(tree_listing expected)" "$got" "the prefix's files, symlinks and modes"
+pass "the prefix equals the archives after conda's prefix replacement, computed independently"
+
+assert_eq "0" "$(cmp -s $R/opt/conda/share/common.txt x-tool/share/common.txt; echo $?)" \
+  "the later package (tool, which depends on libzlib) wins share/common.txt"
+assert_eq "#!/opt/conda/bin/python3.11" "$(head -n1 $R/opt/conda/bin/sixer)" "entry point shebang"
+assert_contains "$(cat $R/opt/conda/bin/sixer)" "from six import main" "entry point imports its function"
+assert_eq "755" "$(stat -c %a $R/opt/conda/bin/sixer)" "entry point mode"
+pass "noarch: python entry points are written for the prefix's python"
+
+# ---- conda-meta -----------------------------------------------------------------------------------
+for name in python libzlib tool six; do
+  read -r version build url sha md5 size < <(jq -r --arg n "$name" '.artifacts[] | select(.name == $n) |
+    "\(.version) \(.build) \(.url) \(.sha256) \(.md5) \(.size)"' lockstep.lock)
+  meta=$R/opt/conda/conda-meta/$name-$version-$build.json
+  [ -f "$meta" ] || fail "conda-meta record of $name"
+  assert_eq "$url ${sha#sha256:} $md5 $size" "$(jq -r '"\(.url) \(.sha256) \(.md5) \(.size)"' "$meta")" \
+    "$name's conda-meta url, sha256, md5 and size are the lock's"
+done
+assert_contains "$(jq -c .files $R/opt/conda/conda-meta/six-1.16.0-pyhd8ed1ab_0.json)" \
+  '"lib/python3.11/site-packages/six.py"' "six's record lists its relocated file"
+assert_eq '["tool"]' "$(jq -c .requested_specs $R/opt/conda/conda-meta/tool-1.0-h0_0.json)" "requested spec"
+assert_contains "$(cat $R/opt/conda/conda-meta/history)" "+$CHANNEL/linux-64::tool-1.0-h0_0" "history"
+[ -f $R/opt/conda/conda-meta/frozen ] || fail "conda-meta/frozen"
+pass "conda-meta has each package's record, history and frozen"
+
+manifest=$(jq -r '.manifests[0].digest' out/index.json | cut -d: -f2)
+config=$(jq -r .config.digest out/blobs/sha256/"$manifest" | cut -d: -f2)
+env=$(jq -c .config.Env out/blobs/sha256/"$config")
+assert_contains "$env" '"PATH=/opt/conda/bin:/usr/local/sbin:' "PATH starts with the prefix's bin"
+assert_contains "$env" '"CONDA_PREFIX=/opt/conda"' "CONDA_PREFIX"
+pass "the image's Env activates the environment"
+
+# ---- determinism ---------------------------------------------------------------------------------
+rm -rf out
+(umask 077 && LOCKSTEP_CACHE=$PWD/store2 "$LOCKSTEP" build >build2.out 2>build2.err) || fail "rebuild: $(cat build2.err)"
+assert_eq "$digest" "$(last_line "$(cat build2.out)")" "same digest from an empty store under umask 077"
+pass "the same lock gives the same image from an empty store"
+
+write_spec ', prefix: /opt/env'
+ls_run build
+assert_eq 0 "$RC" "build with conda.prefix: $ERR"
+rm -rf bundle && umoci unpack --rootless --image out:latest bundle >/dev/null
+assert_eq "tool at /opt/env/share/tool" "$(cat $R/tool.out)" "the tool is relocated into /opt/env"
+[ -d $R/opt/env/conda-meta ] && [ ! -e $R/opt/conda ] || fail "the prefix is /opt/env alone"
+pass "conda.prefix moves the environment"
+
+# ---- hostile packages ----------------------------------------------------------------------------
+# Each: its own channel and lock; the build exits 2 naming the package and writes nothing.
+hostile() { # WHAT PACKAGE-JSON EXPECTED-MESSAGE
+  rm -rf hc out lockstep.lock && mkdir hc
+  printf '{"packages": [%s]}' "$2" >hc.json
+  python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" hc/channel hc.json
+  cp -r hc/channel/. channel/
+  cat >lockstep.yaml <<YAML
+lockstep: 1
+name: condabad
+repos:
+  - {conda: $CHANNEL}
+packages:
+  conda: [bad]
+outputs: {oci: out}
+YAML
+  ls_run lock --refresh
+  assert_eq 0 "$RC" "$1: lock: $ERR"
+  [ -n "${4:-}" ] && eval "$4"
+  ls_run build
+  assert_eq 2 "$RC" "$1: exit 2 ($ERR)"
+  assert_contains "$ERR" "$3" "$1: the error"
+  [ ! -e out ] || fail "$1: nothing is written"
+}
+hostile "a path out of the prefix" \
+  '{"name": "bad", "version": "1", "build": "0", "files": {"a": "a"},
+    "extra_paths": [{"_path": "../../etc/evil", "path_type": "hardlink", "sha256": "'"$(printf a | sha256sum | cut -c1-64)"'", "size_in_bytes": 1}]}' \
+  "bad-1-0.conda"
+hostile "a symlink out of the prefix" \
+  '{"name": "bad", "version": "2", "build": "0", "files": {"lib/escape": {"symlink": "../../../etc/shadow"}}}' \
+  "bad-2-0.conda"
+hostile "a binary placeholder shorter than the prefix" \
+  '{"name": "bad", "version": "3", "build": "0",
+    "files": {"lib/short.so": {"text": "\u007fELF/ph/lib\u0000", "placeholder": "/ph", "file_mode": "binary"}}}' \
+  "lib/short.so"
+hostile "an archive that doesn't match the lock" \
+  '{"name": "bad", "version": "4", "build": "0", "files": {"a": "a"}}' \
+  "changed on the server or in transit" 'printf "x" >>channel/linux-64/bad-4-0.conda'
+pass "hostile packages are exit 2, named, and nothing is written"
+
+done_testing
