@@ -319,7 +319,13 @@ std::optional<ParseError> MatchSpecParser::parse_artifact_url(std::size_t begin,
     }
   }
   m_out.m_name = *StringMatcher::parse(name, LetterCase::insensitive);
-  const std::string version = "==" + std::string(stem.substr(dash1 + 1, dash2 - dash1 - 1));
+  // The version a file name holds is one version, never a pattern ("1.*" would print back as a glob).
+  const std::string_view file_version = stem.substr(dash1 + 1, dash2 - dash1 - 1);
+  if (const std::size_t bad = file_version.find_first_of("*=<>~,|()"); bad != std::string_view::npos) {
+    return ParseError{begin + slash + 1 + dash1 + 1 + bad,
+                      fmt::format("invalid character '{}' in the version of {}", file_version[bad], fn)};
+  }
+  const std::string version = "==" + std::string(file_version);
   auto spec = VersionSpec::parse(version, SpecMode::lenient);
   if (!spec) {
     return ParseError{begin + slash + 1 + dash1 + 1, spec.error().message};

@@ -496,4 +496,8 @@ TEST_CASE("canonical text reparses to itself where the fuzzer found it didn't", 
   auto backref = MatchSpec::parse("numpy[build='^1\\9999999999999.*$']", SpecMode::lenient);
   REQUIRE_FALSE(backref);
   CHECK(backref.error().message.find("at most 9 digits") != std::string::npos);
+  // A file name's version is one version: a glob there could not be printed back as the URL's.
+  auto glob_url = MatchSpec::parse("https://example.org/ch/foo-1.*-h0_1.tar.bz2", SpecMode::lenient);
+  REQUIRE_FALSE(glob_url);
+  CHECK(glob_url.error().offset == 29);
 }
