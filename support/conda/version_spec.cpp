@@ -301,6 +301,9 @@ std::optional<std::uint32_t> SpecParser::interpret(std::optional<VersionOp> op, 
     return fail(offset, fmt::format("'*' can't follow '{}'", op_text));
   }
   const Wildcard w = split_wildcard(token);
+  if (lenient && !w.base.empty() && w.base.find_first_not_of('*') == std::string_view::npos) {
+    return interpret(op, op_text, "*", offset); // "<*.*", ">=**": the operator's '*' rule, not a version
+  }
   if (!w.any()) {
     if (token.find('*') != std::string_view::npos && !lenient) {
       return fail(offset + token.find('*'), fmt::format("'*' in the version after '{}'", op_text));

@@ -280,3 +280,11 @@ TEST_CASE("invalid version specs are errors at the offending byte", "[conda][ver
   }
   CHECK(bad(std::string(5000, '1')).message == "a version spec is at most 4096 characters");
 }
+
+TEST_CASE("an operator before a run of stars reads the stars as '*' (fuzz_conda)", "[conda][version_spec]") {
+  // "<*.*" once printed as "<*", which no mode reads back.
+  CHECK_FALSE(VersionSpec::parse("<*.*", SpecMode::lenient));
+  auto any = VersionSpec::parse(">=*.*", SpecMode::lenient);
+  REQUIRE(any);
+  CHECK(any->is_any());
+}
