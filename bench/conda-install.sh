@@ -59,7 +59,7 @@ packages:
 conda: {virtual_packages: {glibc: "2.36"}}
 YAML
 export LOCKSTEP_CACHE="$work/store"
-(cd "$work" && "$LOCKSTEP" --quiet lock && "$LOCKSTEP" --quiet build --oci "$work/out" >/dev/null)
+(cd "$work" && "$LOCKSTEP" lock -q && "$LOCKSTEP" build -q --oci "$work/out" >/dev/null)
 archives=$(ls "$channel"/linux-64/*.conda | wc -l)
 archive_bytes=$(cat "$channel"/linux-64/*.conda | wc -c)
 /usr/bin/python3 -c 'import sys
@@ -72,7 +72,7 @@ from conda_package_handling import api
 for f in sorted(glob.glob(sys.argv[1] + \"/*.conda\")):
     api.extract(f, dest_dir=os.path.join(sys.argv[2], os.path.basename(f)[:-6]))' $channel/linux-64 $work/extracted"
 ours() { # CODEC
-  echo "cd $work && $LOCKSTEP --quiet build --compression $1 --oci $work/out-$1"
+  echo "cd $work && $LOCKSTEP build -q --compression $1 --oci $work/out-$1"
 }
 hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$work/h.json" \
   -n "cph extract, 60 archives (peer)" --prepare "rm -rf $work/extracted" "$peer" \
