@@ -1,7 +1,7 @@
 // Loading libgit2 on first use (see libgit.hpp for why it is not linked).
 #include "support/git/libgit.hpp"
 
-#include <dlfcn.h>
+#include "support/system/shared_library.hpp"
 
 namespace lockstep {
 
@@ -25,16 +25,12 @@ struct LoadedLibGit {
 
   // Loads the library and every function; on failure `error` says why.
   bool load() {
-    void* handle = ::dlopen(LOCKSTEP_LIBGIT2_SONAME, RTLD_NOW | RTLD_LOCAL);
+    void* handle = open_shared_library(LOCKSTEP_LIBGIT2_SONAME, error);
     if (handle == nullptr) {
-      const char* e = ::dlerror();
-      error = e != nullptr ? e : "dlopen failed";
       return false;
     }
 #define LS_LIBGIT_LOAD(name)                                                                                 \
-  lib.name = reinterpret_cast<decltype(lib.name)>(::dlsym(handle, #name)); /* NOLINT */                      \
-  if (lib.name == nullptr) {                                                                                 \
-    error = std::string(LOCKSTEP_LIBGIT2_SONAME) + " has no " #name;                                         \
+  if (!load_shared_function(handle, LOCKSTEP_LIBGIT2_SONAME, #name, lib.name, error)) {                      \
     return false;                                                                                            \
   }
     LS_LIBGIT_FUNCTIONS(LS_LIBGIT_LOAD)

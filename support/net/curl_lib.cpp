@@ -1,20 +1,16 @@
 #include "support/net/curl_lib.hpp"
 
-#include <dlfcn.h>
+#include "support/system/shared_library.hpp"
 
 namespace lockstep::curl {
 
 bool LibCurl::load() {
-  void* handle = ::dlopen(LOCKSTEP_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+  void* handle = open_shared_library(LOCKSTEP_LIBCURL_SONAME, error);
   if (handle == nullptr) {
-    const char* e = ::dlerror();
-    error = e != nullptr ? e : "dlopen failed";
     return false;
   }
 #define LS_CURL_LOAD(name)                                                                                   \
-  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name)); /* NOLINT(bugprone-macro-parentheses) */  \
-  if ((name) == nullptr) {                                                                                   \
-    error = std::string(LOCKSTEP_LIBCURL_SONAME) + " has no " #name;                                         \
+  if (!load_shared_function(handle, LOCKSTEP_LIBCURL_SONAME, #name, name, error)) {                          \
     return false;                                                                                            \
   }
   LS_CURL_FUNCTIONS(LS_CURL_LOAD)

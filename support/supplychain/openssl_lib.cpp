@@ -1,22 +1,18 @@
 #include "support/supplychain/openssl_lib.hpp"
 
-#include <dlfcn.h>
+#include "support/system/shared_library.hpp"
 
 namespace lockstep::openssl {
 
 bool LibCrypto::load() {
-  // RTLD_LOCAL: the library's own references stay inside it (a static build carries libcrypto's
-  // low-level digests too, unexported, so the two copies never meet).
-  void* handle = ::dlopen(LOCKSTEP_LIBCRYPTO_SONAME, RTLD_NOW | RTLD_LOCAL);
+  // A static build carries libcrypto's low-level digests too, unexported: RTLD_LOCAL
+  // (open_shared_library) keeps the two copies apart.
+  void* handle = open_shared_library(LOCKSTEP_LIBCRYPTO_SONAME, error);
   if (handle == nullptr) {
-    const char* e = ::dlerror();
-    error = e != nullptr ? e : "dlopen failed";
     return false;
   }
 #define LS_CRYPTO_LOAD(name)                                                                                 \
-  name = reinterpret_cast<decltype(name)>(::dlsym(handle, #name)); /* NOLINT(bugprone-macro-parentheses) */  \
-  if ((name) == nullptr) {                                                                                   \
-    error = std::string(LOCKSTEP_LIBCRYPTO_SONAME) + " has no " #name;                                       \
+  if (!load_shared_function(handle, LOCKSTEP_LIBCRYPTO_SONAME, #name, name, error)) {                        \
     return false;                                                                                            \
   }
   LS_CRYPTO_FUNCTIONS(LS_CRYPTO_LOAD)
