@@ -85,9 +85,10 @@ Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
   options.lock = lock ? &*lock : nullptr;
   options.lock_name = args.lock;
   LS_TRY_ASSIGN(const runner::VerifyReport report, runner::verify_contents(contents, options));
-  if (report.debs == 0 && report.wheels == 0) {
+  if (report.debs == 0 && report.wheels == 0 && report.conda == 0) {
     log::warn(
-        "{} has no dpkg database (/var/lib/dpkg/status) and no .dist-info RECORD: no file records to check",
+        "{} has no dpkg database (/var/lib/dpkg/status), no .dist-info RECORD and no conda-meta record: "
+        "no file records to check",
         report.image);
   }
   if (ctx.json) {

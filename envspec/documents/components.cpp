@@ -239,6 +239,8 @@ ComponentSet lock_components(const Lock& lock, const ImageFacts& facts, std::str
       set.components.push_back({"wheel", normalize_project_name(a.name), a.version, ""});
     } else if (a.kind == "git") {
       set.components.push_back({"git", a.name, a.version, a.rev});
+    } else if (a.kind == "conda" && a.conda) {
+      set.components.push_back({"conda", a.name, a.version + "=" + a.conda->build, ""});
     }
   }
   for (Component& c : stack_components(lock_stack_labels(lock, facts))) {
@@ -247,6 +249,10 @@ ComponentSet lock_components(const Lock& lock, const ImageFacts& facts, std::str
   set.coverage["deb"] = Coverage::complete;
   set.coverage["python"] = Coverage::complete;
   set.coverage["git"] = Coverage::complete;
+  if (std::any_of(lock.artifacts.begin(), lock.artifacts.end(),
+                  [](const LockedArtifact& a) { return a.kind == "conda"; })) {
+    set.coverage["conda"] = Coverage::complete; // a lock without conda packages says nothing of conda
+  }
   set.coverage["stack"] = Coverage::complete;
   (void)set.finish();
   return set;

@@ -6,6 +6,7 @@
 //   wheel           a Python distribution installed from a wheel (PEP 503 normalised name)
 //   python-package  a Python distribution of a captured environment (dist-info, egg-info, conda)
 //   git             a git source (the URL; version the commit, rev what was asked for)
+//   conda           a conda package of the image's environment (version "VERSION=BUILD")
 //   stack           what an image records about its stack (the dev.lockstep.* labels: MPI, CUDA,
 //                   the stack solver's choices), named by the label without the prefix
 //   host            a fact of a captured host (kernel, glibc, driver, GPUs, MPI, ...)
@@ -31,7 +32,7 @@ namespace lockstep::envspec {
 
 /// One component of an environment.
 struct Component {
-  std::string kind;    ///< deb, wheel, python-package, git, stack, host
+  std::string kind;    ///< deb, wheel, python-package, git, conda, stack, host
   std::string name;    ///< see the file comment
   std::string version; ///< "" when the side doesn't pin one (an unpinned spec request)
   std::string rev;     ///< git: the rev asked for ("v1.2"); else ""

@@ -1,5 +1,6 @@
 #include "envspec/documents/sbom.hpp"
 
+#include "support/conda/match_spec.hpp"
 #include "support/oci/oci.hpp"
 #include "support/python/pep508.hpp"
 #include "support/supplychain/purl.hpp"
@@ -343,6 +344,22 @@ std::string artifact_purl(const Lock& lock, const LockedArtifact& a) {
   }
   if (a.kind == "wheel") {
     return pypi_purl(normalize_project_name(a.name), a.version);
+  }
+  if (a.kind == "conda" && a.conda) {
+    // pkg:conda/NAME@VERSION?build=B&channel=C&subdir=S&type=conda (purl-spec's conda type); the
+    // channel by its canonical name ("conda-forge"), or its URL where it has none.
+    PackageUrl p;
+    p.type = "conda";
+    p.name = a.name;
+    p.version = a.version;
+    const std::string file = a.url.substr(a.url.rfind('/') == std::string::npos ? 0 : a.url.rfind('/') + 1);
+    p.qualifiers = {{"build", a.conda->build},
+                    {"subdir", a.conda->subdir},
+                    {"type", file.ends_with(".tar.bz2") ? "tar.bz2" : "conda"}};
+    if (a.repo >= 0 && static_cast<std::size_t>(a.repo) < lock.repos.size()) {
+      p.qualifiers["channel"] = conda::canonical_channel(lock.repos[static_cast<std::size_t>(a.repo)].url);
+    }
+    return p.str();
   }
   PackageUrl p; // git: the repository's last path segment, at the commit
   p.type = "generic";

@@ -282,6 +282,48 @@ void read_dist(const ImageContents& contents, InstalledDist& dist) {
   dist.project = normalize_project_name(dist.name);
 }
 
+// The lock's conda packages against the image's conda-meta records, by name.
+void compare_conda_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
+                             std::vector<VerifyProblem>& out) {
+  std::map<std::string, const envspec::LockedArtifact*> locked;
+  std::map<std::string, const InstalledConda*> installed;
+  for (const auto& a : lock.artifacts) {
+    if (a.kind == "conda" && a.conda) {
+      locked.emplace(a.name, &a);
+    }
+  }
+  for (const InstalledConda& c : packages.condas) {
+    installed.emplace(c.name, &c);
+  }
+  std::set<std::string> names;
+  for (const auto& [n, a] : locked) {
+    names.insert(n);
+  }
+  for (const auto& [n, c] : installed) {
+    names.insert(n);
+  }
+  for (const std::string& n : names) {
+    auto l = locked.find(n);
+    auto i = installed.find(n);
+    if (l != locked.end() && i != installed.end()) {
+      const std::string want = l->second->version + "=" + l->second->conda->build;
+      const std::string have = i->second->version + "=" + i->second->build;
+      if (want != have) {
+        out.push_back(
+            {Kind::conda_changed, n, "", fmt::format("conda {}: lock says {}, image has {}", n, want, have)});
+      }
+    } else if (l != locked.end()) {
+      out.push_back({Kind::conda_missing, n, "",
+                     fmt::format("conda {}: lock says {}={}, not installed", n, l->second->version,
+                                 l->second->conda->build)});
+    } else {
+      out.push_back({Kind::conda_extra, n, "",
+                     fmt::format("conda {}: installed ({}={}, /{}), not in the lock", n, i->second->version,
+                                 i->second->build, i->second->record)});
+    }
+  }
+}
+
 // The lock's debs and wheels against what the image has installed.
 // Over an image base (the lock records one), what the base had installed counts as the lock's: the
 // dpkg status and the .dist-info directories after the base's layers (dev.lockstep.base.layers).
@@ -397,6 +439,7 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
                                  d->second->dir)});
     }
   }
+  compare_conda_with_lock(lock, packages, out);
 }
 
 // Checks one file dpkg recorded for `package`.
@@ -502,6 +545,61 @@ Result<void> check_record(const ImageContents& contents, const InstalledDist& di
   return {};
 }
 
+// Checks one conda package's paths_data: files by sha256 and size, soft links by type. A path
+// other packages' records list too (`owners`: path -> the records listing it) was clobbered by one
+// of them, as conda's path_conflict allows: it is right when it matches any of their records.
+void check_conda(const ImageContents& contents, const InstalledConda& c,
+                 const std::map<std::string_view, std::vector<const CondaMetaPath*>>& owners,
+                 VerifyReport& report) {
+  ++report.conda;
+  const std::string package = fmt::format("{} {}={}", c.name, c.version, c.build);
+  for (const CondaMetaPath& p : c.paths) {
+    const std::string shown = "/" + p.path;
+    if (p.type == "directory") {
+      continue;
+    }
+    ++report.files;
+    if (p.type == "softlink") {
+      const ImageEntry* e = contents.resolve(p.path, FollowLast::no);
+      if (e == nullptr) {
+        report.problems.push_back({Kind::file_missing, package, shown,
+                                   fmt::format("{}: missing (in {}'s conda-meta record)", shown, package)});
+      } else if (e->type != ImageEntry::Type::symlink) {
+        report.problems.push_back(
+            {Kind::link_type, package, shown,
+             fmt::format("{}: not a symbolic link ({}'s conda-meta record lists a soft link)", shown,
+                         package)});
+      }
+      continue;
+    }
+    const ImageEntry* e = contents.resolve(p.path, FollowLast::yes);
+    if (e == nullptr) {
+      report.problems.push_back({Kind::file_missing, package, shown,
+                                 fmt::format("{}: missing (in {}'s conda-meta record)", shown, package)});
+    } else if (e->type != ImageEntry::Type::file) {
+      report.problems.push_back(
+          {Kind::file_type, package, shown,
+           fmt::format("{}: not a regular file ({}'s conda-meta record lists a file)", shown, package)});
+    } else if (const auto& listed = owners.at(p.path);
+               listed.size() > 1 && e->has_sha256 &&
+               std::any_of(listed.begin(), listed.end(), [&](const CondaMetaPath* o) {
+                 return o->sha256 == hex_of(e->sha256.data(), e->sha256.size()) &&
+                        (!o->size || *o->size == e->size);
+               })) {
+      continue; // installed by another package that lists it
+    } else if (!p.sha256.empty() && e->has_sha256 && hex_of(e->sha256.data(), e->sha256.size()) != p.sha256) {
+      report.problems.push_back(
+          {Kind::sha256, package, shown,
+           fmt::format("{}: sha256 differs from {}'s conda-meta record", shown, package)});
+    } else if (p.size && *p.size != e->size) {
+      report.problems.push_back(
+          {Kind::size, package, shown,
+           fmt::format("{}: size differs from {}'s conda-meta record ({} bytes, the record says {})", shown,
+                       package, e->size, *p.size)});
+    }
+  }
+}
+
 } // namespace
 
 Result<ImagePackages> image_packages(const ImageContents& contents) {
@@ -573,6 +671,7 @@ Result<ImagePackages> image_packages(const ImageContents& contents) {
     dist.from_deb = deb_paths.count(path + "/METADATA") != 0;
     out.dists.push_back(std::move(dist));
   }
+  LS_TRY_ASSIGN(out.condas, image_conda_packages(contents));
   return out;
 }
 
@@ -597,7 +696,13 @@ envspec::ComponentSet image_components(const ImageContents& contents, const Imag
     set.components.push_back(std::move(c));
   }
   set.coverage["deb"] = envspec::Coverage::complete;
+  for (const InstalledConda& c : packages.condas) {
+    set.components.push_back({"conda", c.name, c.version + "=" + c.build, ""});
+  }
   set.coverage["python"] = envspec::Coverage::complete;
+  if (!packages.condas.empty()) {
+    set.coverage["conda"] = envspec::Coverage::complete; // compared where the image has an environment
+  }
   set.coverage["stack"] = envspec::Coverage::complete;
   (void)set.finish();
   return set;
@@ -624,6 +729,14 @@ std::string_view problem_kind_name(VerifyProblem::Kind kind) {
     return "wheel-extra";
   case Kind::wheel_changed:
     return "wheel-changed";
+  case Kind::conda_missing:
+    return "conda-missing";
+  case Kind::conda_extra:
+    return "conda-extra";
+  case Kind::conda_changed:
+    return "conda-changed";
+  case Kind::link_type:
+    return "not-a-link";
   case Kind::file_missing:
     return "missing";
   case Kind::file_type:
@@ -691,7 +804,18 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
     }
   }
 
-  // 3. pip's records.
+  // 3. conda's records, package by package.
+  std::map<std::string_view, std::vector<const CondaMetaPath*>> owners;
+  for (const InstalledConda& c : packages.condas) {
+    for (const CondaMetaPath& p : c.paths) {
+      owners[p.path].push_back(&p);
+    }
+  }
+  for (const InstalledConda& c : packages.condas) {
+    check_conda(contents, c, owners, report);
+  }
+
+  // 4. pip's records.
   // A Debian package's .dist-info is covered by its md5sums; its RECORD (when it ships one) is
   // Debian's, not pip's, and not always in pip's format (hex digests), so it is not read.
   for (const InstalledDist& dist : packages.dists) {
@@ -727,6 +851,19 @@ Result<ImageContents> read_for_verify(const ImageArg& image) {
       }
     }
   }
+  if (packages) {
+    for (const InstalledConda& c : packages->condas) {
+      for (const CondaMetaPath& p : c.paths) {
+        std::string real;
+        const ImageEntry* e = p.sha256.empty() || p.type == "softlink" || p.type == "directory"
+                                  ? nullptr
+                                  : contents.resolve(p.path, FollowLast::yes, &real);
+        if (e != nullptr && e->type == ImageEntry::Type::file && !e->has_sha256) {
+          missing.insert(real);
+        }
+      }
+    }
+  }
   if (missing.empty()) {
     return contents;
   }
@@ -756,10 +893,11 @@ std::string render_verify_text(const VerifyReport& report) {
   if (report.digest) {
     subject += " (" + report.digest->str() + ")";
   }
-  const std::size_t packages = report.debs + report.wheels;
-  out += fmt::format("{}: {} package{} ({} deb{}, {} wheel{}), {} file{} checked{}: ", subject, packages,
+  const std::size_t packages = report.debs + report.wheels + report.conda;
+  const std::string conda = report.conda == 0 ? std::string() : fmt::format(", {} conda", report.conda);
+  out += fmt::format("{}: {} package{} ({} deb{}, {} wheel{}{}), {} file{} checked{}: ", subject, packages,
                      packages == 1 ? "" : "s", report.debs, report.debs == 1 ? "" : "s", report.wheels,
-                     report.wheels == 1 ? "" : "s", report.files, report.files == 1 ? "" : "s",
+                     report.wheels == 1 ? "" : "s", conda, report.files, report.files == 1 ? "" : "s",
                      report.lock.empty() ? std::string() : " against " + report.lock);
   out += report.ok()
              ? "ok\n"
@@ -775,14 +913,16 @@ nlohmann::ordered_json verify_json(const VerifyReport& report) {
                                {"path", p.path.empty() ? ordered(nullptr) : ordered(p.path)},
                                {"message", p.message}});
   }
-  return ordered{
-      {"verify", 1},
-      {"image", report.image},
-      {"digest", report.digest ? ordered(report.digest->str()) : ordered(nullptr)},
-      {"lock", report.lock.empty() ? ordered(nullptr) : ordered(report.lock)},
-      {"ok", report.ok()},
-      {"checked", ordered{{"debs", report.debs}, {"wheels", report.wheels}, {"files", report.files}}},
-      {"problems", std::move(problems)}};
+  return ordered{{"verify", 1},
+                 {"image", report.image},
+                 {"digest", report.digest ? ordered(report.digest->str()) : ordered(nullptr)},
+                 {"lock", report.lock.empty() ? ordered(nullptr) : ordered(report.lock)},
+                 {"ok", report.ok()},
+                 {"checked", ordered{{"debs", report.debs},
+                                     {"wheels", report.wheels},
+                                     {"conda", report.conda},
+                                     {"files", report.files}}},
+                 {"problems", std::move(problems)}};
 }
 
 } // namespace lockstep::runner

@@ -4,12 +4,15 @@
 //     status paragraph, exists with that MD5 (dpkg's own record, as `dpkg --verify` checks);
 //   - every .dist-info RECORD row with a sha256: the file exists with that digest and size (RECORD
 //     itself and rows without a hash are skipped, as pip does);
+//   - every conda-meta record's paths_data (runner/audit/conda_meta.hpp): each file exists with its
+//     sha256 in the prefix and size, each soft link is a symbolic link;
 //   - with a lock: the image was built from it (dev.lockstep.lock.digest), every deb is installed at
 //     the lock's name, version and architecture and no other; every wheel is installed at the lock's
-//     version and no other.
+//     version and no other; every conda package at the lock's version and build and no other.
 // Also the image's package lists, which `lockstep diff` compares. docs/verify-diff.md.
 #include "envspec/documents/components.hpp"
 #include "envspec/lock/lockfile.hpp"
+#include "runner/audit/conda_meta.hpp"
 #include "runner/audit/image_contents.hpp"
 #include "support/base/result.hpp"
 
@@ -78,6 +81,7 @@ struct ImagePackages {
   std::vector<InstalledDist> dists;            ///< sorted by directory
   std::map<std::string, Diversion> diversions; ///< by the diverted path (absolute)
   std::string native_arch;                     ///< /var/lib/dpkg/arch's first line, else the config's
+  std::vector<InstalledConda> condas;          ///< conda-meta records, by prefix then name
 };
 
 /// Parses the image's dpkg status, md5sums and diversions, and finds its .dist-info directories. A
@@ -100,11 +104,15 @@ struct VerifyProblem {
     wheel_missing, ///< in the lock, no .dist-info
     wheel_extra,   ///< a .dist-info the lock doesn't name
     wheel_changed, ///< another version
+    conda_missing, ///< in the lock, no conda-meta record
+    conda_extra,   ///< a conda-meta record the lock doesn't name
+    conda_changed, ///< another version or build
+    link_type,     ///< a soft link conda-meta records is not a symbolic link
     file_missing,  ///< a recorded file is not there
     file_type,     ///< a recorded file is not a regular file
     md5,           ///< MD5 differs from dpkg's record (md5sums or Conffiles)
-    sha256,        ///< SHA-256 differs from RECORD
-    size,          ///< size differs from RECORD
+    sha256,        ///< SHA-256 differs from RECORD or conda-meta
+    size,          ///< size differs from RECORD or conda-meta
   };
   Kind kind = Kind::file_missing;
   std::string package; ///< "ls-lib", "demo 1.0"; "" for the lock digest
@@ -119,6 +127,7 @@ struct VerifyReport {
   std::string lock;             ///< the lock file given, "" when none
   std::size_t debs = 0;         ///< installed packages checked
   std::size_t wheels = 0;       ///< .dist-info directories with a RECORD checked
+  std::size_t conda = 0;        ///< conda-meta records checked
   std::size_t files = 0;        ///< file records checked
   std::vector<VerifyProblem> problems;
   /// True when nothing is wrong.
@@ -146,7 +155,7 @@ std::string render_verify_text(const VerifyReport& report);
 
 /// The JSON form, keys in this order:
 ///   {"verify":1,"image":"oci:out","digest":"sha256:…"|null,"lock":"lockstep.lock"|null,"ok":false,
-///    "checked":{"debs":8,"wheels":1,"files":42},
+///    "checked":{"debs":8,"wheels":1,"conda":0,"files":42},
 ///    "problems":[{"kind":"md5","package":"ls-lib","path":"/usr/lib/…","message":"…"}]}
 nlohmann::ordered_json verify_json(const VerifyReport& report);
 

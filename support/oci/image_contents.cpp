@@ -837,6 +837,10 @@ bool is_metadata_path(std::string_view path) {
     auto [include, python] = split_last(dir);
     return python.substr(0, 8) == "python3." && split_last(include).second == "include";
   }
+  if (base.size() > 5 && base.substr(base.size() - 5) == ".json" && dir.size() > 11 &&
+      dir.substr(dir.size() - 11) == "/conda-meta") {
+    return true; // a conda package's record (runner/audit/conda_meta.hpp)
+  }
   if (base != "METADATA" && base != "RECORD" && base != "INSTALLER") {
     return false;
   }

@@ -47,8 +47,9 @@ std::string hex_of(const std::uint8_t* bytes, std::size_t size);
 /// True for the image paths whose text is kept: var/lib/dpkg/{status,diversions,arch,statoverride},
 /// var/lib/dpkg/info/*.{md5sums,list}, var/lib/dpkg/triggers/*, etc/passwd, etc/group, etc/apt/sources.list
 /// and sources.list.d/*.{list,sources}, METADATA, RECORD and INSTALLER directly inside a
-/// `*.dist-info` directory, and a CPython's `include/python3.N/patchlevel.h` (its full version). `path` is
-/// relative to the image root, normalised ("var/lib/dpkg/status").
+/// `*.dist-info` directory, `*.json` directly inside a `conda-meta` directory, and a CPython's
+/// `include/python3.N/patchlevel.h` (its full version). `path` is relative to the image root, normalised
+/// ("var/lib/dpkg/status").
 bool is_metadata_path(std::string_view path);
 
 /// True for the paths a wheel installs in practice, whose SHA-256 a RECORD row may give: a path

@@ -204,7 +204,7 @@ def check_against_lock(doc, lock, root, licensing):
         kind, namespace, name, pversion, quals = parsed
         if "+" in purl.split("?")[0]:
             err(f"{purl}: '+' must be percent-encoded in a package URL")
-        lock_kind = {"deb": "deb", "pypi": "wheel", "generic": "git", "oci": "image"}.get(kind)
+        lock_kind = {"deb": "deb", "pypi": "wheel", "conda": "conda", "generic": "git", "oci": "image"}.get(kind)
         if lock_kind == "image":
             if not base or "sha256:" + sha != base.get("manifest"):
                 err(f"{purl}: not the lock's base image")
@@ -228,6 +228,11 @@ def check_against_lock(doc, lock, root, licensing):
         elif kind == "pypi":
             if name != re.sub(r"[-_.]+", "-", a["name"]).lower():
                 err(f"{purl}: not the wheel {a['name']}")
+        elif kind == "conda":
+            fmt = "tar.bz2" if a["url"].endswith(".tar.bz2") else "conda"
+            if (name != a["name"] or quals.get("build") != a.get("build") or quals.get("subdir") != a.get("subdir")
+                    or quals.get("type") != fmt or not quals.get("channel")):
+                err(f"{purl}: not the conda package {a['name']} {a.get('build')} ({a.get('subdir')}, .{fmt})")
         elif kind == "generic" and quals.get("vcs_url", "").split("@")[-1] != a["version"]:
             err(f"{purl}: vcs_url does not name commit {a['version']}")
         if root and kind == "deb":

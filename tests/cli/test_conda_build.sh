@@ -7,12 +7,15 @@
 #   - conda-meta/ has each package's record (url, sha256, md5 from the lock; its files), history
 #     and frozen; the image's Env puts the prefix's bin first and sets CONDA_PREFIX;
 #   - a `run:` step over the environment runs a package's relocated script from PATH;
+#   - `verify` checks the files against conda-meta and the packages against the lock (a changed and
+#     a removed file named with their package); the SBOM lists pkg:conda purls; `diff` compares;
 #   - the same digest from an empty store, under another umask; `conda: {prefix: ...}` moves it;
 #   - link scripts are listed, not run; hostile packages (a tampered archive, a path out of the
 #     prefix, a symlink out of it, a binary placeholder shorter than the prefix) are exit 2 naming
 #     the package, and nothing is written.
 source "$(dirname "$0")/lib.sh"
 need jq python3 cph zstd umoci sha256sum
+need_python_jsonschema /usr/bin/python3
 
 TEXT_PH=/opt/anaconda1anaconda2anaconda3
 BIN_PH=/conda-bld/_h_env_placehold_placehold_placehold_placehold
@@ -156,6 +159,41 @@ env=$(jq -c .config.Env out/blobs/sha256/"$config")
 assert_contains "$env" '"PATH=/opt/conda/bin:/usr/local/sbin:' "PATH starts with the prefix's bin"
 assert_contains "$env" '"CONDA_PREFIX=/opt/conda"' "CONDA_PREFIX"
 pass "the image's Env activates the environment"
+
+# ---- verify, sbom, diff ----------------------------------------------------------------------------
+ls_run verify oci:out --lock lockstep.lock --json
+assert_eq 0 "$RC" "verify: $OUT $ERR"
+assert_eq "true 4 []" "$(jq -c -r '"\(.ok) \(.checked.conda) \(.problems)"' <<<"$OUT")" \
+  "verify checks the four conda packages' files against conda-meta and the lock"
+# A run step that changes a conda file and removes another: verify names both, with their package.
+mkdir tampered && cp lockstep.lock tampered/ && cp -r rootfs tampered/
+sed -e 's|^  - tool > /tool.out.*|  - echo evil >> /opt/conda/share/tool/data \&\& rm /opt/conda/lib/libz.so.1|' \
+  lockstep.yaml >tampered/lockstep.yaml
+(cd tampered && "$LOCKSTEP" build -q >/dev/null 2>build.err) || fail "tampered build: $(cat tampered/build.err)"
+ls_run verify tampered/out --lock lockstep.lock
+assert_eq 1 "$RC" "verify of the tampered image: $OUT $ERR"
+assert_eq "/opt/conda/lib/libz.so.1: missing (in libzlib 1.3.1=h4ab18f5_1's conda-meta record)
+/opt/conda/share/tool/data: sha256 differs from tool 1.0=h0_0's conda-meta record" "$(head -n -1 <<<"$OUT")" \
+  "exactly the changed and the removed file, with their packages"
+pass "verify checks conda files against conda-meta and packages against the lock"
+
+ls_run sbom lockstep.lock
+assert_eq 0 "$RC" "sbom: $ERR"
+assert_contains "$(jq -r '.packages[].externalRefs[]?.referenceLocator' <<<"$OUT")" \
+  "pkg:conda/tool@1.0?build=h0_0&channel=$CHANNEL&subdir=linux-64&type=conda" "tool's purl"
+printf '%s\n' "$OUT" >conda.spdx.json
+"$LOCKSTEP" sbom --format cyclonedx-json lockstep.lock >conda.cdx.json
+for doc in conda.spdx.json conda.cdx.json; do
+  /usr/bin/python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/sbom_check.py" $doc lockstep.lock >/dev/null || fail "sbom_check: $doc"
+done
+pass "the SBOM lists conda packages as pkg:conda (SPDX and CycloneDX, judged by sbom_check.py)"
+
+ls_run diff lockstep.lock oci:out
+assert_eq 0 "$RC" "diff lock vs image: $OUT $ERR"
+assert_contains "$OUT" "(conda, " "conda packages are compared"
+ls_run diff lockstep.lock tampered/out
+assert_eq 0 "$RC" "a changed file is verify's business, not diff's: $OUT"
+pass "diff compares conda packages between the lock and the image"
 
 # ---- determinism ---------------------------------------------------------------------------------
 rm -rf out

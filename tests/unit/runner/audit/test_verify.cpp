@@ -504,3 +504,43 @@ TEST_CASE_METHOD(ContentsFixture, "A RECORD naming a file elsewhere gets it hash
   CHECK(messages(*changed) ==
         std::vector<std::string>{"/usr/local/share/demo/data.txt: sha256 differs from Demo 1.0's RECORD"});
 }
+
+TEST_CASE_METHOD(ContentsFixture, "conda-meta records are checked, and hostile ones refused",
+                 "[verify][conda]") {
+  const std::string sha_a = "559aead08264d5795d3909718cdd05abd49572e84fe55590eef31a88a08fdffd"; // sha256("A")
+  auto record = [&](const std::string& path) {
+    return R"({"name": "tool", "version": "1.0", "build": "h0_0", "url": "https://x/tool-1.0-h0_0.conda",
+      "paths_data": {"paths_version": 1, "paths": [
+        {"_path": ")" +
+           path + R"(", "path_type": "hardlink", "sha256": ")" + sha_a +
+           R"(", "size_in_bytes": 1},
+        {"_path": "bin/t", "path_type": "softlink"}]}})";
+  };
+  write("root/opt/conda/bin/tool", "A");
+  fs::create_symlink("tool", dir() / "root/opt/conda/bin/t");
+  write("root/opt/conda/conda-meta/tool-1.0-h0_0.json", record("bin/tool"));
+  {
+    const ImageContents c = read_root(dir() / "root");
+    Result<VerifyReport> report = verify_contents(c, {});
+    REQUIRE_OK(report);
+    CHECK(report->ok());
+    CHECK(report->conda == 1);
+    CHECK(report->files == 2);
+    CHECK(render_verify_text(*report) ==
+          "test-image: 1 package (0 debs, 0 wheels, 1 conda), 2 files checked: ok\n");
+    envspec::ComponentSet set = image_components(c, *image_packages(c));
+    CHECK(set.components.at(0).kind == "conda");
+    CHECK(set.components.at(0).version == "1.0=h0_0");
+  }
+  fs::remove(dir() / "root/opt/conda/bin/tool");
+  CHECK(messages(read_root(dir() / "root")) ==
+        std::vector<std::string>{"/opt/conda/bin/tool: missing (in tool 1.0=h0_0's conda-meta record)"});
+  write("root/opt/conda/conda-meta/tool-1.0-h0_0.json", record("../../../etc/shadow"));
+  CHECK_THAT(
+      verify_error(read_root(dir() / "root")),
+      Catch::Matchers::Contains("conda-meta/tool-1.0-h0_0.json: paths_data.paths[0]: '../../../etc/shadow' "
+                                "is not a path inside the prefix"));
+  write("root/opt/conda/conda-meta/tool-1.0-h0_0.json", std::string(100, '[') + std::string(100, ']'));
+  CHECK_THAT(verify_error(read_root(dir() / "root")),
+             Catch::Matchers::Contains("conda-meta/tool-1.0-h0_0.json"));
+}
