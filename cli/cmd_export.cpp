@@ -1,6 +1,8 @@
-// `lockstep export`: write a Dockerfile or an Apptainer definition file from a lock and its spec, or
-// its Python packages as a pip requirements file or a PEP 751 pylock.toml.
+// `lockstep export`: write a Dockerfile or an Apptainer definition file from a lock and its spec, its
+// Python packages as a pip requirements file or a PEP 751 pylock.toml, or its conda packages as a
+// conda-lock.yml or an explicit file.
 #include "builder/image/export.hpp"
+#include "builder/lock/conda_export.hpp"
 #include "builder/lock/python_export.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
@@ -27,6 +29,8 @@ struct ExportArgs {
   bool apptainer = false;
   std::string requirements; // --requirements FILE
   std::string pylock;       // --pylock FILE
+  std::string conda_lock;   // --conda-lock FILE
+  std::string explicit_;    // --explicit FILE
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -38,6 +42,10 @@ constexpr const char* k_examples = R"(Examples:
   lockstep export --requirements requirements.txt    the lock's wheels, pinned with --hash
   pip install --require-hashes --no-deps -r requirements.txt
   lockstep export --pylock pylock.toml               the same as a PEP 751 lock file
+  lockstep export --explicit env.txt                 the conda packages, @EXPLICIT with #sha256
+  conda create -n train --file env.txt               the same environment outside the image
+  lockstep export --conda-lock conda-lock.yml        the same as a conda-lock.yml (v1)
+  conda-lock install -n train conda-lock.yml
 
 LOCK is a lockfile (default lockstep.lock); its spec is the file beside it with .yaml (or .yml), or
 --spec. Given a spec instead, its lock is the file beside it with .lock. The lock must be current
@@ -45,18 +53,23 @@ LOCK is a lockfile (default lockstep.lock); its spec is the file beside it with 
 sha256, git sources are pinned by commit; what the recipe cannot express is listed in a comment
 block at its top and printed as warnings. --requirements and --pylock write only the Python
 packages (with index options, or URLs and paths relative to the file written; "-" is standard
-output). Exit codes: 0 written, 2 bad usage, spec or lock. The mappings are described in
+output); --explicit and --conda-lock only the conda packages, in install order. Exit codes: 0 written, 2 bad usage, spec or lock. The mappings are described in
 docs/export.md and docs/python-resolver.md.)";
 
 Result<ExitCode> run_export(const ExportArgs& args) {
   const int formats = static_cast<int>(args.dockerfile) + static_cast<int>(args.apptainer) +
-                      static_cast<int>(!args.requirements.empty()) + static_cast<int>(!args.pylock.empty());
+                      static_cast<int>(!args.requirements.empty()) + static_cast<int>(!args.pylock.empty()) +
+                      static_cast<int>(!args.conda_lock.empty()) + static_cast<int>(!args.explicit_.empty());
   if (formats != 1) {
-    return invalid_input("export: give exactly one of --dockerfile, --apptainer-def, --requirements FILE and "
-                         "--pylock FILE (see `lockstep export --help`)");
+    return invalid_input(
+        "export: give exactly one of --dockerfile, --apptainer-def, --requirements FILE, "
+        "--pylock FILE, --conda-lock FILE and --explicit FILE (see `lockstep export --help`)");
   }
-  if ((!args.requirements.empty() || !args.pylock.empty()) && !args.output.empty()) {
-    return invalid_input("export: --requirements and --pylock name their file; -o is for the recipes");
+  const bool package_list = !args.requirements.empty() || !args.pylock.empty() || !args.conda_lock.empty() ||
+                            !args.explicit_.empty();
+  if (package_list && !args.output.empty()) {
+    return invalid_input("export: --requirements, --pylock, --conda-lock and --explicit name their file; -o "
+                         "is for the recipes");
   }
   fs::path lock_path = fs::absolute(args.lock);
   fs::path spec_path;
@@ -91,6 +104,15 @@ Result<ExitCode> run_export(const ExportArgs& args) {
         lock_path.string(), list);
   }
 
+  if (!args.conda_lock.empty() || !args.explicit_.empty()) {
+    builder::CondaExportOptions co;
+    co.format = args.explicit_.empty() ? builder::CondaExportFormat::conda_lock
+                                       : builder::CondaExportFormat::explicit_file;
+    co.lock_name = lock_path.filename().string();
+    co.spec_name = spec_path.filename().string();
+    LS_TRY_ASSIGN(std::string text, builder::export_conda(lock, co));
+    return write_output(args.explicit_.empty() ? args.conda_lock : args.explicit_, text, "export");
+  }
   if (!args.requirements.empty() || !args.pylock.empty()) {
     const std::string& output = args.requirements.empty() ? args.pylock : args.requirements;
     builder::PythonExportOptions po;
@@ -119,9 +141,9 @@ Result<ExitCode> run_export(const ExportArgs& args) {
 void register_export(CLI::App& app, Context& ctx) {
   auto args = std::make_shared<ExportArgs>();
   args->lock = "lockstep.lock";
-  auto* cmd = app.add_subcommand(
-      "export",
-      "Write a Dockerfile, an Apptainer definition, or the Python packages (requirements, pylock.toml)");
+  auto* cmd = app.add_subcommand("export", "Write a Dockerfile, an Apptainer definition, or the Python or "
+                                           "conda packages (requirements, pylock.toml, "
+                                           "conda-lock.yml, explicit)");
   cmd->add_option("LOCK", args->lock, "The lockfile, or the spec whose lock to use")->capture_default_str();
   cmd->add_flag("--dockerfile", args->dockerfile, "Write a Dockerfile (BuildKit, dockerfile:1.6 syntax)");
   cmd->add_flag("--apptainer-def", args->apptainer, "Write an Apptainer definition file");
@@ -129,6 +151,14 @@ void register_export(CLI::App& app, Context& ctx) {
                   "Write the lock's wheels as a pip requirements file with --hash (\"-\": standard output)")
       ->type_name("FILE");
   cmd->add_option("--pylock", args->pylock, "Write the lock's wheels as a PEP 751 pylock.toml")
+      ->type_name("FILE");
+  cmd->add_option(
+         "--conda-lock", args->conda_lock,
+         "Write the lock's conda packages (and wheels) as a conda-lock.yml v1 (\"-\": standard output)")
+      ->type_name("FILE");
+  cmd->add_option(
+         "--explicit", args->explicit_,
+         "Write the lock's conda packages as an @EXPLICIT file with #sha256 (\"-\": standard output)")
       ->type_name("FILE");
   cmd->add_option("--spec", args->spec, "The spec (default: beside the lock, .yaml or .yml)")
       ->type_name("FILE");

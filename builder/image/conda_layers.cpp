@@ -95,50 +95,15 @@ void fill_record(CondaInput& in) {
   r.python_site_packages_path = c.python_site_packages_path;
 }
 
-// The package name a dependency MatchSpec names ("python >=3.11" -> "python"); "" when unreadable.
-std::string dependency_name(const std::string& spec) {
-  auto m = conda::MatchSpec::parse(spec, conda::SpecMode::lenient);
-  return m && m->name().kind() == conda::StringMatcher::Kind::exact ? m->name().str() : std::string();
-}
-
-// Install order: a package after the packages it depends on (conda's toposort), ties by name; a
-// dependency cycle is broken at its smallest name.
+// Install order (support/conda/link's install_order) of `inputs`.
 std::vector<std::size_t> install_order(const std::vector<CondaInput>& inputs) {
-  std::map<std::string, std::size_t> by_name;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    by_name.emplace(inputs[i].artifact->name, i);
+  std::vector<std::string> names;
+  std::vector<std::vector<std::string>> depends;
+  for (const CondaInput& in : inputs) {
+    names.push_back(in.artifact->name);
+    depends.push_back(in.artifact->conda->depends);
   }
-  std::vector<std::set<std::size_t>> needs(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    for (const std::string& d : inputs[i].artifact->conda->depends) {
-      auto it = by_name.find(dependency_name(d));
-      if (it != by_name.end() && it->second != i) {
-        needs[i].insert(it->second);
-      }
-    }
-  }
-  std::vector<std::size_t> order;
-  std::vector<bool> done(inputs.size(), false);
-  while (order.size() < inputs.size()) {
-    std::optional<std::size_t> next;
-    for (const auto& [name, i] : by_name) { // name order
-      if (!done[i] && std::all_of(needs[i].begin(), needs[i].end(), [&](std::size_t n) { return done[n]; })) {
-        next = i;
-        break;
-      }
-    }
-    if (!next) { // a cycle: the smallest name not yet installed
-      for (const auto& [name, i] : by_name) {
-        if (!done[i]) {
-          next = i;
-          break;
-        }
-      }
-    }
-    done[*next] = true;
-    order.push_back(*next);
-  }
-  return order;
+  return conda::install_order(names, depends);
 }
 
 // The spec's packages.conda entries that name `name`.

@@ -2,6 +2,7 @@
 
 #include "support/base/text.hpp"
 #include "support/codec/digest.hpp"
+#include "support/conda/match_spec.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 #include <array>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace lockstep::conda {
@@ -200,7 +202,7 @@ std::vector<Planned> plan_entry_points(const Package& pkg, const LinkOptions& op
 }
 
 /// "conda-forge" for a channel on anaconda.org (conda's canonical name), else the URL.
-std::string canonical_channel(std::string_view channel) {
+std::string meta_channel(std::string_view channel) {
   constexpr std::string_view k_alias = "https://conda.anaconda.org/";
   if (channel.starts_with(k_alias)) {
     channel.remove_prefix(k_alias.size());
@@ -356,7 +358,60 @@ Result<std::string> site_packages_of(const LinkOptions& options, const std::stri
   return options.python_site_packages_path;
 }
 
+// The package name a dependency MatchSpec names ("python >=3.11" -> "python"); "" when unreadable.
+std::string dependency_name(const std::string& spec) {
+  auto m = MatchSpec::parse(spec, SpecMode::lenient);
+  return m && m->name().kind() == StringMatcher::Kind::exact ? m->name().str() : std::string();
+}
+
 } // namespace
+
+std::vector<std::size_t> install_order(const std::vector<std::string>& names,
+                                       const std::vector<std::vector<std::string>>& depends) {
+  std::map<std::string_view, std::size_t> by_name;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    by_name.emplace(names[i], i);
+  }
+  std::vector<std::set<std::size_t>> needs(names.size());
+  for (std::size_t i = 0; i < names.size() && i < depends.size(); ++i) {
+    for (const std::string& d : depends[i]) {
+      auto it = by_name.find(dependency_name(d));
+      if (it != by_name.end() && it->second != i) {
+        needs[i].insert(it->second);
+      }
+    }
+  }
+  std::vector<std::size_t> order;
+  std::vector<bool> done(names.size(), false);
+  while (order.size() < names.size()) {
+    std::optional<std::size_t> next;
+    for (const auto& [name, i] : by_name) { // name order
+      if (!done[i] && std::all_of(needs[i].begin(), needs[i].end(), [&](std::size_t n) { return done[n]; })) {
+        next = i;
+        break;
+      }
+    }
+    if (!next) { // a cycle: the smallest name not yet installed
+      for (const auto& [name, i] : by_name) {
+        if (!done[i]) {
+          next = i;
+          break;
+        }
+      }
+    }
+    if (!next) {
+      break; // what is left is a name given twice (by_name holds one): after the rest, in order
+    }
+    done[*next] = true;
+    order.push_back(*next);
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!done[i]) {
+      order.push_back(i);
+    }
+  }
+  return order;
+}
 
 std::string replace_prefix_text(std::string_view data, std::string_view placeholder,
                                 std::string_view prefix) {
@@ -461,7 +516,7 @@ Result<PackagePlan> plan_package(Package pkg, const PackageOrigin& origin, const
   PackagePlan plan;
   plan.name = record.name;
   plan.dist = record.name + "-" + record.version + "-" + record.build;
-  plan.history_id = canonical_channel(origin.channel) + "/" + record.subdir + "::" + plan.dist;
+  plan.history_id = meta_channel(origin.channel) + "/" + record.subdir + "::" + plan.dist;
   plan.requested_specs = origin.requested_specs;
   for (const Planned& p : planned) {
     for (std::string_view action : k_link_script_actions) {

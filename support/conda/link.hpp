@@ -139,6 +139,13 @@ struct PrefixPlan {
   std::vector<std::pair<std::string, std::string>> link_scripts;
 };
 
+/// conda's install order of packages (`depends[i]`: package i's dependency MatchSpecs): each after
+/// the packages it depends on, ties by name; a dependency cycle is broken at its smallest name.
+/// Returns indexes into `names`. Dependencies naming no package of `names` (virtual packages) are
+/// ignored.
+std::vector<std::size_t> install_order(const std::vector<std::string>& names,
+                                       const std::vector<std::vector<std::string>>& depends);
+
 /// Merges package plans given in install (topological) order into one prefix with conda-meta/history
 /// and conda-meta/frozen. A later package's file or symlink replaces an earlier one's (a Clobber);
 /// directories are shared. invalid_input: a file where another package has a directory (or the

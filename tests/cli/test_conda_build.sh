@@ -9,6 +9,8 @@
 #   - a `run:` step over the environment runs a package's relocated script from PATH;
 #   - `verify` checks the files against conda-meta and the packages against the lock (a changed and
 #     a removed file named with their package); the SBOM lists pkg:conda purls; `diff` compares;
+#   - `export --explicit` / `--conda-lock` name exactly the lock's packages (read by CEP 23's regex and
+#     as CEP 37 structures them), each after its dependencies;
 #   - the same digest from an empty store, under another umask; `conda: {prefix: ...}` moves it;
 #   - link scripts are listed, not run; hostile packages (a tampered archive, a path out of the
 #     prefix, a symlink out of it, a binary placeholder shorter than the prefix) are exit 2 naming
@@ -194,6 +196,46 @@ assert_contains "$OUT" "(conda, " "conda packages are compared"
 ls_run diff lockstep.lock tampered/out
 assert_eq 0 "$RC" "a changed file is verify's business, not diff's: $OUT"
 pass "diff compares conda packages between the lock and the image"
+
+# ---- export: an explicit file and a conda-lock.yml ------------------------------------------------
+ls_run export --explicit env.txt
+assert_eq 0 "$RC" "export --explicit: $ERR"
+ls_run export --conda-lock conda-lock.yml
+assert_eq 0 "$RC" "export --conda-lock: $ERR"
+# Read as CEP 23 and CEP 37 say, against the lock: the regex conda's explicit reader uses, every
+# package once with its URL and hashes, each after the packages it depends on.
+/usr/bin/python3 - <<'PY' || fail "the exported files"
+import json, re, yaml
+lock = json.load(open("lockstep.lock"))
+condas = {a["url"]: a for a in lock["artifacts"] if a["kind"] == "conda"}
+pat = re.compile(r"(?:(?P<url_p>.+)(?:[/\\]))?(?P<fn>[^/\\#]+(?:\.tar\.bz2|\.conda))"
+                 r"(?:#((?P<md5>[0-9a-f]{32})|((sha256:)?(?P<sha256>[0-9a-f]{64}))))?$")
+lines = [l.strip() for l in open("env.txt") if l.strip() and not l.startswith("#")]
+assert lines[0] == "@EXPLICIT", lines[0]
+seen = []
+for line in lines[1:]:
+    m = pat.match(line)
+    assert m, line
+    url = line.split("#")[0]
+    assert m.group("sha256") == condas[url]["sha256"], line
+    seen.append(condas[url]["name"])
+assert sorted(seen) == sorted(a["name"] for a in condas.values()), seen
+for url, a in condas.items():
+    for dep in a["depends"]:
+        name = dep.split()[0]
+        if name in seen:
+            assert seen.index(name) < seen.index(a["name"]), (a["name"], name)
+doc = yaml.safe_load(open("conda-lock.yml"))
+assert doc["version"] == 1 and doc["metadata"]["platforms"] == ["linux-64"], doc["metadata"]
+pkgs = {p["url"]: p for p in doc["package"]}
+assert set(pkgs) == set(condas), set(pkgs) ^ set(condas)
+for url, p in pkgs.items():
+    a = condas[url]
+    assert p["manager"] == "conda" and p["name"] == a["name"] and str(p["version"]) == a["version"], p
+    assert p["hash"] == {"md5": a["md5"], "sha256": a["sha256"]}, p
+    assert sorted(p["dependencies"]) == sorted(d.split()[0] for d in a["depends"]), p
+PY
+pass "export writes an explicit file and a conda-lock.yml that name exactly the lock's packages, in order"
 
 # ---- determinism ---------------------------------------------------------------------------------
 rm -rf out
