@@ -2,6 +2,7 @@
 // from what the project has: a requirements file, a pyproject.toml, an environment.yml, or an
 // installed venv or conda environment (read as `lockstep doctor` reads it).
 #include "cli/cli.hpp"
+#include "envspec/load/conda_env_file.hpp"
 #include "envspec/load/init_spec.hpp"
 #include "envspec/load/python_inputs.hpp"
 #include "envspec/stack/recipes.hpp"
@@ -30,7 +31,8 @@ constexpr const char* k_examples = R"(Examples:
   lockstep init                                   a commented template in ./lockstep.yaml
   lockstep init --from requirements.in            {requirements: requirements.in}, stack when torch is there
   lockstep init --from pyproject.toml             {pyproject: pyproject.toml}; Python from requires-python
-  lockstep init --from environment.yml            {conda-env: environment.yml}; Python from its python pin
+  lockstep init --from environment.yml            its channels and conda packages, as conda would install them
+  lockstep init --from environment.yml --translate   {conda-env: environment.yml}: PyPI and Debian instead
   lockstep init --from env                        the active venv or conda environment, pinned as installed
   lockstep init --from /opt/conda/envs/train      that environment's packages
   lockstep init && lockstep check && lockstep lock
@@ -43,6 +45,7 @@ struct InitArgs {
   std::string from;
   std::string name;
   std::string output = "lockstep.yaml";
+  bool translate = false; // --translate: an environment.yml's conda packages mapped to PyPI and Debian
 };
 
 // An image name from a directory name: lowercase letters, digits, '.', '_', '-'.
@@ -198,6 +201,29 @@ Result<ExitCode> run_init(const InitArgs& args) {
           r.python = python_for(info.requires_python, *recipes);
           r.python_source = fmt::format("{} requires-python {}", r.file, info.requires_python);
         }
+      } else if ((ext == ".yml" || ext == ".yaml") && !args.translate) {
+        r.from = envspec::InitRequest::From::conda;
+        LS_TRY_ASSIGN(envspec::CondaEnvFile env, envspec::read_conda_env_file(text, r.file));
+        r.conda_channels = env.channels;
+        r.conda = env.specs;
+        r.conda_cuda = env.cuda;
+        if (args.name.empty() && !env.name.empty()) {
+          r.name = name_from(env.name);
+        }
+        r.pip = env.pip;
+        r.notes = env.notes;
+        if (!env.nodefaults) {
+          r.notes.push_back(
+              fmt::format("{} does not list nodefaults: conda would add its default channels after "
+                          "these; lockstep reads only the channels named",
+                          r.file));
+        }
+        if (!env.pip.empty()) {
+          log::warn(
+              "init: {}'s pip: section is left as a comment: wheels over a conda Python are not supported "
+              "yet (docs/conda.md)",
+              r.file);
+        }
       } else if (ext == ".yml" || ext == ".yaml") {
         r.from = envspec::InitRequest::From::conda_env;
         LS_TRY_ASSIGN(envspec::CondaEnv env, envspec::read_conda_env(text, r.file));
@@ -235,6 +261,9 @@ void register_init(CLI::App& app, Context& ctx) {
                   "requirements.txt/.in, pyproject.toml, environment.yml, 'env' (the active venv or conda "
                   "environment) or an environment's prefix")
       ->type_name("SOURCE");
+  cmd->add_flag("--translate", args->translate,
+                "environment.yml: map its conda packages to PyPI projects, Debian packages and stack: "
+                "(the default keeps them as conda packages)");
   cmd->add_option("--name", args->name, "The image name (default: the directory's name)");
   cmd->add_option("-o,--output", args->output, "The spec to write (never overwritten)")
       ->type_name("FILE")

@@ -17,6 +17,15 @@ std::string quote(const std::string& s) {
   return nlohmann::json(s).dump();
 }
 
+std::vector<std::string> quoted_all(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  out.reserve(items.size());
+  for (const std::string& i : items) {
+    out.push_back(quote(i));
+  }
+  return out;
+}
+
 // The Debian suite whose python3 is `python` ("3.11" -> "bookworm"), else "".
 std::string suite_for(const RecipeSet& recipes, const std::string& python) {
   for (const PythonVersion& v : recipes.python.versions) {
@@ -52,6 +61,39 @@ std::string framework_of(const std::vector<std::string>& requirements) {
   return {};
 }
 
+// The rest of a spec that keeps an environment.yml's conda packages: a Debian base (its libc is the
+// image's __glibc; a shell for run steps), the file's channels, its MatchSpecs as written.
+std::string conda_spec_body(const InitRequest& r, std::string_view suite) {
+  std::string out = "# The conda packages go into /opt/conda (conda.prefix) over a Debian root, whose libc\n"
+                    "# is the environment's __glibc.\n";
+  out += fmt::format("base: {{debian: {}}}\n\n", suite);
+  out += "repos:\n"
+         "  - apt: http://deb.debian.org/debian\n";
+  out += fmt::format("    suite: {}\n", suite);
+  out += "    components: [main]\n"
+         "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n";
+  out += fmt::format("  # {}'s channels, in its order (strict channel priority, as pixi)\n", r.file);
+  for (const std::string& c : r.conda_channels) {
+    out += fmt::format("  - conda: {}\n", quote(c));
+  }
+  out += "\npackages:\n  apt: [ca-certificates]\n";
+  out += fmt::format("  conda: [{}]\n", fmt::join(quoted_all(r.conda), ", "));
+  if (!r.pip.empty()) {
+    out += "  # Its pip: section, not installed: wheels over a conda Python are not supported yet\n"
+           "  # (docs/conda.md, \"Status\"); add them as conda packages, or wait for that.\n";
+    out += fmt::format("  # pip: [{}]\n", fmt::join(quoted_all(r.pip), ", "));
+  }
+  if (!r.conda_cuda.empty()) {
+    out += fmt::format(
+        "\n# The environment is for CUDA {}: the GPU builds are chosen even where the lock is made\n"
+        "# without a GPU (conda's __cuda virtual package).\n"
+        "conda: {{virtual_packages: {{cuda: {}}}}}\n",
+        r.conda_cuda, quote(r.conda_cuda));
+  }
+  out += "\noutputs:\n  oci: build/image\n";
+  return out;
+}
+
 } // namespace
 
 Result<std::string> init_spec_text(const InitRequest& r, const RecipeSet& recipes) {
@@ -66,6 +108,7 @@ Result<std::string> init_spec_text(const InitRequest& r, const RecipeSet& recipe
   case InitRequest::From::requirements:
   case InitRequest::From::pyproject:
   case InitRequest::From::conda_env:
+  case InitRequest::From::conda:
     out += fmt::format(" from {}.\n", r.file);
     break;
   case InitRequest::From::environment:
@@ -80,6 +123,9 @@ Result<std::string> init_spec_text(const InitRequest& r, const RecipeSet& recipe
   out += "lockstep: 1\n";
   out += fmt::format("name: {}\n", quote(r.name));
   out += "platform: linux/amd64\n";
+  if (r.from == InitRequest::From::conda) {
+    return out + conda_spec_body(r, k_default_suite);
+  }
   const bool debian = !suite.empty();
   if (debian) {
     if (python.empty()) {
@@ -141,6 +187,8 @@ Result<std::string> init_spec_text(const InitRequest& r, const RecipeSet& recipe
     break;
   case InitRequest::From::conda_env:
     out += fmt::format("  pip: [{{conda-env: {}}}]\n", quote(r.file));
+    break;
+  case InitRequest::From::conda: // conda_spec_body wrote it
     break;
   case InitRequest::From::environment:
     if (r.pip.empty()) {

@@ -14,7 +14,9 @@ namespace lockstep::envspec {
 
 /// What the spec starts from.
 struct InitRequest {
-  enum class From { none, requirements, pyproject, conda_env, environment };
+  /// conda_env: an environment.yml translated to PyPI and Debian (`--translate`); conda: one kept as
+  /// conda packages over a Debian base.
+  enum class From { none, requirements, pyproject, conda_env, conda, environment };
   From from = From::none;
   std::string name;                ///< the image name
   std::string file;                ///< requirements/pyproject/conda_env: the file as the spec names it
@@ -25,6 +27,9 @@ struct InitRequest {
   std::vector<std::string> extras; ///< pyproject: its optional-dependencies names (for a comment)
   std::vector<std::string> notes;  ///< lines for the header comment ("not mapped: foo 1.0 (conda)")
   std::string environment;         ///< environment: "venv /path" / "conda /path", for the header
+  std::vector<std::string> conda_channels; ///< conda: the channels, in order
+  std::vector<std::string> conda;          ///< conda: the MatchSpecs
+  std::string conda_cuda; ///< conda: the CUDA X.Y the environment pins, for conda.virtual_packages
 };
 
 /// The spec text for `request`. Deterministic.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `lockstep init`: a starting lockstep.yaml from nothing, a requirements file, a pyproject.toml, a
-# conda environment.yml or an installed venv; `lockstep check` passes on every one, the base's
-# Python is the project's, a framework brings a `stack:`, and nothing is ever overwritten.
+# conda environment.yml (kept as conda packages, or --translate'd) or an installed venv; `lockstep
+# check` passes on every one, the base's Python is the project's, a framework brings a `stack:`, and
+# nothing is ever overwritten.
 source "$(dirname "$0")/lib.sh"
 need python3 jq
 
@@ -62,11 +63,45 @@ dependencies:
   - pip:
       - einops
 YAML
-(cd ce && ls_run init --from environment.yml && [ "$RC" = 0 ]) || fail "init --from environment.yml"
+(cd ce && ls_run init --from environment.yml --translate && [ "$RC" = 0 ]) || fail "init --from environment.yml --translate"
 assert_contains "$(cat ce/lockstep.yaml)" "base: {debian: trixie}" "python=3.13 is trixie's python3"
 assert_contains "$(cat ce/lockstep.yaml)" "pip: [{conda-env: \"environment.yml\"}]" "the spec reads the environment"
 spec_ok ce "environment.yml"
-pass "--from environment.yml: its python pin picks the Debian suite"
+pass "--from environment.yml --translate: its python pin picks the Debian suite"
+
+# ---- environment.yml kept as conda packages (the default) ------------------------------------------
+mkdir cn && cat >cn/environment.yml <<'YAML'
+name: Train
+channels: [pytorch, nvidia, conda-forge]
+dependencies:
+  - python=3.11
+  - pytorch=2.3.1
+  - pytorch-cuda=12.1
+  - conda-forge::numpy>=1.26
+  - blas=*=openblas
+  - pip:
+      - einops==0.8.0
+YAML
+ls_run init --from cn/environment.yml -o cn/lockstep.yaml
+assert_eq 0 "$RC" "init --from environment.yml: $ERR"
+spec=$(cat cn/lockstep.yaml)
+assert_contains "$spec" 'name: "train"' "the environment's name names the image"
+assert_contains "$spec" '  - conda: "pytorch"
+  - conda: "nvidia"
+  - conda: "conda-forge"' "the channels, in the file's order"
+assert_contains "$spec" 'conda: ["python=3.11", "pytorch=2.3.1", "pytorch-cuda=12.1", "conda-forge::numpy>=1.26", "blas=*=openblas"]' \
+  "every MatchSpec kept as written"
+assert_contains "$spec" 'conda: {virtual_packages: {cuda: "12.1"}}' "pytorch-cuda=12.1 sets the lock's __cuda"
+assert_contains "$spec" '# pip: ["einops==0.8.0"]' "the pip: section is kept, commented"
+assert_contains "$ERR" "pip: section is left as a comment" "and init says so"
+spec_ok cn "environment.yml (conda)"
+printf 'dependencies:\n  - python=3.11\n  - "numpy>=1.26,<2|"\n' >cn/bad.yml
+ls_run init --from cn/bad.yml -o cn/bad.yaml
+assert_eq 2 "$RC" "a bad MatchSpec: $ERR"
+assert_contains "$ERR" "bad.yml:3: 'numpy>=1.26,<2|' is not a conda MatchSpec" "the error names the line"
+assert_contains "$ERR" "                 ^" "with a caret under the byte"
+[ ! -e cn/bad.yaml ] || fail "nothing written for a bad environment.yml"
+pass "--from environment.yml: channels and conda packages kept, CUDA for __cuda, a bad MatchSpec located"
 
 # ---- an installed venv -------------------------------------------------------------------------------
 PY=/usr/bin/python3

@@ -1,0 +1,35 @@
+#pragma once
+// A conda environment.yml (CEP 24) read as conda reads it, for `lockstep init --from environment.yml`:
+// its channels in order and its dependencies as conda MatchSpecs, kept as conda packages (the
+// issue-36 way; `init --translate` maps them to PyPI and Debian instead, python_inputs.hpp). Every
+// MatchSpec is parsed (leniently, as conda reads environment files), and one that can't be is an
+// error at its line with a caret under the byte.
+#include "support/base/result.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::envspec {
+
+/// What an environment.yml asks for.
+struct CondaEnvFile {
+  std::string name;                  ///< `name:`, "" when absent
+  std::vector<std::string> channels; ///< `channels:` in order, without `nodefaults`
+  bool nodefaults = false;           ///< `nodefaults` listed: conda adds no default channels
+  std::vector<std::string> specs;    ///< the conda dependencies, as written (trimmed)
+  std::vector<std::string> pip;      ///< the `pip:` section's requirements
+  std::string python;                ///< "3.11" when a dependency pins python's X.Y, else ""
+  int python_line = 0;               ///< its line
+  /// "12.1" when pytorch-cuda, cuda-version or cudatoolkit is pinned to an X.Y: the CUDA the
+  /// environment is for, which a lock on a machine without a GPU must be told (__cuda).
+  std::string cuda;
+  std::vector<std::string> notes; ///< what the spec can't say ("variables: ...")
+};
+
+/// Reads an environment.yml (`what` names it in messages). invalid_input, located: a file that is
+/// not a map with `dependencies:`, an entry that is neither a string nor `{pip: [...]}`, a MatchSpec
+/// conda can't read, a channel that is not a string.
+Result<CondaEnvFile> read_conda_env_file(std::string_view text, const std::string& what);
+
+} // namespace lockstep::envspec
