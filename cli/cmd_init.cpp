@@ -218,12 +218,6 @@ Result<ExitCode> run_init(const InitArgs& args) {
                           "these; lockstep reads only the channels named",
                           r.file));
         }
-        if (!env.pip.empty()) {
-          log::warn(
-              "init: {}'s pip: section is left as a comment: wheels over a conda Python are not supported "
-              "yet (docs/conda.md)",
-              r.file);
-        }
       } else if (ext == ".yml" || ext == ".yaml") {
         r.from = envspec::InitRequest::From::conda_env;
         LS_TRY_ASSIGN(envspec::CondaEnv env, envspec::read_conda_env(text, r.file));

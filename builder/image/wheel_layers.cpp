@@ -63,7 +63,7 @@ Result<void> build_wheel_layer(const envspec::Spec& spec, const envspec::Lock& l
     return {};
   }
   LS_TRY_ASSIGN(const PythonTarget python,
-                python_target(lock, spec.platform, image.base(), spec.base.python));
+                python_target(lock, spec.platform, image.base(), spec.base.python, spec.conda.prefix));
   WheelTarget target;
   target.site_packages = python.site_packages();
   target.scripts_dir = python.scripts_dir;

@@ -43,7 +43,7 @@ Result<void> check_text(const std::string& what, const std::string& value) {
 
 // "CPython 3.11.2 on x86_64 (glibc 2.36)", when the lock tells.
 std::string target_text(const envspec::Spec& spec, const envspec::Lock& lock) {
-  auto t = python_target(lock, spec.platform);
+  auto t = python_target(lock, spec.platform, nullptr, {}, spec.conda.prefix);
   if (!t) {
     return fmt::format("the image's Python on {}", spec.platform.str());
   }
@@ -109,7 +109,7 @@ Result<std::string> pylock_toml(const envspec::Spec& spec, const envspec::Lock& 
   toml::table root;
   root.insert("lock-version", "1.0");
   root.insert("created-by", "lockstep");
-  auto t = python_target(lock, spec.platform);
+  auto t = python_target(lock, spec.platform, nullptr, {}, spec.conda.prefix);
   if (t) {
     root.insert("requires-python", fmt::format("=={}.*", t->version));
     toml::array envs;

@@ -84,6 +84,49 @@ std::string PythonTarget::describe() const {
 
 namespace {
 
+// The lock's conda python, when it has one, into `t` (prefix: the conda environment's, absolute):
+// wheels then go into the environment's site-packages, as pip run there would put them.
+bool conda_python(const envspec::Lock& lock, std::string_view prefix, PythonTarget& t) {
+  const auto python =
+      std::find_if(lock.artifacts.begin(), lock.artifacts.end(), [](const envspec::LockedArtifact& a) {
+        return a.kind == "conda" && a.name == "python" && a.conda;
+      });
+  if (python == lock.artifacts.end() || prefix.empty()) {
+    return false;
+  }
+  const std::string& v = python->version;
+  const std::size_t dot = v.find('.');
+  const std::size_t dot2 = dot == std::string::npos ? std::string::npos : v.find('.', dot + 1);
+  t.full_version = v;
+  t.version = v.substr(0, dot2);
+  const std::string root(prefix.substr(1));
+  t.interpreter = fmt::format("{}/bin/python{}", prefix, t.version);
+  t.package = fmt::format("conda python {} {}", v, python->conda->build);
+  t.data_dir = root;
+  t.scripts_dir = root + "/bin";
+  t.site = python->conda->python_site_packages_path.empty()
+               ? fmt::format("{}/lib/python{}/site-packages", root, t.version)
+               : root + "/" + python->conda->python_site_packages_path;
+  t.debian = false;
+  return true;
+}
+
+// The glibc floor a conda python states ("__glibc >=2.17,<3.0.a0" -> "2.17"), "" when none.
+std::string conda_glibc_floor(const envspec::Lock& lock) {
+  static const std::regex floor_re(R"(__glibc\s*>=\s*([0-9]+)\.([0-9]+).*)");
+  for (const envspec::LockedArtifact& a : lock.artifacts) {
+    if (a.kind == "conda" && a.name == "python" && a.conda) {
+      for (const std::string& d : a.conda->depends) {
+        std::smatch m;
+        if (std::regex_match(d, m, floor_re)) {
+          return m[1].str() + "." + m[2].str();
+        }
+      }
+    }
+  }
+  return {};
+}
+
 // The image's Debian python3.X (the one python3 selects when several are locked) into `t`.
 Result<void> debian_python(const envspec::Lock& lock, const std::string& arch, PythonTarget& t) {
   static const std::regex python_re(R"(python3\.([0-9]+))");
@@ -162,7 +205,8 @@ Result<void> base_python(const BaseMetadata& base, const std::string& interprete
 } // namespace
 
 Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platform& platform,
-                                   const BaseMetadata* base, std::string_view interpreter) {
+                                   const BaseMetadata* base, std::string_view interpreter,
+                                   std::string_view conda_prefix) {
   const std::string arch = envspec::debian_arch(platform);
   // Over a base, its installed packages join the lock's where the lock doesn't replace them.
   envspec::Lock merged;
@@ -176,10 +220,22 @@ Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platf
       return internal_error("base.python without the base image's metadata");
     }
     LS_TRY(base_python(*base, std::string(interpreter), t));
-  } else {
+  } else if (!conda_python(lock, conda_prefix, t)) {
     LS_TRY(debian_python(lock, arch, t));
   }
   const envspec::LockedArtifact* libc = find_deb(lock, "libc6", arch);
+  if (libc == nullptr && !t.debian && interpreter.empty()) {
+    t.glibc = conda_glibc_floor(lock); // no libc6 to ask: the floor conda's python itself states
+    if (t.glibc.empty()) {
+      return invalid_input(
+          "the image has {} but no libc6 in the lock and the python record states no __glibc "
+          "floor, so its glibc version (for manylinux wheels) is unknown: add libc6 to "
+          "packages.apt",
+          t.package);
+    }
+    t.machine = machine_of(platform);
+    return t;
+  }
   if (libc == nullptr) {
     return invalid_input("the image has {} but no libc6 in the lock{}, so its glibc version (for manylinux "
                          "wheels) is unknown: add libc6 to packages.apt",

@@ -48,7 +48,13 @@ std::string url_filename(const std::string& url);
 /// python3.N it resolves to, the full version from PREFIX/include/python3.N/patchlevel.h (else the
 /// config's PYTHON_VERSION), glibc from the base's libc6. A path that is no interpreter in the base,
 /// or whose version can't be told, is invalid_input saying what was looked for.
+///
+/// A lock with a conda `python` (and `conda_prefix`, the spec's conda.prefix) targets that
+/// environment instead: its python's version, PREFIX/bin/pythonX.Y, PREFIX/lib/pythonX.Y/site-packages
+/// (or the record's python_site_packages_path), glibc from libc6, else the python record's
+/// `__glibc >=X.Y` floor.
 Result<PythonTarget> python_target(const envspec::Lock& lock, const oci::Platform& platform,
-                                   const BaseMetadata* base = nullptr, std::string_view interpreter = {});
+                                   const BaseMetadata* base = nullptr, std::string_view interpreter = {},
+                                   std::string_view conda_prefix = {});
 
 } // namespace lockstep::builder

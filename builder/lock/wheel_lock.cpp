@@ -83,6 +83,8 @@ struct PipLock {
   std::map<std::string, std::pair<PyVersion, std::string>> base_dists;
   // find_apt_distributions: what the lock's python3-* debs install, by project
   std::map<std::string, AptDistribution> apt_dists;
+  // find_conda_distributions: the lock's conda Python packages, by project: (version, "conda NAME V B")
+  std::map<std::string, std::pair<PyVersion, std::string>> conda_dists;
   // collect_requests and the passes after it
   std::vector<PyRequest> requests;
   WheelResolution resolution;
@@ -132,7 +134,8 @@ std::map<std::string, std::pair<PyVersion, std::string>> base_distributions(cons
 
 // Pass 1: the target: the image's Python and glibc, from its Debian packages (or base.python).
 Result<void> find_target(PipLock& l) {
-  Result<PythonTarget> target = python_target(l.lock, l.spec.platform, l.base, l.spec.base.python);
+  Result<PythonTarget> target =
+      python_target(l.lock, l.spec.platform, l.base, l.spec.base.python, l.spec.conda.prefix);
   if (!target) {
     envspec::Diagnostics diagnostics;
     if (l.spec.base.python.empty()) {
@@ -214,6 +217,32 @@ deb_distribution_files(const PipLock& l, const envspec::LockedArtifact& deb,
     log::debug("can't record the Python distributions of {}: {}", label, r.error().message);
   }
   return files;
+}
+
+// Pass 1c: over a conda python, the lock's conda packages that are Python packages (they depend on
+// python or python_abi) count as installed at their version, under their conda name, as pixi counts
+// them: a wheel never replaces a conda package (docs/conda.md, "Wheels over a conda Python").
+void find_conda_distributions(PipLock& l) {
+  if (l.target.debian || !l.target.package.starts_with("conda ")) {
+    return;
+  }
+  for (const envspec::LockedArtifact& a : l.lock.artifacts) {
+    if (a.kind != "conda" || !a.conda || a.name == "python") {
+      continue;
+    }
+    const bool python_package =
+        std::any_of(a.conda->depends.begin(), a.conda->depends.end(), [](const auto& d) {
+          const std::string_view name = std::string_view(d).substr(0, d.find(' '));
+          return name == "python" || name == "python_abi";
+        });
+    auto version = PyVersion::parse(a.version);
+    if (!python_package || !version) {
+      continue;
+    }
+    l.conda_dists.insert_or_assign(normalize_project_name(a.name),
+                                   std::pair{*version, fmt::format("conda package {} {} {} (packages.conda)",
+                                                                   a.name, a.version, a.conda->build)});
+  }
 }
 
 // Pass 1b: the Python distributions the lock's own Debian packages (python3-*) install where the
@@ -358,6 +387,10 @@ Result<void> resolve(PipLock& l) {
   for (const auto& [project, d] : l.apt_dists) {
     c.installed.insert_or_assign(project, std::pair{d.version, d.path});
     c.fixed.insert_or_assign(project, installed_by(d));
+  }
+  for (const auto& [project, d] : l.conda_dists) {
+    c.installed.insert_or_assign(project, std::pair{d.first, "/" + l.target.site});
+    c.fixed.insert_or_assign(project, d.second);
   }
   c.previous = previous_wheels(l);
   for (const auto& [project, by] : c.fixed) {
@@ -550,6 +583,7 @@ Result<void> lock_wheels(const envspec::Spec& spec, envspec::Lock& lock, const B
   // 1. The target: the image's Python and glibc, from its Debian packages.
   LS_TRY(find_target(l));
   LS_TRY(find_apt_distributions(l));
+  find_conda_distributions(l);
   // 2. The requests that apply to the target.
   LS_TRY(collect_requests(l));
   prepare_timer.stop();

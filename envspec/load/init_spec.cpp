@@ -76,12 +76,15 @@ std::string conda_spec_body(const InitRequest& r, std::string_view suite) {
   for (const std::string& c : r.conda_channels) {
     out += fmt::format("  - conda: {}\n", quote(c));
   }
+  if (!r.pip.empty()) {
+    out += "  - pypi: https://pypi.org/simple\n";
+  }
   out += "\npackages:\n  apt: [ca-certificates]\n";
   out += fmt::format("  conda: [{}]\n", fmt::join(quoted_all(r.conda), ", "));
   if (!r.pip.empty()) {
-    out += "  # Its pip: section, not installed: wheels over a conda Python are not supported yet\n"
-           "  # (docs/conda.md, \"Status\"); add them as conda packages, or wait for that.\n";
-    out += fmt::format("  # pip: [{}]\n", fmt::join(quoted_all(r.pip), ", "));
+    out += "  # Its pip: section: wheels for the conda python, into its site-packages; its conda Python\n"
+           "  # packages count as installed.\n";
+    out += fmt::format("  pip: [{}]\n", fmt::join(quoted_all(r.pip), ", "));
   }
   if (!r.conda_cuda.empty()) {
     out += fmt::format(

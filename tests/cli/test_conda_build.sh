@@ -11,6 +11,8 @@
 #     a removed file named with their package); the SBOM lists pkg:conda purls; `diff` compares;
 #   - `export --explicit` / `--conda-lock` name exactly the lock's packages (read by CEP 23's regex and
 #     as CEP 37 structures them), each after its dependencies;
+#   - packages.pip over the conda python: wheels go into its site-packages, conda's Python packages
+#     count as installed (no wheel replaces six; six>=2 is an error naming the conda package);
 #   - the same digest from an empty store, under another umask; `conda: {prefix: ...}` moves it;
 #   - link scripts are listed, not run; hostile packages (a tampered archive, a path out of the
 #     prefix, a symlink out of it, a binary placeholder shorter than the prefix) are exit 2 naming
@@ -23,7 +25,7 @@ TEXT_PH=/opt/anaconda1anaconda2anaconda3
 BIN_PH=/conda-bld/_h_env_placehold_placehold_placehold_placehold
 cat >channel.json <<JSON
 {"packages": [
- {"name": "python", "version": "3.11.9", "build": "h1_0_cpython",
+ {"name": "python", "version": "3.11.9", "build": "h1_0_cpython", "depends": ["__glibc >=2.17,<3.0.a0"],
   "files": {"bin/python3.11": {"text": "#!/bin/sh\\necho python3.11 \"\$@\"\\n", "mode": 493},
             "bin/python": {"symlink": "python3.11"},
             "lib/python3.11/os.py": "# os\\n"}},
@@ -236,6 +238,41 @@ for url, p in pkgs.items():
     assert sorted(p["dependencies"]) == sorted(d.split()[0] for d in a["depends"]), p
 PY
 pass "export writes an explicit file and a conda-lock.yml that name exactly the lock's packages, in order"
+
+# ---- wheels over the conda python ------------------------------------------------------------------
+# pip's part goes into the environment's site-packages; a conda Python package counts as installed
+# (six here): no wheel replaces it, and a request it can't meet names it.
+mkdir -p pip/wheelhouse && cp -r rootfs pip/
+make_wheel pip/wheelhouse einops 0.8.0 'Requires-Dist: six>=1.10' '' 'einops/__init__.py=X = 1\n' >/dev/null
+write_pip_spec() { # PIP-REQUESTS
+  cat >pip/lockstep.yaml <<YAML
+lockstep: 1
+name: condapip
+repos:
+  - {conda: $CHANNEL}
+  - {wheels: wheelhouse}
+packages:
+  conda: [python=3.11, six]
+  pip: [$1]
+conda: {virtual_packages: {glibc: "2.36"}}
+copy: [{from: ./rootfs, to: /, mode: preserve}]
+outputs: {oci: out}
+YAML
+}
+write_pip_spec '"einops==0.8.0"'
+(cd pip && ls_run lock && [ "$RC" = 0 ]) || fail "lock with wheels over conda: $(cd pip && "$LOCKSTEP" lock 2>&1)"
+assert_eq "einops" "$(jq -r '[.artifacts[] | select(.kind == "wheel") | .name] | join(" ")' pip/lockstep.lock)" \
+  "einops is a wheel; six, which it needs, stays the conda package"
+(cd pip && "$LOCKSTEP" build -q >/dev/null 2>build.err) || fail "build with wheels over conda: $(cat pip/build.err)"
+rm -rf bundle && umoci unpack --rootless --image pip/out:latest bundle >/dev/null
+[ -f $R/opt/conda/lib/python3.11/site-packages/einops/__init__.py ] || fail "einops in the environment's site-packages"
+[ -f $R/opt/conda/lib/python3.11/site-packages/six.py ] || fail "six stays conda's"
+ls_run verify pip/out --lock pip/lockstep.lock --json
+assert_eq "true 1 2" "$(jq -r '"\(.ok) \(.checked.wheels) \(.checked.conda)"' <<<"$OUT")" "verify: the wheel and the conda packages"
+write_pip_spec '"einops==0.8.0", "six>=2"'
+(cd pip && "$LOCKSTEP" lock >/dev/null 2>lock.err) && fail "six>=2 over conda's six 1.16.0 locked"
+assert_contains "$(cat pip/lock.err)" "conda package six 1.16.0 pyhd8ed1ab_0" "the conflict names the conda package"
+pass "wheels install into the conda environment; conda's Python packages count as installed"
 
 # ---- determinism ---------------------------------------------------------------------------------
 rm -rf out

@@ -126,7 +126,7 @@ pass "LOCK or SPEC, the default lock, and -o"
 
 ls_run export full/lockstep.lock
 assert_eq 2 "$RC" "neither format"
-assert_contains "$ERR" "give exactly one of --dockerfile, --apptainer-def, --requirements FILE and --pylock FILE" "the error says what to give"
+assert_contains "$ERR" "give exactly one of --dockerfile, --apptainer-def, --requirements FILE, --pylock FILE, --conda-lock FILE and --explicit FILE" "the error says what to give"
 ls_run export --dockerfile --apptainer-def full/lockstep.lock
 assert_eq 2 "$RC" "both formats"
 ls_run export --dockerfile nothing/lockstep.lock

@@ -92,8 +92,8 @@ assert_contains "$spec" '  - conda: "pytorch"
 assert_contains "$spec" 'conda: ["python=3.11", "pytorch=2.3.1", "pytorch-cuda=12.1", "conda-forge::numpy>=1.26", "blas=*=openblas"]' \
   "every MatchSpec kept as written"
 assert_contains "$spec" 'conda: {virtual_packages: {cuda: "12.1"}}' "pytorch-cuda=12.1 sets the lock's __cuda"
-assert_contains "$spec" '# pip: ["einops==0.8.0"]' "the pip: section is kept, commented"
-assert_contains "$ERR" "pip: section is left as a comment" "and init says so"
+assert_contains "$spec" '  pip: ["einops==0.8.0"]' "the pip: section, for the conda python"
+assert_contains "$spec" '  - pypi: https://pypi.org/simple' "from PyPI"
 spec_ok cn "environment.yml (conda)"
 printf 'dependencies:\n  - python=3.11\n  - "numpy>=1.26,<2|"\n' >cn/bad.yml
 ls_run init --from cn/bad.yml -o cn/bad.yaml
