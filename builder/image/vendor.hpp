@@ -1,5 +1,5 @@
 #pragma once
-// `lockstep vendor` (docs/vendor.md): every file a lock names — each deb and wheel, the base
+// `lockstep vendor` (docs/vendor.md): every file a lock names — each deb, wheel and conda package, the base
 // image's manifest, config and layers, and the lock itself — saved where a later build can fetch
 // them without upstream: a directory (DIR/blobs/sha256/<hex>, indexed by DIR/lockstep-vendor.json)
 // or a registry repository (each file a blob, all under one artifact manifest). A build given the
@@ -20,7 +20,7 @@ namespace lockstep::builder {
 struct VendoredFile {
   Digest sha256;
   std::uint64_t size = 0;
-  std::string kind; ///< "deb", "wheel", "image" (base image blobs), "lock"
+  std::string kind; ///< "deb", "wheel", "conda", "git", "recipes", "image" (base image blobs), "lock"
   std::string name; ///< "attr 1:2.5.1-4 amd64", "debian:bookworm layer 1", "lockstep.lock"
   std::string url;  ///< where it came from ("" for the lock)
 };

@@ -13,6 +13,7 @@
 #     as CEP 37 structures them), each after its dependencies;
 #   - packages.pip over the conda python: wheels go into its site-packages, conda's Python packages
 #     count as installed (no wheel replaces six; six>=2 is an error naming the conda package);
+#   - `lockstep vendor` saves the conda packages; an offline build from them has the same digest;
 #   - the same digest from an empty store, under another umask; `conda: {prefix: ...}` moves it;
 #   - link scripts are listed, not run; hostile packages (a tampered archive, a path out of the
 #     prefix, a symlink out of it, a binary placeholder shorter than the prefix) are exit 2 naming
@@ -273,6 +274,17 @@ write_pip_spec '"einops==0.8.0", "six>=2"'
 (cd pip && "$LOCKSTEP" lock >/dev/null 2>lock.err) && fail "six>=2 over conda's six 1.16.0 locked"
 assert_contains "$(cat pip/lock.err)" "conda package six 1.16.0 pyhd8ed1ab_0" "the conflict names the conda package"
 pass "wheels install into the conda environment; conda's Python packages count as installed"
+
+# ---- vendor: the conda packages saved, the build offline from them ---------------------------------
+ls_run vendor --to vend --json
+assert_eq 0 "$RC" "vendor: $ERR"
+assert_eq 4 "$(jq '[.files[] | select(.kind == "conda")] | length' vend/lockstep-vendor.json)" \
+  "the four conda packages are indexed in the vendor directory"
+rm -rf out
+LOCKSTEP_CACHE=$PWD/store-offline ls_run build --locked --offline --mirror vend
+assert_eq 0 "$RC" "offline build from the vendor directory: $ERR"
+assert_eq "$digest" "$(last_line "$OUT")" "the same digest as the online build"
+pass "lockstep vendor saves the conda packages, and an offline build from them gives the same image"
 
 # ---- determinism ---------------------------------------------------------------------------------
 rm -rf out
