@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +59,27 @@ std::string display_url(const std::string& url) {
     return url.substr(0, host_start) + url.substr(at + 1);
   }
   return url;
+}
+
+// "127.0.0.1:8000" of "http://u@127.0.0.1:8000/x" ("" when there is no host).
+std::string url_host(const std::string& url) {
+  const std::string shown = display_url(url);
+  const auto scheme = shown.find("://");
+  if (scheme == std::string::npos) {
+    return {};
+  }
+  const auto start = scheme + 3;
+  return shown.substr(start, shown.find_first_of("/?#", start) - start);
+}
+
+// What an HTTP 401 or 403 should tell: where lockstep takes credentials from.
+std::string credentials_hint(long code, const std::string& url) {
+  if (code != 401 && code != 403) {
+    return {};
+  }
+  return fmt::format("; {} wants credentials: lockstep sends those of its entry in ~/.netrc (or the file "
+                     "$NETRC names), as curl, pip and conda do (docs/conda.md, \"Channels\")",
+                     url_host(url));
 }
 
 enum class Scheme { http, local };
@@ -373,6 +395,12 @@ Result<void> configure(const LibCurl& curl, CURL* h, Transfer& t, const FetchOpt
   set(CURLOPT_MAXREDIRS, k_max_redirects);
   set(CURLOPT_FAILONERROR, 1L);
   set(CURLOPT_USERAGENT, user_agent.c_str());
+  // Credentials as curl --netrc-optional, pip and conda take them: the entry of $NETRC (else
+  // ~/.netrc) for the host of each request, redirects included, and for no other host.
+  set(CURLOPT_NETRC, static_cast<long>(CURL_NETRC_OPTIONAL));
+  if (const char* netrc = std::getenv("NETRC"); netrc != nullptr && *netrc != '\0') {
+    set(CURLOPT_NETRC_FILE, netrc);
+  }
   set(CURLOPT_NOSIGNAL, 1L);
   set(CURLOPT_TCP_KEEPALIVE, 1L);
   set(CURLOPT_CONNECTTIMEOUT, options.connect_timeout_s);
@@ -444,7 +472,8 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
       return {};
     }
     if (code < 200 || code >= 300) {
-      return fail(external_error("can't download {}: the server answered HTTP {}", t.what, code));
+      return fail(external_error("can't download {}: the server answered HTTP {}{}", t.what, code,
+                                 credentials_hint(code, t.url)));
     }
     if (redirects > 0) {
       char* final_url = nullptr;
@@ -467,7 +496,8 @@ Attempt attempt_http(EasyHandle& easy, Transfer& t, const FetchOptions& options)
       }
       return fail(external_error("can't download {}: not found (HTTP {})", t.what, code));
     }
-    Error e = external_error("can't download {}: the server answered HTTP {}", t.what, code);
+    Error e = external_error("can't download {}: the server answered HTTP {}{}", t.what, code,
+                             credentials_hint(code, t.url));
     if (code == 408 || code == 429 || code >= 500) {
       curl_off_t after = 0;
       curl.curl_easy_getinfo(easy.handle, CURLINFO_RETRY_AFTER, &after);
