@@ -18,6 +18,7 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -33,7 +34,7 @@ constexpr const char* k_examples = R"(Examples:
   lockstep init --from pyproject.toml             {pyproject: pyproject.toml}; Python from requires-python
   lockstep init --from environment.yml            its channels and conda packages, as conda would install them
   lockstep init --from environment.yml --translate   {conda-env: environment.yml}: PyPI and Debian instead
-  lockstep init --from env                        the active venv or conda environment, pinned as installed
+  lockstep init --from env                        the active venv, or the conda environment's exact builds
   lockstep init --from /opt/conda/envs/train      that environment's packages
   lockstep init && lockstep check && lockstep lock
 
@@ -156,6 +157,39 @@ Result<void> from_environment(const runner::PythonEnv& env, envspec::InitRequest
   return {};
 }
 
+// An installed conda environment as the exact builds its conda-meta records, each from its channel;
+// what pip installed there as pins over its python.
+Result<void> from_conda_prefix(const runner::PythonEnv& env, envspec::InitRequest& r) {
+  LS_TRY_ASSIGN(const envspec::CondaPrefix prefix, envspec::read_conda_prefix(env.prefix));
+  r.from = envspec::InitRequest::From::conda;
+  r.file = "the conda environment " + env.prefix;
+  r.conda_exact = true;
+  std::map<std::string, std::size_t> per_channel;
+  for (const envspec::CondaPrefixPackage& p : prefix.packages) {
+    r.conda.push_back(envspec::exact_match_spec(p));
+    per_channel[p.channel] += 1;
+    if (p.name == "cuda-version" || (p.name == "pytorch-cuda" && r.conda_cuda.empty())) {
+      r.conda_cuda = minor_of(p.version);
+    }
+  }
+  // The channel most packages came from first.
+  std::vector<std::pair<std::string, std::size_t>> channels(per_channel.begin(), per_channel.end());
+  std::stable_sort(channels.begin(), channels.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [channel, count] : channels) {
+    r.conda_channels.push_back(channel);
+  }
+  for (const std::string& u : prefix.unpinnable) {
+    r.notes.push_back("not carried over: " + u);
+  }
+  for (const runner::PythonPackage& p : env.packages) {
+    if (p.from != "conda" && p.name != "pip" && p.name != "setuptools" && p.name != "wheel") {
+      r.pip.push_back(fmt::format("{}=={}", p.name, p.version));
+    }
+  }
+  return {};
+}
+
 Result<ExitCode> run_init(const InitArgs& args) {
   const fs::path output = fs::absolute(args.output);
   std::error_code ec;
@@ -184,7 +218,11 @@ Result<ExitCode> run_init(const InitArgs& args) {
         return invalid_input("init: no active Python environment ($VIRTUAL_ENV and $CONDA_PREFIX are unset); "
                              "activate one, or give its prefix: --from /path/to/env");
       }
-      LS_TRY(from_environment(*env, r));
+      if (env->kind == "conda" && !args.translate) {
+        LS_TRY(from_conda_prefix(*env, r));
+      } else {
+        LS_TRY(from_environment(*env, r));
+      }
     } else {
       LS_TRY_ASSIGN(std::string text, read_file(from, 4 << 20));
       LS_TRY_ASSIGN(r.file, file_in_spec_dir(from, spec_dir));

@@ -3,13 +3,16 @@
 
 #include "envspec/yaml/diagnostics.hpp"
 #include "envspec/yaml/node.hpp"
+#include "support/base/json.hpp"
 #include "support/base/text.hpp"
 #include "support/conda/match_spec.hpp"
 #include "support/conda/parse_error.hpp"
+#include "support/system/fs.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <initializer_list>
 
 namespace lockstep::envspec {
@@ -36,6 +39,62 @@ std::string pinned_x_y(const conda::MatchSpec& spec, std::initializer_list<std::
 }
 
 } // namespace
+
+Result<CondaPrefix> read_conda_prefix(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  const fs::path meta = fs::path(prefix) / "conda-meta";
+  std::error_code ec;
+  std::vector<fs::path> records;
+  for (fs::directory_iterator it(meta, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".json" && it->is_regular_file(ec)) {
+      records.push_back(it->path());
+    }
+  }
+  if (ec) {
+    return io_error("init: can't list {}: {}", meta.string(), ec.message());
+  }
+  std::sort(records.begin(), records.end());
+  CondaPrefix out;
+  for (const fs::path& file : records) {
+    LS_TRY_ASSIGN(const std::string text, read_file(file, 64ULL << 20));
+    LS_TRY_ASSIGN(const nlohmann::json j, parse_json(text, file.string(), 16));
+    auto field = [&j](const char* key) {
+      auto it = j.is_object() ? j.find(key) : j.end();
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    CondaPrefixPackage p{field("name"), field("version"), field("build"), "", field("sha256"), field("md5")};
+    if (p.name.empty() || p.version.empty() || p.build.empty() ||
+        has_controls(p.name + p.version + p.build)) {
+      return invalid_input("{}: a conda-meta record names its package's name, version and build",
+                           file.string());
+    }
+    const std::string url = field("url");
+    const std::size_t file_slash = url.rfind('/');
+    const std::size_t subdir_slash = file_slash == std::string::npos || file_slash == 0
+                                         ? std::string::npos
+                                         : url.rfind('/', file_slash - 1);
+    if (url.find("://") == std::string::npos || subdir_slash == std::string::npos ||
+        url.starts_with("file:") || has_controls(url)) {
+      out.unpinnable.push_back(fmt::format("{} {} {}: installed from {}, not a channel", p.name, p.version,
+                                           p.build,
+                                           url.empty() ? "a local file" : printable_ascii(url, 200)));
+      continue;
+    }
+    p.channel = url.substr(0, subdir_slash);
+    out.packages.push_back(std::move(p));
+  }
+  std::sort(out.packages.begin(), out.packages.end(),
+            [](const CondaPrefixPackage& a, const CondaPrefixPackage& b) { return a.name < b.name; });
+  return out;
+}
+
+std::string exact_match_spec(const CondaPrefixPackage& p) {
+  std::string hash = !p.sha256.empty() ? "[sha256=" + p.sha256 + "]"
+                     : !p.md5.empty()  ? "[md5=" + p.md5 + "]"
+                                       : "";
+  return fmt::format("{}::{}=={}={}{}", conda::canonical_channel(p.channel), p.name, p.version, p.build,
+                     hash);
+}
 
 Result<CondaEnvFile> read_conda_env_file(std::string_view text, const std::string& what) {
   Diagnostics diags;

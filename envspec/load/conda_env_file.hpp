@@ -27,6 +27,32 @@ struct CondaEnvFile {
   std::vector<std::string> notes; ///< what the spec can't say ("variables: ...")
 };
 
+/// One package of an installed conda environment, from its conda-meta record.
+struct CondaPrefixPackage {
+  std::string name;
+  std::string version;
+  std::string build;
+  std::string channel; ///< the channel's URL: the record's url without "/SUBDIR/FILE"
+  std::string sha256;  ///< "" when the record has none (conda before 4.7 wrote only md5)
+  std::string md5;
+};
+
+/// An installed conda environment (`lockstep init --from env` / `--from PREFIX`): its conda-meta
+/// records, sorted by name. Records without a URL (installed from a local file) are listed in
+/// `unpinnable`. The records are hostile input: bounded JSON, at most 64 MiB each.
+struct CondaPrefix {
+  std::vector<CondaPrefixPackage> packages;
+  std::vector<std::string> unpinnable; ///< "name version build: why"
+};
+
+/// Reads PREFIX/conda-meta/*.json. invalid_input naming the file for a record that is not JSON or
+/// lacks name, version or build; io errors as they come.
+Result<CondaPrefix> read_conda_prefix(const std::string& prefix);
+
+/// The MatchSpec that pins `p` exactly: "CHANNEL::NAME==VERSION=BUILD[sha256=HEX]" (md5 when the
+/// record has no sha256), the channel by its canonical name ("conda-forge").
+std::string exact_match_spec(const CondaPrefixPackage& p);
+
 /// Reads an environment.yml (`what` names it in messages). invalid_input, located: a file that is
 /// not a map with `dependencies:`, an entry that is neither a string nor `{pip: [...]}`, a MatchSpec
 /// conda can't read, a channel that is not a string.

@@ -86,12 +86,20 @@ std::string conda_spec_body(const InitRequest& r, std::string_view suite) {
            "  # packages count as installed.\n";
     out += fmt::format("  pip: [{}]\n", fmt::join(quoted_all(r.pip), ", "));
   }
+  std::vector<std::string> settings;
+  if (r.conda_exact) {
+    out += "\n# Each package is the installed build, from the channel it came from (flexible priority).";
+    settings.emplace_back("channel_priority: flexible");
+  }
   if (!r.conda_cuda.empty()) {
     out += fmt::format(
         "\n# The environment is for CUDA {}: the GPU builds are chosen even where the lock is made\n"
-        "# without a GPU (conda's __cuda virtual package).\n"
-        "conda: {{virtual_packages: {{cuda: {}}}}}\n",
-        r.conda_cuda, quote(r.conda_cuda));
+        "# without a GPU (conda's __cuda virtual package).",
+        r.conda_cuda);
+    settings.push_back(fmt::format("virtual_packages: {{cuda: {}}}", quote(r.conda_cuda)));
+  }
+  if (!settings.empty()) {
+    out += fmt::format("\nconda: {{{}}}\n", fmt::join(settings, ", "));
   }
   out += "\noutputs:\n  oci: build/image\n";
   return out;

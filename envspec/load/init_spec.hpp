@@ -30,6 +30,8 @@ struct InitRequest {
   std::vector<std::string> conda_channels; ///< conda: the channels, in order
   std::vector<std::string> conda;          ///< conda: the MatchSpecs
   std::string conda_cuda; ///< conda: the CUDA X.Y the environment pins, for conda.virtual_packages
+  /// conda: exact builds of an installed environment, each naming its channel: flexible priority
+  bool conda_exact = false;
 };
 
 /// The spec text for `request`. Deterministic.

@@ -13,6 +13,7 @@
 #     as CEP 37 structures them), each after its dependencies;
 #   - packages.pip over the conda python: wheels go into its site-packages, conda's Python packages
 #     count as installed (no wheel replaces six; six>=2 is an error naming the conda package);
+#   - `init --from PREFIX` of the built environment pins exactly its builds (the same lock's packages);
 #   - `lockstep vendor` saves the conda packages; an offline build from them has the same digest;
 #   - the same digest from an empty store, under another umask; `conda: {prefix: ...}` moves it;
 #   - link scripts are listed, not run; hostile packages (a tampered archive, a path out of the
@@ -274,6 +275,28 @@ write_pip_spec '"einops==0.8.0", "six>=2"'
 (cd pip && "$LOCKSTEP" lock >/dev/null 2>lock.err) && fail "six>=2 over conda's six 1.16.0 locked"
 assert_contains "$(cat pip/lock.err)" "conda package six 1.16.0 pyhd8ed1ab_0" "the conflict names the conda package"
 pass "wheels install into the conda environment; conda's Python packages count as installed"
+
+# ---- init --from an installed environment: its exact builds ------------------------------------------
+# The image's own /opt/conda (conda-meta, six from conda, einops from pip) read back as a spec.
+mkdir roundtrip && cp -r $R/opt/conda roundtrip/env
+ls_run init --from roundtrip/env -o roundtrip/lockstep.yaml
+assert_eq 0 "$RC" "init --from an environment's prefix: $ERR"
+spec=$(cat roundtrip/lockstep.yaml)
+assert_contains "$spec" "  - conda: \"$CHANNEL\"" "the channel the packages came from"
+six_sha=$(jq -r '.artifacts[] | select(.name == "six") | .sha256' pip/lockstep.lock)
+assert_contains "$spec" "\"$CHANNEL::six==1.16.0=pyhd8ed1ab_0[sha256=$six_sha]\"" "six pinned to its build and sha256"
+assert_contains "$spec" 'pip: ["einops==0.8.0"]' "what pip installed, pinned"
+assert_contains "$spec" "conda: {channel_priority: flexible}" "each package from its own channel"
+# Locked over the same channel (the Debian base swapped for the virtual glibc, to stay offline):
+# the very packages of the environment.
+sed -i -e '/^base:/d' -e '/^  - apt:/,/^    keyring:/d' -e '/^  apt:/d' -e '/pypi.org/d' -e '/^  pip:/d' \
+  -e 's|^conda: {channel_priority: flexible}|conda: {channel_priority: flexible, virtual_packages: {glibc: "2.36"}}|' \
+  roundtrip/lockstep.yaml
+(cd roundtrip && "$LOCKSTEP" lock >/dev/null 2>lock.err) || fail "lock of the round trip: $(cat roundtrip/lock.err)"
+assert_eq "$(jq -c '[.artifacts[] | select(.kind == "conda") | [.name, .sha256]] | sort' pip/lockstep.lock)" \
+  "$(jq -c '[.artifacts[] | select(.kind == "conda") | [.name, .sha256]] | sort' roundtrip/lockstep.lock)" \
+  "the same conda packages, byte for byte"
+pass "init --from a conda prefix pins exactly the builds its conda-meta records"
 
 # ---- vendor: the conda packages saved, the build offline from them ---------------------------------
 ls_run vendor --to vend --json

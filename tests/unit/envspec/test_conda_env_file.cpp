@@ -49,3 +49,12 @@ TEST_CASE("a malformed environment.yml is a located error", "[conda][init]") {
   CHECK_THAT(error_of("dependencies:\n  - 'numpy[version=>1'\n"),
              Catch::Matchers::Contains("environment.yml:2: 'numpy[version=>1' is not a conda MatchSpec"));
 }
+
+TEST_CASE("an installed package is pinned by channel, build and hash", "[conda][init]") {
+  CondaPrefixPackage p{"numpy", "1.26.4", "py311h64a7726_0", "https://conda.anaconda.org/conda-forge",
+                       "",      "0a1b"};
+  CHECK(exact_match_spec(p) == "conda-forge::numpy==1.26.4=py311h64a7726_0[md5=0a1b]");
+  p.sha256 = "ff00";
+  p.channel = "http://127.0.0.1:8000/ch";
+  CHECK(exact_match_spec(p) == "http://127.0.0.1:8000/ch::numpy==1.26.4=py311h64a7726_0[sha256=ff00]");
+}
