@@ -96,7 +96,7 @@ std::string exact_match_spec(const CondaPrefixPackage& p) {
                      hash);
 }
 
-Result<CondaEnvFile> read_conda_env_file(std::string_view text, const std::string& what) {
+Result<Node> environment_root(std::string_view text, const std::string& what) {
   Diagnostics diags;
   std::optional<Node> root = parse_yaml(text, what, diags);
   if (!diags.empty()) {
@@ -105,6 +105,16 @@ Result<CondaEnvFile> read_conda_env_file(std::string_view text, const std::strin
   if (!root || !root->is_map()) {
     return invalid_input("{}: expected a map with 'dependencies:' (a conda environment file)", what);
   }
+  const MapEntry* deps = root->find("dependencies");
+  if (deps == nullptr || !deps->value.is_sequence()) {
+    return invalid_input("{}: no 'dependencies:' list (a conda environment file)", what);
+  }
+  return std::move(*root);
+}
+
+Result<CondaEnvFile> read_conda_env_file(std::string_view text, const std::string& what) {
+  LS_TRY_ASSIGN(const Node root_node, environment_root(text, what));
+  const Node* root = &root_node;
   CondaEnvFile out;
   const auto where = [&what](const Node& n) { return fmt::format("{}:{}", what, n.location.line); };
   if (const MapEntry* name = root->find("name"); name != nullptr && name->value.is_scalar()) {
@@ -128,11 +138,7 @@ Result<CondaEnvFile> read_conda_env_file(std::string_view text, const std::strin
   if (root->find("variables") != nullptr) {
     out.notes.emplace_back("its variables: are not set in the image (add them to env:)");
   }
-  const MapEntry* deps = root->find("dependencies");
-  if (deps == nullptr || !deps->value.is_sequence()) {
-    return invalid_input("{}: no 'dependencies:' list (a conda environment file)", what);
-  }
-  for (const Node& item : deps->value.items) {
+  for (const Node& item : root->find("dependencies")->value.items) {
     if (item.is_map()) {
       const MapEntry* pip = item.find("pip");
       if (pip == nullptr || item.entries.size() != 1 || !pip->value.is_sequence()) {

@@ -4,6 +4,7 @@
 // issue-36 way; `init --translate` maps them to PyPI and Debian instead, python_inputs.hpp). Every
 // MatchSpec is parsed (leniently, as conda reads environment files), and one that can't be is an
 // error at its line with a caret under the byte.
+#include "envspec/yaml/node.hpp"
 #include "support/base/result.hpp"
 
 #include <string>
@@ -52,6 +53,10 @@ Result<CondaPrefix> read_conda_prefix(const std::string& prefix);
 /// The MatchSpec that pins `p` exactly: "CHANNEL::NAME==VERSION=BUILD[sha256=HEX]" (md5 when the
 /// record has no sha256), the channel by its canonical name ("conda-forge").
 std::string exact_match_spec(const CondaPrefixPackage& p);
+
+/// The root of an environment.yml: a map with a `dependencies:` list (the shape both readers of
+/// the file need); invalid_input naming `what` otherwise.
+Result<Node> environment_root(std::string_view text, const std::string& what);
 
 /// Reads an environment.yml (`what` names it in messages). invalid_input, located: a file that is
 /// not a map with `dependencies:`, an entry that is neither a string nor `{pip: [...]}`, a MatchSpec

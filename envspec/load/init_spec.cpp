@@ -61,17 +61,23 @@ std::string framework_of(const std::vector<std::string>& requirements) {
   return {};
 }
 
+// `base: {debian: SUITE}` and `repos:` with Debian's archive for it.
+std::string debian_base_text(std::string_view suite) {
+  return fmt::format("base: {{debian: {}}}\n\n"
+                     "repos:\n"
+                     "  - apt: http://deb.debian.org/debian\n"
+                     "    suite: {}\n"
+                     "    components: [main]\n"
+                     "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n",
+                     suite, suite);
+}
+
 // The rest of a spec that keeps an environment.yml's conda packages: a Debian base (its libc is the
 // image's __glibc; a shell for run steps), the file's channels, its MatchSpecs as written.
 std::string conda_spec_body(const InitRequest& r, std::string_view suite) {
   std::string out = "# The conda packages go into /opt/conda (conda.prefix) over a Debian root, whose libc\n"
                     "# is the environment's __glibc.\n";
-  out += fmt::format("base: {{debian: {}}}\n\n", suite);
-  out += "repos:\n"
-         "  - apt: http://deb.debian.org/debian\n";
-  out += fmt::format("    suite: {}\n", suite);
-  out += "    components: [main]\n"
-         "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n";
+  out += debian_base_text(suite);
   out += fmt::format("  # {}'s channels, in its order (strict channel priority, as pixi)\n", r.file);
   for (const std::string& c : r.conda_channels) {
     out += fmt::format("  - conda: {}\n", quote(c));
@@ -148,12 +154,7 @@ Result<std::string> init_spec_text(const InitRequest& r, const RecipeSet& recipe
     }
     out += fmt::format("# Debian {}'s python3 is {}{}: the Python the wheels are chosen for.\n", suite,
                        python, r.python_source.empty() ? "" : fmt::format(", as {} asks", r.python_source));
-    out += fmt::format("base: {{debian: {}}}\n\n", suite);
-    out += "repos:\n"
-           "  - apt: http://deb.debian.org/debian\n";
-    out += fmt::format("    suite: {}\n", suite);
-    out += "    components: [main]\n"
-           "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n";
+    out += debian_base_text(suite);
   } else {
     out += fmt::format(
         "# No Debian suite ships Python {} as python3 (recipes/python/python.yaml): the official\n"

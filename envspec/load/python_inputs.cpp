@@ -1,6 +1,7 @@
 // pyproject.toml and environment.yml as requirements: see python_inputs.hpp.
 #include "envspec/load/python_inputs.hpp"
 
+#include "envspec/load/conda_env_file.hpp"
 #include "envspec/stack/recipes.hpp"
 #include "envspec/yaml/diagnostics.hpp"
 #include "envspec/yaml/node.hpp"
@@ -263,18 +264,8 @@ Result<CondaMapping> map_conda_package(const std::string& conda_name) {
 }
 
 Result<CondaEnv> read_conda_env(std::string_view text, const std::string& what) {
-  Diagnostics diags;
-  std::optional<Node> root = parse_yaml(text, what, diags);
-  if (!diags.empty()) {
-    return diags.to_error();
-  }
-  if (!root || !root->is_map()) {
-    return invalid_input("{}: expected a map with 'dependencies:' (a conda environment file)", what);
-  }
-  const MapEntry* deps = root->find("dependencies");
-  if (deps == nullptr || !deps->value.is_sequence()) {
-    return invalid_input("{}: no 'dependencies:' list (a conda environment file)", what);
-  }
+  LS_TRY_ASSIGN(const Node root, environment_root(text, what));
+  const MapEntry* deps = root.find("dependencies");
   LS_TRY_ASSIGN(const auto* table, conda_names());
   const std::map<std::string, CondaName>& names = *table;
   CondaEnv out;
