@@ -253,7 +253,11 @@ TEST_CASE("a 403 is not retried", "[http]") {
   server.route("/secret", response(403, "Forbidden", "no"));
   auto r = http_get(server.url("/secret"), fast());
   REQUIRE_FALSE(r);
-  CHECK(r.error().message == "can't download " + server.url("/secret") + ": the server answered HTTP 403");
+  CHECK(r.error().message ==
+        "can't download " + server.url("/secret") + ": the server answered HTTP 403; " +
+            server.url("").substr(7) +
+            " wants credentials: lockstep sends those of its entry in ~/.netrc (or the "
+            "file $NETRC names), as curl, pip and conda do (docs/conda.md, \"Channels\")");
   CHECK(server.hits("/secret") == 1);
 }
 

@@ -129,7 +129,8 @@ TEST_CASE("ver_eval cases from conda's tests", "[conda][version_spec]") {
   }
 }
 
-TEST_CASE("~= is at least the version and starts with all but its last component", "[conda][version_spec]") {
+TEST_CASE("the ~= operator is at least the version and starts with all but its last component",
+          "[conda][version_spec]") {
   // conda tests/models/test_version.py test_compatible_release_versions.
   CHECK(matches("~=1.10", "1.11.0"));
   CHECK_FALSE(matches("~=1.10.0", "1.11.0"));
