@@ -111,9 +111,14 @@ Result<std::string> file_in_spec_dir(const fs::path& file, const fs::path& spec_
   return rel.generic_string();
 }
 
+// pip's own tools, which an environment has but a spec doesn't ask for.
+bool installer_tool(const std::string& project) {
+  static const std::set<std::string> tools = {"pip", "setuptools", "wheel", "distribute"};
+  return tools.count(normalize_project_name(project)) != 0;
+}
+
 // An installed environment's packages as pins (conda's own through the conda names table).
 Result<void> from_environment(const runner::PythonEnv& env, envspec::InitRequest& r) {
-  static const std::set<std::string> tools = {"pip", "setuptools", "wheel", "distribute"};
   r.from = envspec::InitRequest::From::environment;
   r.environment = fmt::format("{} {}", env.kind, env.prefix);
   if (!env.version.empty()) {
@@ -129,7 +134,7 @@ Result<void> from_environment(const runner::PythonEnv& env, envspec::InitRequest
       }
       LS_TRY_ASSIGN(envspec::CondaMapping m, envspec::map_conda_package(p.name));
       using Kind = envspec::CondaMapping::Kind;
-      if (m.kind == Kind::pypi && tools.count(normalize_project_name(m.name)) == 0 &&
+      if (m.kind == Kind::pypi && !installer_tool(m.name) &&
           pinned.insert(normalize_project_name(m.name)).second) {
         r.pip.push_back(fmt::format("{}=={}", m.name, p.version));
       } else if (m.kind == Kind::apt) {
@@ -143,7 +148,7 @@ Result<void> from_environment(const runner::PythonEnv& env, envspec::InitRequest
       }
       continue;
     }
-    if (tools.count(project) != 0 || !pinned.insert(project).second) {
+    if (installer_tool(project) || !pinned.insert(project).second) {
       continue;
     }
     r.pip.push_back(fmt::format("{}=={}", p.name, p.version));
@@ -183,7 +188,7 @@ Result<void> from_conda_prefix(const runner::PythonEnv& env, envspec::InitReques
     r.notes.push_back("not carried over: " + u);
   }
   for (const runner::PythonPackage& p : env.packages) {
-    if (p.from != "conda" && p.name != "pip" && p.name != "setuptools" && p.name != "wheel") {
+    if (p.from != "conda" && !installer_tool(p.name)) {
       r.pip.push_back(fmt::format("{}=={}", p.name, p.version));
     }
   }

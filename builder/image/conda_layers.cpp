@@ -38,7 +38,6 @@ constexpr std::uint64_t k_max_conda_package_size = 16ULL << 30;
 // One locked conda package and the text its origin's record views.
 struct CondaInput {
   const envspec::LockedArtifact* artifact = nullptr;
-  std::size_t index = 0; ///< in lock.artifacts
   std::string filename;
   std::string sha256;
   conda::PackageOrigin origin;
@@ -66,12 +65,6 @@ Result<std::string> check_locked_package(const envspec::LockedArtifact& a, std::
   return filename;
 }
 
-conda::NoArch noarch_of(const std::string& text) {
-  return text == "python"    ? conda::NoArch::python
-         : text == "generic" ? conda::NoArch::generic
-                             : conda::NoArch::none;
-}
-
 // The record the lock keeps, as support/conda's Record (views into `in` and its artifact).
 void fill_record(CondaInput& in) {
   const envspec::LockedArtifact& a = *in.artifact;
@@ -85,7 +78,7 @@ void fill_record(CondaInput& in) {
   r.depends.assign(c.depends.begin(), c.depends.end());
   r.constrains.assign(c.constrains.begin(), c.constrains.end());
   r.track_features.assign(c.track_features.begin(), c.track_features.end());
-  r.noarch = noarch_of(c.noarch);
+  r.noarch = conda::noarch_from_name(c.noarch).value_or(conda::NoArch::none); // lockfile.cpp checked it
   r.subdir = c.subdir;
   r.timestamp_ms = c.timestamp;
   r.md5 = c.md5;
@@ -214,17 +207,16 @@ Result<void> write_prefix(const conda::PrefixPlan& prefix_plan, const std::strin
   return {};
 }
 
-// X.Y of the lock's conda python ("" when it has none).
-std::string python_x_y(const std::vector<CondaInput>& inputs) {
+// The lock's conda python into `link`: its X.Y and python_site_packages_path (none: left empty).
+void set_python(const std::vector<CondaInput>& inputs, conda::LinkOptions& link) {
   for (const CondaInput& in : inputs) {
     if (in.artifact->name == "python") {
       const std::string& v = in.artifact->version;
       const std::size_t dot = v.find('.');
-      const std::size_t dot2 = dot == std::string::npos ? std::string::npos : v.find('.', dot + 1);
-      return v.substr(0, dot2);
+      link.python_version = v.substr(0, dot == std::string::npos ? dot : v.find('.', dot + 1));
+      link.python_site_packages_path = in.artifact->conda->python_site_packages_path;
     }
   }
-  return {};
 }
 
 // The lock's conda packages, checked; their records are filled by the caller once the vector is
@@ -239,7 +231,6 @@ Result<std::vector<CondaInput>> collect_inputs(const envspec::Spec& spec, const 
     LS_TRY_ASSIGN(std::string filename, check_locked_package(a, i));
     CondaInput in;
     in.artifact = &a;
-    in.index = i;
     in.filename = std::move(filename);
     in.sha256 = a.sha256.hex();
     if (a.repo >= 0 && static_cast<std::size_t>(a.repo) < lock.repos.size()) {
@@ -361,13 +352,8 @@ Result<void> build_conda_layer(const envspec::Spec& spec, const envspec::Lock& l
   }
   conda::LinkOptions link;
   link.prefix = spec.conda.prefix;
-  link.python_version = python_x_y(inputs);
   link.generated_mtime = image.epoch;
-  for (const CondaInput& in : inputs) {
-    if (in.artifact->name == "python") {
-      link.python_site_packages_path = in.artifact->conda->python_site_packages_path;
-    }
-  }
+  set_python(inputs, link);
   LS_TRY(fetch_packages(inputs, image));
   const std::vector<std::size_t> order = install_order(inputs);
   const std::string created_by =

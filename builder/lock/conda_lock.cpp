@@ -95,9 +95,7 @@ envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const Con
   for (std::string_view f : r.track_features) {
     c.track_features.emplace_back(f);
   }
-  c.noarch = r.noarch == conda::NoArch::python    ? "python"
-             : r.noarch == conda::NoArch::generic ? "generic"
-                                                  : "";
+  c.noarch = std::string(conda::noarch_name(r.noarch));
   c.timestamp = r.timestamp_ms;
   c.license = std::string(r.license);
   c.python_site_packages_path = std::string(r.python_site_packages_path);

@@ -85,14 +85,16 @@ std::string PythonTarget::describe() const {
 namespace {
 
 // The lock's conda python, when it has one, into `t` (prefix: the conda environment's, absolute):
-// wheels then go into the environment's site-packages, as pip run there would put them.
-bool conda_python(const envspec::Lock& lock, std::string_view prefix, PythonTarget& t) {
+// wheels then go into the environment's site-packages, as pip run there would put them. Returns
+// that python's artifact, or null.
+const envspec::LockedArtifact* conda_python(const envspec::Lock& lock, std::string_view prefix,
+                                            PythonTarget& t) {
   const auto python =
       std::find_if(lock.artifacts.begin(), lock.artifacts.end(), [](const envspec::LockedArtifact& a) {
         return a.kind == "conda" && a.name == "python" && a.conda;
       });
   if (python == lock.artifacts.end() || prefix.empty()) {
-    return false;
+    return nullptr;
   }
   const std::string& v = python->version;
   const std::size_t dot = v.find('.');
@@ -108,20 +110,17 @@ bool conda_python(const envspec::Lock& lock, std::string_view prefix, PythonTarg
                ? fmt::format("{}/lib/python{}/site-packages", root, t.version)
                : root + "/" + python->conda->python_site_packages_path;
   t.debian = false;
-  return true;
+  t.conda = true;
+  return &*python;
 }
 
 // The glibc floor a conda python states ("__glibc >=2.17,<3.0.a0" -> "2.17"), "" when none.
-std::string conda_glibc_floor(const envspec::Lock& lock) {
+std::string conda_glibc_floor(const envspec::LockedArtifact& python) {
   static const std::regex floor_re(R"(__glibc\s*>=\s*([0-9]+)\.([0-9]+).*)");
-  for (const envspec::LockedArtifact& a : lock.artifacts) {
-    if (a.kind == "conda" && a.name == "python" && a.conda) {
-      for (const std::string& d : a.conda->depends) {
-        std::smatch m;
-        if (std::regex_match(d, m, floor_re)) {
-          return m[1].str() + "." + m[2].str();
-        }
-      }
+  for (const std::string& d : python.conda->depends) {
+    std::smatch m;
+    if (std::regex_match(d, m, floor_re)) {
+      return m[1].str() + "." + m[2].str();
     }
   }
   return {};
@@ -215,17 +214,21 @@ Result<PythonTarget> python_target(const envspec::Lock& locked, const oci::Platf
   }
   const envspec::Lock& lock = base != nullptr ? merged : locked;
   PythonTarget t;
+  const envspec::LockedArtifact* conda = nullptr; // the lock's conda python, when it is the target
   if (!interpreter.empty()) {
     if (base == nullptr) {
       return internal_error("base.python without the base image's metadata");
     }
     LS_TRY(base_python(*base, std::string(interpreter), t));
-  } else if (!conda_python(lock, conda_prefix, t)) {
-    LS_TRY(debian_python(lock, arch, t));
+  } else {
+    conda = conda_python(lock, conda_prefix, t);
+    if (conda == nullptr) {
+      LS_TRY(debian_python(lock, arch, t));
+    }
   }
   const envspec::LockedArtifact* libc = find_deb(lock, "libc6", arch);
-  if (libc == nullptr && !t.debian && interpreter.empty()) {
-    t.glibc = conda_glibc_floor(lock); // no libc6 to ask: the floor conda's python itself states
+  if (libc == nullptr && conda != nullptr) {
+    t.glibc = conda_glibc_floor(*conda); // no libc6 to ask: the floor conda's python itself states
     if (t.glibc.empty()) {
       return invalid_input(
           "the image has {} but no libc6 in the lock and the python record states no __glibc "

@@ -30,7 +30,8 @@ struct PythonTarget {
   /// The site directory, relative to the root: Debian's for locally installed packages
   /// ("usr/local/lib/python3.11/dist-packages"), or PREFIX/lib/python3.N/site-packages.
   std::string site;
-  bool debian = true; ///< a Debian python3.X package (false: `base.python`)
+  bool debian = true; ///< a Debian python3.X package (false: `base.python` or a conda python)
+  bool conda = false; ///< the lock's conda python (packages.conda)
 
   [[nodiscard]] const std::string& site_packages() const { return site; }
   /// "cp311 manylinux x86_64 (CPython 3.11.2, glibc 2.36)", for messages.

@@ -223,7 +223,7 @@ deb_distribution_files(const PipLock& l, const envspec::LockedArtifact& deb,
 // python or python_abi) count as installed at their version, under their conda name, as pixi counts
 // them: a wheel never replaces a conda package (docs/conda.md, "Wheels over a conda Python").
 void find_conda_distributions(PipLock& l) {
-  if (l.target.debian || !l.target.package.starts_with("conda ")) {
+  if (!l.target.conda) {
     return;
   }
   for (const envspec::LockedArtifact& a : l.lock.artifacts) {

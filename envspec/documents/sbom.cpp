@@ -1,5 +1,6 @@
 #include "envspec/documents/sbom.hpp"
 
+#include "support/base/json.hpp"
 #include "support/conda/match_spec.hpp"
 #include "support/oci/oci.hpp"
 #include "support/python/pep508.hpp"
@@ -256,18 +257,7 @@ std::string_view sbom_format_name(SbomFormat format) {
   return format == SbomFormat::spdx_json ? "spdx-json" : "cyclonedx-json";
 }
 
-namespace {
-
-// obj[key] when obj is an object and that is a string; else "" (never throws on hostile input).
-std::string string_field(const nlohmann::json& obj, const char* key) {
-  if (!obj.is_object()) {
-    return "";
-  }
-  const auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-} // namespace
+namespace {} // namespace
 
 Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view what) {
   const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
@@ -282,7 +272,7 @@ Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view wh
       return std::nullopt;
     }
     for (const auto& h : *list) {
-      if (string_field(h, alg_key) == alg && !string_field(h, value_key).empty()) {
+      if (json_string(h, alg_key) == alg && !json_string(h, value_key).empty()) {
         if (auto d = Digest::parse("sha256:" + h[value_key].get<std::string>())) {
           return *d;
         }
@@ -296,13 +286,13 @@ Result<SbomSubject> read_sbom_subject(std::string_view text, std::string_view wh
     const auto packages = doc.find("packages");
     if (packages != doc.end() && packages->is_array()) {
       for (const auto& p : *packages) {
-        if (string_field(p, "SPDXID") == "SPDXRef-image") {
+        if (json_string(p, "SPDXID") == "SPDXRef-image") {
           const auto c = p.find("checksums");
           subject = sha256_in(c == p.end() ? nullptr : &*c, "algorithm", "SHA256", "checksumValue");
         }
       }
     }
-  } else if (string_field(doc, "bomFormat") == "CycloneDX") {
+  } else if (json_string(doc, "bomFormat") == "CycloneDX") {
     out.format = SbomFormat::cyclonedx_json;
     const nlohmann::json* component = nullptr;
     if (auto m = doc.find("metadata"); m != doc.end() && m->is_object()) {

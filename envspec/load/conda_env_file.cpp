@@ -58,17 +58,14 @@ Result<CondaPrefix> read_conda_prefix(const std::string& prefix) {
   for (const fs::path& file : records) {
     LS_TRY_ASSIGN(const std::string text, read_file(file, 64ULL << 20));
     LS_TRY_ASSIGN(const nlohmann::json j, parse_json(text, file.string(), 16));
-    auto field = [&j](const char* key) {
-      auto it = j.is_object() ? j.find(key) : j.end();
-      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-    };
-    CondaPrefixPackage p{field("name"), field("version"), field("build"), "", field("sha256"), field("md5")};
+    CondaPrefixPackage p{json_string(j, "name"),   json_string(j, "version"), json_string(j, "build"), "",
+                         json_string(j, "sha256"), json_string(j, "md5")};
     if (p.name.empty() || p.version.empty() || p.build.empty() ||
         has_controls(p.name + p.version + p.build)) {
       return invalid_input("{}: a conda-meta record names its package's name, version and build",
                            file.string());
     }
-    const std::string url = field("url");
+    const std::string url = json_string(j, "url");
     const std::size_t file_slash = url.rfind('/');
     const std::size_t subdir_slash = file_slash == std::string::npos || file_slash == 0
                                          ? std::string::npos

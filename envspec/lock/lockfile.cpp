@@ -1,5 +1,6 @@
 #include "envspec/lock/lockfile.hpp"
 
+#include "support/conda/repodata.hpp"
 #include "support/oci/oci.hpp"
 #include "support/python/pep508.hpp"
 #include "support/system/fs.hpp"
@@ -238,7 +239,7 @@ LockedCondaRecord read_conda_record(const LockReader& r, const json& j, const st
     c.track_features = r.strings(j, path, "track-features");
   }
   c.noarch = r.str(j, path, "noarch", true);
-  if (!c.noarch.empty() && c.noarch != "generic" && c.noarch != "python") {
+  if (!conda::noarch_from_name(c.noarch)) {
     r.fail(path + ".noarch", fmt::format("expected generic or python, found '{}'", c.noarch));
   }
   if (j.contains("timestamp")) {

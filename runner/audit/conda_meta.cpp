@@ -3,6 +3,7 @@
 
 #include "support/base/json.hpp"
 #include "support/base/text.hpp"
+#include "support/conda/package_info.hpp"
 
 #include <fmt/format.h>
 
@@ -16,28 +17,6 @@ namespace {
 constexpr std::string_view k_conda_meta = "/conda-meta/";
 constexpr std::size_t k_max_field = 4096;
 
-std::string string_field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// A prefix-relative path of a record: relative, no '.', '..' or empty component, no NUL.
-bool clean_relative(std::string_view p) {
-  if (p.empty() || p.size() > k_max_field || p.front() == '/' || p.find('\0') != std::string_view::npos) {
-    return false;
-  }
-  std::size_t i = 0;
-  while (i <= p.size()) {
-    const std::size_t j = std::min(p.find('/', i), p.size());
-    const std::string_view c = p.substr(i, j - i);
-    if (c.empty() || c == "." || c == "..") {
-      return false;
-    }
-    i = j + 1;
-  }
-  return true;
-}
-
 Result<InstalledConda> parse_record(const std::string& text, const std::string& record,
                                     const std::string& where) {
   LS_TRY_ASSIGN(const nlohmann::json j, parse_json(text, where, 16));
@@ -47,10 +26,10 @@ Result<InstalledConda> parse_record(const std::string& text, const std::string& 
   InstalledConda c;
   c.record = record;
   c.prefix = record.substr(0, record.rfind(k_conda_meta));
-  c.name = string_field(j, "name");
-  c.version = string_field(j, "version");
-  c.build = string_field(j, "build");
-  c.url = string_field(j, "url");
+  c.name = json_string(j, "name");
+  c.version = json_string(j, "version");
+  c.build = json_string(j, "build");
+  c.url = json_string(j, "url");
   for (const std::string* f : {&c.name, &c.version, &c.build}) {
     if (f->empty() || f->size() > k_max_field || has_controls(*f)) {
       return invalid_input("{}: name, version and build must be non-empty strings without control characters",
@@ -68,17 +47,17 @@ Result<InstalledConda> parse_record(const std::string& text, const std::string& 
   c.paths.reserve(paths->size());
   for (std::size_t i = 0; i < paths->size(); ++i) {
     const nlohmann::json& e = (*paths)[i];
-    const std::string rel = e.is_object() ? string_field(e, "_path") : std::string();
-    if (!clean_relative(rel)) {
+    const std::string rel = json_string(e, "_path");
+    if (!conda::is_clean_relative_path(rel, conda::PackageLimits{}.max_path)) {
       return invalid_input("{}: paths_data.paths[{}]: '{}' is not a path inside the prefix", where, i,
                            printable_ascii(rel, 200));
     }
     CondaMetaPath p;
     p.path = c.prefix + "/" + rel;
-    p.type = string_field(e, "path_type");
-    p.sha256 = ascii_lower(string_field(e, "sha256_in_prefix"));
+    p.type = json_string(e, "path_type");
+    p.sha256 = ascii_lower(json_string(e, "sha256_in_prefix"));
     if (p.sha256.empty()) {
-      p.sha256 = ascii_lower(string_field(e, "sha256"));
+      p.sha256 = ascii_lower(json_string(e, "sha256"));
     }
     if (!p.sha256.empty() && (p.sha256.size() != 64 || !is_lower_hex(p.sha256))) {
       return invalid_input("{}: paths_data.paths[{}] ({}): the sha256 is not 64 hex digits", where, i, rel);

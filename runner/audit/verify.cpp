@@ -282,6 +282,28 @@ void read_dist(const ImageContents& contents, InstalledDist& dist) {
   dist.project = normalize_project_name(dist.name);
 }
 
+// Calls fn(name, locked or null, installed or null) for every name of either map, in name order:
+// the join of a lock's packages with an image's by name.
+template <typename Locked, typename Installed, typename Fn>
+void for_each_by_name(const std::map<std::string, const Locked*>& locked,
+                      const std::map<std::string, const Installed*>& installed, Fn&& fn) {
+  auto l = locked.begin();
+  auto i = installed.begin();
+  while (l != locked.end() || i != installed.end()) {
+    if (i == installed.end() || (l != locked.end() && l->first < i->first)) {
+      fn(l->first, l->second, static_cast<const Installed*>(nullptr));
+      ++l;
+    } else if (l == locked.end() || i->first < l->first) {
+      fn(i->first, static_cast<const Locked*>(nullptr), i->second);
+      ++i;
+    } else {
+      fn(l->first, l->second, i->second);
+      ++l;
+      ++i;
+    }
+  }
+}
+
 // The lock's conda packages against the image's conda-meta records, by name.
 void compare_conda_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
                              std::vector<VerifyProblem>& out) {
@@ -295,33 +317,25 @@ void compare_conda_with_lock(const envspec::Lock& lock, const ImagePackages& pac
   for (const InstalledConda& c : packages.condas) {
     installed.emplace(c.name, &c);
   }
-  std::set<std::string> names;
-  for (const auto& [n, a] : locked) {
-    names.insert(n);
-  }
-  for (const auto& [n, c] : installed) {
-    names.insert(n);
-  }
-  for (const std::string& n : names) {
-    auto l = locked.find(n);
-    auto i = installed.find(n);
-    if (l != locked.end() && i != installed.end()) {
-      const std::string want = l->second->version + "=" + l->second->conda->build;
-      const std::string have = i->second->version + "=" + i->second->build;
-      if (want != have) {
-        out.push_back(
-            {Kind::conda_changed, n, "", fmt::format("conda {}: lock says {}, image has {}", n, want, have)});
-      }
-    } else if (l != locked.end()) {
-      out.push_back({Kind::conda_missing, n, "",
-                     fmt::format("conda {}: lock says {}={}, not installed", n, l->second->version,
-                                 l->second->conda->build)});
-    } else {
-      out.push_back({Kind::conda_extra, n, "",
-                     fmt::format("conda {}: installed ({}={}, /{}), not in the lock", n, i->second->version,
-                                 i->second->build, i->second->record)});
-    }
-  }
+  for_each_by_name(locked, installed,
+                   [&](const std::string& n, const envspec::LockedArtifact* l, const InstalledConda* i) {
+                     if (l != nullptr && i != nullptr) {
+                       const std::string want = l->version + "=" + l->conda->build;
+                       const std::string have = i->version + "=" + i->build;
+                       if (want != have) {
+                         out.push_back({Kind::conda_changed, n, "",
+                                        fmt::format("conda {}: lock says {}, image has {}", n, want, have)});
+                       }
+                     } else if (l != nullptr) {
+                       out.push_back({Kind::conda_missing, n, "",
+                                      fmt::format("conda {}: lock says {}={}, not installed", n, l->version,
+                                                  l->conda->build)});
+                     } else {
+                       out.push_back({Kind::conda_extra, n, "",
+                                      fmt::format("conda {}: installed ({}={}, /{}), not in the lock", n,
+                                                  i->version, i->build, i->record)});
+                     }
+                   });
 }
 
 // The lock's debs and wheels against what the image has installed.
@@ -414,31 +428,22 @@ void compare_with_lock(const envspec::Lock& lock, const ImagePackages& packages,
       dists.emplace(d.project, &d);
     }
   }
-  std::set<std::string> names;
-  for (const auto& [n, a] : wheels) {
-    names.insert(n);
-  }
-  for (const auto& [n, d] : dists) {
-    names.insert(n);
-  }
-  for (const std::string& n : names) {
-    auto w = wheels.find(n);
-    auto d = dists.find(n);
-    if (w != wheels.end() && d != dists.end()) {
-      if (!envspec::python_versions_equal(w->second->version, d->second->version)) {
-        out.push_back(
-            {Kind::wheel_changed, n, "",
-             fmt::format("wheel {}: lock says {}, image has {}", n, w->second->version, d->second->version)});
-      }
-    } else if (w != wheels.end()) {
-      out.push_back({Kind::wheel_missing, n, "",
-                     fmt::format("wheel {}: lock says {}, not installed", n, w->second->version)});
-    } else {
-      out.push_back({Kind::wheel_extra, n, "",
-                     fmt::format("wheel {}: installed ({}, /{}), not in the lock", n, d->second->version,
-                                 d->second->dir)});
-    }
-  }
+  for_each_by_name(
+      wheels, dists, [&](const std::string& n, const envspec::LockedArtifact* w, const InstalledDist* d) {
+        if (w != nullptr && d != nullptr) {
+          if (!envspec::python_versions_equal(w->version, d->version)) {
+            out.push_back({Kind::wheel_changed, n, "",
+                           fmt::format("wheel {}: lock says {}, image has {}", n, w->version, d->version)});
+          }
+        } else if (w != nullptr) {
+          out.push_back({Kind::wheel_missing, n, "",
+                         fmt::format("wheel {}: lock says {}, not installed", n, w->version)});
+        } else {
+          out.push_back(
+              {Kind::wheel_extra, n, "",
+               fmt::format("wheel {}: installed ({}, /{}), not in the lock", n, d->version, d->dir)});
+        }
+      });
   compare_conda_with_lock(lock, packages, out);
 }
 
@@ -576,18 +581,23 @@ void check_conda(const ImageContents& contents, const InstalledConda& c,
     if (e == nullptr) {
       report.problems.push_back({Kind::file_missing, package, shown,
                                  fmt::format("{}: missing (in {}'s conda-meta record)", shown, package)});
-    } else if (e->type != ImageEntry::Type::file) {
+      continue;
+    }
+    if (e->type != ImageEntry::Type::file) {
       report.problems.push_back(
           {Kind::file_type, package, shown,
            fmt::format("{}: not a regular file ({}'s conda-meta record lists a file)", shown, package)});
-    } else if (const auto& listed = owners.at(p.path);
-               listed.size() > 1 && e->has_sha256 &&
-               std::any_of(listed.begin(), listed.end(), [&](const CondaMetaPath* o) {
-                 return o->sha256 == hex_of(e->sha256.data(), e->sha256.size()) &&
-                        (!o->size || *o->size == e->size);
-               })) {
+      continue;
+    }
+    const std::string have = e->has_sha256 ? hex_of(e->sha256.data(), e->sha256.size()) : std::string();
+    const auto matches = [&](const CondaMetaPath* o) {
+      return !have.empty() && o->sha256 == have && (!o->size || *o->size == e->size);
+    };
+    if (const auto& listed = owners.at(p.path);
+        listed.size() > 1 && std::any_of(listed.begin(), listed.end(), matches)) {
       continue; // installed by another package that lists it
-    } else if (!p.sha256.empty() && e->has_sha256 && hex_of(e->sha256.data(), e->sha256.size()) != p.sha256) {
+    }
+    if (!p.sha256.empty() && !have.empty() && have != p.sha256) {
       report.problems.push_back(
           {Kind::sha256, package, shown,
            fmt::format("{}: sha256 differs from {}'s conda-meta record", shown, package)});

@@ -75,4 +75,12 @@ Result<nlohmann::json> parse_json(std::string_view bytes, const std::string& whe
   return j;
 }
 
+std::string json_string(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) {
+    return {};
+  }
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 } // namespace lockstep

@@ -31,6 +31,10 @@ struct JsonDepthExcess {
 std::optional<JsonDepthExcess> find_json_depth_excess(std::string_view text,
                                                       int max_depth = k_max_json_depth);
 
+/// obj[key] when `obj` is an object and that member is a string; else "" (never throws on hostile
+/// input).
+std::string json_string(const nlohmann::json& obj, const char* key);
+
 /// Parses JSON from an untrusted source. Invalid JSON and nesting deeper than `max_depth` are
 /// invalid input (exit 2); the message names `where` (a file, a blob, a URL).
 Result<nlohmann::json> parse_json(std::string_view bytes, const std::string& where,

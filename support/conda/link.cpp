@@ -283,10 +283,6 @@ Result<MetaRecord> merged_record(const Package& pkg, const PackageOrigin& origin
   return r;
 }
 
-std::string noarch_name(NoArch n) {
-  return n == NoArch::python ? "python" : "generic";
-}
-
 /// The conda-meta/<dist>.json text.
 std::string conda_meta_json(const Package& pkg, const MetaRecord& r, const PackageOrigin& origin,
                             const LinkOptions& options, const std::vector<Planned>& planned) {

@@ -410,11 +410,9 @@ private:
       m_record.python_site_packages_path = v;
       break;
     case Field::noarch:
-      if (v == "python") {
-        m_record.noarch = NoArch::python;
-      } else if (v == "generic") {
-        m_record.noarch = NoArch::generic;
-      } else if (!v.empty()) {
+      if (auto n = noarch_from_name(v)) {
+        m_record.noarch = *n;
+      } else {
         bad(fmt::format("\"noarch\" is \"{}\" (python or generic)", v));
       }
       break;
@@ -583,6 +581,19 @@ void merge_twins(std::vector<Record>& records, std::vector<Record>& tar_bz2) {
 }
 
 } // namespace
+
+std::string_view noarch_name(NoArch n) {
+  return n == NoArch::python ? "python" : n == NoArch::generic ? "generic" : "";
+}
+
+std::optional<NoArch> noarch_from_name(std::string_view name) {
+  for (NoArch n : {NoArch::none, NoArch::generic, NoArch::python}) {
+    if (noarch_name(n) == name) {
+      return n;
+    }
+  }
+  return std::nullopt;
+}
 
 Result<RepoData> parse_repodata(std::string json, std::string_view origin, const RepoDataLimits& limits) {
   RepoData out;

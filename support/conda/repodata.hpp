@@ -23,6 +23,11 @@ enum class NoArch : std::uint8_t {
   python,  ///< site-packages and python-scripts relocated at install
 };
 
+/// "python", "generic", or "" for NoArch::none: how records, conda-meta and the lock spell it.
+std::string_view noarch_name(NoArch n);
+/// The NoArch `name` spells (noarch_name's inverse, "" being none); nullopt for another word.
+std::optional<NoArch> noarch_from_name(std::string_view name);
+
 /// One package record of the index, as the index has it (after the channel's repodata patches).
 /// The text fields are views into the decoded document that RepoData::text keeps (or, for a record
 /// built by hand, into strings its builder keeps): a Record is valid while that text lives, and code
