@@ -111,7 +111,8 @@ Result<void> check_spec_labels(const envspec::Spec& spec) {
 json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
                     const std::vector<Digest>& diff_ids, const std::vector<std::string>& history,
                     std::int64_t epoch, const std::map<std::string, std::string>& fact_labels,
-                    const std::vector<std::pair<std::string, std::string>>& stack_env, bool conda) {
+                    const std::vector<std::pair<std::string, std::string>>& stack_env, bool conda,
+                    const std::vector<std::pair<std::string, std::string>>& conda_activation) {
   json cfg = base ? base->image.config : json::object();
   cfg["architecture"] = spec.platform.architecture;
   cfg["os"] = spec.platform.os;
@@ -134,14 +135,15 @@ json compose_config(const envspec::Spec& spec, const std::optional<Base>& base,
       env.emplace_back(s.substr(0, eq), eq == std::string::npos ? std::string() : s.substr(eq + 1));
     }
   }
-  // The stack's variables over the base's, then a conda environment's, then the spec's over all.
+  // The stack's variables over the base's, then a conda environment's and its activation's, then the
+  // spec's over all.
   std::vector<std::pair<std::string, std::string>> conda_env;
   if (conda) {
     auto path = std::find_if(env.begin(), env.end(), [](const auto& p) { return p.first == "PATH"; });
     conda_env = conda_env_vars(spec.conda.prefix, path == env.end() ? k_default_path : path->second);
   }
   using Vars = std::vector<std::pair<std::string, std::string>>;
-  for (const Vars* vars : {&stack_env, static_cast<const Vars*>(&conda_env), &spec.env}) {
+  for (const Vars* vars : {&stack_env, static_cast<const Vars*>(&conda_env), &conda_activation, &spec.env}) {
     for (const auto& var : *vars) {
       auto it = std::find_if(env.begin(), env.end(), [&](const auto& p) { return p.first == var.first; });
       if (it != env.end()) {
@@ -330,7 +332,7 @@ struct ImageBuild {
   // The image config for the layers so far.
   [[nodiscard]] json config() const {
     return compose_config(spec, base, image.diff_ids, image.history, image.epoch, fact_labels, stack_env,
-                          options.lock && has_conda_packages(*options.lock));
+                          options.lock && has_conda_packages(*options.lock), image.conda_activation);
   }
 };
 
@@ -446,6 +448,13 @@ Result<void> add_package_layers(ImageBuild& b) {
   {
     log::Timer t("conda environment");
     LS_TRY(build_conda_layer(spec, lock, b.image));
+    if (!b.image.conda_activation.empty()) { // steps run with the activated environment
+      b.image.env.clear();
+      const json config = b.config();
+      for (const auto& e : config["config"]["Env"]) {
+        b.image.env.push_back(e.get<std::string>());
+      }
+    }
   }
   {
     log::Timer t("python packages");

@@ -6,6 +6,7 @@
 #include "builder/lock/python_target.hpp"
 #include "support/base/log.hpp"
 #include "support/base/parallel.hpp"
+#include "support/conda/activation.hpp"
 #include "support/conda/link.hpp"
 #include "support/conda/match_spec.hpp"
 #include "support/conda/package.hpp"
@@ -13,6 +14,7 @@
 #include "support/system/fs.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -32,7 +34,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // Bump when what the layer holds for the same packages changes (support/conda/link's output included).
-constexpr const char* k_conda_layer_version = "lockstep-conda-layer-1";
+constexpr const char* k_conda_layer_version = "lockstep-conda-layer-2";
+// The store's records of what a conda layer's packages ask of the image beyond its files (link
+// scripts, activation variables), by the layer's fingerprint: a cached layer still says them.
+constexpr std::string_view k_env_facts_ns = "conda-env";
 constexpr std::uint64_t k_max_conda_package_size = 16ULL << 30;
 
 // One locked conda package and the text its origin's record views.
@@ -278,9 +283,38 @@ Digest layer_fingerprint(const std::vector<CondaInput>& inputs, const std::vecto
   return fp.finish();
 }
 
-// Reads and plans package `order[k]` and spills its files to `spill_dir`/k (opened into `fd`).
+// What the environment asks of the image beyond its files: the link scripts it has (not run) and
+// the variables its activation sets.
+struct EnvFacts {
+  std::vector<std::pair<std::string, std::string>> link_scripts; ///< (dist, prefix path)
+  conda::Activation activation;
+
+  [[nodiscard]] std::string to_json() const {
+    nlohmann::ordered_json j;
+    j["link_scripts"] = link_scripts;
+    j["env"] = activation.env;
+    j["partly_evaluated"] = activation.partly_evaluated;
+    return j.dump();
+  }
+  static std::optional<EnvFacts> from_json(const std::string& text) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    EnvFacts f;
+    try {
+      f.link_scripts = j.at("link_scripts").get<decltype(f.link_scripts)>();
+      f.activation.env = j.at("env").get<decltype(f.activation.env)>();
+      f.activation.partly_evaluated = j.at("partly_evaluated").get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception&) {
+      return std::nullopt;
+    }
+    return f;
+  }
+};
+
+// Reads and plans package `order[k]` and spills its files to `spill_dir`/k (opened into `fd`); its
+// activation files (conda::is_activation_path) are copied to `activation` first.
 Result<conda::PackagePlan> plan_one(const CondaInput& in, std::size_t k, const conda::LinkOptions& link,
-                                    const BlobStore& store, const fs::path& spill_dir, UniqueFd& fd) {
+                                    const BlobStore& store, const fs::path& spill_dir, UniqueFd& fd,
+                                    std::map<std::string, std::string>& activation) {
   LS_TRY_ASSIGN(conda::Package pkg,
                 conda::read_package_file(store.blob_path(in.artifact->sha256), in.filename));
   if (pkg.index.name != in.artifact->name || pkg.index.version != in.artifact->version ||
@@ -289,6 +323,11 @@ Result<conda::PackagePlan> plan_one(const CondaInput& in, std::size_t k, const c
                          pkg.index.name, pkg.index.version, pkg.index.build);
   }
   LS_TRY_ASSIGN(conda::PackagePlan plan, conda::plan_package(std::move(pkg), in.origin, link));
+  for (const conda::PrefixPath& p : plan.paths) {
+    if (p.kind == conda::PrefixKind::file && conda::is_activation_path(p.path)) {
+      activation[p.path] = p.data;
+    }
+  }
   const fs::path file = spill_dir / std::to_string(k);
   fd = UniqueFd(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) {
@@ -301,15 +340,23 @@ Result<conda::PackagePlan> plan_one(const CondaInput& in, std::size_t k, const c
 // The layer's members: every package read and planned on every core, merged, then written.
 Result<void> write_environment(const std::vector<CondaInput>& inputs, const std::vector<std::size_t>& order,
                                const conda::LinkOptions& link, const ImageState& image, TarWriter& tar,
-                               log::Progress& progress,
-                               std::vector<std::pair<std::string, std::string>>& link_scripts) {
+                               log::Progress& progress, EnvFacts& facts) {
   const BlobStore& store = *image.store;
   LS_TRY_ASSIGN(TempDir spill_dir, TempDir::create(store.root() / "tmp", "conda-layer-"));
   std::vector<UniqueFd> spills(inputs.size());
   std::vector<std::optional<Result<conda::PackagePlan>>> plans(inputs.size());
+  std::vector<std::map<std::string, std::string>> activation(inputs.size());
   for_each_index(inputs.size(), std::max(1U, std::thread::hardware_concurrency()), [&](std::size_t k) {
-    plans[k] = plan_one(inputs[order[k]], k, link, store, spill_dir.path(), spills[k]);
+    plans[k] = plan_one(inputs[order[k]], k, link, store, spill_dir.path(), spills[k], activation[k]);
   });
+  // A later package's file replaces an earlier one's, as in the prefix.
+  std::map<std::string, std::string> activation_files;
+  for (auto& files : activation) {
+    for (auto& [path, data] : files) {
+      activation_files[path] = std::move(data);
+    }
+  }
+  facts.activation = conda::evaluate_activation(activation_files, link.prefix);
   std::vector<conda::PackagePlan> ordered;
   ordered.reserve(plans.size());
   for (auto& p : plans) {
@@ -323,7 +370,7 @@ Result<void> write_environment(const std::vector<CondaInput>& inputs, const std:
   options.frozen_message = "this environment is lockstep's image of a lock; change the spec and "
                            "run `lockstep lock` and `lockstep build`";
   LS_TRY_ASSIGN(conda::PrefixPlan prefix_plan, conda::merge_plans(std::move(ordered), options));
-  link_scripts = prefix_plan.link_scripts;
+  facts.link_scripts = prefix_plan.link_scripts;
   return write_prefix(prefix_plan, link.prefix, spills, image.epoch, tar, progress);
 }
 
@@ -358,22 +405,43 @@ Result<void> build_conda_layer(const envspec::Spec& spec, const envspec::Lock& l
   const std::vector<std::size_t> order = install_order(inputs);
   const std::string created_by =
       fmt::format("conda environment: {} packages into {}", inputs.size(), link.prefix);
-  std::vector<std::pair<std::string, std::string>> link_scripts;
+  const Digest fingerprint = layer_fingerprint(inputs, order, link, image);
+  std::optional<EnvFacts> facts;
   auto layer = build_generated_layer(
-      layer_fingerprint(inputs, order, link, image), true, *image.store, image.codec, "conda environment", 0,
-      [&](TarWriter& tar, log::Progress& progress) {
-        return write_environment(inputs, order, link, image, tar, progress, link_scripts);
+      fingerprint, true, *image.store, image.codec, "conda environment", 0,
+      [&](TarWriter& tar, log::Progress& progress) -> Result<void> {
+        facts.emplace();
+        LS_TRY(write_environment(inputs, order, link, image, tar, progress, *facts));
+        // Before the layer's own record: a cached layer has its facts.
+        return image.store->put_record(k_env_facts_ns, fingerprint.hex(), facts->to_json());
       });
   if (!layer) {
     return layer.error();
   }
-  if (!link_scripts.empty()) {
+  if (!facts) {
+    const std::optional<std::string> record = image.store->get_record(k_env_facts_ns, fingerprint.hex());
+    if (record) {
+      facts = EnvFacts::from_json(*record);
+    }
+    if (!facts) {
+      return io_error("the store {} has the conda environment's layer but not its record {}/{}: remove the "
+                      "store's records/layer-cache (or the whole store) and build again",
+                      image.store->root().string(), k_env_facts_ns, fingerprint.hex());
+    }
+  }
+  if (!facts->link_scripts.empty()) {
     std::string list;
-    for (const auto& [dist, path] : link_scripts) {
+    for (const auto& [dist, path] : facts->link_scripts) {
       list += fmt::format("\n  {} ({})", dist, path);
     }
     log::warn("conda link scripts are installed but not run (as pixi; docs/conda.md):{}", list);
   }
+  if (!facts->activation.partly_evaluated.empty()) {
+    log::info("conda activation: the image's Env has what these set outside conditionals and commands; "
+              "source them for the rest (docs/conda.md):\n  {}",
+              fmt::join(facts->activation.partly_evaluated, "\n  "));
+  }
+  image.conda_activation = facts->activation.env;
   append_layer(image, *layer, created_by);
   return {};
 }

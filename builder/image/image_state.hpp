@@ -29,6 +29,9 @@ struct ImageState {
   std::vector<bool> cached;            ///< one per appended layer (after the base image's)
   std::vector<std::string> history;    ///< created_by of each appended layer
   std::vector<std::string> env;        ///< the image's Env ("K=V"), which steps run with
+  /// The variables the conda environment's activation sets (support/conda/activation.hpp), set by
+  /// the conda layer; the image's Env has them after conda's own.
+  std::vector<std::pair<std::string, std::string>> conda_activation;
   /// The image base's installed state, when the packages or wheels go over an image base: its
   /// dpkg database is extended, its links and directories are respected, a locked package it has
   /// at another version replaces that one.

@@ -69,7 +69,9 @@ struct SubdirKey {
   }
 };
 
-envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const CondaSubdir& from) {
+// `requested`: the spec's request that asked for it, nullptr for a dependency.
+envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const CondaSubdir& from,
+                                    const envspec::PackageRequest* requested) {
   const conda::Record& r = *solved.record->record;
   envspec::LockedArtifact a;
   a.kind = "conda";
@@ -79,8 +81,12 @@ envspec::LockedArtifact artifact_of(const conda::SolvedRecord& solved, const Con
   a.sha256 = *Digest::parse("sha256:" + std::string(r.sha256));
   a.url = conda_package_url(from, r);
   a.repo = from.repo;
-  a.reason =
-      solved.requested ? fmt::format("requested by packages.conda[{}]", *solved.requested) : solved.reason;
+  a.reason = solved.reason;
+  if (requested != nullptr) {
+    a.reason = requested->origin.empty()
+                   ? fmt::format("requested by packages.conda[{}]", *solved.requested)
+                   : fmt::format("requested by {} ({})", requested->origin, requested->text);
+  }
   envspec::LockedCondaRecord c;
   c.build = std::string(r.build);
   c.build_number = r.build_number;
@@ -123,14 +129,17 @@ std::vector<conda::LockedRecord> previously_locked(const LockOptions& options) {
 }
 
 // The solver's explanation as an error, each request spec it rests on with its place in the spec.
-Error unsatisfiable(const conda::Solution& solution, const envspec::Spec& spec) {
+// `asked` maps the solver's request indexes to the spec's (`packages.conda`, then the stack's).
+Error unsatisfiable(const conda::Solution& solution, const envspec::Spec& spec,
+                    const std::vector<std::size_t>& asked) {
   std::string message = "the conda packages can't be installed together:\n" + solution.explanation;
   if (!solution.root_causes.empty()) {
     message += "\nrequested by:";
     for (std::size_t i : solution.root_causes) {
-      const envspec::PackageRequest& r = spec.packages.conda[i];
-      message += fmt::format("\n  packages.conda[{}] {} ({}:{})", i, r.text,
-                             r.location.file.filename().string(), r.location.line);
+      const envspec::PackageRequest& r = spec.packages.conda[asked[i]];
+      message += fmt::format("\n  {} {} ({}:{})",
+                             r.origin.empty() ? fmt::format("packages.conda[{}]", asked[i]) : r.origin,
+                             r.text, r.location.file.filename().string(), r.location.line);
     }
   }
   return invalid_input("{}", message);
@@ -199,12 +208,19 @@ Result<void> lock_conda(const envspec::Spec& spec, const BlobStore& store, const
   }());
   LS_TRY_ASSIGN(conda::PackageIndex index, conda::PackageIndex::build(std::move(channels), virtuals));
   std::vector<conda::MatchSpec> request;
-  for (const envspec::PackageRequest& r : spec.packages.conda) {
+  std::vector<std::size_t> asked; // request index -> spec.packages.conda index
+  for (std::size_t i = 0; i < spec.packages.conda.size(); ++i) {
+    const envspec::PackageRequest& r = spec.packages.conda[i];
     conda::ParseResult<conda::MatchSpec> m = conda::MatchSpec::parse(r.text);
     if (!m) {
-      return m.error().to_error("packages.conda", r.text);
+      return m.error().to_error(r.origin.empty() ? "packages.conda" : r.origin, r.text);
+    }
+    if (r.if_offered && index.find(m->name().str()) == nullptr) {
+      log::info("conda: no channel has {} ({}): left out", m->name().str(), r.origin);
+      continue;
     }
     request.push_back(std::move(*m));
+    asked.push_back(i);
   }
   conda::SolveOptions solve_options;
   solve_options.channel_priority = spec.conda.channel_priority == "flexible"
@@ -216,7 +232,7 @@ Result<void> lock_conda(const envspec::Spec& spec, const BlobStore& store, const
       std::max<std::size_t>(solve_options.limits.max_steps, options.resolver_steps / 5);
   LS_TRY_ASSIGN(conda::Solution solution, conda::solve(index, request, solve_options));
   if (!solution.solved) {
-    return unsatisfiable(solution, spec);
+    return unsatisfiable(solution, spec, asked);
   }
   for (const conda::SolvedRecord& solved : solution.records) {
     const conda::Record& r = *solved.record->record;
@@ -230,7 +246,8 @@ Result<void> lock_conda(const envspec::Spec& spec, const BlobStore& store, const
                             "with md5 only is not supported)",
                             r.filename, from->second->fetched);
     }
-    lock.artifacts.push_back(artifact_of(solved, *from->second));
+    lock.artifacts.push_back(artifact_of(
+        solved, *from->second, solved.requested ? &spec.packages.conda[asked[*solved.requested]] : nullptr));
   }
   log::info("conda: {} packages", solution.records.size());
   return {};

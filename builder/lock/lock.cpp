@@ -529,15 +529,18 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   }
   // The stack solver's packages join the spec's own requests (envspec/stack/stack.hpp).
   envspec::Spec effective = spec;
+  std::optional<envspec::RecipeSet> recipes;
+  envspec::StackContext context = envspec::stack_context(spec);
   if (spec.stack) {
-    LS_TRY_ASSIGN(const envspec::RecipeSet recipes, recipes_for_spec(spec, store.root()));
-    envspec::StackContext context = envspec::stack_context(spec);
+    LS_TRY_ASSIGN(recipes, recipes_for_spec(spec, store.root()));
     if (base) {
       LS_TRY_ASSIGN(context, stack_context_over_base(spec, *base, locked_base_name(spec)));
     }
-    LS_TRY_ASSIGN(envspec::StackSolution solution, envspec::solve_stack(*spec.stack, recipes, context));
-    for (const std::string& line : envspec::describe_stack(solution.locked)) {
-      log::info("stack: {}", line);
+    LS_TRY_ASSIGN(envspec::StackSolution solution, envspec::solve_stack(*spec.stack, *recipes, context));
+    if (!context.conda) {
+      for (const std::string& line : envspec::describe_stack(solution.locked)) {
+        log::info("stack: {}", line);
+      }
     }
     lock.stack = std::move(solution.locked);
     for (envspec::PackageRequest& r : solution.apt) {
@@ -545,6 +548,9 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
     }
     for (envspec::PackageRequest& r : solution.pip) {
       effective.packages.pip.push_back(std::move(r));
+    }
+    for (envspec::PackageRequest& r : solution.conda) {
+      effective.packages.conda.push_back(std::move(r));
     }
   }
   if (effective.base.kind == envspec::BaseImage::Kind::debian || !effective.packages.apt.empty()) {
@@ -558,6 +564,13 @@ Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& stor
   }
   LS_TRY(lock_git(effective, store, options, lock));
   LS_TRY(lock_conda(effective, store, options, base ? &*base : nullptr, lock));
+  if (lock.stack && context.conda) {
+    // Over conda the stack's report is what the environment's solve chose.
+    envspec::complete_conda_stack(*lock.stack, *recipes, lock.artifacts);
+    for (const std::string& line : envspec::describe_stack(*lock.stack)) {
+      log::info("stack: {}", line);
+    }
+  }
   LS_TRY(lock_wheels(effective, lock, store, options, base ? &*base : nullptr));
   relative_urls(spec, lock);
   envspec::sort_artifacts(lock.artifacts);

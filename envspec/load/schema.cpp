@@ -99,7 +99,9 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
     error(spec.packages.conda.front().location, "packages.conda",
           "needs a conda channel in 'repos', e.g. {conda: https://conda.anaconda.org/conda-forge}");
   }
-  if (spec.stack && repos_valid) {
+  // Over a conda environment the stack's parts are conda packages (envspec/stack/stack.hpp): its
+  // channels, which packages.conda already needs, are all it needs.
+  if (spec.stack && repos_valid && spec.packages.conda.empty()) {
     const StackRequest& st = *spec.stack;
     if (!st.framework.empty() && !has_repo(Repo::Kind::pypi) && !has_repo(Repo::Kind::wheels)) {
       error(st.framework_location, "stack.framework",

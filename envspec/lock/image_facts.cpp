@@ -88,6 +88,28 @@ std::optional<std::pair<int, int>> cuda_package_version(std::string_view name, s
   return v;
 }
 
+// A conda CUDA package's X.Y: cuda-version "12.1", cudatoolkit "11.8.0", cuda-cudart "12.1.105".
+std::optional<std::pair<int, int>> conda_cuda_version(const LockedArtifact& a) {
+  if (a.name != "cuda-version" && a.name != "cudatoolkit" && a.name != "cuda-cudart") {
+    return std::nullopt;
+  }
+  const std::string_view v = a.version;
+  const std::size_t dot = v.find('.');
+  if (dot == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::size_t end = v.find_first_not_of("0123456789", dot + 1);
+  const std::string_view major = v.substr(0, dot);
+  const std::string_view minor = v.substr(dot + 1, end == std::string_view::npos ? end : end - dot - 1);
+  if (!all_digits(major) || !all_digits(minor) || major.size() > 4 || minor.size() > 4) {
+    return std::nullopt;
+  }
+  std::pair<int, int> out;
+  std::from_chars(major.data(), major.data() + major.size(), out.first);
+  std::from_chars(minor.data(), minor.data() + minor.size(), out.second);
+  return out;
+}
+
 // The best locked package for one component: the lowest rank wins, then the highest version, then
 // the first in the lock's order (which is sorted), so the choice never depends on input order.
 struct Pick {
@@ -217,6 +239,26 @@ ImageFacts facts_from_lock(const Lock& lock, const CudaDriverTable& drivers) {
   const LockedArtifact* cuda = nullptr;
   std::tuple<int, int, int> cuda_key; // (-rank, major, minor)
   for (const LockedArtifact& a : lock.artifacts) {
+    if (a.kind == "conda") {
+      // A conda environment's MPI, UCX and CUDA are the image's as much as Debian's are; its CUDA
+      // (cuda-version first) needs the same driver.
+      if (a.name == "openmpi") {
+        consider(openmpi, 0, a);
+      } else if (a.name == "mpich") {
+        consider(mpich, 0, a);
+      } else if (a.name == "ucx") {
+        consider(ucx, 0, a);
+      } else if (a.name == "libfabric") {
+        consider(libfabric, 0, a);
+      } else if (auto v = conda_cuda_version(a)) {
+        const std::tuple<int, int, int> key{a.name == "cuda-version" ? 0 : -1, v->first, v->second};
+        if (cuda == nullptr || key > cuda_key) {
+          cuda = &a;
+          cuda_key = key;
+        }
+      }
+      continue;
+    }
     if (a.kind != "deb") {
       continue;
     }
@@ -269,7 +311,8 @@ ImageFacts facts_from_lock(const Lock& lock, const CudaDriverTable& drivers) {
   }
   if (cuda != nullptr) {
     facts.cuda.version = fmt::format("{}.{}", std::get<1>(cuda_key), std::get<2>(cuda_key));
-    facts.cuda.from = fmt::format("{} {}", cuda->name, cuda->version);
+    facts.cuda.from =
+        fmt::format("{} {}{}", cuda->name, cuda->version, cuda->kind == "conda" ? " (conda)" : "");
     facts.cuda_driver_floor = drivers.floor_for(facts.cuda.version);
   }
   return facts;

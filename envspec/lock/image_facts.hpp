@@ -73,8 +73,9 @@ Result<CudaDriverTable> parse_cuda_driver_table(std::string_view text, const std
 /// is not a valid Debian version.
 std::string upstream_version(std::string_view debian_version);
 
-/// Derives the facts from a lock's apt artifacts (package names are matched, versions reduced to
-/// upstream; docs/spec.md lists the names). Deterministic; the CUDA driver floor comes from
+/// Derives the facts from a lock's apt and conda artifacts (package names are matched, versions
+/// reduced to upstream; docs/spec.md lists the names: conda's openmpi, mpich, ucx, libfabric, and
+/// cuda-version, else cudatoolkit or cuda-cudart, for CUDA). Deterministic; the CUDA driver floor comes from
 /// `drivers`, so without a table, or for a CUDA version it lacks, cuda_driver_floor stays empty.
 /// The build passes the embedded recipe (builder::image_facts_for).
 ImageFacts facts_from_lock(const Lock& lock, const CudaDriverTable& drivers = {});

@@ -291,8 +291,8 @@ LockedStack read_stack(const LockReader& r, const json& j) {
     choice.version = r.str(c, path, "version");
     choice.variant = r.str(c, path, "variant", true);
     choice.via = r.str(c, path, "via");
-    if (choice.via != "apt" && choice.via != "wheels") {
-      r.fail(path + ".via", fmt::format("expected apt or wheels, found '{}'", choice.via));
+    if (choice.via != "apt" && choice.via != "wheels" && choice.via != "conda" && choice.via != "base") {
+      r.fail(path + ".via", fmt::format("expected apt, wheels, conda or base, found '{}'", choice.via));
     }
     choice.packages = r.strings(c, path, "packages");
     choice.facts = r.strings(c, path, "facts");

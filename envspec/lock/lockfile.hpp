@@ -80,11 +80,13 @@ struct LockedArtifact {
 
 /// One component the stack solver chose (docs/spec.md, `stack:`).
 struct LockedStackChoice {
-  std::string component;             ///< "cuda", "cudnn", "nccl", "mpi", "python" or "framework"
-  std::string name;                  ///< "cuda", "cudnn", "nccl", "openmpi", "python", "pytorch", ...
-  std::string version;               ///< what was chosen: "12.1", "8.9.2.26", "2.18", "2.1.2"
-  std::string variant;               ///< framework build variant ("cu121"); else ""
-  std::string via;                   ///< "apt" (packages from an apt repository) or "wheels"
+  std::string component; ///< "cuda", "cudnn", "nccl", "mpi", "python" or "framework"
+  std::string name;      ///< "cuda", "cudnn", "nccl", "openmpi", "python", "pytorch", ...
+  std::string version;   ///< what was chosen: "12.1", "8.9.2.26", "2.18", "2.1.2"
+  std::string variant;   ///< framework build variant ("cu121"); else ""
+  /// "apt" (packages from an apt repository), "wheels", "conda" (conda packages from the spec's
+  /// channels) or "base" (the base image's own, nothing installed)
+  std::string via;
   std::vector<std::string> packages; ///< the requests it made ("libnccl2=2.18*-*+cuda12.1", "torch==2.1.2")
   std::vector<std::string> facts;    ///< why, with the recipe rows and their sources
   bool operator==(const LockedStackChoice&) const = default;

@@ -139,6 +139,9 @@ struct PackageRequest {
   /// Where it was asked for when not in `packages:` ("stack.nccl" for a package the stack solver
   /// added); empty for the spec's own requests.
   std::string origin;
+  /// conda: asked for only where a channel offers the name (the stack's `pytorch-cuda`, which the
+  /// pytorch channel has and conda-forge doesn't); dropped otherwise.
+  bool if_offered = false;
   SourceLocation location;
 };
 

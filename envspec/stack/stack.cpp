@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <optional>
 #include <set>
@@ -120,6 +121,21 @@ std::string python_source(const StackContext& context, const std::string& versio
     return fmt::format("python{} of the base image {}", version, context.base_name);
   }
   return fmt::format("Debian {}'s python3", context.debian_suite);
+}
+
+// NVIDIA_REQUIRE_CUDA for a stack's CUDA, driver floor and lowest compute capability; "" without CUDA.
+std::string nvidia_require_cuda(const LockedStack& st) {
+  if (st.cuda.empty()) {
+    return "";
+  }
+  std::string out = "cuda>=" + st.cuda;
+  if (!st.driver_floor.empty()) {
+    out += ",driver>=" + st.driver_floor;
+  }
+  if (!st.min_cc.empty()) {
+    out += ",arch>=" + st.min_cc;
+  }
+  return out;
 }
 
 // ---- one candidate combination -------------------------------------------------------------------
@@ -945,15 +961,7 @@ public:
       }
     }
     st.min_cc = min_cc;
-    if (!st.cuda.empty()) {
-      st.nvidia_require_cuda = "cuda>=" + st.cuda;
-      if (!st.driver_floor.empty()) {
-        st.nvidia_require_cuda += ",driver>=" + st.driver_floor;
-      }
-      if (!st.min_cc.empty()) {
-        st.nvidia_require_cuda += ",arch>=" + st.min_cc;
-      }
-    }
+    st.nvidia_require_cuda = nvidia_require_cuda(st);
   }
 
 private:
@@ -994,6 +1002,156 @@ private:
   StackSolution m_sol;
 };
 
+// ---- over conda ------------------------------------------------------------------------------
+
+// A stack constraint as a conda version spec: a bare version is a series ("2.3" -> "2.3.*", which
+// conda matches against 2.3 and 2.3.x), the operators carry over; "*" for none.
+std::string conda_version(const Want& w) {
+  if (!w.given()) {
+    return "*";
+  }
+  std::string out;
+  for (const VersionConstraint::Clause& c : w.c->clauses) {
+    out += out.empty() ? "" : ",";
+    out += c.op.empty() ? c.version + ".*" : c.op + c.version;
+  }
+  return out;
+}
+
+// The conda packages a framework is: the package whose version is the framework's, and the one
+// whose build says CPU or CUDA (the same for pytorch and tensorflow; jax's GPU code is jaxlib).
+struct CondaFramework {
+  std::string_view name;
+  std::string_view package;       ///< carries the framework's version
+  std::string_view build_package; ///< its build string says cuda or cpu
+};
+constexpr std::array k_conda_frameworks = {CondaFramework{"pytorch", "pytorch", "pytorch"},
+                                           CondaFramework{"tensorflow", "tensorflow", "tensorflow"},
+                                           CondaFramework{"jax", "jax", "jaxlib"}};
+
+// The conda package names each component may be delivered by, the first the one the stack asks for.
+std::vector<std::string> conda_names_of(const LockedStackChoice& c) {
+  if (c.component == "python") {
+    return {"python"};
+  }
+  if (c.component == "cuda") {
+    return {"cuda-version", "cudatoolkit", "cuda-cudart"};
+  }
+  if (c.component == "cudnn") {
+    return {"cudnn"};
+  }
+  if (c.component == "nccl") {
+    return {"nccl"};
+  }
+  if (c.component == "mpi") {
+    return {c.name};
+  }
+  if (c.name == "pytorch") {
+    return {"pytorch", "pytorch-cuda"};
+  }
+  if (c.name == "jax") {
+    return {"jax", "jaxlib"};
+  }
+  return {c.name};
+}
+
+// The stack over a conda environment: the combination the recipes chose sets the CUDA (when the
+// spec leaves it open) and its driver floor; each part becomes a conda request the environment's
+// solve satisfies from the spec's channels, with the spec's own constraints (not the recipes'
+// wheel pins) as the versions.
+StackSolution conda_solution(const StackRequest& request, const RecipeSet& recipes, const Pick& p) {
+  StackSolution sol;
+  LockedStack& st = sol.locked;
+  st.recipes = recipes.origin.kind == "builtin" ? "builtin" : recipes.origin.kind + " " + recipes.origin.url;
+  st.recipes_commit = recipes.origin.commit;
+  st.recipes_digest = recipes.origin.digest;
+  const auto add = [&](LockedStackChoice& c, const std::string& spec, const SourceLocation& at,
+                       bool if_offered = false) {
+    PackageRequest r;
+    r.text = spec;
+    r.name = spec.substr(0, spec.find(' '));
+    r.origin = "stack." + c.component;
+    r.location = at;
+    r.if_offered = if_offered;
+    c.packages.push_back(spec + (if_offered ? " (if a channel has it)" : ""));
+    sol.conda.push_back(std::move(r));
+  };
+  const SourceLocation& fw_at = request.framework_location;
+  if (request.python.given()) {
+    LockedStackChoice c{"python", "python", request.python.text, "", "conda", {}, {}};
+    add(c, "python " + conda_version(want(request.python)), request.python.location);
+    c.facts.emplace_back("the spec's Python comes from conda (packages.conda)");
+    st.choices.push_back(std::move(c));
+  }
+  if (!p.cuda.empty()) {
+    st.cuda = p.cuda;
+    LockedStackChoice c{"cuda", "cuda", p.cuda, "", "conda", {}, {}};
+    const SourceLocation& at = request.cuda.given() ? request.cuda.location : fw_at;
+    add(c, "cuda-version " + p.cuda + ".*", at);
+    c.facts.push_back(
+        fmt::format("conda's cuda-version {} selects the CUDA {} packages; the solve has __cuda={} "
+                    "so GPU builds can be chosen on a machine without a GPU",
+                    p.cuda, p.cuda, p.cuda));
+    if (!request.cuda.given() && p.variant != nullptr) {
+      c.facts.push_back(fmt::format("{} {} {} is the build the recipes prefer ({})", p.fw->name, p.fw_version,
+                                    p.variant->tag, describe_why(p.variant->why)));
+    }
+    st.driver_floor = recipes.cuda.driver_floor_for(p.cuda);
+    if (!st.driver_floor.empty()) {
+      c.facts.push_back(fmt::format("CUDA {} needs Linux driver >= {} (recipes/cuda/drivers.yaml)", p.cuda,
+                                    st.driver_floor));
+    }
+    st.min_cc = recipes.cuda.min_cc_for(p.cuda);
+    st.choices.push_back(std::move(c));
+  }
+  for (const auto& [component, item] :
+       {std::pair<const char*, const StackRequest::Item*>{"cudnn", &request.cudnn},
+        std::pair<const char*, const StackRequest::Item*>{"nccl", &request.nccl}}) {
+    if (item->given()) {
+      LockedStackChoice c{component, component, item->text, "", "conda", {}, {}};
+      add(c, fmt::format("{} {}", component, conda_version(want(*item))), item->location);
+      st.choices.push_back(std::move(c));
+    }
+  }
+  if (!request.mpi.empty()) {
+    LockedStackChoice c{"mpi", request.mpi, request.mpi_version.given() ? request.mpi_version.text : "*",
+                        "",    "conda",     {},
+                        {}};
+    add(c, request.mpi + " " + conda_version(want(request.mpi_version)),
+        request.mpi_version.given() ? request.mpi_version.location : request.mpi_location);
+    st.choices.push_back(std::move(c));
+  }
+  if (!request.framework.empty()) {
+    const std::string version = request.framework_version.given() ? request.framework_version.text : "*";
+    const std::string build = p.cuda.empty() ? "*cpu*" : "*cuda*";
+    LockedStackChoice c{"framework", request.framework, version, p.cuda.empty() ? "cpu" : "cuda", "conda", {},
+                        {}};
+    for (const CondaFramework& f : k_conda_frameworks) {
+      if (f.name != request.framework) {
+        continue;
+      }
+      const std::string v = conda_version(want(request.framework_version));
+      if (f.package == f.build_package) {
+        add(c, fmt::format("{} {} {}", f.package, v, build), fw_at);
+      } else {
+        add(c, fmt::format("{} {}", f.package, v), fw_at);
+        add(c, fmt::format("{} * {}", f.build_package, build), fw_at);
+      }
+    }
+    if (request.framework == "pytorch" && !p.cuda.empty()) {
+      add(c, fmt::format("pytorch-cuda {}.*", p.cuda), fw_at, true);
+    }
+    c.facts.push_back(fmt::format("{}: {} build from the conda channels (build {}{})", request.framework,
+                                  p.cuda.empty() ? "the CPU" : "a CUDA " + p.cuda, build,
+                                  request.framework == "pytorch" && !p.cuda.empty()
+                                      ? "; the pytorch channel's pytorch-cuda selects its CUDA"
+                                      : ""));
+    st.choices.push_back(std::move(c));
+  }
+  st.nvidia_require_cuda = nvidia_require_cuda(st);
+  return sol;
+}
+
 } // namespace
 
 StackContext stack_context(const Spec& spec) {
@@ -1001,13 +1159,25 @@ StackContext stack_context(const Spec& spec) {
   if (spec.base.kind == BaseImage::Kind::debian) {
     ctx.debian_suite = spec.base.suite;
   }
+  ctx.conda = !spec.packages.conda.empty();
   return ctx;
 }
 
 Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
-                                  const StackContext& context) {
+                                  const StackContext& given) {
+  // Over conda the environment brings its own Python and CUDA: the base's play no part, and the
+  // conda solve (not the wheels' pins) decides cuDNN and NCCL.
+  StackContext context = given;
+  if (context.conda) {
+    context = StackContext{};
+    context.conda = true;
+  }
   const Solver solver(recipes, context);
   Request rq = request_of(request);
+  if (context.conda) {
+    rq.cudnn = Want{};
+    rq.nccl = Want{};
+  }
   // Over a base with CUDA, the stack uses the base's.
   if (!context.base_cuda.empty()) {
     if (request.cuda.given() && !rq.cuda.matches(context.base_cuda)) {
@@ -1029,6 +1199,9 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
   if (picks.empty()) {
     return explain_failure(solver, rq, request, context);
   }
+  if (context.conda) {
+    return conda_solution(request, recipes, picks.front());
+  }
   // The chosen combination -> choices, requests and facts, in the lock's order.
   SolutionWriter out(request, recipes, context, rq, picks.front());
   out.add_python();
@@ -1039,6 +1212,82 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
   out.add_framework();
   out.set_gpu_requirements();
   return out.take();
+}
+
+void complete_conda_stack(LockedStack& stack, const RecipeSet& recipes,
+                          const std::vector<LockedArtifact>& conda) {
+  const auto solved = [&conda](const std::string& name) -> const LockedArtifact* {
+    for (const LockedArtifact& a : conda) {
+      if (a.kind == "conda" && a.name == name) {
+        return &a;
+      }
+    }
+    return nullptr;
+  };
+  // Where a record came from: "pytorch 2.3.1 py3.11_cuda12.1_0 from https://…/pytorch/linux-64".
+  const auto record = [](const LockedArtifact& a) {
+    const std::size_t slash = a.url.rfind('/');
+    return fmt::format("{} {} {} from {}", a.name, a.version, a.conda ? a.conda->build : "",
+                       slash == std::string::npos ? a.url : a.url.substr(0, slash));
+  };
+  for (LockedStackChoice& c : stack.choices) {
+    for (const std::string& name : conda_names_of(c)) {
+      if (const LockedArtifact* a = solved(name)) {
+        if (name == conda_names_of(c).front()) {
+          c.version = c.component == "cuda" ? major_minor(a->version) : a->version;
+        }
+        c.facts.push_back("conda solved " + record(*a));
+      }
+    }
+  }
+  // The parts the environment has without the stack asking: the stack report shows them too.
+  const std::array<std::pair<const char*, std::vector<std::string>>, 5> parts = {{
+      {"python", {"python"}},
+      {"cuda", {"cuda-version", "cudatoolkit"}},
+      {"cudnn", {"cudnn"}},
+      {"nccl", {"nccl"}},
+      {"mpi", {"openmpi", "mpich"}},
+  }};
+  for (const auto& part : parts) {
+    const std::string component = part.first;
+    const std::vector<std::string>& names = part.second;
+    if (std::any_of(stack.choices.begin(), stack.choices.end(),
+                    [&](const LockedStackChoice& c) { return c.component == component; })) {
+      continue;
+    }
+    for (const std::string& name : names) {
+      if (const LockedArtifact* a = solved(name)) {
+        const std::string component_name = std::string(component) == "mpi" ? name : component;
+        LockedStackChoice c{component,
+                            component_name,
+                            std::string(component) == "cuda" ? major_minor(a->version) : a->version,
+                            "",
+                            "conda",
+                            {},
+                            {}};
+        c.facts.push_back(
+            fmt::format("not asked for by the stack: conda solved {} ({})", record(*a), a->reason));
+        stack.choices.push_back(std::move(c));
+        break;
+      }
+    }
+  }
+  const std::array<std::string_view, 6> order = {"python", "cuda", "cudnn", "nccl", "mpi", "framework"};
+  std::stable_sort(stack.choices.begin(), stack.choices.end(), [&order](const auto& a, const auto& b) {
+    return std::find(order.begin(), order.end(), a.component) <
+           std::find(order.begin(), order.end(), b.component);
+  });
+  // A CUDA the stack left open is the environment's.
+  if (stack.cuda.empty()) {
+    for (const LockedStackChoice& c : stack.choices) {
+      if (c.component == "cuda") {
+        stack.cuda = c.version;
+        stack.driver_floor = recipes.cuda.driver_floor_for(c.version);
+        stack.min_cc = recipes.cuda.min_cc_for(c.version);
+        stack.nvidia_require_cuda = nvidia_require_cuda(stack);
+      }
+    }
+  }
 }
 
 std::vector<std::string> describe_stack(const LockedStack& stack) {

@@ -36,13 +36,18 @@ struct StackContext {
   /// `base.python`: the base's own interpreter (not a Debian package), whose X.Y is base_python;
   /// the stack installs no Python then.
   std::string base_python_path;
+  /// The spec installs a conda environment (`packages.conda`): the stack's parts are conda packages
+  /// from its channels (`cuda-version`, `pytorch-cuda`, `nccl`, ...), not Debian packages or wheels,
+  /// and the base's CUDA and Python play no part.
+  bool conda = false;
 };
 
 /// The solver's answer.
 struct StackSolution {
-  LockedStack locked;              ///< what the lock records (choices, facts, driver floor, ...)
-  std::vector<PackageRequest> apt; ///< apt requests, `origin` "stack.<component>"; versions may be globs
-  std::vector<PackageRequest> pip; ///< pinned wheel requirements ("torch==2.1.2"), same origins
+  LockedStack locked;                ///< what the lock records (choices, facts, driver floor, ...)
+  std::vector<PackageRequest> apt;   ///< apt requests, `origin` "stack.<component>"; versions may be globs
+  std::vector<PackageRequest> pip;   ///< pinned wheel requirements ("torch==2.1.2"), same origins
+  std::vector<PackageRequest> conda; ///< conda MatchSpecs ("pytorch 2.3.1.* *cuda*"), same origins
 };
 
 /// The context of `spec` (its Debian suite).
@@ -54,6 +59,14 @@ StackContext stack_context(const Spec& spec);
 /// the base); over a base with a Debian python3.X (or `base.python`), that is the stack's Python.
 Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& recipes,
                                   const StackContext& context);
+
+/// Over conda (StackContext::conda), what the conda solve chose completes the stack: each choice
+/// takes the version of the conda package that delivers it, with the record it came from as a fact;
+/// a component the stack didn't ask for but the environment has (cuDNN and NCCL that pytorch pulls
+/// in, the Python) joins as a choice saying why it is there; a CUDA the stack left open becomes the
+/// solved `cuda-version`'s, with its driver floor. `conda` is the lock's conda artifacts.
+void complete_conda_stack(LockedStack& stack, const RecipeSet& recipes,
+                          const std::vector<LockedArtifact>& conda);
 
 /// Human-readable lines describing a solution ("cuda       12.1      apt     cuda-cudart-12-1"),
 /// then the driver floor and NVIDIA_REQUIRE_CUDA, for `lockstep check` and `lockstep lock`.

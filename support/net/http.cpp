@@ -6,6 +6,7 @@
 #include "support/base/text.hpp"
 #include "support/base/version.hpp"
 #include "support/net/curl_lib.hpp"
+#include "support/net/host_credentials.hpp"
 #include "support/net/mirror.hpp"
 #include "support/system/confine.hpp"
 #include "support/system/fs.hpp"
@@ -78,7 +79,9 @@ std::string credentials_hint(long code, const std::string& url) {
     return {};
   }
   return fmt::format("; {} wants credentials: lockstep sends those of its entry in ~/.netrc (or the file "
-                     "$NETRC names), as curl, pip and conda do (docs/conda.md, \"Channels\")",
+                     "$NETRC names), as curl, pip and conda do, or in the credentials file pixi and rattler "
+                     "keep ($RATTLER_AUTH_FILE, else ~/.rattler/credentials.json: a conda token, bearer "
+                     "token or user and password per host; docs/conda.md, \"Channels\")",
                      url_host(url));
 }
 
@@ -388,7 +391,22 @@ Result<void> configure(const LibCurl& curl, CURL* h, Transfer& t, const FetchOpt
   auto set = [&](CURLoption option, auto value) {
     results.push_back({option, curl.curl_easy_setopt(h, option, value)});
   };
-  set(CURLOPT_URL, t.url.c_str());
+  // The credentials file's entry for the host (support/net/host_credentials.hpp): a conda token
+  // goes into the request's path, a bearer token into a header, a user and password to curl.
+  LS_TRY_ASSIGN(const std::optional<HostCredential> credential, credential_for_host(url_host(t.url)));
+  if (credential && credential->kind == HostCredential::Kind::conda_token) {
+    set(CURLOPT_URL, with_conda_token(t.url, credential->token).c_str());
+  } else {
+    set(CURLOPT_URL, t.url.c_str());
+  }
+  std::vector<std::string> extra_headers = options.headers;
+  if (credential && credential->kind == HostCredential::Kind::bearer) {
+    extra_headers.push_back("Authorization: Bearer " + credential->token);
+  }
+  if (credential && credential->kind == HostCredential::Kind::basic) {
+    set(CURLOPT_USERNAME, credential->username.c_str());
+    set(CURLOPT_PASSWORD, credential->password.c_str());
+  }
   set(CURLOPT_PROTOCOLS_STR, "http,https");
   set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   set(CURLOPT_FOLLOWLOCATION, 1L);
@@ -416,9 +434,9 @@ Result<void> configure(const LibCurl& curl, CURL* h, Transfer& t, const FetchOpt
   set(CURLOPT_XFERINFOFUNCTION, &on_curl_progress);
   set(CURLOPT_XFERINFODATA, static_cast<void*>(&t));
   set(CURLOPT_NOPROGRESS, 0L);
-  for (const std::string& header : options.headers) {
+  for (const std::string& header : extra_headers) {
     if (header.find_first_of("\r\n") != std::string::npos || header.find(':') == std::string::npos) {
-      return internal_error("bad request header for {}: {}", t.what, header);
+      return internal_error("bad request header for {}", t.what);
     }
     curl_slist* more = curl.curl_slist_append(headers, header.c_str());
     if (more == nullptr) {

@@ -8,6 +8,8 @@
 #     revalidates the cached index (HTTP 304) instead of downloading it;
 #   - conda's rules: .conda over a .tar.bz2 twin, constrains bind only when present, a mutex's build
 #     chosen by a build glob, a GPU build only with __cuda, __glibc from the image's libc6;
+#   - `stack:` over conda: the framework, pytorch-cuda (where a channel has it) and cuda-version as
+#     conda requests, __cuda from the stack, the stack report from what conda solved;
 #   - a bad MatchSpec is exit 2 with a caret under the byte; an impossible request is exit 2 with
 #     the solver's explanation naming the spec entry; a token in a channel URL is refused; changing
 #     packages.conda makes the lock stale.
@@ -30,11 +32,35 @@ cat >channel.json <<'JSON'
  {"name": "_openmp_mutex", "version": "4.5", "build": "1_llvm", "build_number": 1, "files": {}},
  {"name": "torchish", "version": "2.3.1", "build": "cuda121_0", "build_number": 300, "depends": ["__cuda >=12.1", "_openmp_mutex"], "files": {"lib/t.so": "gpu"}},
  {"name": "torchish", "version": "2.3.1", "build": "cpu_0", "build_number": 0, "depends": ["_openmp_mutex"], "files": {"lib/t.so": "cpu"}},
- {"name": "needs-newer-glibc", "version": "1.0", "build": "0", "depends": ["__glibc >=2.39"], "files": {}}
+ {"name": "needs-newer-glibc", "version": "1.0", "build": "0", "depends": ["__glibc >=2.39"], "files": {}},
+ {"name": "cuda-version", "version": "12.1", "build": "h1d6eff3_3", "files": {}, "constrains": ["__cuda >=12", "cudatoolkit 12.1|12.1.*"]},
+ {"name": "cuda-version", "version": "11.8", "build": "h70ddcb2_3", "files": {}, "constrains": ["__cuda >=11", "cudatoolkit 11.8|11.8.*"]},
+ {"name": "pytorch-cuda", "version": "12.1", "build": "ha16c6d3_5", "files": {}, "depends": ["cuda-version >=12.1,<12.2"]},
+ {"name": "pytorch-cuda", "version": "11.8", "build": "h7e8668a_5", "files": {}, "depends": ["cuda-version >=11.8,<11.9"]},
+ {"name": "nccl", "version": "2.21.5.1", "build": "h3a97aeb_0", "files": {"lib/libnccl.so.2": "nccl"}, "depends": ["cuda-version >=12.0,<13"]},
+ {"name": "pytorch", "version": "2.3.1", "build": "py3.11_cuda12.1_cudnn8.9.2_0", "files": {"lib/t.so": "gpu121"},
+  "depends": ["python >=3.11,<3.12.0a0", "pytorch-cuda >=12.1,<12.2", "nccl >=2.21"]},
+ {"name": "pytorch", "version": "2.3.1", "build": "py3.11_cuda11.8_cudnn8.7.0_0", "files": {"lib/t.so": "gpu118"},
+  "depends": ["python >=3.11,<3.12.0a0", "pytorch-cuda >=11.8,<11.9"]},
+ {"name": "pytorch", "version": "2.3.1", "build": "py3.11_cpu_0", "files": {"lib/t.so": "cpu"}, "depends": ["python >=3.11,<3.12.0a0"]},
+ {"name": "pytorch", "version": "2.4.0", "build": "py3.11_cuda12.1_cudnn9.1.0_0", "files": {"lib/t.so": "gpu24"},
+  "depends": ["python >=3.11,<3.12.0a0", "pytorch-cuda >=12.1,<12.2"]}
+]}
+JSON
+# A conda-forge-like channel beside it: CUDA builds select their toolkit by cuda-version alone.
+cat >cf.json <<'JSON'
+{"packages": [
+ {"name": "python", "version": "3.11.9", "build": "h2_0_cpython", "files": {"bin/python3.11": "py311"}},
+ {"name": "cuda-version", "version": "12.1", "build": "h1d6eff3_3", "files": {}, "constrains": ["__cuda >=12"]},
+ {"name": "pytorch", "version": "2.3.1", "build": "cuda120_py311h_300", "build_number": 300, "files": {"lib/t.so": "cf-gpu"},
+  "depends": ["python >=3.11,<3.12.0a0", "cuda-version >=12.0,<13", "__cuda"]},
+ {"name": "pytorch", "version": "2.3.1", "build": "cpu_generic_py311h_0", "files": {"lib/t.so": "cf-cpu"},
+  "depends": ["python >=3.11,<3.12.0a0"]}
 ]}
 JSON
 python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" channel channel.json --zst
 rm channel/noarch/repodata.json.zst # noarch served plain only: both names are tried
+python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" channel/cf cf.json
 start_http_server channel
 CHANNEL=$HTTP_URL
 
@@ -132,6 +158,57 @@ ls_run build --locked
 assert_eq 0 "$RC" "a lock with conda packages builds: $ERR"
 assert_contains "$ERR" "conda environment: 2 packages into /opt/conda" "as one layer"
 pass "a lock with conda packages builds into an image (test_conda_build.sh checks what it holds)"
+
+# ---- the stack over conda ------------------------------------------------------------------------
+write_spec 'python=3.11'
+printf 'stack: {framework: pytorch@2.3.1, cuda: "12.1"}\n' >>lockstep.yaml
+ls_run check
+assert_eq 0 "$RC" "check of a stack over conda: $ERR"
+assert_contains "$OUT" "framework  pytorch 2.3.1 (cuda)   conda   pytorch 2.3.1.* *cuda* pytorch-cuda 12.1.*" \
+  "check shows the stack's conda requests, offline (no pypi repository needed)"
+ls_run lock
+assert_eq 0 "$RC" "lock a stack over conda: $ERR"
+assert_eq "cuda-version libzlib nccl python pytorch pytorch-cuda" \
+  "$(jq -r '[.artifacts[] | .name] | join(" ")' lockstep.lock)" "conda packages only: no torch wheel, no CUDA debs"
+pt=$(jq -c '.artifacts[] | select(.name == "pytorch")' lockstep.lock)
+assert_eq "2.3.1 py3.11_cuda12.1_cudnn8.9.2_0 requested by stack.framework (pytorch 2.3.1.* *cuda*)" \
+  "$(jq -r '"\(.version) \(.build) \(.reason)"' <<<"$pt")" "pytorch 2.3.1's CUDA 12.1 build, asked for by the stack"
+assert_eq "requested by stack.cuda (cuda-version 12.1.*)" \
+  "$(jq -r '.artifacts[] | select(.name == "cuda-version") | .reason' lockstep.lock)" "cuda-version from stack.cuda"
+assert_contains "$ERR" "__cuda 12.1" "the solve had the stack's CUDA as __cuda, on a machine without a GPU"
+assert_eq "python 3.11.9 conda|cuda 12.1 conda|nccl 2.21.5.1 conda|framework 2.3.1 conda" \
+  "$(jq -r '[.stack.choices[] | "\(.component) \(.version) \(.via)"] | join("|")' lockstep.lock)" \
+  "the stack report: every part from conda, NCCL and Python included"
+assert_contains "$(jq -r '.stack.choices[] | select(.component == "nccl") | .facts[0]' lockstep.lock)" \
+  "conda solved nccl 2.21.5.1 h3a97aeb_0 from $CHANNEL/linux-64 (needed by pytorch 2.3.1" "NCCL says where it came from"
+assert_contains "$(jq -r '.stack."nvidia-require-cuda"' lockstep.lock)" "cuda>=12.1,driver>=" "NVIDIA_REQUIRE_CUDA from the stack's CUDA"
+write_spec 'python=3.11'
+printf 'stack: {framework: pytorch@2.3}\n' >>lockstep.yaml
+ls_run lock
+assert_eq 0 "$RC" "lock a stack over conda without a CUDA: $ERR"
+cuda=$(jq -r '.stack.choices[] | select(.component == "cuda") | .version' lockstep.lock)
+assert_contains "$(jq -r '.artifacts[] | select(.name == "pytorch") | .build' lockstep.lock)" "_cuda${cuda}_" \
+  "without stack.cuda the recipes' CUDA ($cuda) is the conda build's"
+sed -i "s|{conda: $CHANNEL}|{conda: $CHANNEL/cf}|; s|stack: .*|stack: {framework: pytorch@2.3.1, cuda: \"12.1\"}|" lockstep.yaml
+ls_run lock
+assert_eq 0 "$RC" "lock a stack over a conda-forge-like channel: $ERR"
+assert_eq "cuda-version python pytorch" "$(jq -r '[.artifacts[] | .name] | join(" ")' lockstep.lock)" \
+  "where no channel has pytorch-cuda it is left out"
+assert_eq "cuda120_py311h_300" "$(jq -r '.artifacts[] | select(.name == "pytorch") | .build' lockstep.lock)" \
+  "and cuda-version with __cuda picks the CUDA build"
+assert_contains "$ERR" "no channel has pytorch-cuda" "it says so"
+pass "stack over conda: pytorch, pytorch-cuda, cuda-version and NCCL as conda packages; the report says where each came from"
+
+# Without a stack, the environment's own cuda-version is the image's CUDA: doctor and run check the
+# driver for it.
+write_spec 'python=3.11, cuda-version=12.1' ', cuda: "12.4"'
+ls_run lock
+assert_eq 0 "$RC" "lock cuda-version: $ERR"
+ls_run doctor lockstep.lock --json
+assert_eq 1 "$RC" "doctor: no driver on this machine for the environment's CUDA: $ERR"
+assert_eq "12.1 530.30.02" "$(jq -r '.target.facts | "\(.cuda) \(.cuda_driver_floor)"' <<<"$OUT")" \
+  "the lock's CUDA is the conda environment's cuda-version, with its driver floor"
+pass "a conda environment's cuda-version is the image's CUDA fact: doctor checks the driver for it"
 
 # ---- staleness -----------------------------------------------------------------------------------
 write_spec 'python=3.11, six'

@@ -5,7 +5,8 @@
 #     of each locked archive and conda's rules (text and binary prefix replacement, noarch: python
 #     relocation, symlinks, modes, the later package winning a clobbered file);
 #   - conda-meta/ has each package's record (url, sha256, md5 from the lock; its files), history
-#     and frozen; the image's Env puts the prefix's bin first and sets CONDA_PREFIX;
+#     and frozen; the image's Env puts the prefix's bin first, sets CONDA_PREFIX and the variables
+#     of the packages' etc/conda/env_vars.d files and activate.d scripts (evaluated statically);
 #   - a `run:` step over the environment runs a package's relocated script from PATH;
 #   - `verify` checks the files against conda-meta and the packages against the lock (a changed and
 #     a removed file named with their package); the SBOM lists pkg:conda purls; `diff` compares;
@@ -39,6 +40,8 @@ cat >channel.json <<JSON
  {"name": "tool", "version": "1.0", "build": "h0_0", "depends": ["libzlib >=1.3", "python 3.11.*"],
   "files": {"bin/tool": {"text": "#!/bin/sh\\necho \"tool at ${TEXT_PH}/share/tool\"\\n", "placeholder": "${TEXT_PH}", "mode": 493},
             "bin/.tool-post-link.sh": "echo never run\\n",
+            "etc/conda/activate.d/tool-activate.sh": {"text": "#!/bin/sh\\nif [ -n \"\${TOOL_DATA:-}\" ]; then\\n  export _CONDA_SET_TOOL_DATA=\$TOOL_DATA\\nfi\\nexport TOOL_DATA=\$CONDA_PREFIX/share/tool\\nexport TOOL_HOME=\"${TEXT_PH}/share\"\\nexport TOOL_FLAGS='-O2 -g'\\nexport TOOL_LATER=\$(uname)\\n", "placeholder": "${TEXT_PH}"},
+            "etc/conda/env_vars.d/tool.json": "{\"TOOL_MODE\": \"fast\", \"TOOL_DATA\": \"replaced by the script\"}",
             "share/tool/data": "data\\n",
             "share/common.txt": "from tool\\n"}},
  {"name": "six", "version": "1.16.0", "build": "pyhd8ed1ab_0", "subdir": "noarch", "noarch": "python",
@@ -63,7 +66,7 @@ packages:
 conda: {virtual_packages: {glibc: "2.36"}${1:-}}
 copy: [{from: ./rootfs, to: /, mode: preserve}]
 run:
-  - tool > /tool.out && test "\$CONDA_PREFIX" = "\$(dirname "\$(dirname "\$(command -v tool)")")"
+  - tool > /tool.out && test "\$CONDA_PREFIX" = "\$(dirname "\$(dirname "\$(command -v tool)")")" && test "\$TOOL_DATA" = "\$CONDA_PREFIX/share/tool"
 outputs: {oci: out}
 YAML
 }
@@ -79,7 +82,12 @@ assert_eq 0 "$RC" "build: $ERR"
 digest=$(last_line "$OUT")
 assert_contains "$ERR" "conda link scripts are installed but not run" "link scripts are listed"
 assert_contains "$ERR" "tool-1.0-h0_0 (bin/.tool-post-link.sh)" "the package with a link script is named"
-pass "a lock of conda packages builds into an image"
+ls_run build
+assert_eq 0 "$RC" "build again: $ERR"
+assert_contains "$ERR" "conda environment: 4 packages into /opt/conda (cached)" "the layer is cached"
+assert_contains "$ERR" "tool-1.0-h0_0 (bin/.tool-post-link.sh)" "a cached layer still names the link scripts"
+assert_eq "$digest" "$(last_line "$OUT")" "and the image is the same"
+pass "a lock of conda packages builds into an image; a cached layer says the same"
 
 umoci unpack --rootless --image out:latest bundle >/dev/null
 R=bundle/rootfs
@@ -164,7 +172,11 @@ config=$(jq -r .config.digest out/blobs/sha256/"$manifest" | cut -d: -f2)
 env=$(jq -c .config.Env out/blobs/sha256/"$config")
 assert_contains "$env" '"PATH=/opt/conda/bin:/usr/local/sbin:' "PATH starts with the prefix's bin"
 assert_contains "$env" '"CONDA_PREFIX=/opt/conda"' "CONDA_PREFIX"
-pass "the image's Env activates the environment"
+assert_eq '["TOOL_DATA=/opt/conda/share/tool","TOOL_MODE=fast","TOOL_HOME=/opt/conda/share","TOOL_FLAGS=-O2 -g"]' \
+  "$(jq -c '[.[] | select(startswith("TOOL_") or startswith("_CONDA"))]' <<<"$env")" \
+  "env_vars.d, then the activate.d script's top-level exports; not its conditional or command substitution"
+assert_contains "$ERR" "etc/conda/activate.d/tool-activate.sh" "the script that was only partly evaluated is named"
+pass "the image's Env activates the environment, the packages' activation variables included"
 
 # ---- verify, sbom, diff ----------------------------------------------------------------------------
 ls_run verify oci:out --lock lockstep.lock --json

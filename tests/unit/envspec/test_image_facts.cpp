@@ -61,6 +61,30 @@ TEST_CASE("Image facts come from the lock's MPI, PMIx, UCX, libfabric and CUDA p
   CHECK_FALSE(facts.empty());
 }
 
+TEST_CASE("A conda environment's MPI, UCX and CUDA are image facts", "[image_facts][conda]") {
+  const auto conda = [](const std::string& name, const std::string& version) {
+    LockedArtifact a = deb(name, version);
+    a.kind = "conda";
+    a.arch.clear();
+    a.group.clear();
+    return a;
+  };
+  ImageFacts facts = facts_from_lock(
+      lock_of({conda("openmpi", "4.1.6"), conda("ucx", "1.15.0"), conda("cudatoolkit", "11.8.0"),
+               conda("cuda-version", "12.1"), conda("python", "3.11.9")}),
+      repo_driver_table());
+  CHECK(facts.mpi_impl == "openmpi");
+  CHECK(facts.mpi == FactSource{"4.1.6", "openmpi 4.1.6"});
+  CHECK(facts.ucx == FactSource{"1.15.0", "ucx 1.15.0"});
+  CHECK(facts.cuda == FactSource{"12.1", "cuda-version 12.1 (conda)"});
+  CHECK(facts.cuda_driver_floor == "530.30.02");
+  // Without cuda-version, the toolkit's X.Y.
+  facts = facts_from_lock(lock_of({conda("cudatoolkit", "11.8.0"), conda("mpich", "4.2.1")}),
+                          repo_driver_table());
+  CHECK(facts.cuda == FactSource{"11.8", "cudatoolkit 11.8.0 (conda)"});
+  CHECK(facts.mpi_impl == "mpich");
+}
+
 TEST_CASE("Image facts fall back to the launcher and toolkit packages", "[image_facts]") {
   SECTION("openmpi-bin without libopenmpi3") {
     const ImageFacts facts = facts_from_lock(lock_of({deb("openmpi-bin", "1:4.1.6-5")}));

@@ -269,10 +269,10 @@ TEST_CASE_METHOD(StackFixture, "stack: the lock records the choices and reads th
   CHECK(envspec::render_lock(*back) == text);
 
   std::string bad = text;
-  bad.replace(bad.find("\"via\":\"wheels\""), 14, "\"via\":\"conda\"");
+  bad.replace(bad.find("\"via\":\"wheels\""), 14, "\"via\":\"pixi\"");
   Result<envspec::Lock> r = envspec::parse_lock(bad, "lockstep.lock");
   REQUIRE_FALSE(r.ok());
-  CHECK(r.error().message.find("stack.choices[1].via: expected apt or wheels, found 'conda'") !=
+  CHECK(r.error().message.find("stack.choices[1].via: expected apt, wheels, conda or base, found 'pixi'") !=
         std::string::npos);
 }
 
@@ -308,4 +308,66 @@ TEST_CASE_METHOD(StackFixture,
     }
   }
   CHECK(solved_count >= 40);
+}
+
+TEST_CASE_METHOD(StackFixture, "stack: over conda every part is a conda request", "[stack][conda]") {
+  envspec::StackContext conda;
+  conda.conda = true;
+  conda.base_cuda = "12.4"; // a base's CUDA plays no part over conda
+  conda.base_cuda_package = "cuda-cudart-12-4 12.4.127-1";
+  Result<envspec::StackSolution> r = solve(
+      R"({framework: "pytorch@>=2.1,<2.4", cuda: "12.1", nccl: "2.18", python: "3.11", mpi: openmpi@4.1})",
+      "", &conda);
+  REQUIRE(r.ok());
+  CHECK(r->apt.empty());
+  CHECK(r->pip.empty());
+  std::vector<std::string> texts;
+  for (const envspec::PackageRequest& q : r->conda) {
+    texts.push_back(q.text + (q.if_offered ? " ?" : "") + " <- " + q.origin);
+  }
+  CHECK(texts == std::vector<std::string>{"python 3.11.* <- stack.python",
+                                          "cuda-version 12.1.* <- stack.cuda", "nccl 2.18.* <- stack.nccl",
+                                          "openmpi 4.1.* <- stack.mpi",
+                                          "pytorch >=2.1,<2.4 *cuda* <- stack.framework",
+                                          "pytorch-cuda 12.1.* ? <- stack.framework"});
+  CHECK(summary(r->locked) == std::vector<std::string>{"python=3.11(conda)", "cuda=12.1(conda)",
+                                                       "nccl=2.18(conda)", "mpi=openmpi 4.1(conda)",
+                                                       "framework=pytorch >=2.1,<2.4 cuda(conda)"});
+  CHECK(r->locked.nvidia_require_cuda.rfind("cuda>=12.1,driver>=", 0) == 0);
+
+  // JAX's CUDA code is jaxlib's build.
+  r = solve(R"({framework: jax@0.4.30, cuda: "12.4"})", "", &conda);
+  REQUIRE(r.ok());
+  texts.clear();
+  for (const envspec::PackageRequest& q : r->conda) {
+    texts.push_back(q.text);
+  }
+  CHECK(texts == std::vector<std::string>{"cuda-version 12.4.*", "jax 0.4.30.*", "jaxlib * *cuda*"});
+
+  // What conda solved completes the report.
+  envspec::LockedStack st = r->locked;
+  const auto artifact = [](const std::string& name, const std::string& version, const std::string& build) {
+    envspec::LockedArtifact a;
+    a.kind = "conda";
+    a.name = name;
+    a.version = version;
+    a.url = "https://conda.example/cf/linux-64/" + name + "-" + version + "-" + build + ".conda";
+    a.reason = "needed by jaxlib";
+    a.conda = envspec::LockedCondaRecord{};
+    a.conda->build = build;
+    return a;
+  };
+  Result<const envspec::RecipeSet*> recipes = envspec::builtin_recipes();
+  REQUIRE(recipes.ok());
+  envspec::complete_conda_stack(
+      st, **recipes,
+      {artifact("cuda-version", "12.4", "h3060b56_3"), artifact("jax", "0.4.30", "pyhd8ed1ab_0"),
+       artifact("jaxlib", "0.4.30", "cuda120py311h_200"), artifact("cudnn", "9.1.1.17", "hbdc656c_0"),
+       artifact("python", "3.11.9", "h_cpython")});
+  CHECK(summary(st) == std::vector<std::string>{"python=3.11.9(conda)", "cuda=12.4(conda)",
+                                                "cudnn=9.1.1.17(conda)", "framework=jax 0.4.30 cuda(conda)"});
+  const auto& fw = st.choices.back().facts;
+  CHECK(std::find(fw.begin(), fw.end(),
+                  "conda solved jaxlib 0.4.30 cuda120py311h_200 from https://conda.example/cf/linux-64") !=
+        fw.end());
 }

@@ -1,5 +1,6 @@
 // Downloads against a tiny HTTP server running in the test process (127.0.0.1, a free port).
 #include "support/base/interrupt.hpp"
+#include "support/net/host_credentials.hpp"
 #include "support/net/http.hpp"
 #include "support/net/http_cache.hpp"
 #include "tests/unit/test_support.hpp"
@@ -257,7 +258,9 @@ TEST_CASE("a 403 is not retried", "[http]") {
         "can't download " + server.url("/secret") + ": the server answered HTTP 403; " +
             server.url("").substr(7) +
             " wants credentials: lockstep sends those of its entry in ~/.netrc (or the "
-            "file $NETRC names), as curl, pip and conda do (docs/conda.md, \"Channels\")");
+            "file $NETRC names), as curl, pip and conda do, or in the credentials file pixi and rattler keep "
+            "($RATTLER_AUTH_FILE, else ~/.rattler/credentials.json: a conda token, bearer token or user and "
+            "password per host; docs/conda.md, \"Channels\")");
   CHECK(server.hits("/secret") == 1);
 }
 
@@ -727,4 +730,14 @@ TEST_CASE("a 304 to a request without a validator is an error, not an empty body
   auto r = http_get(server.url("/odd"), fast());
   REQUIRE_FALSE(r);
   CHECK(r.error().message == "can't download " + server.url("/odd") + ": the server answered HTTP 304");
+}
+
+TEST_CASE("a conda token goes into the path after the host, once", "[http][credentials]") {
+  CHECK(with_conda_token("https://conda.anaconda.org/private/linux-64/repodata.json", "tk-1") ==
+        "https://conda.anaconda.org/t/tk-1/private/linux-64/repodata.json");
+  CHECK(with_conda_token("http://127.0.0.1:8000/noarch/x.conda", "tk-1") ==
+        "http://127.0.0.1:8000/t/tk-1/noarch/x.conda");
+  CHECK(with_conda_token("https://h.example", "tk-1") == "https://h.example/t/tk-1");
+  CHECK(with_conda_token("https://h.example/t/other/c/linux-64/x", "tk-1") ==
+        "https://h.example/t/other/c/linux-64/x");
 }
