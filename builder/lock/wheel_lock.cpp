@@ -4,6 +4,7 @@
 
 #include "builder/lock/pypi_index.hpp"
 #include "builder/lock/wheel_resolve.hpp"
+#include "envspec/load/python_inputs.hpp"
 #include "envspec/spec/host_paths.hpp"
 #include "envspec/yaml/diagnostics.hpp"
 #include "support/base/log.hpp"
@@ -220,8 +221,9 @@ deb_distribution_files(const PipLock& l, const envspec::LockedArtifact& deb,
 }
 
 // Pass 1c: over a conda python, the lock's conda packages that are Python packages (they depend on
-// python or python_abi) count as installed at their version, under their conda name, as pixi counts
-// them: a wheel never replaces a conda package (docs/conda.md, "Wheels over a conda Python").
+// python or python_abi) count as installed at their version, under the PyPI name of their project
+// (conda's name where it is PyPI's), as pixi counts them: a wheel never replaces a conda package
+// (docs/conda.md, "Wheels over a conda Python").
 void find_conda_distributions(PipLock& l) {
   if (!l.target.conda) {
     return;
@@ -239,7 +241,14 @@ void find_conda_distributions(PipLock& l) {
     if (!python_package || !version) {
       continue;
     }
-    l.conda_dists.insert_or_assign(normalize_project_name(a.name),
+    // Under the PyPI project it ships where the names differ (conda's pytorch is torch;
+    // recipes/conda/conda-names.yaml), else its own name.
+    std::string project = a.name;
+    if (Result<envspec::CondaMapping> m = envspec::map_conda_package(a.name);
+        m && m->kind == envspec::CondaMapping::Kind::pypi) {
+      project = m->name;
+    }
+    l.conda_dists.insert_or_assign(normalize_project_name(project),
                                    std::pair{*version, fmt::format("conda package {} {} {} (packages.conda)",
                                                                    a.name, a.version, a.conda->build)});
   }

@@ -44,6 +44,8 @@ cat >channel.json <<JSON
             "etc/conda/env_vars.d/tool.json": "{\"TOOL_MODE\": \"fast\", \"TOOL_DATA\": \"replaced by the script\"}",
             "share/tool/data": "data\\n",
             "share/common.txt": "from tool\\n"}},
+ {"name": "pytorch", "version": "2.3.1", "build": "py311_0", "depends": ["python >=3.11,<3.12.0a0"],
+  "files": {"lib/python3.11/site-packages/torch/__init__.py": "x = 1\\n"}},
  {"name": "six", "version": "1.16.0", "build": "pyhd8ed1ab_0", "subdir": "noarch", "noarch": "python",
   "depends": ["python >=3.7"], "entry_points": ["sixer = six:main"],
   "files": {"site-packages/six.py": "def main():\\n    return 0\\n", "python-scripts/six-tool": "#!python\\n"}}
@@ -258,6 +260,7 @@ pass "export writes an explicit file and a conda-lock.yml that name exactly the 
 # (six here): no wheel replaces it, and a request it can't meet names it.
 mkdir -p pip/wheelhouse && cp -r rootfs pip/
 make_wheel pip/wheelhouse einops 0.8.0 'Requires-Dist: six>=1.10' '' 'einops/__init__.py=X = 1\n' >/dev/null
+make_wheel pip/wheelhouse torchvision 0.18.1 'Requires-Dist: torch==2.3.1' '' 'torchvision/__init__.py=X = 1\n' >/dev/null
 write_pip_spec() { # PIP-REQUESTS
   cat >pip/lockstep.yaml <<YAML
 lockstep: 1
@@ -286,7 +289,14 @@ assert_eq "true 1 2" "$(jq -r '"\(.ok) \(.checked.wheels) \(.checked.conda)"' <<
 write_pip_spec '"einops==0.8.0", "six>=2"'
 (cd pip && "$LOCKSTEP" lock >/dev/null 2>lock.err) && fail "six>=2 over conda's six 1.16.0 locked"
 assert_contains "$(cat pip/lock.err)" "conda package six 1.16.0 pyhd8ed1ab_0" "the conflict names the conda package"
-pass "wheels install into the conda environment; conda's Python packages count as installed"
+write_pip_spec '"torchvision==0.18.1"'
+sed -i 's/conda: \[python=3.11, six\]/conda: [python=3.11, six, pytorch]/' pip/lockstep.yaml
+(cd pip && "$LOCKSTEP" lock >/dev/null 2>lock.err) || fail "torchvision over conda's pytorch: $(cat pip/lock.err)"
+assert_eq "torchvision" "$(jq -r '[.artifacts[] | select(.kind == "wheel") | .name] | join(" ")' pip/lockstep.lock)" \
+  "torchvision's torch==2.3.1 is conda's pytorch 2.3.1 (PyPI's torch), not a wheel"
+write_pip_spec '"einops==0.8.0"' # the image's lock again, for init --from below
+(cd pip && "$LOCKSTEP" lock >/dev/null 2>lock.err) || fail "relock: $(cat pip/lock.err)"
+pass "wheels install into the conda environment; conda's Python packages count as installed, under their PyPI names"
 
 # ---- init --from an installed environment: its exact builds ------------------------------------------
 # The image's own /opt/conda (conda-meta, six from conda, einops from pip) read back as a spec.
