@@ -8,6 +8,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <future>
@@ -164,14 +165,24 @@ Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& sui
   LoadedSuite out;
   out.release = {suite, release.date, sha256_of(signed_release.text).hex()};
 
-  // Which indexes to read: per component, the architecture's and (when listed separately) `all`.
+  // Which indexes to read, as apt picks them: per component, the architecture's when the Release's
+  // Architectures has it (apt skips a suite without it, saying so), and `all` only where the
+  // Release lists `all` as an architecture of its own (Debian's archives list `all` packages in
+  // each architecture's index: No-Support-for-Architecture-all, or no `all` in Architectures, as
+  // the security archive has it even though its checksums name binary-all files).
   std::vector<std::string> dirs;
   if (repo.flat) {
     dirs.emplace_back("Packages");
+  } else if (!release.supports_architecture(arch)) {
+    log::warn(
+        "{}: skipping the indexes of {}: its Release lists architectures {}, not {} (as apt skips them)",
+        signed_release.url, suite, fmt::join(release.architectures, " "), arch);
   } else {
     for (const std::string& component : repo.components) {
       dirs.push_back(component + "/binary-" + arch + "/Packages");
-      dirs.push_back(component + "/binary-all/Packages");
+      if (release.supports_architecture("all")) {
+        dirs.push_back(component + "/binary-all/Packages");
+      }
     }
   }
   std::vector<Download> downloads;
@@ -189,11 +200,14 @@ Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& sui
           repo.flat ? "" : fmt::format(" in component '{}'", dirs[i].substr(0, dirs[i].find('/'))));
     }
     const auto& [path, entry] = *picked;
-    std::string url = base + "/" + path;
+    // By hash where the Release offers it, falling back to the file's own name when the mirror
+    // lacks the by-hash copy (404), as apt does; the same size and sha256 either way.
+    Download d{base + "/" + path, entry.sha256, entry.size, path};
     if (release.acquire_by_hash) {
-      url = base + "/" + path.substr(0, path.rfind('/') + 1) + "by-hash/SHA256/" + entry.sha256.hex();
+      d.fallback_urls.push_back(d.url);
+      d.url = base + "/" + path.substr(0, path.rfind('/') + 1) + "by-hash/SHA256/" + entry.sha256.hex();
     }
-    downloads.push_back(Download{url, entry.sha256, entry.size, path});
+    downloads.push_back(std::move(d));
     names.push_back(signed_release.url.substr(0, signed_release.url.rfind('/') + 1) + path);
     auto plain = release.sha256.find(dirs[i]);
     text_sizes.push_back(plain != release.sha256.end() ? plain->second.size : 0);

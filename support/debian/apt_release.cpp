@@ -2,6 +2,7 @@
 
 #include "support/debian/deb822.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -28,6 +29,16 @@ std::string text_of(const std::string* value) {
 
 } // namespace
 
+bool AptRelease::supports_architecture(std::string_view arch) const {
+  if (arch == "all" && no_support_for_architecture_all == "Packages") {
+    return false;
+  }
+  if (architectures.empty()) {
+    return true;
+  }
+  return std::find(architectures.begin(), architectures.end(), arch) != architectures.end();
+}
+
 Result<AptRelease> AptRelease::parse(std::string_view text, std::string_view what) {
   LS_TRY_ASSIGN(auto paragraphs, parse_deb822(text, what));
   if (paragraphs.size() != 1) {
@@ -44,6 +55,7 @@ Result<AptRelease> AptRelease::parse(std::string_view text, std::string_view wha
   r.valid_until = text_of(p.find("Valid-Until"));
   r.architectures = words(p.find("Architectures"));
   r.components = words(p.find("Components"));
+  r.no_support_for_architecture_all = text_of(p.find("No-Support-for-Architecture-all"));
   const std::string* by_hash = p.find("Acquire-By-Hash");
   r.acquire_by_hash = by_hash != nullptr && *by_hash == "yes";
   const std::string* sums = p.find("SHA256");

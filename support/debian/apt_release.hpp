@@ -23,8 +23,16 @@ struct AptIndexEntry {
 struct AptRelease {
   std::string origin, label, suite, codename, version, date, valid_until;
   std::vector<std::string> architectures;
+  /// `No-Support-for-Architecture-all`: "Packages" when `all` packages are listed in every
+  /// architecture's index (Debian's archives), so apt never reads binary-all for them.
+  std::string no_support_for_architecture_all;
   std::vector<std::string> components;
   bool acquire_by_hash = false;
+
+  /// Whether apt reads the `arch` indexes of this Release (apt's debReleaseIndex): an empty
+  /// `Architectures` supports every architecture; `all` only when listed and not left to the
+  /// architectures' own indexes (No-Support-for-Architecture-all: Packages).
+  [[nodiscard]] bool supports_architecture(std::string_view arch) const;
   std::map<std::string, AptIndexEntry> sha256; ///< by path relative to the dists/SUITE directory
 
   /// Parses Release text; `what` names it in errors. A Release without SHA256 entries, or with a

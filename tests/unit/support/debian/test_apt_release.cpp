@@ -132,3 +132,27 @@ TEST_CASE("An Ubuntu Release file (no Valid-Until, MD5Sum and SHA256, Acquire-By
   REQUIRE(r->sha256.size() == 2);
   CHECK(r->sha256.at("main/binary-amd64/Packages.xz").size == 581772);
 }
+
+TEST_CASE("apt reads an architecture's indexes only where the Release lists it", "[debian]") {
+  const auto release = [](const std::string& extra) {
+    auto r = AptRelease::parse(
+        "Suite: s\n" + extra +
+            "SHA256:\n"
+            " 0000000000000000000000000000000000000000000000000000000000000000 0 main/binary-all/Packages\n",
+        "Release");
+    REQUIRE(r);
+    return *r;
+  };
+  // bookworm: `all` listed, but its packages are in each architecture's index.
+  AptRelease r = release("Architectures: all amd64 arm64\nNo-Support-for-Architecture-all: Packages\n");
+  CHECK(r.supports_architecture("amd64"));
+  CHECK_FALSE(r.supports_architecture("all"));
+  // bookworm-security: no `all` among the architectures, though its checksums name binary-all.
+  r = release("Architectures: amd64 arm64\n");
+  CHECK_FALSE(r.supports_architecture("all"));
+  CHECK_FALSE(r.supports_architecture("riscv64"));
+  // A repository with its own binary-all, and one that names no architectures at all.
+  CHECK(release("Architectures: all amd64\n").supports_architecture("all"));
+  CHECK(release("").supports_architecture("all"));
+  CHECK(release("").supports_architecture("arm64"));
+}
