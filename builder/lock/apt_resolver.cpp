@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <compare>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -16,7 +17,9 @@ namespace lockstep::builder {
 
 // ---- the universe ----------------------------------------------------------------------------------
 
-AptUniverse::AptUniverse(std::vector<AptPackage> packages, std::vector<InstalledPackage> installed) {
+AptUniverse::AptUniverse(std::vector<AptPackage> packages, std::vector<InstalledPackage> installed,
+                         std::vector<int> priorities)
+    : m_priorities(std::move(priorities)) {
   std::set<std::pair<std::string, std::string>> held;
   for (InstalledPackage& i : installed) {
     if (!i.installed()) {
@@ -40,8 +43,12 @@ AptUniverse::AptUniverse(std::vector<AptPackage> packages, std::vector<Installed
     if (x.name != y.name) {
       return x.name < y.name;
     }
-    if (x.repo != y.repo) {
-      return x.repo < y.repo;
+    // The installed package first, then the highest priority, then the highest version.
+    const auto rank = [this](const AptPackage& p) {
+      return p.repo == k_installed_repo ? std::numeric_limits<int>::max() : priority(p.repo);
+    };
+    if (rank(x) != rank(y)) {
+      return rank(x) > rank(y);
     }
     if (auto c = x.version <=> y.version; std::is_neq(c)) {
       return std::is_gt(c); // highest version first
@@ -509,20 +516,27 @@ private:
                                        [&](const Constraint& c) { return fits(p.version, c.relation); });
   }
 
-  // The highest-priority repository (lowest index) with a version of `name` for architecture
-  // `arch`; versions() lists repositories in order.
-  int best_repo(std::string_view name, std::string_view arch) const {
+  // The highest pin priority among the repositories with a version of `name` for architecture
+  // `arch` (versions() lists the highest first); nullopt when none has one.
+  std::optional<int> best_priority(std::string_view name, std::string_view arch) const {
     for (std::uint32_t i : m_u.versions(name)) {
       const AptPackage& p = m_u.packages()[i];
       if (!is_installed(p) && eff_arch(p) == arch) {
-        return p.repo;
+        return m_u.priority(p.repo);
       }
     }
-    return -1;
+    return std::nullopt;
   }
 
-  // Whether `p` is a candidate at all: its repository is the best one for its name (unless pinned)
-  // and it satisfies the constraints learnt so far.
+  // Whether `p`'s repository has the best priority for its name: apt only takes a version from
+  // the sources of the highest pin priority that have the name (among equal ones, the highest
+  // version wins).
+  bool best_source(const AptPackage& p) const {
+    return !is_installed(p) && m_u.priority(p.repo) == best_priority(p.name, eff_arch(p));
+  }
+
+  // Whether `p` is a candidate at all: its repository is of the best priority for its name (unless
+  // pinned) and it satisfies the constraints learnt so far.
   // Over a base: its installed version is a candidate while the constraints allow it; another
   // version of a held package never is, nor a lower version than the installed one unless pinned.
   bool candidate(const AptPackage& p) const {
@@ -531,7 +545,7 @@ private:
     }
     const Narrowing* n = narrowing(p);
     const bool pinned = n != nullptr && n->any_repo;
-    if (!pinned && p.repo != best_repo(p.name, eff_arch(p))) {
+    if (!pinned && !best_source(p)) {
       return false;
     }
     if (std::int64_t i = installed_of(p.name, eff_arch(p)); i >= 0) {
@@ -799,10 +813,11 @@ private:
       return {};
     }
     const AptPackage& held = m_u.packages()[static_cast<std::uint32_t>(i)];
-    const int repo = best_repo(req.name, ctx);
+    const std::optional<int> best = best_priority(req.name, ctx);
     for (std::uint32_t j : m_u.versions(req.name)) {
       const AptPackage& q = m_u.packages()[j];
-      if (!is_installed(q) && q.repo == repo && eff_arch(q) == ctx && q.version > held.version) {
+      if (!is_installed(q) && m_u.priority(q.repo) == best && eff_arch(q) == ctx &&
+          q.version > held.version) {
         return invalid_input(
             "{} asks for {}, which the base image holds at {} (apt-mark hold); apt would move "
             "it to {}, and lockstep never changes a held package: ask for {}={} or drop "
@@ -968,7 +983,7 @@ private:
       }
       any_allowed = any_allowed || p.multi_arch == "allowed";
       const Narrowing* n = narrowing(p);
-      if ((n == nullptr || !n->any_repo) && p.repo != best_repo(p.name, eff_arch(p))) {
+      if ((n == nullptr || !n->any_repo) && !best_source(p)) {
         if (fits(p.version, r)) {
           hidden.push_back(p.version.str());
         }

@@ -73,6 +73,10 @@ struct ResolvedPackage {
 /// The `repo` of a package the base image has installed (its dpkg status), in an AptUniverse.
 inline constexpr int k_installed_repo = -1;
 
+/// apt's default pin priority of a source (apt_preferences(5)): every repository without a
+/// `priority:` has it, so among them the highest version wins, as apt chooses among its sources.
+inline constexpr int k_default_priority = 500;
+
 /// Every package of every repository, indexed by name and by provided name.
 class AptUniverse {
 public:
@@ -82,12 +86,15 @@ public:
     std::uint32_t provides = 0;
   };
 
-  /// Takes the packages of all repositories (each with its `repo` set) and what a base image has
-  /// installed (its dpkg status; entries that are not installed are ignored). They are sorted by
-  /// name, repository (the installed ones first, with repo k_installed_repo), version (highest
-  /// first), architecture and digest, so the input order never matters; identical duplicates
-  /// (same repository, name, version, architecture and SHA256) are dropped.
-  explicit AptUniverse(std::vector<AptPackage> packages, std::vector<InstalledPackage> installed = {});
+  /// Takes the packages of all repositories (each with its `repo` set), what a base image has
+  /// installed (its dpkg status; entries that are not installed are ignored) and each repository's
+  /// apt pin priority (`priorities[repo]`; k_default_priority for a repository it doesn't list).
+  /// They are sorted by name, priority (the installed ones first, with repo k_installed_repo;
+  /// then the highest priority), version (highest first), repository, architecture and digest, so
+  /// the input order never matters and a name's first version is apt's candidate; identical
+  /// duplicates (same repository, name, version, architecture and SHA256) are dropped.
+  explicit AptUniverse(std::vector<AptPackage> packages, std::vector<InstalledPackage> installed = {},
+                       std::vector<int> priorities = {});
   AptUniverse(const AptUniverse&) = delete;
   AptUniverse& operator=(const AptUniverse&) = delete;
   AptUniverse(AptUniverse&&) = default;
@@ -104,8 +111,15 @@ public:
   [[nodiscard]] const std::vector<std::uint32_t>& installed() const { return m_installed; }
   /// Whether packages()[index] is installed in the base and on hold (`apt-mark hold`).
   [[nodiscard]] bool held(std::uint32_t index) const { return m_held.count(index) != 0; }
+  /// The pin priority of repository `repo` (k_default_priority unless given).
+  [[nodiscard]] int priority(int repo) const {
+    return repo >= 0 && static_cast<std::size_t>(repo) < m_priorities.size()
+               ? m_priorities[static_cast<std::size_t>(repo)]
+               : k_default_priority;
+  }
 
 private:
+  std::vector<int> m_priorities;
   std::vector<AptPackage> m_packages;
   std::vector<std::uint32_t> m_order; // 0..n-1; versions() returns slices of it
   // Keys point into m_packages, whose elements never move once built.

@@ -192,7 +192,11 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
   LS_TRY_ASSIGN(std::vector<InstalledPackage> installed, base_installed(spec, base));
   dedup_timer.stop();
   log::Timer universe_timer("index packages");
-  AptUniverse universe(std::move(all), std::move(installed));
+  std::vector<int> priorities;
+  for (const envspec::Repo& r : spec.repos) {
+    priorities.push_back(r.priority);
+  }
+  AptUniverse universe(std::move(all), std::move(installed), std::move(priorities));
   universe_timer.stop();
 
   ResolveOptions ro;

@@ -70,6 +70,9 @@ std::optional<json> repos_form(const Spec& spec) {
                       : r.suites.size() > 1
                           ? json{{"apt", r.url}, {"suites", r.suites}, {"components", r.components}}
                           : json{{"apt", r.url}, {"suite", r.suite}, {"components", r.components}});
+      if (r.priority != 500) { // apt's default stays out, so specs without the key keep their digests
+        repos.back()["priority"] = r.priority;
+      }
       break;
     case Repo::Kind::pypi:
       repos.push_back(json{{"pypi", r.url}});

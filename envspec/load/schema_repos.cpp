@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <regex>
 #include <system_error>
 
@@ -261,6 +262,20 @@ bool SchemaWalker::apt_repo_key(const MapEntry& e, const std::string& path, Repo
       }
     } else {
       ok = false;
+    }
+  } else if (e.key == "priority") {
+    int value = 0;
+    const std::string& text = e.value.scalar;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (!e.value.is_scalar() || e.value.quoted || ec != std::errc() || end != text.data() + text.size() ||
+        value < 1 || value > 9999) {
+      error(e.value.location, key_path,
+            fmt::format("expected an apt pin priority from 1 to 9999 (500 is apt's default; 1001 makes "
+                        "the entry win whatever the others' versions), found {}",
+                        describe(e.value)));
+      ok = false;
+    } else {
+      repo.priority = value;
     }
   } else if (e.key == "flat") {
     const std::optional<bool> flat = boolean(e.value, key_path);

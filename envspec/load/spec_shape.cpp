@@ -22,7 +22,7 @@ struct AllShapes : Shapes {
       debian_variant;
   Shape snapshot_stamp;
   Shape repos, repo, repo_apt_dists, repo_apt_suites, apt_suites, repo_apt_flat, repo_url, apt_suite,
-      apt_components, apt_component, flat_false, flat_true;
+      apt_priority, apt_components, apt_component, flat_false, flat_true;
   Shape apt_list, apt_package, pip_list, pip_item, pip_requirement;
   Shape conda_channel, conda_subdir, conda_subdirs, conda_list, conda_spec, conda_priority, conda_virtual;
   Shape constraint, mpi, framework, cuda_flavor, git_url, rev;
@@ -131,6 +131,7 @@ AllShapes::AllShapes() {
   apt_component = {.pattern = R"(^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._+/-]*$)"};
   apt_components = {.kind = Kind::list, .non_empty = true, .items = &apt_component};
   flat_false = {.types = k_boolean, .values = {"false"}};
+  apt_priority = {.name = "aptPriority", .types = k_integer};
   flat_true = {.types = k_boolean, .values = {"true"}};
   const Key apt_url{
       .name = "apt", .shape = &repo_url, .doc = "The repository's URL.", .presence = Presence::required};
@@ -144,6 +145,11 @@ AllShapes::AllShapes() {
              "and Ubuntu's): pinned by snapshot, and where a build finds pool files gone "
              "upstream.",
       .in_digest = false};
+  const Key priority{.name = "priority",
+                     .shape = &apt_priority,
+                     .doc = "apt's pin priority of the entry (1-9999, default 500): names come from the "
+                            "entries of the highest priority that have them, the highest version among "
+                            "equals; 1001 makes an overlay win whatever the versions."};
   const Key keyring{.name = "keyring",
                     .shape = &host_path,
                     .doc = "The OpenPGP keyring the repository's Release file must be signed with.",
@@ -165,6 +171,7 @@ AllShapes::AllShapes() {
                         keyring,
                         snapshot,
                         snapshot_url,
+                        priority,
                         {.name = "flat", .shape = &flat_false, .doc = "false: the repository has dists/."},
                     }};
   apt_suites = {.kind = Kind::list, .non_empty = true, .items = &apt_suite};
@@ -185,6 +192,7 @@ AllShapes::AllShapes() {
                          keyring,
                          snapshot,
                          snapshot_url,
+                         priority,
                          {.name = "flat", .shape = &flat_false, .doc = "false: the repository has dists/."},
                      }};
   repo_apt_flat = {.kind = Kind::map,
@@ -199,6 +207,7 @@ AllShapes::AllShapes() {
                        keyring,
                        snapshot,
                        snapshot_url,
+                       priority,
                    }};
   repo_apt = {.kind = Kind::one_of, .forms = {&repo_apt_dists, &repo_apt_suites, &repo_apt_flat}};
   repo_pypi = {.kind = Kind::map,

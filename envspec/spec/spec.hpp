@@ -95,7 +95,11 @@ struct Repo {
   /// jammy-updates]`); {suite} for `suite:` (then `suite` is that one); empty for a flat repository.
   std::vector<std::string> suites;
   std::vector<std::string> components; ///< apt: e.g. [main] (empty for a flat repository)
-  bool flat = false;                   ///< apt: `flat: true`, a repository without dists/
+  /// apt: the entry's pin priority (`priority:`, apt_preferences(5)'s meaning): a name is taken from
+  /// the entries of the highest priority that have it, and among equal ones (every entry without
+  /// the key has apt's default, 500) the highest version wins.
+  int priority = 500;
+  bool flat = false; ///< apt: `flat: true`, a repository without dists/
   /// apt: `snapshot: YYYYMMDDTHHMMSSZ`, the repository as a snapshot service served it then (`url` is
   /// then the snapshot's URL, `url_text` the URL as written); "" for the live repository.
   std::string snapshot;

@@ -8,6 +8,8 @@
 #     as apt doesn't;
 #   - one by-hash copy is missing: the index is fetched by its name instead, as apt falls back;
 #   - apt-get update and `apt-get -s install` accept the archive, and the lock agrees with apt;
+#   - two entries (as the main and the security archive are) choose by version at apt's default
+#     priority, and `priority: 1001` makes one win, each as apt with the same pins;
 #   - a Release that lies about an index's hash is exit 2 and no lock is written; a platform the
 #     Releases don't list is skipped with a warning naming it, as apt skips it.
 source "$(dirname "$0")/lib.sh"
@@ -67,6 +69,38 @@ assert_contains "$(cat "$HTTP_LOG")" "GET /dists/jammy-updates/universe/binary-a
 grep -q "GET /dists/jammy-updates/universe/binary-amd64/by-hash/SHA256/[0-9a-f]\{64\} HTTP/1.1\" 404" "$HTTP_LOG" ||
   fail "after the by-hash 404: $(cat "$HTTP_LOG")"
 pass "lock reads the indexes apt reads, falls back from a by-hash miss, and agrees with apt"
+
+# ---- priorities between entries, as apt's pins -------------------------------------------------------
+# Two entries, as Debian's standard sources are two (the main archive, the security archive): at
+# apt's default priority the newer build wins wherever it is; `priority: 1001` makes an entry win.
+two_entries() { # PRIORITY-OF-JAMMY-YAML
+  cat >lockstep.yaml <<YAML
+lockstep: 1
+name: security
+repos:
+  - {apt: $HTTP_URL, suite: jammy, components: [main, universe], keyring: keyring.gpg$1}
+  - {apt: $HTTP_URL, suite: jammy-updates, components: [main, universe], keyring: keyring.gpg}
+packages:
+  apt: [python3.10, nvtop, libnccl-dev]
+YAML
+}
+two_entries ""
+rm lockstep.lock
+ls_run lock
+assert_eq 0 "$RC" "lock two entries: $ERR"
+assert_eq "$expected" "$(jq -r '.artifacts[] | select(.kind == "deb") | "\(.name) \(.version)"' lockstep.lock | LC_ALL=C sort)" \
+  "two entries of equal priority lock what apt installs: the newer builds of the second"
+assert_contains "$expected" "libssl3 3.0.2-0ubuntu1.15" "(jammy-updates' libssl3)"
+two_entries ", priority: 1001"
+ls_run lock --update
+assert_eq 0 "$RC" "lock with priority 1001: $ERR"
+printf 'Package: *\nPin: release a=jammy\nPin-Priority: 1001\n' >"$WORK/apt/etc/preferences"
+pinned=$(apt_oracle_install "$WORK/empty-status" python3.10 nvtop libnccl-dev) || fail "apt refuses the pinned install"
+: >"$WORK/apt/etc/preferences"
+assert_eq "$pinned" "$(jq -r '.artifacts[] | select(.kind == "deb") | "\(.name) \(.version)"' lockstep.lock | LC_ALL=C sort)" \
+  "priority: 1001 locks what apt installs with that pin"
+assert_not_contains "$pinned" "libssl3 3.0.2-0ubuntu1.15" "(jammy's older libssl3 wins)"
+pass "entries choose among their versions as apt's pin priorities do: equal by version, 1001 wins"
 
 # ---- bad input ------------------------------------------------------------------------------------
 rm lockstep.lock

@@ -240,3 +240,29 @@ TEST_CASE_METHOD(CanonicalFixture,
       repos_of("{apt: http://archive.ubuntu.com/ubuntu, suites: [jammy, jammy-updates], components: [main], "
                "keyring: keys/ubuntu.gpg}"));
 }
+
+TEST_CASE_METHOD(CanonicalFixture,
+                 "An apt entry's priority is read, checked, and in the digest only when given",
+                 "[canonical][repos]") {
+  write("one/keys/debian.gpg", "key");
+  const std::string entry =
+      "{apt: http://deb.debian.org/debian-security, suite: bookworm-security, components: "
+      "[main], keyring: keys/debian.gpg";
+  const auto spec_of = [&](const std::string& extra) {
+    return spec_in("one", "lockstep: 1\nname: app\nrepos:\n  - " + entry + extra + "}\n");
+  };
+  const Spec plain = spec_of("");
+  CHECK(plain.repos.at(0).priority == 500);
+  CHECK(plain.canonical.at("repos").at(0).contains("priority") == false);
+  CHECK(spec_of(", priority: 500").digest == plain.digest);
+  const Spec overlay = spec_of(", priority: 1001");
+  CHECK(overlay.repos.at(0).priority == 1001);
+  CHECK(overlay.canonical.at("repos").at(0).at("priority") == 1001);
+  CHECK(overlay.digest != plain.digest);
+  for (const char* bad : {"0", "10000", "\"900\"", "high", "-1"}) {
+    INFO(bad);
+    write("one/lockstep.yaml", "lockstep: 1\nname: app\nrepos:\n  - " + entry + ", priority: " + bad + "}\n");
+    CHECK(errors_of("one/lockstep.yaml")
+              .find("repos[0].priority: expected an apt pin priority from 1 to 9999") != std::string::npos);
+  }
+}

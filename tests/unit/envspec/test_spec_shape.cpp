@@ -238,7 +238,7 @@ TEST_CASE("The walker's 'did you mean' and key lists come from the spec's shape"
   CHECK(shape::later_key_names(shape::shapes().copy_item) == std::vector<std::string_view>{"keep_git"});
   CHECK(shape::key_names(shape::shapes().repo_apt) ==
         std::vector<std::string_view>{"apt", "suite", "components", "keyring", "snapshot", "snapshot_url",
-                                      "flat", "suites"});
+                                      "priority", "flat", "suites"});
   CHECK(shape::later_key_names(shape::spec()) == std::vector<std::string_view>{"launch"});
   CHECK(is_top_level_key("stack"));
   CHECK(is_top_level_key("launch"));

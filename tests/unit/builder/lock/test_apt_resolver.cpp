@@ -30,15 +30,16 @@ std::string pkg(const std::string& name, const std::string& version, const std::
                      name, version, arch, extra, name, version, arch, std::string(64, 'a'));
 }
 
-// A universe from the texts of repositories 0, 1, ...
-AptUniverse universe(const std::vector<std::string>& repos) {
+// A universe from the texts of repositories 0, 1, ..., with their apt pin priorities (apt's
+// default, 500, for each one not given).
+AptUniverse universe(const std::vector<std::string>& repos, std::vector<int> priorities = {}) {
   std::vector<AptPackage> all;
   for (std::size_t i = 0; i < repos.size(); ++i) {
     auto r = parse_packages_index(repos[i], fmt::format("repo{}", i), static_cast<int>(i));
     REQUIRE_OK(r);
     std::move(r->begin(), r->end(), std::back_inserter(all));
   }
-  return AptUniverse(std::move(all));
+  return AptUniverse(std::move(all), {}, std::move(priorities));
 }
 
 AptRequest request(const std::string& name, int index, std::optional<std::string> pin = std::nullopt,
@@ -111,9 +112,28 @@ TEST_CASE("A package shared by several dependers lists every reason, sorted", "[
         Strings{"requested by packages.apt[2]", "ls-a (Depends: ls-lib)", "ls-b (Depends: ls-lib (>= 1))"});
 }
 
+TEST_CASE("Repositories of equal priority offer their highest version, as apt's default pins do",
+          "[apt][resolver]") {
+  auto u = universe(
+      {pkg("ls-lib", "1.0-1") + pkg("ls-tool", "2"),
+       pkg("ls-lib", "3.0-1") + pkg("ls-new", "1", "Depends: ls-lib (>= 3)\n") + pkg("ls-tool", "2")});
+  CHECK(chosen(u, asking({request("ls-lib", 0)})) == Strings{"ls-lib 3.0-1"});
+  CHECK(chosen(u, asking({request("ls-new", 0)})) == Strings{"ls-lib 3.0-1", "ls-new 1"});
+  // The same version in both: the first repository's.
+  auto r = resolve(u, asking({request("ls-tool", 0)}));
+  REQUIRE_OK(r);
+  CHECK(r->front().package->repo == 0);
+  // An older version of a higher-priority repository still wins (an overlay: priority 1001).
+  u = universe({pkg("ls-lib", "1.0-1"), pkg("ls-lib", "3.0-1")}, {1001, 500});
+  CHECK(chosen(u, asking({request("ls-lib", 0)})) == Strings{"ls-lib 1.0-1"});
+  u = universe({pkg("ls-lib", "1.0-1"), pkg("ls-lib", "3.0-1")}, {100});
+  CHECK(chosen(u, asking({request("ls-lib", 0)})) == Strings{"ls-lib 3.0-1"});
+}
+
 TEST_CASE("A higher-priority repository hides every version of a name in later ones", "[apt][resolver]") {
   auto u = universe(
-      {pkg("ls-lib", "1.0-1"), pkg("ls-lib", "3.0-1") + pkg("ls-new", "1", "Depends: ls-lib (>= 3)\n")});
+      {pkg("ls-lib", "1.0-1"), pkg("ls-lib", "3.0-1") + pkg("ls-new", "1", "Depends: ls-lib (>= 3)\n")},
+      {900, 800});
   CHECK(chosen(u, asking({request("ls-lib", 0)})) == Strings{"ls-lib 1.0-1"});
   // A pin takes the version from any repository.
   CHECK(chosen(u, asking({request("ls-lib", 0, "3.0-1")})) == Strings{"ls-lib 3.0-1"});
@@ -258,7 +278,8 @@ TEST_CASE("A version glob takes the highest matching version and the lock gets t
 TEST_CASE("A version glob prefers the higher-priority repository, then any repository with a match",
           "[apt][resolver][glob]") {
   auto u =
-      universe({nvidia_like({"2.18.1-1+cuda12.1"}), nvidia_like({"2.18.3-1+cuda12.1", "2.19.3-1+cuda12.2"})});
+      universe({nvidia_like({"2.18.1-1+cuda12.1"}), nvidia_like({"2.18.3-1+cuda12.1", "2.19.3-1+cuda12.2"})},
+               {900, 800});
   // Repository 0 has a match: its version wins over repository 1's higher one, as for a plain name.
   CHECK(chosen(u, asking({glob_request("libnccl2", 0, "2.18.*")})) == Strings{"libnccl2 2.18.1-1+cuda12.1"});
   CHECK(chosen(u, asking({request("libnccl2", 0)})) == Strings{"libnccl2 2.18.1-1+cuda12.1"});
@@ -830,15 +851,14 @@ TEST_CASE("Repository priority on real bookworm matches apt pinning with decreas
     return;
   }
   TempDirFixture tmp;
-  // Repository order security, updates, release is apt with pin priorities 900, 800, 700: a name
-  // present in bookworm-security comes from there even where the (later) point release has a newer
-  // version.
+  // Pin priorities 900, 800, 700 for security, updates, release: a name present in
+  // bookworm-security comes from there even where the (later) point release has a newer version.
   std::vector<AptPackage> all = read_index(k_security, 0);
   for (auto [list, repo] : {std::pair{k_updates, 1}, std::pair{k_main, 2}}) {
     std::vector<AptPackage> more = read_index(list, repo);
     std::move(more.begin(), more.end(), std::back_inserter(all));
   }
-  AptUniverse u(std::move(all));
+  AptUniverse u(std::move(all), {}, {900, 800, 700});
   ResolveOptions o = asking({request("openmpi-bin", 0), request("python3-mpi4py", 1), request("apt", 2)});
   o.with_essential = true;
   auto r = resolve(u, o);
@@ -854,6 +874,36 @@ TEST_CASE("Repository priority on real bookworm matches apt pinning with decreas
                                    "deb http://deb.debian.org/debian bookworm-updates main\n"
                                    "deb http://deb.debian.org/debian-security bookworm-security main\n",
                                    names, preferences));
+}
+
+TEST_CASE("Debian's standard sources at apt's default priority give what apt-get installs",
+          "[apt][resolver][real]") {
+  if (!have_list(k_main) || !have_list(k_updates) || !have_list(k_security) || !test::have_tool("lz4") ||
+      !test::have_tool("apt-get")) {
+    WARN("skipped: needs the bookworm, bookworm-updates and bookworm-security lists, lz4 and apt-get");
+    return;
+  }
+  TempDirFixture tmp;
+  // As a user writes them: bookworm and bookworm-updates in one entry, bookworm-security in
+  // another, no priorities: every source at 500, the highest version wins (security's fixes).
+  std::vector<AptPackage> all = read_index(k_main, 0);
+  for (auto [list, repo] : {std::pair{k_updates, 0}, std::pair{k_security, 1}}) {
+    std::vector<AptPackage> more = read_index(list, repo);
+    std::move(more.begin(), more.end(), std::back_inserter(all));
+  }
+  AptUniverse u(std::move(all));
+  ResolveOptions o = asking({request("openmpi-bin", 0), request("python3-mpi4py", 1), request("apt", 2)});
+  o.with_essential = true;
+  auto r = resolve(u, o);
+  REQUIRE_OK(r);
+  std::vector<std::string> names = essential_names(*r);
+  names.insert(names.end(), {"openmpi-bin", "python3-mpi4py", "apt"});
+  compare_with_apt(as_set(*r),
+                   apt_get_install(tmp,
+                                   "deb http://deb.debian.org/debian bookworm main\n"
+                                   "deb http://deb.debian.org/debian bookworm-updates main\n"
+                                   "deb http://deb.debian.org/debian-security bookworm-security main\n",
+                                   names));
 }
 
 namespace {
