@@ -61,15 +61,32 @@ std::string framework_of(const std::vector<std::string>& requirements) {
   return {};
 }
 
-// `base: {debian: SUITE}` and `repos:` with Debian's archive for it.
+// `base: {debian: SUITE}` and `repos:` with Debian's standard sources for it, as apt has them: the
+// release and its -updates from the main archive, -security from the security archive (a release
+// that has them: not sid).
 std::string debian_base_text(std::string_view suite) {
+  if (suite == "sid" || suite == "unstable") {
+    return fmt::format("base: {{debian: {}}}\n\n"
+                       "repos:\n"
+                       "  - apt: http://deb.debian.org/debian\n"
+                       "    suite: {}\n"
+                       "    components: [main]\n"
+                       "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n",
+                       suite, suite);
+  }
   return fmt::format("base: {{debian: {}}}\n\n"
                      "repos:\n"
+                     "  # Debian's standard sources, as apt has them: at equal priority the newest build of\n"
+                     "  # each package wins, the security archive's fixes included.\n"
                      "  - apt: http://deb.debian.org/debian\n"
-                     "    suite: {}\n"
+                     "    suites: [{}, {}-updates]\n"
+                     "    components: [main]\n"
+                     "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+                     "  - apt: http://deb.debian.org/debian-security\n"
+                     "    suite: {}-security\n"
                      "    components: [main]\n"
                      "    keyring: /usr/share/keyrings/debian-archive-keyring.gpg\n",
-                     suite, suite);
+                     suite, suite, suite, suite);
 }
 
 // The rest of a spec that keeps an environment.yml's conda packages: a Debian base (its libc is the
