@@ -2,6 +2,7 @@
 // CycloneDX 1.6 JSON; for a registry image, the SBOM attached to it (docs/sbom.md).
 #include "builder/image/attach.hpp"
 #include "builder/image/sbom_output.hpp"
+#include "builder/lock/epoch.hpp"
 #include "cli/cli.hpp"
 #include "envspec/documents/sbom.hpp"
 #include "envspec/load/load.hpp"
@@ -9,6 +10,7 @@
 #include "envspec/settings/settings.hpp"
 #include "envspec/spec/host_paths.hpp"
 #include "envspec/spec/spec.hpp"
+#include "runner/audit/image_sbom.hpp"
 #include "support/base/log.hpp"
 #include "support/oci/image_arg.hpp"
 #include "support/registry/pull.hpp"
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace lockstep::cli {
 
@@ -35,6 +38,7 @@ struct SbomArgs {
   std::string output;
   std::string lock;
   std::string name;
+  bool scan = false; ///< --scan: from the image's package databases, whatever lock or SBOM it has
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -42,6 +46,8 @@ constexpr const char* k_examples = R"(Examples:
   lockstep sbom oci:build/hello --format cyclonedx-json -o hello.cdx.json
   lockstep sbom build/hello --lock examples/hello/lockstep.lock   the image, described by its digest
   lockstep sbom docker://registry.lab:5000/team/hello:v1         the SBOM attached to it on push
+  lockstep sbom docker://debian:bookworm --format cyclonedx-json  any image, from its package databases
+  lockstep sbom oci:build/hello --scan                           what the image itself records
   lockstep push oci:build/hello docker://registry.lab:5000/team/hello:v1 --sbom hello.spdx.json
 
 A LOCK (a .lock file, or a spec whose lock is beside it) is described by the lock's digest; an IMAGE
@@ -53,7 +59,15 @@ read it. The output is deterministic: created is the lock's epoch; the SPDX name
 CycloneDX serial number come from the digest described. `outputs.sbom` in the spec, or build --sbom,
 writes the same file at build time. For docker://, the SBOM attached as an OCI referrer (or listed
 under the sha256-<hex> tag where the registry has no referrers API) is fetched and checked to
-describe that image.)";
+describe that image.
+
+An image without its lock (built elsewhere, or its lock is gone) or a registry image with no SBOM
+attached is described from what it records itself, as syft does: dpkg's status (each installed
+deb, its license from its DEP-5 copyright file), the Python *.dist-info directories no deb owns
+(the license METADATA declares) and conda's conda-meta records (with their sha256), the distro
+from os-release; --scan does so even where a lock or an attached SBOM is found. Such an SBOM
+describes the image's manifest digest (a SIF: the file's sha256); created is SOURCE_DATE_EPOCH, or
+1970-01-01, so it too is the same bytes every time.)";
 
 bool is_lock_file(const fs::path& path) {
   std::error_code ec;
@@ -121,8 +135,8 @@ Result<LockAndRoots> read_lock_and_roots(const fs::path& given) {
   return out;
 }
 
-// The SBOM attached to a registry image.
-Result<std::string> attached_sbom(const oci::ImageRef& ref, envspec::SbomFormat format) {
+// The SBOM attached to a registry image; none when nothing of `format` is attached.
+Result<std::optional<std::string>> attached_sbom(const oci::ImageRef& ref, envspec::SbomFormat format) {
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   const registry::ClientOptions& options = registry::default_client_options();
   LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(ref, store, options));
@@ -140,18 +154,14 @@ Result<std::string> attached_sbom(const oci::ImageRef& ref, envspec::SbomFormat 
     }
   }
   if (wanted.empty()) {
-    std::string also;
     if (!others.empty()) {
       std::sort(others.begin(), others.end());
       others.erase(std::unique(others.begin(), others.end()), others.end());
-      also = fmt::format(" (attached: {})", fmt::join(others, ", "));
     }
-    return Error{
-        ExitCode::check_failed,
-        fmt::format("no {} SBOM is attached to {} ({}){}; attach one with `lockstep push IMAGE {} --sbom "
-                    "FILE` or `lockstep build --sbom FILE --push ...`",
-                    envspec::sbom_format_name(format), ref.str(), image.manifest_digest.str(), also,
-                    ref.str())};
+    log::info("no {} SBOM is attached to {} ({}){}: describing what the image records itself",
+              envspec::sbom_format_name(format), ref.str(), image.manifest_digest.str(),
+              others.empty() ? std::string() : fmt::format(" (attached: {})", fmt::join(others, ", ")));
+    return std::optional<std::string>();
   }
   // The newest (by its created annotation, then digest) when there are several.
   std::sort(wanted.begin(), wanted.end(), [](const oci::Descriptor& a, const oci::Descriptor& b) {
@@ -169,12 +179,29 @@ Result<std::string> attached_sbom(const oci::ImageRef& ref, envspec::SbomFormat 
     return Error{ExitCode::check_failed, fmt::format("{} describes {}, not the image's {}", what,
                                                      subject.subject.str(), image.manifest_digest.str())};
   }
-  return text;
+  return std::optional<std::string>(std::move(text));
 }
 
-// The SBOM of a local image lockstep built from a lock.
+// The SBOM of an image from its own package databases (runner/audit/image_sbom.hpp).
+Result<std::string> scanned_sbom(const ImageArg& image, const std::string& text, const SbomArgs& args,
+                                 envspec::SbomFormat format) {
+  LS_TRY_ASSIGN(const std::int64_t created, builder::image_epoch());
+  LS_TRY_ASSIGN(runner::ScannedSbom scanned,
+                runner::scan_image_sbom(image, text, format, args.name, created));
+  log::info("{}: {} debs, {} Python packages and {} conda packages, from the image's own records", text,
+            scanned.debs, scanned.wheels, scanned.condas);
+  return std::move(scanned.text);
+}
+
+// The SBOM of a local image: from the lock it was built from, or (--scan, no lock given and none
+// recorded or none beside it) from what it records itself.
 Result<std::string> image_sbom(const std::string& text, const SbomArgs& args, envspec::SbomFormat format) {
   LS_TRY_ASSIGN(ImageArg image, parse_image_arg(text));
+  std::error_code ec;
+  const bool no_lock_given = args.lock.empty() && !fs::exists("lockstep.lock", ec);
+  if (args.scan || (no_lock_given && image.kind == ImageArg::Kind::sif)) {
+    return scanned_sbom(image, text, args, format);
+  }
   if (image.kind != ImageArg::Kind::oci) {
     return invalid_input("{}: an SBOM describes an OCI image by its manifest digest; give the OCI image (or "
                          "the lock) this {} was built from",
@@ -190,18 +217,26 @@ Result<std::string> image_sbom(const std::string& text, const SbomArgs& args, en
   }
   const auto& annotations = opened.manifest.annotations;
   auto recorded = annotations.find(std::string(oci::k_annotation_lock_digest));
+  if (no_lock_given) {
+    log::info("{}: {}; describing what the image records itself", text,
+              recorded == annotations.end() ? "it records no lock"
+                                            : "its lock is not here (--lock LOCK gives it)");
+    return scanned_sbom(image, text, args, format);
+  }
   if (recorded == annotations.end()) {
     return invalid_input(
         "{} records no lock ({}): it was not built by lockstep from a lock; describe the lock "
-        "instead (`lockstep sbom LOCK`)",
-        text, oci::k_annotation_lock_digest);
+        "instead (`lockstep sbom LOCK`), or what the image records itself (`lockstep sbom {} --scan`)",
+        text, oci::k_annotation_lock_digest, text);
   }
   LS_TRY_ASSIGN(LockAndRoots lock, read_lock_and_roots(args.lock.empty() ? "lockstep.lock" : args.lock));
   const Digest digest = envspec::lock_digest(lock.lock);
   if (digest.str() != recorded->second) {
-    return Error{ExitCode::check_failed,
-                 fmt::format("{} was built from the lock {}, but {} is {}; give the image's lock with --lock",
-                             text, recorded->second, lock.path.string(), digest.str())};
+    return Error{
+        ExitCode::check_failed,
+        fmt::format("{} was built from the lock {}, but {} is {}; give the image's lock with --lock, "
+                    "or describe what the image records itself with --scan",
+                    text, recorded->second, lock.path.string(), digest.str())};
   }
   std::string name = args.name;
   if (name.empty()) {
@@ -218,8 +253,18 @@ Result<ExitCode> run_sbom(const SbomArgs& args, const Context& ctx) {
   std::string subject_kind;
   if (args.target.starts_with("docker://")) {
     LS_TRY_ASSIGN(oci::ImageRef ref, oci::ImageRef::parse(args.target));
-    LS_TRY_ASSIGN(text, attached_sbom(ref, format));
-    subject_kind = "registry";
+    std::optional<std::string> attached;
+    if (!args.scan) {
+      LS_TRY_ASSIGN(attached, attached_sbom(ref, format));
+    }
+    if (attached) {
+      text = std::move(*attached);
+      subject_kind = "registry";
+    } else {
+      LS_TRY_ASSIGN(ImageArg image, parse_image_arg(args.target));
+      LS_TRY_ASSIGN(text, scanned_sbom(image, args.target, args, format));
+      subject_kind = "image";
+    }
   } else if (is_lock_file(args.target)) {
     if (!args.lock.empty()) {
       return invalid_input("--lock is for an IMAGE; {} is a lock itself", args.target);
@@ -273,6 +318,9 @@ void register_sbom(CLI::App& app, Context& ctx) {
       ->type_name("FILE");
   cmd->add_option("--lock", args->lock, "For an IMAGE: the lock it was built from (default ./lockstep.lock)")
       ->type_name("LOCK");
+  cmd->add_flag("--scan", args->scan,
+                "Describe what the image records itself (dpkg status, dist-info, conda-meta), even "
+                "where a lock or an attached SBOM is found");
   cmd->add_option("--name", args->name,
                   "The name the SBOM gives what it describes (default: the spec's name, the image's title)")
       ->type_name("NAME");

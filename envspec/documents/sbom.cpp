@@ -74,22 +74,11 @@ std::string uuid_of(const Digest& d) {
                      hex.substr(16, 4), hex.substr(20, 12));
 }
 
-// One entry of the SBOM: an artifact of the lock or the base image.
-struct Entry {
-  std::string kind; // deb, wheel, git, image
-  std::string name;
-  std::string version;
-  std::string purl;
-  std::string sha256; // hex, "" for none
-  std::string url;
-  std::string license; // "" when not known
-  std::string id;      // SPDX id
-};
-
-std::vector<Entry> entries(const Lock& lock, const SbomOptions& options) {
-  std::vector<Entry> out;
+// The lock's artifacts and base image as SBOM components.
+std::vector<SbomComponent> components_of(const Lock& lock, const SbomOptions& options) {
+  std::vector<SbomComponent> out;
   if (lock.base) {
-    Entry e;
+    SbomComponent e;
     e.kind = "image";
     std::string ref = lock.base->image;
     if (ref.starts_with("docker://")) {
@@ -104,11 +93,10 @@ std::vector<Entry> entries(const Lock& lock, const SbomOptions& options) {
     e.purl = oci_purl(repository, lock.base->manifest.str(), tagged ? ref.substr(colon + 1) : "");
     e.sha256 = lock.base->manifest.hex();
     e.url = lock.base->image;
-    e.id = spdx_id("image", repository, "");
     out.push_back(std::move(e));
   }
   for (const LockedArtifact& a : lock.artifacts) {
-    Entry e;
+    SbomComponent e;
     e.kind = a.kind;
     e.name = a.name;
     e.version = a.version;
@@ -118,16 +106,53 @@ std::vector<Entry> entries(const Lock& lock, const SbomOptions& options) {
     if (auto it = options.licenses.find(e.sha256); it != options.licenses.end()) {
       e.license = it->second;
     }
-    e.id = spdx_id(a.kind, a.name, a.kind == "deb" ? a.arch : "");
+    e.id_part = a.kind == "deb" ? a.arch : "";
     out.push_back(std::move(e));
   }
-  std::sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
-    return std::tie(x.kind, x.name, x.id) < std::tie(y.kind, y.name, y.id);
-  });
   return out;
 }
 
-std::string render_spdx(const Lock& lock, const SbomOptions& options) {
+// One entry of the SBOM: a component and its SPDX id.
+struct Entry : SbomComponent {
+  std::string id;
+};
+
+// The components with their ids, sorted; an id two components would share gets "-2", "-3", ...
+std::vector<Entry> entries(std::vector<SbomComponent> components) {
+  std::vector<Entry> out;
+  out.reserve(components.size());
+  for (SbomComponent& c : components) {
+    Entry e{std::move(c), ""};
+    e.id = spdx_id(e.kind, e.name, e.id_part);
+    out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& x, const Entry& y) {
+    return std::tie(x.kind, x.name, x.id, x.version, x.purl) <
+           std::tie(y.kind, y.name, y.id, y.version, y.purl);
+  });
+  std::set<std::string> taken;
+  for (const Entry& e : out) {
+    taken.insert(e.id);
+  }
+  // Two of one id (a wheel in two environments): the later ones get the first free "-N".
+  std::string previous;
+  for (Entry& e : out) {
+    std::string base = e.id;
+    if (base == previous) {
+      for (int n = 2;; ++n) {
+        std::string id = fmt::format("{}-{}", base, n);
+        if (taken.insert(id).second) {
+          e.id = std::move(id);
+          break;
+        }
+      }
+    }
+    previous = std::move(base);
+  }
+  return out;
+}
+
+std::string render_spdx(const std::vector<Entry>& all, const SbomOptions& options, std::int64_t created) {
   ordered doc;
   doc["spdxVersion"] = "SPDX-2.3";
   doc["dataLicense"] = "CC0-1.0";
@@ -135,7 +160,7 @@ std::string render_spdx(const Lock& lock, const SbomOptions& options) {
   doc["name"] = options.name;
   doc["documentNamespace"] =
       fmt::format("https://spdx.org/spdxdocs/lockstep/{}-{}", options.name, options.subject.hex());
-  doc["creationInfo"] = {{"created", oci::rfc3339(lock.epoch)},
+  doc["creationInfo"] = {{"created", oci::rfc3339(created)},
                          {"creators", {fmt::format("Tool: lockstep-{}", options.version)}}};
   ordered root;
   root["SPDXID"] = "SPDXRef-image";
@@ -149,7 +174,7 @@ std::string render_spdx(const Lock& lock, const SbomOptions& options) {
   relationships.push_back({{"spdxElementId", "SPDXRef-DOCUMENT"},
                            {"relationshipType", "DESCRIBES"},
                            {"relatedSpdxElement", "SPDXRef-image"}});
-  for (const Entry& e : entries(lock, options)) {
+  for (const Entry& e : all) {
     ordered p;
     p["SPDXID"] = e.id;
     p["name"] = e.name;
@@ -201,7 +226,8 @@ std::string render_spdx(const Lock& lock, const SbomOptions& options) {
   return doc.dump() + "\n";
 }
 
-std::string render_cyclonedx(const Lock& lock, const SbomOptions& options) {
+std::string render_cyclonedx(const std::vector<Entry>& all, const SbomOptions& options,
+                             std::int64_t created) {
   ordered doc;
   doc["bomFormat"] = "CycloneDX";
   doc["specVersion"] = "1.6";
@@ -213,9 +239,9 @@ std::string render_cyclonedx(const Lock& lock, const SbomOptions& options) {
                      {"name", options.name},
                      {"hashes", {{{"alg", "SHA-256"}, {"content", options.subject.hex()}}}}};
   doc["metadata"] = {
-      {"timestamp", oci::rfc3339(lock.epoch)}, {"tools", {{"components", {tool}}}}, {"component", subject}};
+      {"timestamp", oci::rfc3339(created)}, {"tools", {{"components", {tool}}}}, {"component", subject}};
   ordered components = ordered::array();
-  for (const Entry& e : entries(lock, options)) {
+  for (const Entry& e : all) {
     ordered c;
     c["type"] = e.kind == "image" ? "container" : "library";
     c["bom-ref"] = e.purl;
@@ -367,8 +393,15 @@ std::string artifact_purl(const Lock& lock, const LockedArtifact& a) {
   return p.str();
 }
 
+std::string render_sbom(std::vector<SbomComponent> components, SbomFormat format, const SbomOptions& options,
+                        std::int64_t created) {
+  const std::vector<Entry> all = entries(std::move(components));
+  return format == SbomFormat::spdx_json ? render_spdx(all, options, created)
+                                         : render_cyclonedx(all, options, created);
+}
+
 std::string render_sbom(const Lock& lock, SbomFormat format, const SbomOptions& options) {
-  return format == SbomFormat::spdx_json ? render_spdx(lock, options) : render_cyclonedx(lock, options);
+  return render_sbom(components_of(lock, options), format, options, lock.epoch);
 }
 
 } // namespace lockstep::envspec

@@ -9,10 +9,12 @@
 #include "support/base/result.hpp"
 #include "support/codec/digest.hpp"
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockstep::envspec {
 
@@ -32,6 +34,26 @@ struct SbomOptions {
 
 /// The SBOM of `lock` in `format`, as compact JSON with sorted packages, ending in a newline.
 std::string render_sbom(const Lock& lock, SbomFormat format, const SbomOptions& options);
+
+/// One package an SBOM lists, however it was found (a lock's artifact, or what an image's package
+/// databases record).
+struct SbomComponent {
+  std::string kind; ///< "deb", "wheel", "conda", "git" or "image"
+  std::string name;
+  std::string version;
+  std::string purl;
+  std::string sha256;  ///< hex of the package file; "" when not known (an image's dpkg status has none)
+  std::string url;     ///< where it was downloaded from; "" when not known
+  std::string license; ///< the expression it declares; "" when not known
+  std::string
+      id_part; ///< what tells two of one name apart in the SPDX id (a deb's architecture, a conda build)
+};
+
+/// The SBOM of `components` in `format` (sorted here; `created` the document's time, seconds since
+/// the epoch), as compact JSON ending in a newline. options.licenses is not used: each component
+/// carries its own.
+std::string render_sbom(std::vector<SbomComponent> components, SbomFormat format, const SbomOptions& options,
+                        std::int64_t created);
 
 /// The media type (and OCI artifactType) of an SBOM: "application/spdx+json" or
 /// "application/vnd.cyclonedx+json".

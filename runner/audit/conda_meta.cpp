@@ -36,6 +36,21 @@ Result<InstalledConda> parse_record(const std::string& text, const std::string& 
                            where);
     }
   }
+  // Descriptive fields: kept only when short, printable and (sha256) 64 hex digits.
+  const auto field = [&j](const char* key) {
+    std::string v = json_string(j, key);
+    return v.size() > k_max_field || has_controls(v) ? std::string() : v;
+  };
+  c.sha256 = ascii_lower(field("sha256"));
+  if (c.sha256.size() != 64 || !is_lower_hex(c.sha256)) {
+    c.sha256.clear();
+  }
+  c.subdir = field("subdir");
+  c.channel = field("channel");
+  c.license = field("license");
+  if (has_controls(c.url) || c.url.size() > k_max_field) {
+    c.url.clear();
+  }
   const auto data = j.find("paths_data");
   if (data == j.end() || !data->is_object()) {
     return c; // conda before 4.3 wrote only "files"; nothing to check the files against

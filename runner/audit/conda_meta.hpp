@@ -31,6 +31,10 @@ struct InstalledConda {
   std::string version;
   std::string build;
   std::string url;
+  std::string sha256;               ///< of the package file, lowercase hex ("" when the record has none)
+  std::string subdir;               ///< "linux-64", "noarch" ("" when the record has none)
+  std::string channel;              ///< as recorded ("https://conda.anaconda.org/conda-forge", "conda-forge")
+  std::string license;              ///< as the package's index.json declares it ("" when none)
   std::vector<CondaMetaPath> paths; ///< in record order
 };
 

@@ -809,8 +809,13 @@ bool wants_sha256(std::string_view path) {
 bool is_metadata_path(std::string_view path) {
   if (path == "var/lib/dpkg/status" || path == "var/lib/dpkg/diversions" || path == "var/lib/dpkg/arch" ||
       path == "var/lib/dpkg/statoverride" || path == "etc/apt/sources.list" || path == "etc/passwd" ||
-      path == "etc/group") {
+      path == "etc/group" || path == "etc/os-release" || path == "usr/lib/os-release") {
     return true;
+  }
+  if (path.starts_with("usr/share/doc/") && path.ends_with("/copyright")) {
+    // A Debian package's copyright file (its licenses, for an SBOM): directly in its doc directory.
+    const std::string_view name = path.substr(14, path.size() - 14 - 10);
+    return !name.empty() && name.find('/') == std::string_view::npos;
   }
   // NAME directly inside `dir`, ending in one of `exts` (any name when `exts` is empty).
   auto directly_in = [&](std::string_view dir, std::initializer_list<std::string_view> exts) {

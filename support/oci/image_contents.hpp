@@ -45,7 +45,8 @@ struct ImageEntry {
 std::string hex_of(const std::uint8_t* bytes, std::size_t size);
 
 /// True for the image paths whose text is kept: var/lib/dpkg/{status,diversions,arch,statoverride},
-/// var/lib/dpkg/info/*.{md5sums,list}, var/lib/dpkg/triggers/*, etc/passwd, etc/group, etc/apt/sources.list
+/// var/lib/dpkg/info/*.{md5sums,list}, var/lib/dpkg/triggers/*, etc/passwd, etc/group, etc/os-release,
+/// usr/lib/os-release, usr/share/doc/NAME/copyright, etc/apt/sources.list
 /// and sources.list.d/*.{list,sources}, METADATA, RECORD and INSTALLER directly inside a
 /// `*.dist-info` directory, `*.json` directly inside a `conda-meta` directory, and a CPython's
 /// `include/python3.N/patchlevel.h` (its full version). `path` is relative to the image root, normalised

@@ -2,6 +2,7 @@
 """Judges an SBOM lockstep wrote (tests/cli/test_sbom.sh, test_mpi_hello.sh).
 
     sbom_check.py SBOM LOCK [--subject sha256:HEX] [--root ROOTFS]
+    sbom_check.py SBOM --packages LIST [--subject sha256:HEX] [--root ROOTFS]
 
 - CycloneDX JSON is validated with python3-jsonschema against the official CycloneDX 1.6 schema
   (tests/data/cyclonedx). SPDX JSON is checked against the clauses of SPDX 2.3 an SBOM reader
@@ -12,6 +13,11 @@
   case, or a declared LicenseRef-.
 - Cross-checked with the lock: every artifact of the lock (and its base image) appears exactly once,
   with its version, sha256 and a package URL that decodes to its name and version; nothing else does.
+- --packages LIST (an SBOM of an image without its lock): instead of a lock, the packages the
+  image's own databases hold, as the peers list them, one per line: "deb NAME VERSION ARCH" (from
+  `dpkg-query --admindir=ROOT/var/lib/dpkg -W`), "pypi NAME VERSION" (from the dist-info
+  directories), "conda NAME VERSION BUILD" (from conda-meta); each must appear exactly once, with a
+  package URL of that type, name, version and architecture or build, and nothing else may.
 - --subject: the digest the SBOM must describe.
 - --root: an unpacked image (umoci's rootfs). For each locked deb whose
   /usr/share/doc/NAME/copyright is machine-readable (DEP-5), each license short name in it that is
@@ -273,17 +279,63 @@ def check_deb_license(root, name, declared, licensing, purl):
                 err(f"{purl}: its copyright names '{n}', missing from '{declared}'")
 
 
+def check_against_packages(doc, path, root, licensing):
+    want = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            words = line.split()
+            if words:
+                want[tuple(words)] = 0
+    got = entries(doc)
+    for purl, _sha, version, lic in got:
+        parsed = parse_purl(purl)
+        if parsed is None:
+            err(f"'{purl}' is not a package URL")
+            continue
+        kind, namespace, name, pversion, quals = parsed
+        if "+" in purl.split("?")[0]:
+            err(f"{purl}: '+' must be percent-encoded in a package URL")
+        if version != pversion:
+            err(f"{purl}: version {version!r} differs from the package URL's {pversion!r}")
+        if kind == "deb":
+            key = ("deb", name, pversion, quals.get("arch", ""))
+            if not namespace:
+                err(f"{purl}: no vendor")
+        elif kind == "pypi":
+            key = ("pypi", name, pversion)
+        elif kind == "conda":
+            key = ("conda", name, pversion, quals.get("build", ""))
+        else:
+            err(f"{purl}: an image's packages are debs, Python or conda packages")
+            continue
+        if key not in want:
+            err(f"{purl}: {' '.join(key)} is not in the image's package databases")
+            continue
+        want[key] += 1
+        if root and kind == "deb":
+            check_deb_license(root, name, lic, licensing, purl)
+    for key, n in sorted(want.items()):
+        if n != 1:
+            err(f"{' '.join(key)} appears {n} times")
+    return len(got)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("sbom")
-    ap.add_argument("lock")
+    ap.add_argument("lock", nargs="?")
+    ap.add_argument("--packages")
     ap.add_argument("--subject")
     ap.add_argument("--root")
     args = ap.parse_args()
+    if (args.lock is None) == (args.packages is None):
+        ap.error("give a LOCK or --packages LIST")
     with open(args.sbom, encoding="utf-8") as f:
         doc = json.load(f)
-    with open(args.lock, encoding="utf-8") as f:
-        lock = json.load(f)
+    lock = None
+    if args.lock:
+        with open(args.lock, encoding="utf-8") as f:
+            lock = json.load(f)
     licensing = get_spdx_licensing()
     if doc.get("bomFormat") == "CycloneDX":
         validate_cyclonedx(doc)
@@ -297,7 +349,10 @@ def main():
         err("neither CycloneDX nor SPDX")
     if args.subject and subject_of(doc) != args.subject:
         err(f"the SBOM describes {subject_of(doc)}, not {args.subject}")
-    count = check_against_lock(doc, lock, args.root, licensing)
+    if lock is not None:
+        count = check_against_lock(doc, lock, args.root, licensing)
+    else:
+        count = check_against_packages(doc, args.packages, args.root, licensing)
     if errors:
         for e in errors[:60]:
             print("sbom_check:", e, file=sys.stderr)

@@ -5,10 +5,12 @@
 # 2.3's clauses, python3-license-expression, and the lock: every artifact once, nothing else);
 # deterministic across stores, umask, locale and time zone; `build --sbom`; attached on push as OCI
 # referrers under the referrers tag of the real docker-registry 2.8 (which has no referrers API),
-# read back by skopeo and by `lockstep sbom docker://`; an SBOM of another image is refused.
+# read back by skopeo and by `lockstep sbom docker://`; an SBOM of another image is refused; an image
+# without its lock, and a registry image with no SBOM attached, described from its own package
+# databases (issue 37), judged by dpkg-query --admindir over the unpacked root and the schemas.
 source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
-need jq python3 gpg gpgconf dpkg-deb sha256sum skopeo docker-registry
+need jq python3 gpg gpgconf dpkg-deb dpkg-query sha256sum skopeo docker-registry umoci
 
 PY=/usr/bin/python3
 if ! "$PY" -c 'import jsonschema, license_expression' 2>/dev/null || [ ! -r /usr/share/nodejs/spdx-license-ids/index.json ]; then
@@ -89,6 +91,52 @@ ls_run sbom dir:"$WORK" --lock p/lockstep.lock
 assert_eq 2 "$RC" "a root directory has no digest to describe"
 pass "bad formats, locks and images are refused (exit 2) and nothing is written"
 
+# ---- the SBOM of an image without its lock, from what the image records itself --------------------
+# The image of p/ (debs, Python packages from a deb and from pip), described where its lock is not:
+# judged against dpkg-query over the unpacked root, the dist-info directories no deb owns, and the
+# schemas; the same bytes under another umask, locale and zone.
+in_p build --oci ../pimg
+assert_eq 0 "$RC" "build p/: $ERR"
+pdigest=$(last_line "$OUT")
+ls_run sbom oci:pimg -o scan.spdx.json
+assert_eq 0 "$RC" "sbom of an image whose lock is not here: $ERR"
+assert_contains "$ERR" "its lock is not here" "it says why it reads the image"
+assert_contains "$ERR" "from the image's own records" "and what it found"
+ls_run sbom oci:pimg --format cyclonedx-json -o scan.cdx.json
+assert_eq 0 "$RC" "sbom --format cyclonedx-json of the image: $ERR"
+umoci unpack --rootless --image "pimg:$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' pimg/index.json)" \
+  pbundle >/dev/null || fail "umoci can't unpack the image"
+root=pbundle/rootfs
+dpkg-query --admindir="$root/var/lib/dpkg" -W -f '${db:Status-Status} ${Package} ${Version} ${Architecture}\n' |
+  awk '$1 == "installed" { print "deb", $2, $3, $4 }' >scan.packages
+[ -s scan.packages ] || fail "dpkg-query lists no package"
+while IFS= read -r dist; do
+  dpkg-query --admindir="$root/var/lib/dpkg" -S "/${dist#"$root"/}" >/dev/null 2>&1 && continue # a deb's
+  "$PY" - "$dist/METADATA" >>scan.packages <<'PYEOF'
+import re, sys
+meta = open(sys.argv[1], encoding="utf-8").read().split("\n\n")[0]
+field = lambda k: re.search(rf"^{k}:\s*(.*)$", meta, re.M).group(1).strip()
+print("pypi", re.sub(r"[-_.]+", "-", field("Name")).lower(), field("Version"))
+PYEOF
+done < <(find "$root" -type d -name '*.dist-info')
+assert_contains "$(cat scan.packages)" "pypi alpha 1.0" "(the pip-installed wheel is among them)"
+for f in scan.spdx.json scan.cdx.json; do
+  "$PY" "$CHECK" "$f" --packages scan.packages --subject "$pdigest" --root "$root" >/dev/null ||
+    fail "$f against dpkg-query and the dist-info directories: $("$PY" "$CHECK" "$f" --packages scan.packages --subject "$pdigest" --root "$root" 2>&1 | tail -5)"
+done
+assert_eq "python3-six=MIT python3-yaml=(GPL-2.0-or-later OR Artistic-1.0) AND MIT AND Zlib alpha=MIT OR Apache-2.0" \
+  "$(jq -r '[.packages[] | select(.name == "python3-six" or .name == "python3-yaml" or .name == "alpha") | "\(.name)=\(.licenseDeclared)"] | join(" ")' scan.spdx.json)" \
+  "licenses from the image's DEP-5 copyright files and METADATA"
+old_umask=$(umask)
+umask 077
+LC_ALL=C TZ=Asia/Tokyo ls_run sbom oci:pimg -o scan-again.spdx.json
+umask "$old_umask"
+cmp -s scan.spdx.json scan-again.spdx.json || fail "the scanned SBOM differs with another umask, locale or zone"
+in_p sbom oci:../pimg --scan --name oci:pimg -o ../scan-here.spdx.json
+assert_eq 0 "$RC" "sbom --scan beside the lock: $ERR"
+cmp -s scan.spdx.json scan-here.spdx.json || fail "--scan beside the lock describes the same"
+pass "an image without its lock: every deb dpkg-query lists and every pip-installed package once, valid SPDX and CycloneDX"
+
 # ---- build --sbom, push --sbom, sbom docker:// ---------------------------------------------------
 mkdir img
 printf 'hello\n' >img/hello.txt
@@ -141,11 +189,12 @@ assert_eq 2 "$(skopeo inspect --tls-verify=false --raw "$referrers" |
   "the referrers index still lists the two SBOMs, once each"
 pass "attaching again changes nothing; an SBOM of another image (exit 1) or a malformed one (exit 2) is not attached"
 
-ls_run push --tls-verify=false oci:img/out "docker://$REG_HUB_HOST/team/bare:1"
+ls_run push --tls-verify=false oci:pimg "docker://$REG_HUB_HOST/team/bare:1"
 assert_eq 0 "$RC" "push without --sbom: $ERR"
-ls_run sbom --tls-verify=false "docker://$REG_HUB_HOST/team/bare:1"
-assert_eq 1 "$RC" "no SBOM attached"
-assert_contains "$ERR" "no spdx-json SBOM is attached" "says what is missing"
-pass "an image with no SBOM attached is exit 1, saying how to attach one"
+ls_run sbom --tls-verify=false "docker://$REG_HUB_HOST/team/bare:1" --name oci:pimg -o pulled-scan.spdx.json
+assert_eq 0 "$RC" "sbom of a registry image with no SBOM attached: $ERR"
+assert_contains "$ERR" "no spdx-json SBOM is attached" "says none is attached"
+cmp -s scan.spdx.json pulled-scan.spdx.json || fail "the registry image is described as the local one: $(diff <(jq . scan.spdx.json) <(jq . pulled-scan.spdx.json) | head)"
+pass "a registry image with no SBOM attached is described from what it records itself"
 
 done_testing

@@ -176,3 +176,34 @@ TEST_CASE("an SBOM names the digest it describes; other documents are refused", 
   REQUIRE_FALSE(no_subject);
   CHECK(no_subject.error().message.find("does not name the digest") != std::string::npos);
 }
+
+TEST_CASE("an SBOM of components: no checksum where none is known, distinct ids for one name twice",
+          "[sbom]") {
+  std::vector<SbomComponent> components;
+  components.push_back({"wheel", "six", "1.16.0", "pkg:pypi/six@1.16.0", "", "", "MIT", ""});
+  components.push_back(
+      {"deb", "libc6", "2.36-9", "pkg:deb/debian/libc6@2.36-9?arch=amd64", "", "", "", "amd64"});
+  components.push_back({"wheel", "six", "1.15.0", "pkg:pypi/six@1.15.0", "", "", "", ""});
+  components.push_back({"wheel", "six", "1.14.0", "pkg:pypi/six@1.14.0", "", "", "", ""});
+  SbomOptions o;
+  o.name = "scanned";
+  o.subject = sha256_of("image");
+  o.version = "test";
+  const auto spdx = nlohmann::json::parse(render_sbom(components, SbomFormat::spdx_json, o, 0));
+  std::vector<std::string> ids;
+  for (const auto& p : spdx["packages"]) {
+    ids.push_back(p["SPDXID"].get<std::string>());
+    if (p["SPDXID"] != "SPDXRef-image") {
+      CHECK_FALSE(p.contains("checksums"));
+    }
+  }
+  CHECK(ids == std::vector<std::string>{"SPDXRef-image", "SPDXRef-deb-libc6-amd64", "SPDXRef-wheel-six",
+                                        "SPDXRef-wheel-six-2", "SPDXRef-wheel-six-3"});
+  CHECK(spdx["packages"][2]["versionInfo"] == "1.14.0"); // by version within one name
+  CHECK(spdx["creationInfo"]["created"] == "1970-01-01T00:00:00Z");
+  const auto cdx = nlohmann::json::parse(render_sbom(components, SbomFormat::cyclonedx_json, o, 0));
+  REQUIRE(cdx["components"].size() == 4);
+  CHECK_FALSE(cdx["components"][0].contains("hashes"));
+  CHECK(render_sbom(components, SbomFormat::cyclonedx_json, o, 0) ==
+        render_sbom({components.rbegin(), components.rend()}, SbomFormat::cyclonedx_json, o, 0));
+}
