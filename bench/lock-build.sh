@@ -3,8 +3,9 @@
 # deb.debian.org), against mmdebstrap, in one run:
 #   1. lockstep lock + cold build (empty store: every .deb downloaded, layers built and compressed,
 #      maintainer scripts run, OCI layout written) versus
-#      `mmdebstrap --variant=apt --include=openmpi-bin,python3-mpi4py bookworm OUT.tar MIRROR`
-#      (downloads the same packages, installs them with apt and dpkg, writes a tarball);
+#      `mmdebstrap --variant=apt --include=openmpi-bin,python3-mpi4py bookworm OUT.tar SOURCES`
+#      over the example's three sources (bookworm, bookworm-updates, bookworm-security): it
+#      downloads the same packages, installs them with apt and dpkg, writes a tarball;
 #   2. a rebuild after changing one application file (hello.py), as a ratio to lockstep's cold build;
 #   3. a rebuild after changing one wheel (a local wheelhouse holding one small pure-Python wheel in
 #      two versions), as a ratio to lockstep's cold build.
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.."
 runs=${1:-3}
 BENCH_DIR=${BENCH_DIR:-/tmp/lockstep-bench}
 mirror=http://deb.debian.org/debian
+security=http://deb.debian.org/debian-security
 source bench/lib.sh
 bench_lockstep
 bench_need mmdebstrap python3 tar
@@ -105,8 +107,9 @@ for i in $(seq 1 "$runs"); do
   # mmdebstrap: the same packages from the same mirror, into a tarball, no cache.
   rm -f "$work/peer.tar"
   t0=$(now)
-  mmdebstrap --quiet --variant=apt --include=openmpi-bin,python3-mpi4py bookworm "$work/peer.tar" "$mirror" \
-    >/dev/null 2>&1
+  mmdebstrap --quiet --variant=apt --include=openmpi-bin,python3-mpi4py bookworm "$work/peer.tar" \
+    "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
+    "deb $security bookworm-security main" >/dev/null 2>&1
   t1=$(now)
   peer+=("$(secs "$t0" "$t1")")
 done

@@ -150,6 +150,7 @@ int run(int argc, char** argv) {
   register_init(app, ctx);
   register_check(app, ctx);
   register_lock(app, ctx);
+  register_outdated(app, ctx);
   register_build(app, ctx);
   register_push(app, ctx);
   register_pull(app, ctx);

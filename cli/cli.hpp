@@ -54,6 +54,7 @@ void register_preflight(CLI::App& app, Context& ctx);
 void register_stage(CLI::App& app, Context& ctx);
 void register_doctor(CLI::App& app, Context& ctx);
 void register_lock(CLI::App& app, Context& ctx);
+void register_outdated(CLI::App& app, Context& ctx);
 void register_verify(CLI::App& app, Context& ctx);
 void register_diff(CLI::App& app, Context& ctx);
 void register_export(CLI::App& app, Context& ctx);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,7 @@ constexpr const char* k_examples = R"(Examples:
   lockstep lock --update openmpi-bin     move only openmpi-bin (and what it needs) to the newest versions
   lockstep lock --update base            move an image base to the manifest its reference names now
   lockstep lock --update                 re-resolve everything to the newest versions
+  lockstep lock --update --security      move only the debs with a newer build in a security suite
   lockstep lock --refresh                read every Python index page again (not the cached copies)
   lockstep lock examples/mpi-hello/lockstep.yaml --json
 
@@ -71,6 +73,10 @@ Result<ExitCode> run_lock(const builder::RelockRequest& args, const Context& ctx
   case builder::RelockAction::written:
     break;
   }
+  if (outcome.no_security_updates && !ctx.json) {
+    log::info("{}: no locked package has a newer build in a security suite; nothing moved", lock_path);
+    return ExitCode::ok;
+  }
   const bool same = outcome.action == builder::RelockAction::unchanged;
   if (ctx.json) {
     nlohmann::json j{{"lock", lock_path},
@@ -101,6 +107,9 @@ void register_lock(CLI::App& app, Context& ctx) {
                   "Move only these packages, or the image base with 'base' (none named: everything)")
       ->type_name("NAME")
       ->expected(0, -1);
+  cmd->add_flag("--security", args->request.security,
+                "With --update: move only the debs whose newer build is in a security suite or "
+                "archive (bookworm-security, jammy-security), and what those need");
   cmd->add_flag(
       "--refresh", args->request.refresh,
       "Read every Python index page again, even those the cache holds fresh (Cache-Control max-age)");
@@ -136,6 +145,14 @@ void register_lock(CLI::App& app, Context& ctx) {
     }
     if (args->request.check && args->request.update_given) {
       throw CLI::ValidationError("--check and --update can't be used together");
+    }
+    if (args->request.security && !args->request.update_given) {
+      throw CLI::ValidationError("--security goes with --update: `lockstep lock --update --security`");
+    }
+    if (args->request.security && std::any_of(args->request.update.begin(), args->request.update.end(),
+                                              [](const std::string& name) { return !name.empty(); })) {
+      throw CLI::ValidationError("--update --security picks the packages itself; give no names (or "
+                                 "drop --security to move the named ones)");
     }
     args->request.resolver_timeout = std::chrono::seconds(args->resolver_timeout_s);
     ctx.action = [args, &ctx] { return run_lock(args->request, ctx); };

@@ -221,7 +221,11 @@ Result<LoadedSuite> load_suite(const envspec::Repo& repo, const std::string& sui
                   decompress_index(compressed, names[i], k_max_index_text_size, text_sizes[i]));
     decompress_timer.stop();
     log::Timer parse_timer("parse " + names[i]);
-    return parse_packages_index(text, names[i], index);
+    LS_TRY_ASSIGN(std::vector<AptPackage> packages, parse_packages_index(text, names[i], index));
+    for (AptPackage& p : packages) {
+      p.suite = suite;
+    }
+    return packages;
   };
   // As many at once as there are cores: a decompressed index can be a hundred megabytes.
   const std::size_t width = std::max(1U, std::thread::hardware_concurrency());

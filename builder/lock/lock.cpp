@@ -13,6 +13,7 @@
 #include "envspec/stack/stack.hpp"
 #include "support/base/log.hpp"
 #include "support/base/version.hpp"
+#include "support/debian/apt_packages.hpp"
 #include "support/net/http.hpp"
 #include "support/system/confine.hpp"
 
@@ -162,18 +163,22 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
   }
   // An `all` package appears in every architecture's index, and a package in several suites of one
   // entry: keep one record per repository (the same bytes; two different files of one version stay
-  // apart, and the universe orders them by digest).
+  // apart, and the universe orders them by digest). The record kept names a security suite that
+  // lists it if one does (Ubuntu copies each security update into -updates too), else the first
+  // suite in the spec's order.
   // Sorted by position (an AptPackage is large to move), then moved once into place.
   log::Timer dedup_timer("deduplicate packages");
   std::vector<std::uint32_t> order(all.size());
+  std::vector<char> other_suite(all.size()); // 0 for a security suite: it sorts first
   for (std::size_t i = 0; i < order.size(); ++i) {
     order[i] = static_cast<std::uint32_t>(i);
+    other_suite[i] = is_security_suite(all[i].suite) ? 0 : 1;
   }
-  std::sort(order.begin(), order.end(), [&all](std::uint32_t x, std::uint32_t y) {
+  std::sort(order.begin(), order.end(), [&all, &other_suite](std::uint32_t x, std::uint32_t y) {
     const AptPackage& a = all[x];
     const AptPackage& b = all[y];
-    return std::tie(a.repo, a.name, a.architecture, a.version, a.sha256) <
-           std::tie(b.repo, b.name, b.architecture, b.version, b.sha256);
+    return std::tie(a.repo, a.name, a.architecture, a.version, a.sha256, other_suite[x], x) <
+           std::tie(b.repo, b.name, b.architecture, b.version, b.sha256, other_suite[y], y);
   });
   order.erase(std::unique(order.begin(), order.end(),
                           [&all](std::uint32_t x, std::uint32_t y) {
@@ -259,6 +264,7 @@ Result<void> lock_apt(const envspec::Spec& spec, const BlobStore& store, const L
     a.sha256 = p.sha256;
     a.url = pool_urls[static_cast<std::size_t>(p.repo)] + "/" + p.filename;
     a.repo = p.repo;
+    a.suite = p.suite;
     a.reason = r.reasons.empty() ? "" : r.reasons.front();
     lock.artifacts.push_back(std::move(a));
   }
@@ -615,12 +621,17 @@ std::vector<std::string> describe_lock_changes(const envspec::Lock& before, cons
                               before.base ? before.base->image + " " + before.base->manifest.str() : "none",
                               after.base ? after.base->image + " " + after.base->manifest.str() : "none"));
   }
+  // A deb says the suite its new version comes from ("~ libssl3 3.0.11-1~deb12u2 -> 3.0.15-1~deb12u1
+  // (bookworm-security)").
+  const auto from = [](const envspec::LockedArtifact& x) {
+    return x.suite.empty() ? std::string() : " (" + x.suite + ")";
+  };
   for (const auto& [k, x] : b) {
     auto it = a.find(k);
     if (it == a.end()) {
-      out.push_back(fmt::format("+ {} {}", x->name, x->version));
+      out.push_back(fmt::format("+ {} {}{}", x->name, x->version, from(*x)));
     } else if (it->second->version != x->version || it->second->sha256 != x->sha256) {
-      out.push_back(fmt::format("~ {} {} -> {}", x->name, it->second->version, x->version));
+      out.push_back(fmt::format("~ {} {} -> {}{}", x->name, it->second->version, x->version, from(*x)));
     }
   }
   for (const auto& [k, x] : a) {

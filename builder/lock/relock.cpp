@@ -6,6 +6,7 @@
 #include "envspec/load/load.hpp"
 #include "envspec/settings/settings.hpp"
 #include "support/base/log.hpp"
+#include "support/debian/apt_packages.hpp"
 #include "support/net/curl_lib.hpp"
 #include "support/store/blob_store.hpp"
 #include "support/system/fs.hpp"
@@ -17,6 +18,8 @@
 #include <cstdlib>
 #include <future>
 #include <iterator>
+#include <map>
+#include <set>
 
 namespace lockstep::builder {
 
@@ -122,6 +125,86 @@ Result<void> check_update_names(const std::vector<std::string>& names, const env
   return {};
 }
 
+// What a re-lock of `spec` with nothing kept would change in `lock`, by kind and name; nothing is
+// written. Debs name the suite of the new version and whether it is a security update.
+// Whether a re-lock would keep `a`'s release: a deb of the same version and file, a conda package
+// of the same version and build, a wheel or git source of the same version (another wheel file of
+// one version, for another platform tag, is not an update).
+bool same_release(const envspec::LockedArtifact& a, const envspec::LockedArtifact& b) {
+  if (a.version != b.version) {
+    return false;
+  }
+  if (a.kind == "deb") {
+    return a.sha256 == b.sha256;
+  }
+  if (a.kind == "conda" && a.conda && b.conda) {
+    return a.conda->build == b.conda->build;
+  }
+  return true;
+}
+
+Result<std::vector<OutdatedEntry>> compare_with_now(const envspec::Spec& spec, const envspec::Lock& lock,
+                                                    BlobStore& store, const RelockRequest& args) {
+  LockOptions options;
+  options.update_all = true; // nothing kept: what a `lock --update` would take now
+  options.refresh = true;
+  options.resolver_steps = args.resolver_steps;
+  options.resolver_timeout = args.resolver_timeout;
+  options.epoch = lock.epoch;
+  LS_TRY_ASSIGN(const envspec::Lock now, make_lock(spec, store, options));
+
+  using Key = std::pair<std::string, std::string>; // kind, name (NAME:ARCH for a foreign deb)
+  const auto key = [&spec](const envspec::LockedArtifact& a) {
+    const std::string& native = spec.platform.architecture;
+    return Key{a.kind, a.kind == "deb" && !a.arch.empty() && a.arch != "all" && a.arch != native
+                           ? a.name + ":" + a.arch
+                           : a.name};
+  };
+  std::map<Key, const envspec::LockedArtifact*> before;
+  std::map<Key, const envspec::LockedArtifact*> after;
+  for (const envspec::LockedArtifact& a : lock.artifacts) {
+    before[key(a)] = &a;
+  }
+  for (const envspec::LockedArtifact& a : now.artifacts) {
+    after[key(a)] = &a;
+  }
+  const auto url_of_repo = [&now](int repo) {
+    return repo >= 0 && static_cast<std::size_t>(repo) < now.repos.size()
+               ? now.repos[static_cast<std::size_t>(repo)].url
+               : std::string();
+  };
+  std::vector<OutdatedEntry> entries;
+  if (lock.base && now.base && lock.base->manifest != now.base->manifest) {
+    entries.push_back(OutdatedEntry{"base", lock.base->image, lock.base->manifest.str(),
+                                    now.base->manifest.str(), "", false});
+  }
+  std::set<Key> keys;
+  for (const auto& [k, a] : before) {
+    keys.insert(k);
+  }
+  for (const auto& [k, a] : after) {
+    keys.insert(k);
+  }
+  for (const Key& k : keys) {
+    const auto b = before.find(k);
+    const auto a = after.find(k);
+    const envspec::LockedArtifact* old = b == before.end() ? nullptr : b->second;
+    const envspec::LockedArtifact* fresh = a == after.end() ? nullptr : a->second;
+    if (old != nullptr && fresh != nullptr && same_release(*old, *fresh)) {
+      continue;
+    }
+    OutdatedEntry e{
+        k.first, k.second, old != nullptr ? old->version : "", fresh != nullptr ? fresh->version : "",
+        "",      false};
+    if (fresh != nullptr) {
+      e.suite = fresh->suite;
+      e.security = fresh->kind == "deb" && is_security_source(fresh->suite, url_of_repo(fresh->repo));
+    }
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
 } // namespace
 
 Result<RelockOutcome> relock(const RelockRequest& args) {
@@ -166,7 +249,31 @@ Result<RelockOutcome> relock(const RelockRequest& args) {
   std::vector<std::string> names;
   std::copy_if(args.update.begin(), args.update.end(), std::back_inserter(names),
                [](const std::string& n) { return !n.empty(); });
-  options.update_all = args.update_given && names.empty();
+  if (args.security) {
+    // Exactly the debs whose newest build now comes from a security suite; a re-lock that keeps
+    // every other version then moves them and whatever their new versions need.
+    if (!previous) {
+      return invalid_input("--security: {} has no lock to update; run `lockstep lock` first",
+                           lock_path.string());
+    }
+    LS_TRY_ASSIGN(const std::vector<OutdatedEntry> now, compare_with_now(spec, *previous, store, args));
+    names.clear();
+    for (const OutdatedEntry& e : now) {
+      if (e.kind == "deb" && e.security && !e.locked.empty() && !e.available.empty()) {
+        names.push_back(e.name.substr(0, e.name.find(':')));
+      }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    if (names.empty()) {
+      outcome.action = RelockAction::unchanged;
+      outcome.digest = envspec::lock_digest(*previous);
+      outcome.artifacts = previous->artifacts.size();
+      outcome.no_security_updates = true;
+      return outcome;
+    }
+  }
+  options.update_all = args.update_given && names.empty() && !args.security;
   options.refresh = args.refresh;
   options.resolver_steps = args.resolver_steps;
   options.resolver_timeout = args.resolver_timeout;
@@ -188,6 +295,21 @@ Result<RelockOutcome> relock(const RelockRequest& args) {
   outcome.digest = envspec::lock_digest(lock);
   outcome.artifacts = lock.artifacts.size();
   return outcome;
+}
+
+Result<OutdatedReport> outdated(const RelockRequest& args) {
+  envspec::LoadOptions load;
+  load.allow_outside = args.allow_outside;
+  LS_TRY_ASSIGN(const envspec::Spec spec, envspec::load_spec(args.spec, load));
+  OutdatedReport report;
+  report.lock_path = lock_path_of(spec.file, args.lock);
+  if (std::error_code ec; !std::filesystem::exists(report.lock_path, ec)) {
+    return invalid_input("{}: no lock to compare with; run `lockstep lock` first", report.lock_path.string());
+  }
+  LS_TRY_ASSIGN(const envspec::Lock lock, envspec::read_lock(report.lock_path));
+  LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
+  LS_TRY_ASSIGN(report.entries, compare_with_now(spec, lock, store, args));
+  return report;
 }
 
 Result<std::optional<envspec::Lock>> lock_for_build(const envspec::Spec& spec, const std::string& lock_arg,

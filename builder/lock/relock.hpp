@@ -30,7 +30,10 @@ struct RelockRequest {
   std::vector<std::string> update; ///< --update NAME...: move only these ("base": the image base)
   bool update_given = false;       ///< --update was given (with no names: move everything)
   bool refresh = false;            ///< --refresh: read every Python index page again
-  bool allow_outside = false;      ///< host paths the spec reads may lie outside its directory
+  /// --update --security: move exactly the debs with a newer build in a security suite (and what
+  /// their new versions need), nothing else.
+  bool security = false;
+  bool allow_outside = false; ///< host paths the spec reads may lie outside its directory
   std::size_t resolver_steps = LockOptions{}.resolver_steps;
   std::chrono::seconds resolver_timeout = LockOptions{}.resolver_timeout;
 };
@@ -54,6 +57,8 @@ struct RelockOutcome {
   std::size_t artifacts = 0; ///< the lock's artifacts
   /// --check of a stale lock: the error (check_failed) the check ends with, naming what changed.
   std::optional<Error> stale;
+  /// --security found no deb with a newer build in a security suite: nothing was moved.
+  bool no_security_updates = false;
 };
 
 /// `lockstep lock`: reads the spec and its lock; with `check`, judges the lock; else keeps a current
@@ -61,6 +66,28 @@ struct RelockOutcome {
 /// versions kept for what --update does not name) and writes the lock when its text changed. An
 /// --update name that is not in the new lock is invalid_input, before anything is written.
 Result<RelockOutcome> relock(const RelockRequest& request);
+
+/// One package the repositories now offer at another version than the lock pins (`lockstep
+/// outdated`).
+struct OutdatedEntry {
+  std::string kind;      ///< "deb", "wheel", "conda", "git" or "base"
+  std::string name;      ///< a deb of a foreign architecture as NAME:ARCH; base: the image reference
+  std::string locked;    ///< the lock's version ("" for a package a re-lock would add)
+  std::string available; ///< what a re-lock would take ("" for a package it would drop)
+  std::string suite;     ///< deb: the suite of the available version ("bookworm-security")
+  bool security = false; ///< the available version comes from a security suite or archive
+};
+
+/// The lock against what its repositories offer now.
+struct OutdatedReport {
+  std::filesystem::path lock_path;
+  std::vector<OutdatedEntry> entries; ///< by kind, then name
+};
+
+/// `lockstep outdated`: reads the spec and its lock (which must exist), resolves the spec afresh
+/// (every index read again, nothing kept from the lock) without writing anything, and lists what
+/// moved: debs, wheels, conda packages, git sources and the image base.
+Result<OutdatedReport> outdated(const RelockRequest& request);
 
 /// The lock a build of `spec` uses: none when the spec has nothing to lock; else the lock at
 /// `lock_arg` (default beside the spec). With `locked`, a missing or stale lock is an error (exit 1);

@@ -515,6 +515,9 @@ std::string render_lock(const Lock& lock) {
     if (!a.rev.empty()) {
       j["rev"] = a.rev;
     }
+    if (!a.suite.empty()) {
+      j["suite"] = a.suite;
+    }
     j["size"] = a.size;
     j["sha256"] = a.sha256.hex();
     if (a.conda) {
@@ -657,9 +660,9 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
                      "timestamp", "license", "python-site-packages-path"});
         a.conda = read_conda_record(r, j, path);
       } else {
-        r.only_keys(
-            j, path,
-            {"kind", "name", "version", "arch", "group", "rev", "size", "sha256", "url", "repo", "reason"});
+        r.only_keys(j, path,
+                    {"kind", "name", "version", "arch", "group", "rev", "suite", "size", "sha256", "url",
+                     "repo", "reason"});
       }
       if (a.kind != "deb" && a.kind != "wheel" && a.kind != "git" && a.kind != "conda") {
         r.fail(path + ".kind", fmt::format("expected deb, wheel, conda or git, found '{}'", a.kind));
@@ -672,6 +675,7 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       a.arch = r.str(j, path, "arch", true);
       a.group = r.str(j, path, "group", true);
       a.rev = r.str(j, path, "rev", true);
+      a.suite = r.str(j, path, "suite", true);
       a.reason = r.str(j, path, "reason", true);
       const std::int64_t size = r.integer(j, path, "size");
       if (size < 0) {

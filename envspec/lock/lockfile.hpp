@@ -74,6 +74,7 @@ struct LockedArtifact {
   std::string url;    ///< where it is fetched from
   int repo = -1;      ///< index into Lock::repos (-1 for git)
   std::string rev;    ///< git: the rev the spec asked for
+  std::string suite;  ///< deb: the suite whose index listed it ("bookworm-security"), "" if unknown or flat
   std::string reason; ///< why it is in the lock ("requested", "openmpi-bin (Depends)")
   std::optional<LockedCondaRecord> conda; ///< conda: the rest of its record
 };

@@ -282,6 +282,16 @@ private:
 
 } // namespace
 
+bool is_security_suite(std::string_view suite) {
+  return suite.ends_with("-security") || suite.ends_with("/updates");
+}
+
+bool is_security_source(std::string_view suite, std::string_view url) {
+  return is_security_suite(suite) || url.find("debian-security") != std::string_view::npos ||
+         url.find("security.debian.org") != std::string_view::npos ||
+         url.find("security.ubuntu.com") != std::string_view::npos;
+}
+
 bool valid_debian_package_name(std::string_view name) {
   if (name.size() < 2 || name.size() > 255) {
     return false;

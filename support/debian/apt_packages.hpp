@@ -33,7 +33,8 @@ struct AptPackage {
   /// The paragraph exactly as in the index (its lines up to the blank line, each ending in '\n'),
   /// kept for the lock and the dpkg status file; at most k_max_apt_paragraph bytes.
   std::string control;
-  int repo = 0; ///< the repository it came from (its index in the spec, which is its priority)
+  int repo = 0;      ///< the repository it came from (its index in the spec)
+  std::string suite; ///< the suite of that repository whose index listed it ("" for a flat one)
 };
 
 /// One package of a dpkg status file (/var/lib/dpkg/status): the package's fields as an index has
@@ -62,6 +63,14 @@ inline constexpr std::size_t k_max_apt_paragraph = std::size_t{1} << 20;
 /// True for a valid Debian package name: lowercase letters, digits, '+', '-' and '.', at least two
 /// characters, starting with a letter or digit (policy §5.6.7).
 bool valid_debian_package_name(std::string_view name);
+
+/// Whether `suite` is a security suite: *-security (Debian since bullseye, Ubuntu) or */updates
+/// (Debian's security archive before bullseye).
+bool is_security_suite(std::string_view suite);
+
+/// Whether a deb from `suite` of the repository at `url` is a security update: a security suite, or
+/// a security archive (debian-security, security.debian.org, security.ubuntu.com).
+bool is_security_source(std::string_view suite, std::string_view url);
 
 /// Parses a Packages index; `what` names it in errors ("bookworm main/binary-amd64/Packages") and
 /// `repo` is stored in every package. Every paragraph must have a valid Package, Version,

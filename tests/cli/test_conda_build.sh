@@ -9,7 +9,8 @@
 #     of the packages' etc/conda/env_vars.d files and activate.d scripts (evaluated statically);
 #   - a `run:` step over the environment runs a package's relocated script from PATH;
 #   - `verify` checks the files against conda-meta and the packages against the lock (a changed and
-#     a removed file named with their package); the SBOM lists pkg:conda purls; `diff` compares;
+#     a removed file named with their package); the SBOM lists pkg:conda purls, from the lock and
+#     (--scan) from conda-meta alone; `diff` compares; `outdated` lists a newer package published;
 #   - `export --explicit` / `--conda-lock` name exactly the lock's packages (read by CEP 23's regex and
 #     as CEP 37 structures them), each after its dependencies;
 #   - packages.pip over the conda python: wheels go into its site-packages, conda's Python packages
@@ -180,6 +181,28 @@ assert_eq '["TOOL_DATA=/opt/conda/share/tool","TOOL_MODE=fast","TOOL_HOME=/opt/c
 assert_contains "$ERR" "etc/conda/activate.d/tool-activate.sh" "the script that was only partly evaluated is named"
 pass "the image's Env activates the environment, the packages' activation variables included"
 
+# `lockstep outdated` over a conda channel (its own copy under /od, so the rest is untouched): a
+# newer libzlib published after the lock is listed, and nothing is written.
+python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" channel/od channel.json
+mkdir od
+sed "s|{conda: $CHANNEL}|{conda: $CHANNEL/od}|" lockstep.yaml >od/lockstep.yaml
+cp -r rootfs od/
+ls_run lock od/lockstep.yaml
+assert_eq 0 "$RC" "lock over /od: $ERR"
+ls_run outdated od/lockstep.yaml
+assert_eq 0 "$RC" "outdated right after locking: $OUT $ERR"
+jq '.packages += [.packages[] | select(.name == "libzlib") | .version = "1.3.2"]' channel.json >channel-next.json
+python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" channel/od channel-next.json
+find channel/od -name 'repodata.json*' -exec touch -d "@$(($(date +%s) + 5))" {} +
+cp od/lockstep.lock od/lock.before
+ls_run outdated od/lockstep.lock --json
+assert_eq 1 "$RC" "outdated after libzlib 1.3.2 was published: $OUT $ERR"
+assert_eq "conda libzlib 1.3.1 1.3.2 false" \
+  "$(jq -r '.packages[] | "\(.kind) \(.name) \(.locked) \(.available) \(.security)"' <<<"$OUT")" \
+  "outdated lists the newer conda package"
+cmp -s od/lockstep.lock od/lock.before || fail "outdated writes nothing"
+pass "outdated lists a newer conda package in the channel (exit 1) and writes nothing"
+
 # ---- verify, sbom, diff ----------------------------------------------------------------------------
 ls_run verify oci:out --lock lockstep.lock --json
 assert_eq 0 "$RC" "verify: $OUT $ERR"
@@ -207,6 +230,17 @@ for doc in conda.spdx.json conda.cdx.json; do
   /usr/bin/python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/sbom_check.py" $doc lockstep.lock >/dev/null || fail "sbom_check: $doc"
 done
 pass "the SBOM lists conda packages as pkg:conda (SPDX and CycloneDX, judged by sbom_check.py)"
+
+# The image without its lock: its conda-meta records, read by jq, are what the SBOM lists.
+for f in $R/opt/conda/conda-meta/*.json; do jq -r '"conda \(.name) \(.version) \(.build)"' "$f"; done >conda.packages
+ls_run sbom oci:out --scan -o scan.cdx.json
+assert_eq 0 "$RC" "sbom --scan: $ERR"
+/usr/bin/python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/sbom_check.py" scan.cdx.json --packages conda.packages \
+  --subject "$digest" >/dev/null || fail "sbom_check of the scanned image"
+assert_eq "$(jq -r '.artifacts[] | select(.kind == "conda" and .name == "tool") | .sha256' lockstep.lock)" \
+  "$(jq -r '.components[] | select(.name == "tool") | .hashes[0].content' scan.cdx.json)" \
+  "a conda package's sha256 comes from its conda-meta record"
+pass "the image's conda-meta records, without the lock, give the same conda packages"
 
 ls_run diff lockstep.lock oci:out
 assert_eq 0 "$RC" "diff lock vs image: $OUT $ERR"
@@ -352,6 +386,10 @@ hostile() { # WHAT PACKAGE-JSON EXPECTED-MESSAGE
   printf '{"packages": [%s]}' "$2" >hc.json
   python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" hc/channel hc.json
   cp -r hc/channel/. channel/
+  # The server's Last-Modified has whole seconds: each new repodata gets a later one than the
+  # last, or a conditional request within the same second would be told "not modified".
+  hostile_n=$((${hostile_n:-0} + 1))
+  find channel -name 'repodata.json*' -exec touch -d "@$(($(date +%s) + 10 * hostile_n))" {} +
   cat >lockstep.yaml <<YAML
 lockstep: 1
 name: condabad

@@ -23,7 +23,10 @@ fi
 example="$LOCKSTEP_SOURCE_DIR/examples/mpi-hello"
 
 # ---- the base image, in the registry ------------------------------------------------------------------
-SOURCE_DATE_EPOCH=1700000000 mmdebstrap --quiet --variant=apt bookworm base.tar http://deb.debian.org/debian \
+# From Debian's standard sources, as the example's (and as Debian's own bookworm images are made).
+SOURCE_DATE_EPOCH=1700000000 mmdebstrap --quiet --variant=apt bookworm base.tar \
+  "deb http://deb.debian.org/debian bookworm main" "deb http://deb.debian.org/debian bookworm-updates main" \
+  "deb http://deb.debian.org/debian-security bookworm-security main" \
   >/dev/null 2>mmdebstrap.log || fail "mmdebstrap failed: $(tail -5 mmdebstrap.log)"
 skopeo copy --quiet tarball:base.tar oci:base-layout:bookworm || fail "skopeo can't make an image of the tarball"
 registry_up hub plain

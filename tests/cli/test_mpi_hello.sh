@@ -25,7 +25,11 @@ fi
 # The example as the mpi_hello fixture built it this run from its committed lock (outputs out,
 # out.sif and two SBOMs), copied so that the outputs and any re-lock stay in the suite's directory.
 mpi_hello_fixture ex
-cmp -s "$example/lockstep.lock" ex/lockstep.lock || fail "the fixture's lock is not the example's"
+if [ -e ex/relocked ]; then
+  echo "note: the fixture moved to newer security fixes than the committed lock names: $(cat ex/relocked)" >&2
+else
+  cmp -s "$example/lockstep.lock" ex/lockstep.lock || fail "the fixture's lock is not the example's"
+fi
 ls_run lock --check ex/lockstep.yaml
 assert_eq 0 "$RC" "the committed lock matches the example's spec: $ERR"
 digest=$MPI_HELLO_DIGEST

@@ -71,15 +71,17 @@ grep -q "GET /dists/jammy-updates/universe/binary-amd64/by-hash/SHA256/[0-9a-f]\
 pass "lock reads the indexes apt reads, falls back from a by-hash miss, and agrees with apt"
 
 # ---- priorities between entries, as apt's pins -------------------------------------------------------
-# Two entries, as Debian's standard sources are two (the main archive, the security archive): at
-# apt's default priority the newer build wins wherever it is; `priority: 1001` makes an entry win.
+# Two entries, as Debian's standard sources are two (the main archive, the security archive at its
+# own URL, here the same archive served again under /debian-security): at apt's default priority
+# the newer build wins wherever it is; `priority: 1001` makes an entry win.
+ln -s . "$S/debian-security"
 two_entries() { # PRIORITY-OF-JAMMY-YAML
   cat >lockstep.yaml <<YAML
 lockstep: 1
 name: security
 repos:
   - {apt: $HTTP_URL, suite: jammy, components: [main, universe], keyring: keyring.gpg$1}
-  - {apt: $HTTP_URL, suite: jammy-updates, components: [main, universe], keyring: keyring.gpg}
+  - {apt: $HTTP_URL/debian-security, suite: jammy-updates, components: [main, universe], keyring: keyring.gpg}
 packages:
   apt: [python3.10, nvtop, libnccl-dev]
 YAML
@@ -91,6 +93,8 @@ assert_eq 0 "$RC" "lock two entries: $ERR"
 assert_eq "$expected" "$(jq -r '.artifacts[] | select(.kind == "deb") | "\(.name) \(.version)"' lockstep.lock | LC_ALL=C sort)" \
   "two entries of equal priority lock what apt installs: the newer builds of the second"
 assert_contains "$expected" "libssl3 3.0.2-0ubuntu1.15" "(jammy-updates' libssl3)"
+assert_eq "$HTTP_URL/debian-security/pool/main/o/openssl/libssl3_3.0.2-0ubuntu1.15_amd64.deb" \
+  "$(jq -r '.artifacts[] | select(.name == "libssl3") | .url' lockstep.lock)" "from the second entry's URL"
 two_entries ", priority: 1001"
 ls_run lock --update
 assert_eq 0 "$RC" "lock with priority 1001: $ERR"

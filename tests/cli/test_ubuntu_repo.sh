@@ -14,7 +14,9 @@
 #   - a newer package in jammy-updates leaves the lock valid (`lock --check` judges the spec, not
 #     the archive) and builds the locked versions; `lock --update NAME` moves it, changing only
 #     jammy-updates' Release record, in agreement with apt again; changing `suites` makes the lock
-#     stale; a suite the archive lacks is named.
+#     stale; a suite the archive lacks is named;
+#   - each deb records its suite; `lockstep outdated` says nothing moved right after locking (exit 0)
+#     and lists libssl3's newer build in jammy-updates after the archive moved (exit 1, --json).
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=apt_oracle.sh
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/apt_oracle.sh"
@@ -125,7 +127,14 @@ assert_eq 0 "$RC" "lock again: $ERR"
 cmp -s lock.1 lockstep.lock || fail "locking twice gives different locks: $(diff lock.1 lockstep.lock)"
 ls_run lock --check
 assert_eq 0 "$RC" "lock --check on a fresh lock: $ERR"
-pass "the lock records both suites' Release files, indexes come by hash, and locking is deterministic"
+assert_eq "libssl3 jammy-updates|media-types jammy|nvtop jammy" \
+  "$(jq -r '[.artifacts[] | select(.name == "libssl3" or .name == "nvtop" or .name == "media-types") | "\(.name) \(.suite)"] | join("|")' lockstep.lock)" \
+  "each deb records the suite that listed it (the first of two that list the same one)"
+ls_run outdated
+assert_eq 0 "$RC" "outdated right after locking: $ERR"
+assert_contains "$OUT" "is up to date with its repositories" "nothing is outdated"
+cmp -s lock.1 lockstep.lock || fail "outdated writes nothing"
+pass "the lock records both suites' Release files and each deb's suite, indexes come by hash, and locking is deterministic"
 
 # One suite, written either way, keeps the lock line a single suite always had.
 mkdir -p one/ubuntu
@@ -172,6 +181,18 @@ ls_run build --locked
 assert_eq 0 "$RC" "build --locked after the archive moved: $ERR"
 pass "a newer package in jammy-updates leaves the lock valid and buildable (its .debs stay in the pool)"
 
+ls_run outdated
+assert_eq 1 "$RC" "outdated after the archive moved: $ERR"
+assert_contains "$OUT" "libssl3" "outdated names libssl3"
+assert_contains "$OUT" "3.0.2-0ubuntu1.15 -> 3.0.2-0ubuntu1.16  jammy-updates" "with both versions and the suite"
+ls_run outdated --json
+assert_eq 1 "$RC" "outdated --json: $ERR"
+assert_eq "1 0 deb libssl3 3.0.2-0ubuntu1.15 3.0.2-0ubuntu1.16 jammy-updates false" \
+  "$(jq -r '"\(.outdated) \(.security) " + (.packages[] | "\(.kind) \(.name) \(.locked) \(.available) \(.suite) \(.security)")' <<<"$OUT")" \
+  "--json lists the package, not a security update (jammy-updates)"
+cmp -s lock.1 lockstep.lock || fail "outdated writes nothing"
+pass "outdated lists what the repositories offer over the lock, exit 1, and writes nothing"
+
 apt_oracle_setup "$WORK/apt2" \
   "deb [signed-by=$U/keyring.gpg] $HTTP_URL jammy main universe" \
   "deb [signed-by=$U/keyring.gpg] $HTTP_URL jammy-updates main universe"
@@ -198,10 +219,10 @@ assert_contains "$ERR" "repos: removed {\"apt\":\"$HTTP_URL\",\"components\":[\"
   "lock --check names the old entry"
 assert_contains "$ERR" "repos: added {\"apt\":\"$HTTP_URL\",\"components\":[\"main\",\"universe\"],\"suite\":\"jammy\"}" \
   "lock --check names the new entry"
-write_spec "suites: [jammy, jammy-updates, jammy-security]"
+write_spec "suites: [jammy, jammy-updates, jammy-backports]"
 ls_run lock
 assert_eq 3 "$RC" "a suite the archive lacks (not found: an external error)"
-assert_contains "$ERR" "$HTTP_URL/dists/jammy-security/InRelease" "the missing suite's Release is named"
+assert_contains "$ERR" "$HTTP_URL/dists/jammy-backports/InRelease" "the missing suite's Release is named"
 write_spec "suites: [jammy, jammy-updates]"
 ls_run lock --check
 assert_eq 0 "$RC" "the lock is fresh again for the spec it was made from: $ERR"

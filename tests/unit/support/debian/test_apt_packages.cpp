@@ -341,3 +341,18 @@ TEST_CASE("Ubuntu's Packages fields (Original-Maintainer, Task, Phased-Update-Pe
   CHECK(p.sha256.hex() == k_sha_a);
   CHECK(p.control == text);
 }
+
+TEST_CASE("Security suites and archives are told apart from the others", "[apt][security]") {
+  CHECK(is_security_suite("bookworm-security"));
+  CHECK(is_security_suite("jammy-security"));
+  CHECK(is_security_suite("buster/updates")); // Debian's security archive before bullseye
+  CHECK_FALSE(is_security_suite("bookworm-updates"));
+  CHECK_FALSE(is_security_suite("bookworm"));
+  CHECK_FALSE(is_security_suite("security"));
+  CHECK_FALSE(is_security_suite(""));
+  CHECK(is_security_source("bookworm-security", "http://deb.debian.org/debian-security"));
+  CHECK(is_security_source("bookworm", "http://security.debian.org/debian-security"));
+  CHECK(is_security_source("jammy", "http://security.ubuntu.com/ubuntu"));
+  CHECK_FALSE(is_security_source("jammy-updates", "http://archive.ubuntu.com/ubuntu"));
+  CHECK_FALSE(is_security_source("bookworm", "http://deb.debian.org/debian"));
+}
