@@ -61,6 +61,7 @@ constexpr const char* k_examples = R"(Examples:
   lockstep exec --pid --hostname node1 --net none oci:build/hello -- ps
   lockstep exec --gpus=0 oci:build/cuda -- nvidia-smi
   lockstep exec --user 1000:1000 ./rootfs -- id  a root directory (a "sandbox")
+  lockstep exec --platform linux/arm64 oci:build/hello -- uname -m   an arm64 image under qemu-user
 
 IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:REF], sif:FILE, dir:PATH, or a
 path recognised by what it holds: an OCI layout directory, an OCI or docker archive, a .sif file, a
@@ -72,6 +73,11 @@ that order of preference (--sif-mount, --debug says which). The ranks of `lockst
 The container: a user namespace (unless root), its own mounts, the image root read-only, the host's
 /dev, /proc, /sys, /etc/resolv.conf, /etc/hosts and your home, a tmpfs /tmp, the host network.
 Environment: host variables, overridden by the image's, overridden by LOCKSTEP_ENV_K=V and --env.
+An image of another architecture (its config's, or --platform for a root directory) runs under
+qemu-user from Debian's qemu-user-static, through a binfmt_misc of the container's own (Linux 6.7+;
+else a handler the host registered with the F flag): every program it starts is emulated too, and
+nothing changes on the host. As root, such a container runs in a user namespace mapping every id
+to itself.
 
 Exit status: the command's (128+N when signal N killed it). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
 and SIGUSR2 are forwarded to it. Before the command starts, lockstep's own failures exit with
@@ -143,6 +149,10 @@ void register_exec(CLI::App& app, Context& ctx) {
       "--gpus{auto}", args->gpus,
       "Pass NVIDIA GPUs through: --gpus (NVIDIA_VISIBLE_DEVICES, else all), --gpus=all, --gpus=0,1, "
       "--gpus=GPU-UUID");
+  cmd->add_option("--platform", o.platform,
+                  "For a multi-platform IMAGE, which image (default: this machine's); another "
+                  "architecture runs under qemu-user")
+      ->type_name("OS/ARCH");
   cmd->add_option("--sif-mount", args->sif_mount,
                   "How to use a SIF: auto (default; or $LOCKSTEP_SIF_MOUNT), loop, fuse, extract")
       ->type_name("MODE");

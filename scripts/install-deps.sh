@@ -34,7 +34,10 @@ test_pkgs=(skopeo umoci jq gzip zstd tar git clang-format clang-tidy siftool squ
   # the independent cosign implementation of the signing suite (tests/cli/cosign_keys.py)
   python3-nacl
   # the judge of the conda suites: Debian's conda-package-handling (cph) packs and reads packages
-  conda-package-handling)
+  conda-package-handling
+  # other architectures' images under emulation (runner/runtime/emulation.hpp): qemu-user and the
+  # binfmt_misc handlers Debian ships for it
+  qemu-user-static)
 bench_pkgs=(hyperfine python3-mpi4py python3-venv pigz bubblewrap)
 
 pkgs=("${build_pkgs[@]}")

@@ -1,6 +1,7 @@
 #include "runner/runtime/exec.hpp"
 
 #include "envspec/settings/settings.hpp"
+#include "runner/runtime/emulation.hpp"
 #include "runner/runtime/gpu.hpp"
 #include "runner/runtime/join.hpp"
 #include "runner/runtime/root_cache.hpp"
@@ -339,7 +340,8 @@ namespace {
 // The image's root (set in `config`) and runtime settings. A SIF mounted with FUSE stays mounted
 // as long as `sif` lives.
 Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, SandboxConfig& config,
-                                std::optional<SifRoot>& sif) {
+                                std::optional<SifRoot>& sif, const std::optional<oci::Platform>& platform,
+                                std::string& architecture) {
   const fs::path store_root = settings::store_root();
   ImageRuntime rt;
   switch (arg.kind) {
@@ -347,7 +349,12 @@ Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, San
     LS_TRY_ASSIGN(BlobStore store, BlobStore::open(store_root));
     LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
                   registry::open_image(arg.ref, settings::store_root()));
-    LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(oci::SelectOptions{}));
+    oci::SelectOptions select;
+    select.platform = platform;
+    LS_TRY_ASSIGN(oci::OpenedImage image, source->resolve(select));
+    if (image.config.is_object()) {
+      architecture = json_string(image.config, "architecture");
+    }
     LS_TRY_ASSIGN(rt, image_runtime(image.config.is_object() && image.config.contains("config")
                                         ? image.config["config"]
                                         : nlohmann::json()));
@@ -511,7 +518,20 @@ Result<PreparedExec> prepare_exec(const ExecOptions& o) {
     }
   }
 
-  LS_TRY_ASSIGN(out.image, open_image(arg, o.sif_mount, config, out.sif));
+  std::optional<oci::Platform> platform;
+  if (o.platform) {
+    LS_TRY_ASSIGN(platform, oci::Platform::parse(*o.platform));
+  }
+  std::string architecture = platform ? platform->architecture : std::string();
+  LS_TRY_ASSIGN(out.image, open_image(arg, o.sif_mount, config, out.sif, platform, architecture));
+  LS_TRY_ASSIGN(config.emulation, plan_emulation(architecture));
+  if (config.emulation) {
+    if (config.loop_root) {
+      return invalid_input("{} is a linux/{} SIF: run it under emulation with --sif-mount extract", o.image,
+                           architecture);
+    }
+    log::info("{}", emulation_note(*config.emulation));
+  }
   LS_TRY(choose_command(o, arg, out.image, config));
   LS_TRY(choose_workdir(o, out.image, config));
 

@@ -87,6 +87,10 @@ struct ExecOptions {
   /// host's /tmp, and the PMIx / Open MPI session directories the launcher's environment names
   /// (PMIX_SERVER_TMPDIR, PMIX_SYSTEM_TMPDIR, OMPI_MCA_orte_tmpdir_base, SLURM's TmpFS) bound in.
   bool mpi_rank = false;
+  /// --platform OS/ARCH[/VARIANT]: the image of an index to run (default: this machine's); a
+  /// root directory's architecture. Another architecture than this machine's runs under qemu-user
+  /// (runner/runtime/emulation.hpp).
+  std::optional<std::string> platform;
 };
 
 /// A container ready to start: what run_exec() runs, and what a holder keeps for the ranks that

@@ -491,6 +491,13 @@ struct Plan {
   // waits for its answer on done_fd.
   int subid_request_fd = -1;
   int subid_done_fd = -1;
+  // Root in a user namespace of its own (config.emulation): the parent, root outside, writes maps
+  // of every id to itself when the child asks on subid_request_fd.
+  bool root_user_namespace = false;
+  // Unprivileged with config.emulation: the container's user namespace maps the caller to 0 (only
+  // its root may register a binfmt_misc handler); just before the command, a nested user namespace
+  // maps the requested ids (uid, gid) to that 0, and inherits the handler.
+  bool nest_user = false;
   // hold_sandbox: the child writes the working directory here instead of running a command, then
   // waits for EOF on release_fd while the parent takes its namespaces.
   int hold_fd = -1;
@@ -508,8 +515,20 @@ Result<void> write_proc_file(const char* path, const std::string& text) {
 // Maps the caller's uid/gid (one id each, as an unprivileged process may) to the requested ids.
 Result<void> write_id_maps(const Plan& p) {
   LS_TRY(write_proc_file("/proc/self/setgroups", "deny\n"));
-  LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} {} 1\n", p.uid, p.outer_uid)));
-  LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} {} 1\n", p.gid, p.outer_gid)));
+  const bool emulating = p.config->emulation.has_value();
+  LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} {} 1\n", emulating ? 0 : p.uid, p.outer_uid)));
+  LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} {} 1\n", emulating ? 0 : p.gid, p.outer_gid)));
+  return {};
+}
+
+// Plan::nest_user: a user namespace inside the container's, mapping the requested ids to its 0.
+Result<void> nest_user_namespace(const Plan& p) {
+  if (::unshare(CLONE_NEWUSER) < 0) {
+    return errno_error("can't create the command's user namespace", errno);
+  }
+  LS_TRY(write_proc_file("/proc/self/setgroups", "deny\n"));
+  LS_TRY(write_proc_file("/proc/self/uid_map", fmt::format("{} 0 1\n", p.uid)));
+  LS_TRY(write_proc_file("/proc/self/gid_map", fmt::format("{} 0 1\n", p.gid)));
   return {};
 }
 
@@ -525,7 +544,10 @@ Result<void> await_subid_maps(const Plan& p) {
     n = ::read(p.subid_done_fd, &b, 1);
   } while (n < 0 && errno == EINTR);
   if (n != 1 || b != 'k') {
-    return Error{ExitCode::external, "the subordinate id maps were not written (newuidmap/newgidmap failed)"};
+    return Error{ExitCode::external,
+                 p.root_user_namespace
+                     ? "the container's id maps were not written"
+                     : "the subordinate id maps were not written (newuidmap/newgidmap failed)"};
   }
   ::close(p.subid_request_fd);
   ::close(p.subid_done_fd);
@@ -1173,7 +1195,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
                                                     "/proc/sys/user/max_user_namespaces)"
                                                   : "")});
   }
-  if (p.user_namespace && c.subids) {
+  if (p.user_namespace && (c.subids || p.root_user_namespace)) {
     check(await_subid_maps(p));
   } else if (p.user_namespace) {
     check(write_id_maps(p));
@@ -1185,6 +1207,11 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   log::debug("sandbox: namespaces: mount{}{}{}{}", p.user_namespace ? ", user" : "",
              c.hostname ? ", uts" : "", c.network == NetworkPolicy::none ? ", net" : "",
              c.pid_namespace ? ", pid" : "");
+  if (c.emulation) {
+    // While the host's interpreter is still in reach: opened now (F), it serves every process of
+    // the container and their children.
+    check(register_emulation(*c.emulation));
+  }
 
   // 3. A new pid namespace starts with the next child: this process stays outside and waits.
   if (c.pid_namespace) {
@@ -1219,7 +1246,7 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
 
   // 6. The identity: in a user namespace the id maps already made us the requested user; as
   //    root, drop to it. No new privileges from here on (setuid bits in the image are inert).
-  if (!p.user_namespace && !c.confined && (p.uid != 0 || p.gid != 0)) {
+  if ((!p.user_namespace || p.root_user_namespace) && !c.confined && (p.uid != 0 || p.gid != 0)) {
     if (::setgroups(1, &p.gid) < 0 || ::setgid(p.gid) < 0 || ::setuid(p.uid) < 0) {
       child_fail(p.report_fd, errno_error(fmt::format("can't switch to uid {} gid {}", p.uid, p.gid), errno));
     }
@@ -1255,6 +1282,9 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
     while (::read(p.release_fd, &byte, 1) < 0 && errno == EINTR) {
     }
     _exit(0);
+  }
+  if (p.nest_user) {
+    check(nest_user_namespace(p));
   }
   log::debug("sandbox: exec {} in {} as uid {} gid {}", c.argv[0], *cwd, p.uid, p.gid);
 
@@ -1411,8 +1441,20 @@ Result<Plan> make_plan(const SandboxConfig& c) {
   p.outer_uid = ::geteuid();
   p.outer_gid = ::getegid();
   p.user_namespace = p.outer_uid != 0;
+  if (c.emulation && (c.confined || c.subids)) {
+    return internal_error("emulation is for exec's containers, not confined build steps");
+  }
+  if (c.emulation && !p.user_namespace) {
+    // binfmt_misc instances belong to user namespaces: root takes one mapping every id to itself.
+    if (c.loop_root) {
+      return internal_error("a loop-mounted root can't be used in a user namespace (emulation)");
+    }
+    p.user_namespace = true;
+    p.root_user_namespace = true;
+  }
   p.uid = c.uid.value_or(p.outer_uid);
   p.gid = c.gid.value_or(p.outer_gid);
+  p.nest_user = c.emulation && !p.root_user_namespace && (p.uid != 0 || p.gid != 0);
   if (c.subids && (!p.user_namespace || !c.confined || p.uid != 0 || p.gid != 0)) {
     return internal_error("subordinate ids are mapped for an unprivileged, confined step as uid 0 only");
   }
@@ -1468,6 +1510,30 @@ Result<void> run_subid_tools(const SubordinateIds& ids, pid_t child, int request
   return {};
 }
 
+// The parent's side for root in a user namespace (Plan::root_user_namespace): when the child
+// asks, map every id of its namespace to the same host id.
+Result<void> write_root_maps(pid_t child, int request_fd, int done_fd) {
+  char b = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(request_fd, &b, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) {
+    return {}; // the child failed before asking; its report says why
+  }
+  const std::string all = "0 0 4294967295\n";
+  for (const char* map : {"uid_map", "gid_map"}) {
+    if (auto w = write_proc_file(fmt::format("/proc/{}/{}", child, map).c_str(), all); !w) {
+      (void)::write(done_fd, "x", 1);
+      return w.error();
+    }
+  }
+  if (::write(done_fd, "k", 1) != 1) {
+    return errno_error("can't tell the container its id maps are written", errno);
+  }
+  return {};
+}
+
 } // namespace
 
 Result<int> run_in_sandbox(const SandboxConfig& config) {
@@ -1482,7 +1548,8 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   plan.report_fd = fds[1];
   int request[2] = {-1, -1};
   int done[2] = {-1, -1};
-  if (config.subids && (::pipe2(request, O_CLOEXEC) < 0 || ::pipe2(done, O_CLOEXEC) < 0)) {
+  if ((config.subids || plan.root_user_namespace) &&
+      (::pipe2(request, O_CLOEXEC) < 0 || ::pipe2(done, O_CLOEXEC) < 0)) {
     return errno_error("can't create a pipe", errno);
   }
   UniqueFd request_read(request[0]);
@@ -1495,7 +1562,8 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   ChildStart start{&plan, {}, ::getpid(), fds[0]};
   sigprocmask(SIG_BLOCK, &fwd, &start.old_mask);
   const sigset_t old_mask = start.old_mask;
-  const pid_t pid = start_child(start, config.pid_namespace ? ChildMemory::copy : ChildMemory::share);
+  const pid_t pid = start_child(start, config.pid_namespace || plan.root_user_namespace ? ChildMemory::copy
+                                                                                        : ChildMemory::share);
   ::close(fds[1]);
   if (pid < 0) {
     int err = errno;
@@ -1504,10 +1572,13 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   }
   SignalForwarding forwarding(pid);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  if (config.subids) {
+  if (config.subids || plan.root_user_namespace) {
     request_write.reset();
     done_read.reset();
-    if (auto mapped = run_subid_tools(*config.subids, pid, request_read.get(), done_write.get()); !mapped) {
+    if (auto mapped = plan.root_user_namespace
+                          ? write_root_maps(pid, request_read.get(), done_write.get())
+                          : run_subid_tools(*config.subids, pid, request_read.get(), done_write.get());
+        !mapped) {
       ::kill(pid, SIGKILL);
       (void)wait_exit_code(pid);
       return mapped.error();
@@ -1565,6 +1636,11 @@ Result<HeldContainer> hold_sandbox(const SandboxConfig& config) {
     return internal_error("a held container has only a mount (and user) namespace and a read-only root");
   }
   LS_TRY_ASSIGN(Plan plan, make_plan(config));
+  if (config.emulation) {
+    return invalid_input(
+        "ranks can't join a shared container under emulation yet; run the job on nodes of the "
+        "image's architecture");
+  }
   log::Timer timer("hold the container");
   std::array<int, 2> report{-1, -1};
   std::array<int, 2> ready{-1, -1};

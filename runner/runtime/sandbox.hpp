@@ -2,6 +2,7 @@
 // The container runtime: namespaces, mounts, pivot_root and the command's process, with no setuid
 // helper. `lockstep exec` and the build's `run:` steps both enter containers through
 // run_in_sandbox(); docs/exec.md describes the behaviour and the security notes.
+#include "runner/runtime/emulation.hpp"
 #include "runner/runtime/join.hpp"
 #include "runner/runtime/subids.hpp"
 #include "runner/runtime/supervisor.hpp"
@@ -135,6 +136,11 @@ struct SandboxConfig {
   /// output must not mix with lockstep's own stdout).
   enum class Stdout { inherit, to_stderr };
   Stdout stdout_to = Stdout::inherit;
+  /// Run another architecture's programs under qemu-user, through a binfmt_misc of the
+  /// container's own (runner/runtime/emulation.hpp). As root, the container then runs in a user
+  /// namespace mapping every id to itself (a loop-mounted root is not possible there); not with
+  /// `confined` or `subids`.
+  std::optional<Emulation> emulation;
 };
 
 /// As root, a confined command's ids 0..k_confined_id_count-1 are host ids k_confined_host_first..:
