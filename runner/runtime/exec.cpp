@@ -8,6 +8,7 @@
 #include "support/base/interrupt.hpp"
 #include "support/base/json.hpp"
 #include "support/base/log.hpp"
+#include "support/oci/sif.hpp"
 #include "support/registry/oras.hpp"
 #include "support/registry/pull.hpp"
 #include "support/store/blob_store.hpp"
@@ -371,6 +372,16 @@ Result<ImageRuntime> open_image(const ImageArg& arg, SifMountMode sif_mount, San
     if (arg.ref.is_remote()) {
       LS_TRY_ASSIGN(sif_path, registry::pull_sif(arg.ref.remote, settings::store_root()));
     }
+    LS_TRY_ASSIGN(const sif::Image header, sif::read_image(sif_path));
+    if (architecture.empty()) {
+      architecture = header.arch;
+    }
+    if (!architecture.empty() && architecture != host_architecture() &&
+        sif_mount == SifMountMode::automatic && ::geteuid() == 0) {
+      // Emulation puts root's container in a user namespace, where a loop mount can't be made.
+      sif_mount = SifMountMode::extract;
+      log::debug("exec: a linux/{} SIF under emulation as root: extracted, not loop-mounted", architecture);
+    }
     LS_TRY_ASSIGN(SifRoot s, SifRoot::prepare(sif_path, sif_mount, store_root));
     s.apply_to(config);
     if (!s.oci_config().empty()) {
@@ -527,8 +538,9 @@ Result<PreparedExec> prepare_exec(const ExecOptions& o) {
   LS_TRY_ASSIGN(config.emulation, plan_emulation(architecture));
   if (config.emulation) {
     if (config.loop_root) {
-      return invalid_input("{} is a linux/{} SIF: run it under emulation with --sif-mount extract", o.image,
-                           architecture);
+      return invalid_input("{} is a linux/{} SIF: under emulation it can't be loop-mounted; use --sif-mount "
+                           "extract or fuse",
+                           o.image, architecture);
     }
     log::info("{}", emulation_note(*config.emulation));
   }

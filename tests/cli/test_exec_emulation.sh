@@ -2,8 +2,8 @@
 # Another architecture's image under qemu-user (issue 38; runner/runtime/emulation.hpp): an arm64
 # image of Debian's busybox-static, locked from deb.debian.org's arm64 indexes and built by
 # lockstep, runs on this x86_64 machine through a binfmt_misc of the container's own:
-#   - `lockstep exec` takes the architecture from the image config and says it emulates; the
-#     program and every program it starts run as aarch64 (`uname -m`);
+#   - `lockstep exec` takes the architecture from the image config (a SIF's from its header) and
+#     says it emulates; the program and every program it starts run as aarch64 (`uname -m`);
 #   - the host is untouched: no handler appears in the host's binfmt_misc, and the same aarch64
 #     binary, unpacked by umoci, still fails on the host with "Exec format error" (126);
 #   - as root (every id mapped to itself, --user honoured) and unprivileged (uid 65534, a nested
@@ -12,7 +12,7 @@
 # Needs Linux 6.7+ (a binfmt_misc per user namespace) or a host handler with F; skipped otherwise
 # (never in CI, whose kernel has it).
 source "$(dirname "$0")/lib.sh"
-need jq umoci setpriv qemu-aarch64-static
+need jq umoci setpriv siftool qemu-aarch64-static
 [ "$(uname -m)" = x86_64 ] || { echo "SKIP: the suite emulates arm64 on an x86_64 machine" >&2; exit 77; }
 kernel=$(uname -r | cut -d- -f1)
 if [ "$(printf '%s\n6.7\n' "$kernel" | sort -V | head -n1)" != 6.7 ] &&
@@ -34,7 +34,7 @@ repos:
   - {apt: http://deb.debian.org/debian, suite: bookworm, components: [main], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}
 packages:
   apt: [busybox-static]
-outputs: {oci: out}
+outputs: {oci: out, sif: out.sif}
 YAML
 ls_run build
 assert_eq 0 "$RC" "build of an arm64 image: $ERR"
@@ -55,6 +55,12 @@ ls_run exec oci:out -- /bin/busybox sh -c '/bin/busybox uname -m; /bin/busybox s
 assert_eq "aarch64
 aarch64" "$OUT" "the programs it starts, and theirs, run as aarch64 too: $ERR"
 pass "lockstep exec runs the arm64 image under qemu-user, children included"
+
+assert_contains "$(siftool header out.sif)" "Primary Architecture: arm64" "siftool sees an arm64 SIF"
+ls_run exec out.sif -- /bin/busybox uname -m
+assert_eq 0 "$RC" "exec of the arm64 SIF: $ERR"
+assert_eq aarch64 "$OUT" "the SIF's architecture is read from its header"
+pass "an arm64 SIF runs the same way (as root: extracted, not loop-mounted)"
 
 assert_eq "$before" "$(host_handlers)" "the host's binfmt_misc is unchanged"
 umoci unpack --rootless --image out:latest bundle >/dev/null || fail "umoci can't unpack the arm64 image"
