@@ -34,6 +34,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <net/if.h>
 #include <set>
 #include <string_view>
@@ -533,7 +534,7 @@ Result<void> nest_user_namespace(const Plan& p) {
 }
 
 // Subordinate ids: only the setuid newuidmap/newgidmap may map a range, and only from outside the
-// namespace; the child asks the parent, which runs them (run_subid_tools), and waits.
+// namespace; the child asks the parent, which runs them (answer_map_request), and waits.
 Result<void> await_subid_maps(const Plan& p) {
   if (::write(p.subid_request_fd, "m", 1) != 1) {
     return errno_error("can't ask for the subordinate id maps", errno);
@@ -1489,9 +1490,10 @@ Result<Plan> make_plan(const SandboxConfig& c) {
 
 namespace {
 
-// The parent's side of await_subid_maps: when the child asks, map its user namespace's 0 to the
-// caller and 1.. to the subordinate ranges with newuidmap and newgidmap.
-Result<void> run_subid_tools(const SubordinateIds& ids, pid_t child, int request_fd, int done_fd) {
+// The parent's side of await_subid_maps: when the child asks on `request_fd`, `write_maps` writes
+// its id maps, and the answer on `done_fd` says whether they were.
+Result<void> answer_map_request(int request_fd, int done_fd,
+                                const std::function<Result<void>()>& write_maps) {
   char b = 0;
   ssize_t n = 0;
   do {
@@ -1500,7 +1502,7 @@ Result<void> run_subid_tools(const SubordinateIds& ids, pid_t child, int request
   if (n != 1) {
     return {}; // the child failed before asking; its report says why
   }
-  if (auto mapped = write_subid_maps(ids, child); !mapped) {
+  if (auto mapped = write_maps(); !mapped) {
     (void)::write(done_fd, "x", 1);
     return mapped.error();
   }
@@ -1510,26 +1512,12 @@ Result<void> run_subid_tools(const SubordinateIds& ids, pid_t child, int request
   return {};
 }
 
-// The parent's side for root in a user namespace (Plan::root_user_namespace): when the child
-// asks, map every id of its namespace to the same host id.
-Result<void> write_root_maps(pid_t child, int request_fd, int done_fd) {
-  char b = 0;
-  ssize_t n = 0;
-  do {
-    n = ::read(request_fd, &b, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) {
-    return {}; // the child failed before asking; its report says why
-  }
+// Root in a user namespace of its own (Plan::root_user_namespace): every id of the child's
+// namespace maps to the same host id.
+Result<void> write_root_maps(pid_t child) {
   const std::string all = "0 0 4294967295\n";
   for (const char* map : {"uid_map", "gid_map"}) {
-    if (auto w = write_proc_file(fmt::format("/proc/{}/{}", child, map).c_str(), all); !w) {
-      (void)::write(done_fd, "x", 1);
-      return w.error();
-    }
-  }
-  if (::write(done_fd, "k", 1) != 1) {
-    return errno_error("can't tell the container its id maps are written", errno);
+    LS_TRY(write_proc_file(fmt::format("/proc/{}/{}", child, map).c_str(), all));
   }
   return {};
 }
@@ -1575,10 +1563,11 @@ Result<int> run_in_sandbox(const SandboxConfig& config) {
   if (config.subids || plan.root_user_namespace) {
     request_write.reset();
     done_read.reset();
-    if (auto mapped = plan.root_user_namespace
-                          ? write_root_maps(pid, request_read.get(), done_write.get())
-                          : run_subid_tools(*config.subids, pid, request_read.get(), done_write.get());
-        !mapped) {
+    // Subordinate ids through newuidmap/newgidmap; root's identity maps directly.
+    auto mapped = answer_map_request(request_read.get(), done_write.get(), [&]() -> Result<void> {
+      return plan.root_user_namespace ? write_root_maps(pid) : write_subid_maps(*config.subids, pid);
+    });
+    if (!mapped) {
       ::kill(pid, SIGKILL);
       (void)wait_exit_code(pid);
       return mapped.error();

@@ -153,6 +153,17 @@ def parse_purl(purl):
     return kind, namespace, name, urllib.parse.unquote(version or ""), quals
 
 
+def checked_purl(purl):
+    """parse_purl's fields, the errors of a malformed package URL reported (None then)."""
+    parsed = parse_purl(purl)
+    if parsed is None:
+        err(f"'{purl}' is not a package URL")
+        return None
+    if "+" in purl.split("?")[0]:
+        err(f"{purl}: '+' must be percent-encoded in a package URL")
+    return parsed
+
+
 def entries(doc):
     """(purl, sha256 hex, version) of each described package but the root."""
     out = []
@@ -203,13 +214,10 @@ def check_against_lock(doc, lock, root, licensing):
     got = entries(doc)
     seen = {}
     for purl, sha, version, lic in got:
-        parsed = parse_purl(purl)
+        parsed = checked_purl(purl)
         if parsed is None:
-            err(f"'{purl}' is not a package URL")
             continue
         kind, namespace, name, pversion, quals = parsed
-        if "+" in purl.split("?")[0]:
-            err(f"{purl}: '+' must be percent-encoded in a package URL")
         lock_kind = {"deb": "deb", "pypi": "wheel", "conda": "conda", "generic": "git", "oci": "image"}.get(kind)
         if lock_kind == "image":
             if not base or "sha256:" + sha != base.get("manifest"):
@@ -288,13 +296,10 @@ def check_against_packages(doc, path, root, licensing):
                 want[tuple(words)] = 0
     got = entries(doc)
     for purl, _sha, version, lic in got:
-        parsed = parse_purl(purl)
+        parsed = checked_purl(purl)
         if parsed is None:
-            err(f"'{purl}' is not a package URL")
             continue
         kind, namespace, name, pversion, quals = parsed
-        if "+" in purl.split("?")[0]:
-            err(f"{purl}: '+' must be percent-encoded in a package URL")
         if version != pversion:
             err(f"{purl}: version {version!r} differs from the package URL's {pversion!r}")
         if kind == "deb":

@@ -843,67 +843,57 @@ TEST_CASE("Resolving on real bookworm gives what apt-get would install", "[apt][
   compare_with_apt(as_set(*r), apt_get_install(tmp, sources, names));
 }
 
-TEST_CASE("Repository priority on real bookworm matches apt pinning with decreasing priorities",
-          "[apt][resolver][real]") {
+namespace {
+
+constexpr const char* k_standard_sources =
+    "deb http://deb.debian.org/debian bookworm main\n"
+    "deb http://deb.debian.org/debian bookworm-updates main\n"
+    "deb http://deb.debian.org/debian-security bookworm-security main\n";
+
+// Essential + openmpi-bin, python3-mpi4py and apt over bookworm's three lists, each read as the
+// repository `repo` of its pair, at `priorities` by repository: the resolution, compared with what
+// apt-get installs from Debian's standard sources under `preferences`. Skipped, with a warning,
+// when the lists or tools are missing.
+void check_standard_sources(const std::vector<std::pair<std::string, int>>& lists,
+                            std::vector<int> priorities, const std::string& preferences) {
   if (!have_list(k_main) || !have_list(k_updates) || !have_list(k_security) || !test::have_tool("lz4") ||
       !test::have_tool("apt-get")) {
     WARN("skipped: needs the bookworm, bookworm-updates and bookworm-security lists, lz4 and apt-get");
     return;
   }
   TempDirFixture tmp;
-  // Pin priorities 900, 800, 700 for security, updates, release: a name present in
-  // bookworm-security comes from there even where the (later) point release has a newer version.
-  std::vector<AptPackage> all = read_index(k_security, 0);
-  for (auto [list, repo] : {std::pair{k_updates, 1}, std::pair{k_main, 2}}) {
+  std::vector<AptPackage> all;
+  for (const auto& [list, repo] : lists) {
     std::vector<AptPackage> more = read_index(list, repo);
     std::move(more.begin(), more.end(), std::back_inserter(all));
   }
-  AptUniverse u(std::move(all), {}, {900, 800, 700});
+  AptUniverse u(std::move(all), {}, std::move(priorities));
   ResolveOptions o = asking({request("openmpi-bin", 0), request("python3-mpi4py", 1), request("apt", 2)});
   o.with_essential = true;
   auto r = resolve(u, o);
   REQUIRE_OK(r);
   std::vector<std::string> names = essential_names(*r);
   names.insert(names.end(), {"openmpi-bin", "python3-mpi4py", "apt"});
-  const std::string preferences = "Package: *\nPin: release n=bookworm-security\nPin-Priority: 900\n\n"
-                                  "Package: *\nPin: release n=bookworm-updates\nPin-Priority: 800\n\n"
-                                  "Package: *\nPin: release n=bookworm\nPin-Priority: 700\n";
-  compare_with_apt(as_set(*r),
-                   apt_get_install(tmp,
-                                   "deb http://deb.debian.org/debian bookworm main\n"
-                                   "deb http://deb.debian.org/debian bookworm-updates main\n"
-                                   "deb http://deb.debian.org/debian-security bookworm-security main\n",
-                                   names, preferences));
+  compare_with_apt(as_set(*r), apt_get_install(tmp, k_standard_sources, names, preferences));
+}
+
+} // namespace
+
+TEST_CASE("Repository priority on real bookworm matches apt pinning with decreasing priorities",
+          "[apt][resolver][real]") {
+  // Pin priorities 900, 800, 700 for security, updates, release: a name present in
+  // bookworm-security comes from there even where the (later) point release has a newer version.
+  check_standard_sources({{k_security, 0}, {k_updates, 1}, {k_main, 2}}, {900, 800, 700},
+                         "Package: *\nPin: release n=bookworm-security\nPin-Priority: 900\n\n"
+                         "Package: *\nPin: release n=bookworm-updates\nPin-Priority: 800\n\n"
+                         "Package: *\nPin: release n=bookworm\nPin-Priority: 700\n");
 }
 
 TEST_CASE("Debian's standard sources at apt's default priority give what apt-get installs",
           "[apt][resolver][real]") {
-  if (!have_list(k_main) || !have_list(k_updates) || !have_list(k_security) || !test::have_tool("lz4") ||
-      !test::have_tool("apt-get")) {
-    WARN("skipped: needs the bookworm, bookworm-updates and bookworm-security lists, lz4 and apt-get");
-    return;
-  }
-  TempDirFixture tmp;
   // As a user writes them: bookworm and bookworm-updates in one entry, bookworm-security in
   // another, no priorities: every source at 500, the highest version wins (security's fixes).
-  std::vector<AptPackage> all = read_index(k_main, 0);
-  for (auto [list, repo] : {std::pair{k_updates, 0}, std::pair{k_security, 1}}) {
-    std::vector<AptPackage> more = read_index(list, repo);
-    std::move(more.begin(), more.end(), std::back_inserter(all));
-  }
-  AptUniverse u(std::move(all));
-  ResolveOptions o = asking({request("openmpi-bin", 0), request("python3-mpi4py", 1), request("apt", 2)});
-  o.with_essential = true;
-  auto r = resolve(u, o);
-  REQUIRE_OK(r);
-  std::vector<std::string> names = essential_names(*r);
-  names.insert(names.end(), {"openmpi-bin", "python3-mpi4py", "apt"});
-  compare_with_apt(as_set(*r),
-                   apt_get_install(tmp,
-                                   "deb http://deb.debian.org/debian bookworm main\n"
-                                   "deb http://deb.debian.org/debian bookworm-updates main\n"
-                                   "deb http://deb.debian.org/debian-security bookworm-security main\n",
-                                   names));
+  check_standard_sources({{k_main, 0}, {k_updates, 0}, {k_security, 1}}, {}, "");
 }
 
 namespace {
