@@ -135,6 +135,10 @@ cmp -s scan.spdx.json scan-again.spdx.json || fail "the scanned SBOM differs wit
 in_p sbom oci:../pimg --scan --name oci:pimg -o ../scan-here.spdx.json
 assert_eq 0 "$RC" "sbom --scan beside the lock: $ERR"
 cmp -s scan.spdx.json scan-here.spdx.json || fail "--scan beside the lock describes the same"
+ls_run sbom "dir:$PWD/$root" --scan -o dir.spdx.json
+assert_eq 2 "$RC" "a root directory has no digest to describe: $ERR"
+assert_contains "$ERR" "a root directory has no digest for an SBOM to describe" "the error says so"
+[ ! -e dir.spdx.json ] || fail "nothing is written for a root directory"
 pass "an image without its lock: every deb dpkg-query lists and every pip-installed package once, valid SPDX and CycloneDX"
 
 # ---- build --sbom, push --sbom, sbom docker:// ---------------------------------------------------

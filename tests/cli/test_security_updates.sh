@@ -10,7 +10,8 @@
 #   - `lockstep lock --update --security` moves libssl3 alone, printing the move with its suite,
 #     which is what apt's security-only upgrade (the other suites pinned below the installed
 #     versions) installs over the same packages; a second run finds nothing to move;
-#   - `--security` without `--update` or with names is a usage error (exit 2).
+#   - `--security` without `--update` or with names is a usage error (exit 2); without a lock,
+#     `outdated` and `--update --security` are exit 2 saying to lock first.
 source "$(dirname "$0")/lib.sh"
 # shellcheck source=apt_oracle.sh
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/apt_oracle.sh"
@@ -93,6 +94,16 @@ assert_eq 2 "$RC" "--security without --update: $ERR"
 assert_contains "$ERR" "--security goes with --update" "it says how"
 ls_run lock --update nvtop --security
 assert_eq 2 "$RC" "--security with names: $ERR"
-pass "--security without --update, or with names, is a usage error"
+mkdir nolock
+cp lockstep.yaml keyring.gpg nolock/
+ls_run outdated nolock/lockstep.yaml
+assert_eq 2 "$RC" "outdated without a lock: $ERR"
+assert_contains "$ERR" "no lock to compare with; run \`lockstep lock\` first" "it says what to do"
+ls_run lock --update --security nolock/lockstep.yaml
+assert_eq 2 "$RC" "lock --update --security without a lock: $ERR"
+assert_contains "$ERR" "--security: $PWD/nolock/lockstep.lock has no lock to update; run \`lockstep lock\` first" \
+  "it says what to do"
+[ ! -e nolock/lockstep.lock ] || fail "no lock is written"
+pass "--security without --update, or with names, is a usage error; without a lock, outdated and --security say to lock first"
 
 done_testing
