@@ -16,6 +16,7 @@
 #include "envspec/settings/settings.hpp"
 #include "envspec/spec/host_paths.hpp"
 #include "envspec/stack/stack.hpp"
+#include "runner/runtime/emulation.hpp"
 #include "support/base/log.hpp"
 #include "support/base/version.hpp"
 #include "support/oci/image_source.hpp"
@@ -626,6 +627,13 @@ Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& o
   b.result.ref_name = names.second;
   b.image.codec = options.compression.value_or(spec.outputs.compression);
   b.image.subids = options.subids;
+  if (auto emulation = runner::plan_emulation(spec.platform.architecture); !emulation) {
+    b.image.emulation_error = emulation.error();
+  } else if (*emulation) {
+    log::info("{}: maintainer scripts and run: steps run under it (about 3x slower for a package set)",
+              runner::emulation_note(**emulation));
+    b.image.emulation = std::move(*emulation);
+  }
 
   log::Timer timer("build");
   LS_TRY(check_spec_labels(spec));

@@ -5,6 +5,7 @@
 // append to this one state (build.cpp runs them in that order).
 #include "builder/image/layer_builder.hpp"
 #include "builder/lock/base_contents.hpp"
+#include "runner/runtime/emulation.hpp"
 #include "runner/runtime/subids.hpp"
 #include "support/codec/compress.hpp"
 #include "support/codec/digest.hpp"
@@ -40,6 +41,12 @@ struct ImageState {
   std::vector<std::filesystem::path> local_roots;
   /// Unprivileged: subordinate ids for the steps run in the build sandbox (BuildOptions::subids).
   std::optional<runner::SubordinateIds> subids;
+  /// An image of another architecture: its maintainer scripts and `run:` steps run under
+  /// qemu-user, through the build sandbox's own binfmt_misc (runner/runtime/emulation.hpp).
+  std::optional<runner::Emulation> emulation;
+  /// Why another architecture's programs can't run here (no qemu-user-static): the error of the
+  /// first step that needs them, not of a build without any.
+  std::optional<Error> emulation_error;
 
   /// The base's installed state, or null when the image has no image base.
   [[nodiscard]] const BaseMetadata* base() const { return base_metadata ? &*base_metadata : nullptr; }

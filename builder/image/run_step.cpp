@@ -431,6 +431,9 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
     log::debug("{}: layer cache hit {} -> {}", label, fingerprint.hex(), hit->descriptor.digest.str());
     return *hit;
   }
+  if (image.emulation_error) {
+    return image.emulation_error->with_context(name);
+  }
   // 2. The root built so far, unpacked once and shared read-only. As root, owned by the ids the
   //    confined step's ids map to (never host root's).
   const bool as_root = ::geteuid() == 0;
@@ -467,6 +470,7 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   } else if (runner::check_user_notification()) {
     config.supervisor = runner::SupervisorMode::root; // device nodes; without it, mknod is refused
   }
+  config.emulation = image.emulation;
   config.pid_namespace = true;
   config.network = step.network ? runner::NetworkPolicy::host : runner::NetworkPolicy::none;
   config.dev.mode = runner::DevPolicy::Mode::minimal;
@@ -516,7 +520,9 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
     log::debug("{}: dropped /{} (records the build, not the image)", label, d);
   }
   UpperLayout layout;
-  layout.opaque_xattr = as_root ? "trusted.overlay.opaque" : "user.overlay.opaque";
+  // Root under emulation runs in a user namespace (binfmt_misc instances belong to one), where
+  // overlayfs keeps its marks in user.* xattrs, as it does unprivileged.
+  layout.opaque_xattr = as_root && !image.emulation ? "trusted.overlay.opaque" : "user.overlay.opaque";
   if (as_root) {
     layout.uids = {{runner::k_confined_host_first, runner::k_confined_id_count, 0}};
     layout.gids = layout.uids;

@@ -15,6 +15,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -101,6 +102,20 @@ Result<void> write_register(const std::string& line) {
   return {};
 }
 
+// Linux 6.7 and later give each user namespace that mounts one a binfmt_misc of its own.
+bool private_binfmt_misc() {
+  struct utsname u {};
+  if (::uname(&u) != 0) {
+    return false;
+  }
+  unsigned major = 0;
+  unsigned minor = 0;
+  if (std::sscanf(u.release, "%u.%u", &major, &minor) != 2) {
+    return false;
+  }
+  return major > 6 || (major == 6 && minor >= 7);
+}
+
 } // namespace
 
 std::string host_architecture() {
@@ -176,13 +191,13 @@ Result<std::optional<Emulation>> plan_emulation(std::string_view architecture, c
   return std::optional<Emulation>(std::move(e));
 }
 
-Result<void> register_emulation(const Emulation& e) {
+Result<UniqueFd> register_emulation(const Emulation& e) {
   if (::mount("binfmt_misc", k_binfmt_mount, "binfmt_misc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
     const int err = errno;
     if (e.host_handler) {
       log::debug("emulation: no private binfmt_misc ({}); the host's {} handler runs linux/{} programs",
                  std::strerror(err), e.name, e.architecture);
-      return {};
+      return UniqueFd();
     }
     return Error{
         ExitCode::external,
@@ -191,16 +206,23 @@ Result<void> register_emulation(const Emulation& e) {
                     "(`update-binfmts --enable {}` or systemd-binfmt) with the F flag",
                     e.architecture, std::strerror(err), e.name, e.name)};
   }
+  // The instance lives as long as its mount: pivot_root detaches this one with the old root, so a
+  // reference to it is held until the container ends.
+  UniqueFd pin(::open(k_binfmt_mount, O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!pin.valid()) {
+    return errno_error(fmt::format("can't hold the container's binfmt_misc ({})", k_binfmt_mount), errno);
+  }
   LS_TRY(write_register(e.registration + "\n"));
   log::debug("emulation: registered {} ({}) in the container's binfmt_misc", e.name, e.interpreter.string());
-  return {};
+  return pin;
 }
 
 std::string emulation_note(const Emulation& e) {
   return fmt::format(
-      "emulating linux/{} on this linux/{} machine with qemu-user ({}{}); programs run several "
+      "emulating linux/{} on this linux/{} machine with qemu-user ({}, {}); programs run several "
       "times slower than natively",
-      e.architecture, e.host, e.name, e.host_handler ? ", the host's handler" : "");
+      e.architecture, e.host, e.name,
+      private_binfmt_misc() ? "through a binfmt_misc of the container's own" : "through the host's handler");
 }
 
 } // namespace lockstep::runner

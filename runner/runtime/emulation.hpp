@@ -7,6 +7,7 @@
 // ships (/usr/lib/binfmt.d/qemu-ARCH.conf). Where the kernel has no private instance, a handler
 // the host registered with F is used instead. docs/exec.md, "Other architectures".
 #include "support/base/result.hpp"
+#include "support/system/fs.hpp"
 
 #include <filesystem>
 #include <optional>
@@ -41,8 +42,10 @@ plan_emulation(std::string_view architecture, const std::filesystem::path& binfm
 /// In the container's process, inside its new user and mount namespaces and before its root is
 /// entered: mounts a binfmt_misc of its own over /proc/sys/fs/binfmt_misc and registers the
 /// handler. Where the kernel refuses a private instance, a host handler (Emulation::host_handler)
-/// is relied on; without one, an error naming the kernel and what to do.
-Result<void> register_emulation(const Emulation& emulation);
+/// is relied on; without one, an error naming the kernel and what to do. The private instance
+/// lives while its mount does: the returned descriptor holds it (invalid for the host's handler)
+/// and must stay open in the container's init until the container ends.
+Result<UniqueFd> register_emulation(const Emulation& emulation);
 
 /// "emulating linux/arm64 on this linux/amd64 machine with qemu-user (qemu-aarch64)": what the
 /// user is told; programs run several times slower.

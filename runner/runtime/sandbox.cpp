@@ -1208,10 +1208,15 @@ Result<std::string> enter_workdir(const SandboxConfig& c) {
   log::debug("sandbox: namespaces: mount{}{}{}{}", p.user_namespace ? ", user" : "",
              c.hostname ? ", uts" : "", c.network == NetworkPolicy::none ? ", net" : "",
              c.pid_namespace ? ", pid" : "");
+  UniqueFd binfmt_misc; // held by the init (or the command) for the container's lifetime
   if (c.emulation) {
     // While the host's interpreter is still in reach: opened now (F), it serves every process of
     // the container and their children.
-    check(register_emulation(*c.emulation));
+    Result<UniqueFd> registered = register_emulation(*c.emulation);
+    if (!registered) {
+      child_fail(p.report_fd, registered.error());
+    }
+    binfmt_misc = std::move(*registered);
   }
 
   // 3. A new pid namespace starts with the next child: this process stays outside and waits.
@@ -1442,11 +1447,10 @@ Result<Plan> make_plan(const SandboxConfig& c) {
   p.outer_uid = ::geteuid();
   p.outer_gid = ::getegid();
   p.user_namespace = p.outer_uid != 0;
-  if (c.emulation && (c.confined || c.subids)) {
-    return internal_error("emulation is for exec's containers, not confined build steps");
-  }
   if (c.emulation && !p.user_namespace) {
-    // binfmt_misc instances belong to user namespaces: root takes one mapping every id to itself.
+    // binfmt_misc instances belong to user namespaces: root takes one mapping every id to itself
+    // (a confined step's own namespace, nested in it, inherits the handler and maps the confined
+    // range as it would from the host's).
     if (c.loop_root) {
       return internal_error("a loop-mounted root can't be used in a user namespace (emulation)");
     }
@@ -1459,8 +1463,8 @@ Result<Plan> make_plan(const SandboxConfig& c) {
   if (c.subids && (!p.user_namespace || !c.confined || p.uid != 0 || p.gid != 0)) {
     return internal_error("subordinate ids are mapped for an unprivileged, confined step as uid 0 only");
   }
-  p.init_maps_command = !p.user_namespace || c.subids.has_value();
-  if (!p.user_namespace) {
+  p.init_maps_command = !p.user_namespace || p.root_user_namespace || c.subids.has_value();
+  if (!p.user_namespace || p.root_user_namespace) {
     p.command_uid_map = fmt::format("0 {} {}\n", k_confined_host_first, k_confined_id_count);
     p.command_gid_map = p.command_uid_map;
   } else if (c.subids) {
@@ -1476,7 +1480,7 @@ Result<Plan> make_plan(const SandboxConfig& c) {
     if (c.supervisor) {
       SupervisorPlan sp;
       sp.mode = *c.supervisor;
-      sp.id_base = p.user_namespace ? 0 : k_confined_host_first;
+      sp.id_base = p.user_namespace && !p.root_user_namespace ? 0 : k_confined_host_first;
       LS_TRY_ASSIGN(p.seccomp, confinement_filter(sp.mode, &sp.syscalls));
       p.supervisor = std::move(sp);
     } else {

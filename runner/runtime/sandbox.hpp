@@ -138,8 +138,8 @@ struct SandboxConfig {
   Stdout stdout_to = Stdout::inherit;
   /// Run another architecture's programs under qemu-user, through a binfmt_misc of the
   /// container's own (runner/runtime/emulation.hpp). As root, the container then runs in a user
-  /// namespace mapping every id to itself (a loop-mounted root is not possible there); not with
-  /// `confined` or `subids`.
+  /// namespace mapping every id to itself (a loop-mounted root is not possible there, and the
+  /// overlay keeps its opaque marks in user.* xattrs); a confined step's namespace inherits it.
   std::optional<Emulation> emulation;
 };
 
