@@ -1,6 +1,7 @@
 // `lockstep build`: build the spec's image and write its outputs.
 #include "builder/image/attach.hpp"
 #include "builder/image/build.hpp"
+#include "builder/image/platforms_build.hpp"
 #include "builder/lock/mirrors.hpp"
 #include "builder/lock/relock.hpp"
 #include "cli/cli.hpp"
@@ -70,6 +71,22 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
   j["name"] = spec.name;
   j["manifest_digest"] = r.manifest.digest.str();
   j["manifest_size"] = r.manifest.size;
+  if (!r.platforms.empty()) { // an index: each platform's image as a build of it alone reports it
+    j["media_type"] = r.manifest.media_type;
+    j["spec_digest"] = spec.digest.str();
+    j["epoch"] = r.epoch;
+    j["tag"] = r.repo_tag;
+    j["platforms"] = nlohmann::json::array();
+    for (std::size_t i = 0; i < r.platforms.size(); ++i) {
+      j["platforms"].push_back(
+          result_to_json(r.platforms[i], envspec::spec_for_platform(spec, spec.platforms[i])));
+    }
+    j["outputs"] = nlohmann::json::array();
+    for (const auto& o : r.outputs) {
+      j["outputs"].push_back({{"kind", o.kind}, {"path", o.path.string()}, {"reference", o.reference()}});
+    }
+    return j;
+  }
   j["config_digest"] = r.config.digest.str();
   j["spec_digest"] = spec.digest.str();
   j["platform"] = spec.platform.str();
@@ -96,16 +113,42 @@ nlohmann::json result_to_json(const builder::BuildResult& r, const envspec::Spec
   return j;
 }
 
+// A multi-platform build: each platform's image by digest (with its provenance), before the index
+// that names them is pushed to `target`'s tags.
+Result<void> push_platform_images(const builder::BuildResult& result, const oci::RegistryRef& target,
+                                  oci::ImageSource& source, const BlobStore& store, const BuildArgs& args) {
+  for (const builder::BuildResult& one : result.platforms) {
+    registry::PushContent content;
+    LS_TRY_ASSIGN(content.manifest_bytes, store.read(one.manifest.digest));
+    content.media_type = one.manifest.media_type;
+    content.blobs.push_back(one.config);
+    content.blobs.insert(content.blobs.end(), one.layers.begin(), one.layers.end());
+    oci::RegistryRef by_digest = target;
+    by_digest.tag.clear();
+    by_digest.digest = one.manifest.digest;
+    LS_TRY_ASSIGN(auto pushed,
+                  registry::push(source, content, by_digest, {registry::push_reference(by_digest)}, store,
+                                 registry::default_client_options()));
+    log::info("pushed docker://{}@{} ({}; {} blobs sent, {} mounted, {} already there)", target.name(),
+              one.manifest.digest.str(), one.manifest.platform ? one.manifest.platform->str() : "",
+              pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
+    LS_TRY(builder::attach_provenance(by_digest, one.manifest, args.key, args.passphrase_file));
+  }
+  return {};
+}
+
 // --push: the built image, from the store, to each target (one upload per repository; the tags of
-// one repository in one push).
+// one repository in one push). A multi-platform image: every platform's image, then the index.
 Result<void> push_result(const builder::BuildResult& result, const std::vector<oci::RegistryRef>& targets,
                          const BuildArgs& args) {
   LS_TRY_ASSIGN(BlobStore store, BlobStore::open(settings::store_root()));
   registry::PushContent content;
   LS_TRY_ASSIGN(content.manifest_bytes, store.read(result.manifest.digest));
   content.media_type = result.manifest.media_type;
-  content.blobs.push_back(result.config);
-  content.blobs.insert(content.blobs.end(), result.layers.begin(), result.layers.end());
+  if (result.platforms.empty()) {
+    content.blobs.push_back(result.config);
+    content.blobs.insert(content.blobs.end(), result.layers.begin(), result.layers.end());
+  }
   auto source = registry::local_blobs({}, store);
   std::vector<std::filesystem::path> sbom_files; // the SBOMs written go along, attached to the image
   for (const builder::WrittenOutput& o : result.outputs) {
@@ -131,12 +174,17 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
         done[j] = true;
       }
     }
+    if (!result.platforms.empty()) {
+      LS_TRY(push_platform_images(result, targets[i], *source, store, args));
+    }
     LS_TRY_ASSIGN(auto pushed, registry::push(*source, content, targets[i], tags, store,
                                               registry::default_client_options()));
     log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
-    LS_TRY(builder::attach_sbom_files(targets[i], result.manifest, sbom_files));
-    LS_TRY(builder::attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
+    if (result.platforms.empty()) { // a multi-platform image's SBOMs and provenance are its platforms'
+      LS_TRY(builder::attach_sbom_files(targets[i], result.manifest, sbom_files));
+      LS_TRY(builder::attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
+    }
   }
   return {};
 }
@@ -205,7 +253,9 @@ Result<ExitCode> run_build(const BuildArgs& args, const Context& ctx) {
     targets.push_back(ref.remote);
   }
 
-  LS_TRY_ASSIGN(builder::BuildResult result, builder::build_image(spec, options));
+  LS_TRY_ASSIGN(builder::BuildResult result, spec.platforms.size() > 1
+                                                 ? builder::build_platforms(spec, options)
+                                                 : builder::build_image(spec, options));
   if (!targets.empty()) {
     LS_TRY(push_result(result, targets, args));
   }

@@ -621,6 +621,9 @@ std::string WrittenOutput::reference() const {
 }
 
 Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options) {
+  if (spec.platforms.size() > 1) {
+    return internal_error("a spec of several platforms is built by build_platforms (platforms_build.hpp)");
+  }
   ImageBuild b(spec, options);
   LS_TRY_ASSIGN(auto names, parse_tag(spec.name, options.tag));
   b.result.repo_tag = names.first + ":" + names.second;

@@ -73,12 +73,16 @@ struct BuildResult {
   std::string repo_tag; ///< "name:tag"
   std::optional<GitInfo> git;
   bool impure = false; ///< a `run:` step had the network (annotated dev.lockstep.impure)
+  /// A multi-platform build (`platforms:`): each platform's result, in the spec's order; then
+  /// `manifest` is their image index and the layers are each platform's own.
+  std::vector<BuildResult> platforms;
 };
 
 /// The SLSA provenance statement a build of the image `manifest` kept in `store`, if any.
 std::optional<std::string> provenance_record(const BlobStore& store, const Digest& manifest);
 
-/// Builds the image the spec describes and writes its outputs.
+/// Builds the image the spec describes and writes its outputs. A spec of several platforms
+/// (`platforms:`) is built by build_platforms (platforms_build.hpp), which calls this per platform.
 Result<BuildResult> build_image(const envspec::Spec& spec, const BuildOptions& options);
 
 } // namespace lockstep::builder

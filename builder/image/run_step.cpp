@@ -418,6 +418,48 @@ runner::UnpackOptions run_step_unpack_options() {
   return unpack;
 }
 
+namespace {
+
+// The confined sandbox a step runs in: root inside a user namespace of its own, its own pids and
+// /proc, no network unless asked, a minimal /dev, the seccomp filter; another architecture's
+// programs under qemu-user.
+runner::SandboxConfig step_sandbox_config(const envspec::RunStep& step, const ImageState& image,
+                                          const StepOptions& options, const fs::path& rootfs,
+                                          const fs::path& upper, const fs::path& work) {
+  const bool as_root = ::geteuid() == 0;
+  runner::SandboxConfig config;
+  config.root = rootfs;
+  config.overlay = runner::OverlayDirs{upper, work};
+  config.read_only = false;
+  config.confined = true;
+  if (!as_root) {
+    config.supervisor = image.subids ? runner::SupervisorMode::subuid : runner::SupervisorMode::single;
+    config.subids = image.subids;
+  } else if (runner::check_user_notification()) {
+    config.supervisor = runner::SupervisorMode::root; // device nodes; without it, mknod is refused
+  }
+  config.emulation = image.emulation;
+  config.pid_namespace = true;
+  config.network = step.network ? runner::NetworkPolicy::host : runner::NetworkPolicy::none;
+  config.dev.mode = runner::DevPolicy::Mode::minimal;
+  config.uid = 0;
+  config.gid = 0;
+  config.env = image.env;
+  config.env.push_back(fmt::format("SOURCE_DATE_EPOCH={}", image.epoch));
+  if (std::none_of(config.env.begin(), config.env.end(),
+                   [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
+    config.env.emplace_back("HOME=/root");
+  }
+  config.cwd = options.workdir.empty() ? "/" : options.workdir;
+  config.cwd_missing = runner::CwdMissing::create;
+  config.argv = {"/bin/sh", "-c", step.sh};
+  config.umask = 022; // the files a step creates don't depend on the caller's umask
+  config.stdout_to = runner::SandboxConfig::Stdout::to_stderr; // lockstep's stdout ends with the digest
+  return config;
+}
+
+} // namespace
+
 Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t index, const ImageState& image,
                                   const StepOptions& options) {
   const BlobStore& store = *image.store;
@@ -457,36 +499,8 @@ Result<BuiltLayer> build_run_step(const envspec::RunStep& step, std::size_t inde
   LS_TRY(make_dirs(work));
   // The upper directory stands for the image's root directory: its owner and mode.
   LS_TRY(copy_owner_and_mode(root.rootfs, upper));
-  // 4. Run the step confined (docs/run-steps.md): root inside a user namespace of its own, its own
-  //    pids and /proc, no network unless asked, a minimal /dev, the seccomp filter.
-  runner::SandboxConfig config;
-  config.root = root.rootfs;
-  config.overlay = runner::OverlayDirs{upper, work};
-  config.read_only = false;
-  config.confined = true;
-  if (!as_root) {
-    config.supervisor = image.subids ? runner::SupervisorMode::subuid : runner::SupervisorMode::single;
-    config.subids = image.subids;
-  } else if (runner::check_user_notification()) {
-    config.supervisor = runner::SupervisorMode::root; // device nodes; without it, mknod is refused
-  }
-  config.emulation = image.emulation;
-  config.pid_namespace = true;
-  config.network = step.network ? runner::NetworkPolicy::host : runner::NetworkPolicy::none;
-  config.dev.mode = runner::DevPolicy::Mode::minimal;
-  config.uid = 0;
-  config.gid = 0;
-  config.env = image.env;
-  config.env.push_back(fmt::format("SOURCE_DATE_EPOCH={}", image.epoch));
-  if (std::none_of(config.env.begin(), config.env.end(),
-                   [](const std::string& e) { return e.rfind("HOME=", 0) == 0; })) {
-    config.env.emplace_back("HOME=/root");
-  }
-  config.cwd = options.workdir.empty() ? "/" : options.workdir;
-  config.cwd_missing = runner::CwdMissing::create;
-  config.argv = {"/bin/sh", "-c", step.sh};
-  config.umask = 022; // the files a step creates don't depend on the caller's umask
-  config.stdout_to = runner::SandboxConfig::Stdout::to_stderr; // lockstep's stdout ends with the digest
+  // 4. Run the step confined (docs/run-steps.md).
+  const runner::SandboxConfig config = step_sandbox_config(step, image, options, root.rootfs, upper, work);
   log::info("{}: {}{}", label, options.label.empty() ? step.sh : "running",
             step.network ? " (network on)" : "");
   log::Timer timer(label);

@@ -6,6 +6,7 @@
 #include "builder/lock/base_image.hpp"
 #include "builder/lock/conda_lock.hpp"
 #include "builder/lock/git_source.hpp"
+#include "builder/lock/platforms_lock.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "builder/lock/wheel_lock.hpp"
 #include "envspec/spec/host_paths.hpp"
@@ -502,6 +503,15 @@ std::string apt_group_of(const std::string& name) {
 
 Result<envspec::Lock> make_lock(const envspec::Spec& spec, const BlobStore& store,
                                 const LockOptions& options) {
+  if (spec.platforms.size() > 1) {
+    return lock_platforms(spec, store, options, make_lock);
+  }
+  if (options.previous && !options.previous->platforms.empty()) {
+    // A spec that names one platform of a multi-platform lock keeps that platform's versions.
+    LockOptions one = options;
+    one.previous = previous_for_platform(options.previous, spec.platform.str());
+    return make_lock(spec, store, one);
+  }
   envspec::Lock lock;
   lock.tool = fmt::format("lockstep {}", k_version);
   lock.spec_digest = spec.digest;

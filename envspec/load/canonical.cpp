@@ -241,13 +241,29 @@ template <typename T> std::optional<json> if_set(const std::optional<T>& value) 
   return value ? std::optional<json>(*value) : std::nullopt;
 }
 
+// `platforms:` with more than one (a single one is `platform`, so its digest stays as before).
+std::optional<json> platforms_form(const Spec& s) {
+  if (s.platforms.size() < 2) {
+    return std::nullopt;
+  }
+  json list = json::array();
+  for (const oci::Platform& p : s.platforms) {
+    list.push_back(p.str());
+  }
+  return list;
+}
+
 // The canonical value of each top-level key of the spec's shape that enters the digest; a rule
 // that gives nothing leaves its key out.
 const std::map<std::string_view, Rule>& rules() {
   static const std::map<std::string_view, Rule> table = {
       {"lockstep", [](const Spec& s) -> std::optional<json> { return s.schema; }},
       {"name", [](const Spec& s) -> std::optional<json> { return s.name; }},
-      {"platform", [](const Spec& s) -> std::optional<json> { return s.platform.str(); }},
+      {"platform",
+       [](const Spec& s) -> std::optional<json> {
+         return s.platforms.size() > 1 ? std::nullopt : std::optional<json>(s.platform.str());
+       }},
+      {"platforms", platforms_form},
       {"base", [](const Spec& s) -> std::optional<json> { return base_form(s); }},
       {"repos", repos_form},
       {"packages", packages_form},

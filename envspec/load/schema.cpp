@@ -31,6 +31,8 @@ void SchemaWalker::walk(const Node& root, Spec& spec) {
       name(v, spec.name);
     } else if (key == "platform") {
       platform(v, spec.platform);
+    } else if (key == "platforms") {
+      platforms(root, e, spec);
     } else if (key == "base") {
       base(v, spec.base);
     } else if (key == "repos") {
@@ -67,6 +69,9 @@ void SchemaWalker::walk(const Node& root, Spec& spec) {
     } else {
       unknown_key(e, "", m_shapes.spec);
     }
+  }
+  if (spec.platforms.empty()) {
+    spec.platforms.push_back(spec.platform);
   }
   apply_conda_stack(spec);
   cross_checks(root, spec);
@@ -120,10 +125,52 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
             "x86_64/, flat: true, keyring: keys/cuda.gpg}");
     }
   }
-  if (need_apt && debian_arch(spec.platform).empty()) {
-    const MapEntry* p = root.find("platform");
-    error(p != nullptr ? p->value.location : spec.base.location, "platform",
-          fmt::format("Debian has no architecture for platform {}", spec.platform.str()));
+  for (const oci::Platform& each : spec.platforms) {
+    if (need_apt && debian_arch(each).empty()) {
+      const MapEntry* p = root.find("platform");
+      p = p != nullptr ? p : root.find("platforms");
+      error(p != nullptr ? p->value.location : spec.base.location, p != nullptr ? p->key : "platform",
+            fmt::format("Debian has no architecture for platform {}", each.str()));
+    }
+  }
+}
+
+void SchemaWalker::platforms(const Node& root, const MapEntry& e, Spec& spec) {
+  if (const MapEntry* one = root.find("platform"); one != nullptr) {
+    error(e.key_location, "platforms",
+          fmt::format("give 'platform: {}' or 'platforms: [...]', not both", one->value.scalar));
+    return;
+  }
+  if (!e.value.is_sequence() || e.value.items.empty()) {
+    error(e.value.location, "platforms", "a list of platforms, e.g. [linux/amd64, linux/arm64]");
+    return;
+  }
+  // linux/arm64 and linux/arm64/v8 are one platform (clients normalise them alike).
+  auto same = [](const oci::Platform& a, const oci::Platform& b) {
+    auto variant = [](const oci::Platform& p) {
+      return p.architecture == "arm64" && (p.variant == "v8" || p.variant == "8") ? std::string() : p.variant;
+    };
+    return a.os == b.os && a.architecture == b.architecture && variant(a) == variant(b);
+  };
+  for (const Node& item : e.value.items) {
+    const std::string* s = string(item, "platforms");
+    if (s == nullptr) {
+      continue;
+    }
+    Result<oci::Platform> p = oci::Platform::parse(*s);
+    if (!p) {
+      error(item.location, "platforms", p.error().message);
+      continue;
+    }
+    if (std::any_of(spec.platforms.begin(), spec.platforms.end(),
+                    [&](const oci::Platform& q) { return same(q, *p); })) {
+      error(item.location, "platforms", fmt::format("{} is listed twice", p->str()));
+      continue;
+    }
+    spec.platforms.push_back(*p);
+  }
+  if (!spec.platforms.empty()) {
+    spec.platform = spec.platforms.front();
   }
 }
 

@@ -50,6 +50,7 @@ private:
   std::optional<std::string> image_path(const Node& v, const std::string& path);
   void name(const Node& v, std::string& out);
   void platform(const Node& v, oci::Platform& out);
+  void platforms(const Node& root, const MapEntry& e, Spec& spec);
 
   // ---------------------------------------------------------------------------------------------
   // `base:` (schema_base.cpp)

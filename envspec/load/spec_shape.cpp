@@ -17,7 +17,7 @@ namespace {
 
 // The shapes, the named ones (Shapes) and the ones only their keys use.
 struct AllShapes : Shapes {
-  Shape schema_version, image_name, extends, extends_list, platform, host_path, image_path;
+  Shape schema_version, image_name, extends, extends_list, platform, platform_list, host_path, image_path;
   Shape base_scratch, base_oci, base_image, base_debian, oci_path, image_ref, tag, debian_suite,
       debian_variant;
   Shape snapshot_stamp;
@@ -65,6 +65,7 @@ AllShapes::AllShapes() {
   extends_list = {.kind = Kind::list, .items = &host_path};
   extends = {.kind = Kind::one_of, .forms = {&host_path, &extends_list}};
   platform = {.pattern = R"(^[a-z0-9]+/[a-z0-9]+(/[^/]{1,8})?$)"};
+  platform_list = {.kind = Kind::list, .non_empty = true, .items = &platform};
   user = {.types = k_word, .pattern = R"(^[^:\s]+(:[^:\s]+)?$)"};
   argv = {.kind = Kind::list, .items = &scalar_value};
 
@@ -481,6 +482,11 @@ AllShapes::AllShapes() {
            .doc = "Files merged under this one (a path or a list of paths).",
            .in_digest = false},
           {.name = "platform", .shape = &platform, .doc = "OS/ARCH[/VARIANT]; default linux/amd64."},
+          {.name = "platforms",
+           .shape = &platform_list,
+           .doc = "Several platforms, one image each under one image index (instead of 'platform'), "
+                  "e.g. [linux/amd64, linux/arm64].",
+           .merge = Merge::replace},
           {.name = "base", .shape = &base, .doc = "The image the layers go on; default scratch."},
           {.name = "repos",
            .shape = &repos,

@@ -155,16 +155,26 @@ bool valid_commit(std::string_view rev) {
 class ArtifactKeys {
 public:
   void check(const LockReader& r, const std::string& path, const LockedArtifact& a,
-             const std::vector<LockedArtifact>& earlier) {
-    std::string key;
+             const std::vector<LockedArtifact>& earlier, const std::vector<std::string>& lock_platforms) {
+    // One artifact for each name per platform: a multi-platform lock has one per platform.
+    const std::vector<std::string>& platforms = a.platforms.empty() ? lock_platforms : a.platforms;
+    for (const std::string& platform : platforms) {
+      check_one(r, path, a, earlier, platform);
+    }
+  }
+
+private:
+  void check_one(const LockReader& r, const std::string& path, const LockedArtifact& a,
+                 const std::vector<LockedArtifact>& earlier, const std::string& platform) {
+    std::string key = platform + "\n";
     if (a.kind == "deb") {
-      key = "deb\n" + a.name + "\n" + a.arch;
+      key += "deb\n" + a.name + "\n" + a.arch;
     } else if (a.kind == "wheel") {
-      key = "wheel\n" + normalize_project_name(a.name);
+      key += "wheel\n" + normalize_project_name(a.name);
     } else if (a.kind == "conda") {
-      key = "conda\n" + a.name;
+      key += "conda\n" + a.name;
     } else {
-      key = "git\n" + a.name + "\n" + a.rev;
+      key += "git\n" + a.name + "\n" + a.rev;
     }
     const auto [it, inserted] = m_first.emplace(std::move(key), earlier.size());
     if (inserted) {
@@ -178,11 +188,10 @@ public:
                               : a.kind == "wheel" ? fmt::format("wheel project '{}'", a.name)
                               : a.kind == "conda" ? fmt::format("conda package '{}'", a.name)
                                                   : fmt::format("git repository '{}' at '{}'", a.name, a.rev);
-    r.fail(path, fmt::format("duplicate {}, first at artifacts[{}]; a lock holds one artifact for each",
-                             shown, it->second));
+    r.fail(path, fmt::format("duplicate {}{}, first at artifacts[{}]; a lock holds one artifact for each",
+                             shown, platform.empty() ? "" : " for " + platform, it->second));
   }
 
-private:
   std::map<std::string, std::size_t> m_first; // key -> index of its first artifact
 };
 
@@ -326,7 +335,11 @@ LockedBase read_base(const LockReader& r, const json& j) {
 
 json lock_inputs(const Spec& spec) {
   json in = json::object();
-  in["platform"] = spec.platform.str();
+  if (spec.platforms.size() > 1) {
+    in["platforms"] = spec.canonical["platforms"];
+  } else {
+    in["platform"] = spec.platform.str();
+  }
   if (spec.base.kind != BaseImage::Kind::scratch) { // scratch stays out: older locks keep their inputs
     in["base"] = spec.canonical["base"];
   }
@@ -360,8 +373,10 @@ std::vector<std::string> describe_input_changes(const json& locked, const json& 
     return out;
   }
   const auto value = [](const json& j, const char* key) { return j.contains(key) ? j[key].dump() : "none"; };
-  if (value(locked, "platform") != value(now, "platform")) {
-    out.push_back(fmt::format("platform: {} -> {}", value(locked, "platform"), value(now, "platform")));
+  for (const char* key : {"platform", "platforms"}) {
+    if (value(locked, key) != value(now, key)) {
+      out.push_back(fmt::format("{}: {} -> {}", key, value(locked, key), value(now, key)));
+    }
   }
   if (value(locked, "base") != value(now, "base")) {
     out.push_back(fmt::format("base: {} -> {}", value(locked, "base"), value(now, "base")));
@@ -444,15 +459,28 @@ std::string render_lock(const Lock& lock) {
   out += fmt::format("  \"tool\": {},\n", json(lock.tool).dump());
   out += fmt::format("  \"spec-digest\": {},\n", json(lock.spec_digest.str()).dump());
   out += fmt::format("  \"epoch\": {},\n", lock.epoch);
-  out += fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
+  if (lock.platforms.size() > 1) {
+    out += fmt::format("  \"platforms\": {},\n", json(lock.platforms).dump());
+  } else {
+    out += fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
+  }
   out += fmt::format("  \"inputs\": {},\n", lock.inputs.dump());
-  if (lock.base) {
+  const auto base_line = [](const LockedBase& base) {
     ordered b;
-    b["image"] = lock.base->image;
-    b["manifest"] = lock.base->manifest.str();
-    b["config"] = lock.base->config.str();
-    b["platform"] = lock.base->platform;
-    out += "  \"base\": " + json_line(b) + ",\n";
+    b["image"] = base.image;
+    b["manifest"] = base.manifest.str();
+    b["config"] = base.config.str();
+    b["platform"] = base.platform;
+    return json_line(b);
+  };
+  if (lock.base) {
+    out += "  \"base\": " + base_line(*lock.base) + ",\n";
+  } else if (!lock.bases.empty()) {
+    out += "  \"bases\": [";
+    for (std::size_t i = 0; i < lock.bases.size(); ++i) {
+      out += (i == 0 ? "\n    " : ",\n    ") + base_line(lock.bases[i]);
+    }
+    out += "\n  ],\n";
   }
   if (lock.stack) {
     ordered head = locked_stack_json(*lock.stack);
@@ -533,6 +561,9 @@ std::string render_lock(const Lock& lock) {
     if (a.conda) {
       conda_record_json(*a.conda, j);
     }
+    if (!a.platforms.empty()) {
+      j["platforms"] = a.platforms;
+    }
     out += (i == 0 ? "\n    " : ",\n    ") + json_line(j);
   }
   out += lock.artifacts.empty() ? "]\n" : "\n  ]\n";
@@ -549,8 +580,8 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
   Lock lock;
   try {
     r.only_keys(root, "",
-                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "inputs", "base", "stack",
-                 "repos", "artifacts"});
+                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "platforms", "inputs", "base",
+                 "bases", "stack", "repos", "artifacts"});
     const json& schema = r.field(root, "", "lockstep-lock");
     if (!schema.is_number_integer() || schema.get<std::int64_t>() != k_lock_schema) {
       r.fail("lockstep-lock", fmt::format("unsupported lock schema {}; this lockstep reads schema {}",
@@ -566,9 +597,29 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     if (lock.epoch < 0 || lock.epoch > 253402300799) {
       r.fail("epoch", "out of range");
     }
-    lock.platform = r.str(root, "", "platform");
-    if (!oci::Platform::parse(lock.platform)) {
-      r.fail("platform", fmt::format("invalid platform '{}'", lock.platform));
+    if (root.contains("platforms")) { // a multi-platform lock
+      if (root.contains("platform")) {
+        r.fail("platforms", "a lock has 'platform' (one) or 'platforms' (several), not both");
+      }
+      lock.platforms = r.strings(root, "", "platforms");
+      if (lock.platforms.size() < 2) {
+        r.fail("platforms", "expected two or more platforms (one is written as 'platform')");
+      }
+      for (std::size_t i = 0; i < lock.platforms.size(); ++i) {
+        if (!oci::Platform::parse(lock.platforms[i])) {
+          r.fail(fmt::format("platforms[{}]", i), fmt::format("invalid platform '{}'", lock.platforms[i]));
+        }
+        if (std::find(lock.platforms.begin(), lock.platforms.begin() + static_cast<std::ptrdiff_t>(i),
+                      lock.platforms[i]) != lock.platforms.begin() + static_cast<std::ptrdiff_t>(i)) {
+          r.fail(fmt::format("platforms[{}]", i), fmt::format("'{}' is listed twice", lock.platforms[i]));
+        }
+      }
+      lock.platform = lock.platforms.front();
+    } else {
+      lock.platform = r.str(root, "", "platform");
+      if (!oci::Platform::parse(lock.platform)) {
+        r.fail("platform", fmt::format("invalid platform '{}'", lock.platform));
+      }
     }
     lock.inputs = r.field(root, "", "inputs");
     if (!lock.inputs.is_object()) {
@@ -576,6 +627,21 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     }
     if (root.contains("base")) {
       lock.base = read_base(r, root["base"]);
+    }
+    if (root.contains("bases")) {
+      const json& bases = root["bases"];
+      if (lock.platforms.empty() || lock.base || !bases.is_array()) {
+        r.fail("bases",
+               "only a multi-platform lock has 'bases' (a list, one per platform) instead of 'base'");
+      }
+      for (const json& b : bases) {
+        lock.bases.push_back(read_base(r, b));
+        if (std::find(lock.platforms.begin(), lock.platforms.end(), lock.bases.back().platform) ==
+            lock.platforms.end()) {
+          r.fail("bases", fmt::format("a base for {}, which is not one of the lock's platforms",
+                                      lock.bases.back().platform));
+        }
+      }
     }
     if (root.contains("stack")) {
       lock.stack = read_stack(r, root["stack"]);
@@ -655,14 +721,45 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       a.kind = r.str(j, path, "kind");
       if (a.kind == "conda") {
         r.only_keys(j, path,
-                    {"kind", "name", "version", "build", "build-number", "subdir", "size", "sha256", "md5",
-                     "url", "repo", "reason", "depends", "constrains", "track-features", "noarch",
-                     "timestamp", "license", "python-site-packages-path"});
+                    {"kind",
+                     "name",
+                     "version",
+                     "build",
+                     "build-number",
+                     "subdir",
+                     "size",
+                     "sha256",
+                     "md5",
+                     "url",
+                     "repo",
+                     "reason",
+                     "depends",
+                     "constrains",
+                     "track-features",
+                     "noarch",
+                     "timestamp",
+                     "license",
+                     "python-site-packages-path",
+                     "platforms"});
         a.conda = read_conda_record(r, j, path);
       } else {
         r.only_keys(j, path,
                     {"kind", "name", "version", "arch", "group", "rev", "suite", "size", "sha256", "url",
-                     "repo", "reason"});
+                     "repo", "reason", "platforms"});
+      }
+      if (j.contains("platforms")) {
+        a.platforms = r.strings(j, path, "platforms");
+        for (const std::string& p : a.platforms) {
+          if (std::find(lock.platforms.begin(), lock.platforms.end(), p) == lock.platforms.end()) {
+            r.fail(path + ".platforms",
+                   lock.platforms.empty()
+                       ? std::string("only an artifact of a multi-platform lock names platforms")
+                       : fmt::format("'{}' is not one of the lock's platforms", p));
+          }
+        }
+        if (a.platforms.empty()) {
+          r.fail(path + ".platforms", "empty: leave it out for an artifact of every platform");
+        }
       }
       if (a.kind != "deb" && a.kind != "wheel" && a.kind != "git" && a.kind != "conda") {
         r.fail(path + ".kind", fmt::format("expected deb, wheel, conda or git, found '{}'", a.kind));
@@ -704,7 +801,8 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
       if (a.kind == "git" && !valid_commit(a.version)) {
         r.fail(path + ".version", "a git artifact's version is a full 40-hex commit id");
       }
-      seen.check(r, path, a, lock.artifacts);
+      seen.check(r, path, a, lock.artifacts,
+                 lock.platforms.empty() ? std::vector<std::string>{""} : lock.platforms);
       lock.artifacts.push_back(std::move(a));
     }
   } catch (const Failure& f) {
@@ -724,6 +822,38 @@ Result<Lock> read_lock(const fs::path& path) {
   }
   LS_TRY_ASSIGN(std::string text, read_file(path, k_max_lock_size));
   return parse_lock(text, path.string());
+}
+
+std::vector<std::string> lock_platforms(const Lock& lock) {
+  return lock.platforms.empty() ? std::vector<std::string>{lock.platform} : lock.platforms;
+}
+
+Lock lock_for_platform(const Lock& lock, const std::string& platform) {
+  if (lock.platforms.empty()) {
+    return lock;
+  }
+  Lock one;
+  one.schema = lock.schema;
+  one.tool = lock.tool;
+  one.spec_digest = lock.spec_digest;
+  one.epoch = lock.epoch;
+  one.platform = platform;
+  one.inputs = lock.inputs;
+  one.stack = lock.stack;
+  one.repos = lock.repos;
+  for (const LockedBase& b : lock.bases) {
+    if (b.platform == platform) {
+      one.base = b;
+    }
+  }
+  for (const LockedArtifact& a : lock.artifacts) {
+    if (a.platforms.empty() ||
+        std::find(a.platforms.begin(), a.platforms.end(), platform) != a.platforms.end()) {
+      one.artifacts.push_back(a);
+      one.artifacts.back().platforms.clear();
+    }
+  }
+  return one;
 }
 
 Digest lock_digest(const Lock& lock) {

@@ -77,6 +77,10 @@ struct LockedArtifact {
   std::string suite;  ///< deb: the suite whose index listed it ("bookworm-security"), "" if unknown or flat
   std::string reason; ///< why it is in the lock ("requested", "openmpi-bin (Depends)")
   std::optional<LockedCondaRecord> conda; ///< conda: the rest of its record
+  /// A multi-platform lock: the platforms whose images use it ("linux/arm64"), in the lock's order;
+  /// empty when every platform of the lock does (an `Architecture: all` deb, a pure-Python wheel,
+  /// a git source).
+  std::vector<std::string> platforms = {};
 };
 
 /// One component the stack solver chose (docs/spec.md, `stack:`).
@@ -128,9 +132,14 @@ struct Lock {
   std::string tool;       ///< "lockstep 0.1.0": the version that wrote it
   Digest spec_digest;     ///< the spec's canonical digest (extends included) when it was locked
   std::int64_t epoch = 0; ///< the image epoch builds from this lock use
-  std::string platform;
-  nlohmann::json inputs;            ///< lock_inputs() of the spec it was made from
-  std::optional<LockedBase> base;   ///< an image base, resolved when the lock was made
+  std::string platform;   ///< the platform ("linux/amd64"); a multi-platform lock: the first
+  /// Every platform of a multi-platform lock (`platforms:` in the spec), in the spec's order; empty
+  /// for a lock of one platform. lock_for_platform() gives each platform's own lock.
+  std::vector<std::string> platforms;
+  nlohmann::json inputs;          ///< lock_inputs() of the spec it was made from
+  std::optional<LockedBase> base; ///< an image base, resolved when the lock was made
+  /// A multi-platform lock over an image base: each platform's manifest (`base` is then empty).
+  std::vector<LockedBase> bases;
   std::optional<LockedStack> stack; ///< the `stack:` solver's choices, when the spec has a stack
   std::vector<LockedRepo> repos;
   std::vector<LockedArtifact> artifacts;
@@ -160,6 +169,14 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what);
 
 /// Reads and parses a lockfile. A missing file is a check_failed error that says to run `lockstep lock`.
 Result<Lock> read_lock(const std::filesystem::path& path);
+
+/// One platform's share of a multi-platform lock: its artifacts (those naming it or no platform),
+/// its base, `platform` set to it; the lock itself when it is of one platform. The platform must
+/// be one of the lock's.
+Lock lock_for_platform(const Lock& lock, const std::string& platform);
+
+/// The platforms a lock is for: `platforms`, or its one `platform`.
+std::vector<std::string> lock_platforms(const Lock& lock);
 
 /// sha256 of the rendered lock, recorded in images built from it.
 Digest lock_digest(const Lock& lock);

@@ -1,5 +1,6 @@
 #include "envspec/spec/spec.hpp"
 
+#include "support/codec/digest.hpp"
 #include "support/system/fs.hpp"
 
 #include <algorithm>
@@ -19,6 +20,18 @@ bool Spec::needs_lock() const {
   return base.kind == BaseImage::Kind::debian || base.kind == BaseImage::Kind::registry ||
          !packages.apt.empty() || !packages.pip.empty() || !packages.conda.empty() || stack.has_value() ||
          std::any_of(copy.begin(), copy.end(), [](const CopyItem& c) { return !c.git.empty(); });
+}
+
+Spec spec_for_platform(const Spec& spec, const oci::Platform& platform) {
+  Spec one = spec;
+  one.platform = platform;
+  one.platforms = {platform};
+  if (one.canonical.is_object()) {
+    one.canonical.erase("platforms");
+    one.canonical["platform"] = platform.str();
+    one.digest = sha256_of(one.canonical.dump());
+  }
+  return one;
 }
 
 std::string debian_arch(const oci::Platform& platform) {

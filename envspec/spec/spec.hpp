@@ -226,7 +226,10 @@ struct StackRequest {
 struct Spec {
   int schema = 1;
   std::string name;
-  oci::Platform platform; ///< default linux/amd64
+  oci::Platform platform; ///< default linux/amd64; with `platforms:`, the first
+  /// Every platform the spec builds (`platforms:`), in the spec's order; `platform` alone for a
+  /// single-platform spec. One lock holds them all; the build writes one image each under an index.
+  std::vector<oci::Platform> platforms;
   BaseImage base;
   std::vector<Repo> repos; ///< in priority order
   Packages packages;
@@ -256,6 +259,11 @@ struct Spec {
   /// Debian base, a registry base (its tag may move), or git sources.
   [[nodiscard]] bool needs_lock() const;
 };
+
+/// The spec as it is for one of its platforms (`platforms:`): `platform` that one, `platforms` it
+/// alone, and the canonical form and digest a spec naming `platform:` alone would have, so each
+/// platform's image of a multi-platform build is the image a build of that platform alone gives.
+Spec spec_for_platform(const Spec& spec, const oci::Platform& platform);
 
 /// The Debian architecture name for an OCI platform (amd64, arm64, armhf, i386, ppc64el, ...), or ""
 /// when Debian has none.

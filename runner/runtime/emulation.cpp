@@ -14,8 +14,8 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -108,9 +108,15 @@ bool private_binfmt_misc() {
   if (::uname(&u) != 0) {
     return false;
   }
+  const std::string_view release = u.release;
   unsigned major = 0;
   unsigned minor = 0;
-  if (std::sscanf(u.release, "%u.%u", &major, &minor) != 2) {
+  const char* end = release.data() + release.size();
+  auto [after_major, e1] = std::from_chars(release.data(), end, major);
+  if (e1 != std::errc() || after_major == end || *after_major != '.') {
+    return false;
+  }
+  if (std::from_chars(after_major + 1, end, minor).ec != std::errc()) {
     return false;
   }
   return major > 6 || (major == 6 && minor >= 7);

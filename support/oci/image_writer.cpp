@@ -36,16 +36,41 @@ std::string index_json(const StoredImage& image, bool docker) {
   return idx.serialize();
 }
 
-std::string docker_manifest_json(const StoredImage& image) {
+json docker_manifest_item(const StoredImage& image, const json& repo_tags) {
   json item = json::object();
   item["Config"] = "blobs/sha256/" + image.blobs.front().digest.hex();
-  item["RepoTags"] = image.repo_tag.empty() ? json::array() : json::array({image.repo_tag});
+  item["RepoTags"] = repo_tags;
   json layers = json::array();
   for (std::size_t i = 1; i < image.blobs.size(); ++i) {
     layers.push_back("blobs/sha256/" + image.blobs[i].digest.hex());
   }
   item["Layers"] = layers;
-  return json::array({item}).dump();
+  return item;
+}
+
+// One entry per image. Several platforms: each is tagged NAME:TAG-ARCH, and the first platform's
+// also NAME:TAG (`docker load` keeps one image per tag).
+std::string docker_manifest_json(const StoredImage& image) {
+  if (image.platform_images.empty()) {
+    return json::array({docker_manifest_item(image, image.repo_tag.empty() ? json::array()
+                                                                           : json::array({image.repo_tag}))})
+        .dump();
+  }
+  json items = json::array();
+  for (std::size_t i = 0; i < image.platform_images.size(); ++i) {
+    const StoredImage& one = image.platform_images[i];
+    json tags = json::array();
+    if (!image.repo_tag.empty()) {
+      if (i == 0) {
+        tags.push_back(image.repo_tag);
+      }
+      if (one.manifest.platform) {
+        tags.push_back(image.repo_tag + "-" + one.manifest.platform->architecture);
+      }
+    }
+    items.push_back(docker_manifest_item(one, tags));
+  }
+  return items.dump();
 }
 
 // Every distinct blob of the image, sorted by digest (manifest included).

@@ -21,6 +21,10 @@ struct StoredImage {
   std::string ref_name;          ///< tag for index.json's org.opencontainers.image.ref.name; may be empty
   std::string repo_tag;          ///< "name:tag" for docker-archive RepoTags
   std::int64_t epoch = 0;        ///< member mtimes in archives
+  /// A multi-platform image: `manifest` is their index, `blobs` holds every platform's manifest,
+  /// config and layers, and these are the platforms' images (a docker-archive's manifest.json
+  /// lists each).
+  std::vector<StoredImage> platform_images;
 };
 
 /// Writes (or replaces) the OCI layout directory `dir`. An existing `dir` that is not an OCI

@@ -440,3 +440,107 @@ TEST_CASE("An image base is locked on one line and parses back; a malformed one 
 }
 
 } // namespace
+
+namespace {
+
+// sample_lock() for linux/amd64 and linux/arm64: libc6 per platform, the git source shared.
+Lock two_platform_lock() {
+  Lock lock = sample_lock();
+  lock.platforms = {"linux/amd64", "linux/arm64"};
+  lock.inputs = nlohmann::json{{"platforms", {"linux/amd64", "linux/arm64"}}};
+  for (LockedArtifact& a : lock.artifacts) {
+    if (a.kind == "deb") {
+      a.platforms = {"linux/amd64"};
+      LockedArtifact arm = a;
+      arm.arch = "arm64";
+      arm.url = "http://deb.debian.org/debian/pool/main/g/glibc/libc6_2.36-9+deb12u10_arm64.deb";
+      arm.sha256 = sha256_of("libc6 arm64");
+      arm.platforms = {"linux/arm64"};
+      lock.artifacts.push_back(arm);
+      break;
+    }
+  }
+  envspec::sort_artifacts(lock.artifacts);
+  return lock;
+}
+
+} // namespace
+
+TEST_CASE("A multi-platform lock round-trips and gives each platform its share", "[lock][platforms]") {
+  const Lock lock = two_platform_lock();
+  const std::string text = envspec::render_lock(lock);
+  CHECK(text.find("\"platforms\": [\"linux/amd64\",\"linux/arm64\"],\n") != std::string::npos);
+  CHECK(text.find("\"platform\": ") == std::string::npos);
+  auto parsed = envspec::parse_lock(text, "lockstep.lock");
+  REQUIRE(parsed);
+  CHECK(envspec::render_lock(*parsed) == text);
+  CHECK(parsed->platform == "linux/amd64");
+  CHECK(envspec::lock_platforms(*parsed) == std::vector<std::string>{"linux/amd64", "linux/arm64"});
+  const Lock arm = envspec::lock_for_platform(*parsed, "linux/arm64");
+  CHECK(arm.platform == "linux/arm64");
+  CHECK(arm.platforms.empty());
+  REQUIRE(arm.artifacts.size() == 2); // its libc6 and the shared git source
+  for (const LockedArtifact& a : arm.artifacts) {
+    CHECK(a.platforms.empty());
+    CHECK((a.kind == "git" || a.arch == "arm64"));
+  }
+  // A single-platform lock is its own share.
+  CHECK(envspec::render_lock(envspec::lock_for_platform(sample_lock(), "linux/amd64")) ==
+        envspec::render_lock(sample_lock()));
+}
+
+TEST_CASE("A malformed multi-platform lock is refused naming the key", "[lock][platforms][errors]") {
+  const std::string text = envspec::render_lock(two_platform_lock());
+  const auto error_of = [](const std::string& t) {
+    auto r = envspec::parse_lock(t, "lockstep.lock");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == ExitCode::invalid_input);
+    return r.error().message;
+  };
+  const auto edit = [](std::string t, const std::string& from, const std::string& to) {
+    REQUIRE(t.find(from) != std::string::npos);
+    return t.replace(t.find(from), from.size(), to);
+  };
+  const std::string both = "\"platforms\": [\"linux/amd64\",\"linux/arm64\"]";
+  const std::string arm_only = "\"platforms\":[\"linux/arm64\"]";
+  CHECK_THAT(error_of(edit(text, arm_only, "\"platforms\":[\"linux/ppc64le\"]")),
+             Catch::Contains("platforms: 'linux/ppc64le' is not one of the lock's platforms"));
+  CHECK_THAT(error_of(edit(text, both, "\"platforms\": [\"linux/arm64\",\"linux/arm64\"]")),
+             Catch::Contains("platforms[1]: 'linux/arm64' is listed twice"));
+  CHECK_THAT(error_of(edit(text, both, "\"platforms\": [\"linux/amd64\"]")),
+             Catch::Contains("expected two or more platforms"));
+  // Two libc6 debs of one architecture for one platform.
+  const std::string dup = edit(edit(text, "\"arch\":\"arm64\"", "\"arch\":\"amd64\""), arm_only,
+                               "\"platforms\":[\"linux/amd64\"]");
+  CHECK_THAT(error_of(dup), Catch::Contains("duplicate deb package 'libc6' (amd64) for linux/amd64"));
+  // An artifact that names platforms in a lock of one.
+  CHECK_THAT(error_of(edit(envspec::render_lock(sample_lock()), "\"repo\":0",
+                           "\"repo\":0,\"platforms\":[\"linux/amd64\"]")),
+             Catch::Contains("only an artifact of a multi-platform lock names platforms"));
+}
+
+TEST_CASE_METHOD(SpecFixture, "platforms: lists the platforms of one spec", "[spec][platforms]") {
+  const Spec loaded = load_ok("lockstep: 1\nname: x\nplatforms: [linux/amd64, linux/arm64]\n");
+  const Spec* spec = &loaded;
+  REQUIRE(spec->platforms.size() == 2);
+  CHECK(spec->platform.str() == "linux/amd64");
+  CHECK(spec->platforms[1].str() == "linux/arm64");
+  CHECK(spec->canonical["platforms"] == nlohmann::json{"linux/amd64", "linux/arm64"});
+  CHECK_FALSE(spec->canonical.contains("platform"));
+  // Each platform's view is the spec that names it alone: the same canonical form and digest.
+  const Spec single = load_ok("lockstep: 1\nname: x\nplatform: linux/arm64\n");
+  const Spec* alone = &single;
+  const Spec arm = envspec::spec_for_platform(*spec, spec->platforms[1]);
+  CHECK(arm.canonical == alone->canonical);
+  CHECK(arm.digest == alone->digest);
+  CHECK(alone->platforms.size() == 1);
+  CHECK(envspec::lock_inputs(arm) == envspec::lock_inputs(*alone));
+}
+
+TEST_CASE_METHOD(SpecFixture, "A wrong platforms list is reported at the item", "[spec][platforms][errors]") {
+  CHECK_THAT(errors("lockstep: 1\nname: x\nplatform: linux/amd64\nplatforms: [linux/arm64]\n"),
+             Catch::Contains("give 'platform: linux/amd64' or 'platforms: [...]', not both"));
+  CHECK_THAT(errors("lockstep: 1\nname: x\nplatforms: [linux/arm64, linux/arm64/v8]\n"),
+             Catch::Contains(":3:26: error: platforms: linux/arm64/v8 is listed twice"));
+  CHECK_THAT(errors("lockstep: 1\nname: x\nplatforms: []\n"), Catch::Contains("platforms"));
+}

@@ -286,7 +286,8 @@ TEST_CASE_METHOD(SpecFixture, "An unknown key far from every known one lists the
         path() +
             ":3:1: error: frobnicate: unknown key; expected one of: base, cmd, conda, copy, entrypoint, env, "
             "extends, "
-            "labels, lockstep, mirrors, name, outputs, packages, platform, repos, run, stack, user, workdir\n"
+            "labels, lockstep, mirrors, name, outputs, packages, platform, platforms, repos, run, stack, "
+            "user, workdir\n"
             "    3 | frobnicate: yes\n"
             "      | ^~~~~~~~~~\n");
 }

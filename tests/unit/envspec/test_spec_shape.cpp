@@ -326,6 +326,9 @@ TEST_CASE_METHOD(ShapeFixture, "The canonical form holds only keys of the spec's
   // Every top-level key that enters the digest is there when the spec sets it.
   for (const shape::Key& k : shape::spec().keys) {
     INFO(k.name);
+    if (k.name == "platforms") {
+      continue; // instead of `platform`, which this spec sets (test_lockfile.cpp has its form)
+    }
     CHECK(spec.canonical.contains(std::string(k.name)) ==
           (k.in_digest && k.presence != shape::Presence::later));
   }

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# One spec, one lock, an image index for linux/amd64 and linux/arm64 (issue 38; docs/multi-platform.md):
+# examples/mpi-hello with `platforms: [linux/amd64, linux/arm64]`, locked from deb.debian.org's
+# amd64 and arm64 indexes and built here, the arm64 image's maintainer scripts under qemu-user.
+# Peers judge it:
+#   - skopeo inspect --raw shows an OCI image index with both platforms; skopeo picks the arm64
+#     image out of it (--override-arch) and umoci unpacks that one; its programs are aarch64 ELF;
+#   - dpkg --root --verify and --audit find the arm64 root clean and configured;
+#   - mmdebstrap --arch=arm64 --simulate over the same packages installs the same closure;
+#   - `lockstep exec --platform linux/arm64` runs python3 (platform.machine() is aarch64) and a
+#     2-rank mpi4py allreduce under emulation; without --platform this machine's image runs;
+#   - one SIF per platform (outputs.sif: out-{arch}.sif; siftool reads each one's architecture),
+#     a docker-archive whose manifest.json lists both images;
+#   - the index's amd64 image is the one a build of `platform: linux/amd64` alone gives;
+#   - build --push puts the index and both images in a real docker-registry;
+#   - bad input: `platform` with `platforms`, a platform twice, a SIF path without {arch}.
+# Exit 77 without deb.debian.org (never in CI), or without binfmt_misc per user namespace.
+source "$(dirname "$0")/lib.sh"
+source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
+need jq skopeo umoci siftool mmdebstrap docker-registry qemu-aarch64-static
+[ "$(uname -m)" = x86_64 ] || { echo "SKIP: the suite emulates arm64 on an x86_64 machine" >&2; exit 77; }
+kernel=$(uname -r | cut -d- -f1)
+if [ "$(printf '%s\n6.7\n' "$kernel" | sort -V | head -n1)" != 6.7 ] &&
+  ! grep -qs '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+  echo "SKIP: Linux $kernel has no binfmt_misc per user namespace, and the host registered no qemu-aarch64" >&2
+  exit 77
+fi
+if ! curl -fsS --max-time 20 -o /dev/null http://deb.debian.org/debian/dists/bookworm/InRelease 2>/dev/null; then
+  [ -z "${CI:-}" ] || fail "deb.debian.org is not reachable"
+  echo "SKIP: deb.debian.org is not reachable" >&2
+  exit 77
+fi
+
+mkdir ex
+cp "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello/lockstep.yaml" "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello/hello.py" ex/
+sed -i 's|^platform: linux/amd64|platforms: [linux/amd64, linux/arm64]|; s|oci: ../../build/examples/mpi-hello|oci: out|;
+        s|sif: ../../build/examples/mpi-hello.sif|sif: out-{arch}.sif\n  docker_archive: out.tar|' ex/lockstep.yaml
+grep -q '^platforms: \[linux/amd64, linux/arm64\]' ex/lockstep.yaml || fail "the example's platform line moved"
+
+# ---- the lock: every platform's packages, shared ones once ------------------------------------------
+ls_run lock ex/lockstep.yaml
+assert_eq 0 "$RC" "lock of two platforms: $ERR"
+assert_eq '["linux/amd64","linux/arm64"]' "$(jq -c .platforms ex/lockstep.lock)" "the lock names both platforms"
+n_arm=$(jq '[.artifacts[] | select(.arch == "arm64" and .platforms == ["linux/arm64"])] | length' ex/lockstep.lock)
+n_amd=$(jq '[.artifacts[] | select(.arch == "amd64" and .platforms == ["linux/amd64"])] | length' ex/lockstep.lock)
+n_all=$(jq '[.artifacts[] | select(.arch == "all" and (has("platforms") | not))] | length' ex/lockstep.lock)
+[ "$n_arm" -gt 50 ] && [ "$n_amd" -gt 50 ] && [ "$n_all" -gt 10 ] ||
+  fail "per-platform debs ($n_amd amd64, $n_arm arm64) and shared Architecture: all debs ($n_all)"
+assert_eq 0 "$(jq '[.artifacts[] | select(.arch == "arm64" and .platforms != ["linux/arm64"])] | length' ex/lockstep.lock)" \
+  "an arm64 deb is the arm64 image's only"
+assert_eq "$(jq -r '.artifacts[] | select(.name == "openmpi-bin" and .arch == "amd64") | .version' ex/lockstep.lock | sed 's/+b[0-9]*$//')" \
+  "$(jq -r '.artifacts[] | select(.name == "openmpi-bin" and .arch == "arm64") | .version' ex/lockstep.lock | sed 's/+b[0-9]*$//')" \
+  "the requested packages are the same versions on both platforms"
+pass "one lock: $n_amd amd64 and $n_arm arm64 debs, $n_all Architecture: all debs shared"
+
+# The closure is the one mmdebstrap (apt) installs for arm64: the apt variant plus the packages.
+# (--simulate runs apt-get --simulate only: no emulation needed; its "Inst NAME (VERSION ..." lines.)
+mmdebstrap --verbose --simulate --skip=check/qemu --variant=apt --arch=arm64 --include=openmpi-bin,python3-mpi4py \
+  bookworm /dev/null "deb http://deb.debian.org/debian bookworm bookworm-updates main" \
+  "deb http://deb.debian.org/debian-security bookworm-security main" >mm.out 2>&1 ||
+  fail "mmdebstrap --simulate failed: $(tail -5 mm.out)"
+sed -n 's/^Inst \([^ :]*\)[^ ]* (\([^ ]*\) .*/\1=\2/p' mm.out | LC_ALL=C sort -u >mm.names
+jq -r '.artifacts[] | select(.kind == "deb" and (.platforms == null or .platforms == ["linux/arm64"])) |
+  "\(.name)=\(.version)"' ex/lockstep.lock | LC_ALL=C sort -u >ours.names
+[ "$(wc -l <mm.names)" -gt 100 ] || fail "mmdebstrap listed $(wc -l <mm.names) packages: $(tail -3 mm.out)"
+assert_eq "" "$(diff mm.names ours.names)" "the arm64 closure and versions are mmdebstrap's"
+pass "the arm64 closure is the one mmdebstrap --arch=arm64 installs ($(wc -l <ours.names) packages, same versions)"
+
+# ---- the build: an index, one image per platform ------------------------------------------------------
+ls_run build ex/lockstep.yaml
+assert_eq 0 "$RC" "build of two platforms: $ERR"
+assert_contains "$ERR" "emulating linux/arm64 on this linux/amd64 machine with qemu-user" "the build says it emulates"
+index=$(last_line "$OUT")
+raw=$(skopeo inspect --raw oci:ex/out:latest)
+assert_eq "application/vnd.oci.image.index.v1+json" "$(jq -r .mediaType <<<"$raw")" "skopeo sees an image index"
+assert_eq "$index" "sha256:$(printf '%s' "$raw" | sha256sum | cut -d' ' -f1)" "the digest printed is the index's"
+assert_eq "linux/amd64 linux/arm64" "$(jq -r '[.manifests[].platform | "\(.os)/\(.architecture)"] | join(" ")' <<<"$raw")" \
+  "the index names both platforms, in the spec's order"
+amd64=$(jq -r '.manifests[0].digest' <<<"$raw")
+arm64=$(jq -r '.manifests[1].digest' <<<"$raw")
+skopeo --override-arch arm64 copy -q oci:ex/out:latest oci:arm:latest || fail "skopeo can't pick the arm64 image"
+assert_eq "arm64" "$(skopeo inspect oci:arm:latest | jq -r .Architecture)" "skopeo picked the arm64 image"
+umoci unpack --rootless --image arm:latest bundle >/dev/null || fail "umoci can't unpack the arm64 image"
+# e_machine, bytes 18-19 of the ELF header: 0xb7 is EM_AARCH64.
+assert_eq "b700" "$(od -An -tx1 -j18 -N2 bundle/rootfs/usr/bin/dash | tr -d ' \n')" "dash is an aarch64 program"
+assert_eq "" "$(dpkg --root=bundle/rootfs --verify 2>&1)" "dpkg --verify finds every file as its package has it"
+assert_eq "" "$(dpkg --root=bundle/rootfs --audit 2>&1)" "dpkg --audit: every package configured"
+assert_eq "arm64" "$(cat bundle/rootfs/var/lib/dpkg/arch 2>/dev/null || dpkg --root=bundle/rootfs --print-architecture)" \
+  "the root's dpkg is arm64's"
+pass "an image index (skopeo), the arm64 image unpacked by umoci, its dpkg state clean"
+
+ls_run exec --platform linux/arm64 oci:ex/out -- python3 -c 'import platform; print(platform.machine())'
+assert_eq 0 "$RC" "exec --platform linux/arm64: $ERR"
+assert_eq aarch64 "$OUT" "python3 runs as aarch64"
+assert_contains "$ERR" "emulating linux/arm64" "exec says it emulates"
+ls_run exec --platform linux/arm64 oci:ex/out -- mpirun --oversubscribe -n 2 python3 /opt/hello/hello.py
+assert_eq 0 "$RC" "a 2-rank mpi4py job in the arm64 image: $ERR"
+assert_contains "$OUT" "allreduce ok: 2 ranks, sum 3" "the allreduce under emulation"
+ls_run exec oci:ex/out -- python3 -c 'import platform; print(platform.machine())'
+assert_eq "0 x86_64" "$RC $OUT" "without --platform, this machine's image"
+pass "exec --platform linux/arm64 runs python3 and a 2-rank mpi4py allreduce under qemu-user"
+
+assert_contains "$(siftool header ex/out-arm64.sif)" "Primary Architecture: arm64" "the arm64 SIF"
+assert_contains "$(siftool header ex/out-amd64.sif)" "Primary Architecture: amd64" "the amd64 SIF"
+assert_eq "examples/mpi-hello:latest examples/mpi-hello:latest-amd64|examples/mpi-hello:latest-arm64" \
+  "$(tar -xOf ex/out.tar manifest.json | jq -r '[.[].RepoTags | join(" ")] | join("|")')" \
+  "the docker-archive lists both images"
+assert_eq arm64 "$(skopeo inspect docker-archive:ex/out.tar:examples/mpi-hello:latest-arm64 | jq -r .Architecture)" \
+  "skopeo reads the arm64 image of the docker-archive"
+pass "one SIF per platform (out-{arch}.sif), a docker-archive of both"
+
+# ---- each platform's image is the one its platform alone gives ---------------------------------------
+mkdir one
+cp ex/hello.py one/
+sed 's|^platforms: \[linux/amd64, linux/arm64\]|platform: linux/amd64|' ex/lockstep.yaml >one/lockstep.yaml
+cp ex/lockstep.lock one/lockstep.lock # its amd64 share is kept
+ls_run lock one/lockstep.yaml
+assert_eq 0 "$RC" "lock of linux/amd64 alone: $ERR"
+ls_run build one/lockstep.yaml --oci one/out
+assert_eq 0 "$RC" "build of linux/amd64 alone: $ERR"
+assert_eq "$amd64" "$(last_line "$OUT")" "the index's amd64 image is the single-platform build's"
+pass "the index's amd64 image is the one a linux/amd64 build gives alone"
+
+# ---- push: the index and both images ------------------------------------------------------------------
+registry_up hub plain
+ref="docker://$REG_HUB_HOST/multi/mpi-hello:1"
+ls_run build --tls-verify=false ex/lockstep.yaml --push "$ref"
+assert_eq 0 "$RC" "build --push of the index: $ERR"
+pushed=$(skopeo inspect --tls-verify=false --raw "$ref")
+assert_eq "$index" "sha256:$(printf '%s' "$pushed" | sha256sum | cut -d' ' -f1)" "the registry holds the index, byte for byte"
+assert_eq arm64 "$(skopeo --override-arch arm64 inspect --tls-verify=false "$ref" | jq -r .Architecture)" \
+  "skopeo resolves the arm64 image through the pushed index"
+for digest in "$amd64" "$arm64"; do
+  assert_eq "$digest" "sha256:$(skopeo inspect --tls-verify=false --raw "docker://$REG_HUB_HOST/multi/mpi-hello@$digest" |
+    sha256sum | cut -d' ' -f1)" "each platform's image is in the registry by its digest"
+done
+pass "build --push puts the index and both images in docker-registry"
+
+# ---- bad input ---------------------------------------------------------------------------------------
+mkdir bad
+cp ex/hello.py bad/
+sed 's|^platforms:|platform: linux/amd64\nplatforms:|' ex/lockstep.yaml >bad/lockstep.yaml
+ls_run lock bad/lockstep.yaml
+assert_eq 2 "$RC" "platform and platforms"
+assert_contains "$ERR" "give 'platform: linux/amd64' or 'platforms: [...]', not both" "the error says which"
+sed 's|^platforms: .*|platforms: [linux/amd64, linux/arm64/v8, linux/arm64]|' ex/lockstep.yaml >bad/lockstep.yaml
+ls_run lock bad/lockstep.yaml
+assert_eq 2 "$RC" "a platform twice"
+assert_contains "$ERR" "linux/arm64 is listed twice" "linux/arm64/v8 and linux/arm64 are one platform"
+sed 's|out-{arch}.sif|out.sif|' ex/lockstep.yaml >bad/lockstep.yaml
+cp ex/lockstep.lock bad/
+ls_run build bad/lockstep.yaml
+assert_eq 2 "$RC" "a SIF path without {arch}"
+assert_contains "$ERR" "name the architecture with {arch} in the path" "the error says what to do"
+pass "bad input: platform with platforms, a platform twice, one SIF path for two platforms"
+
+done_testing
