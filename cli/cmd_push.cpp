@@ -79,6 +79,83 @@ std::vector<std::string> tags_for(const oci::RegistryRef& target, const std::vec
   return tags;
 }
 
+// One image of an OCI source, with the SBOMs and provenance, to each target.
+Result<void> push_one(oci::ImageSource& source, const oci::OpenedImage& opened, const PushArgs& args,
+                      const BlobStore& store, const registry::ClientOptions& options, nlohmann::json& out) {
+  registry::PushContent content;
+  content.manifest_bytes = opened.manifest_bytes;
+  content.media_type = opened.manifest_media_type;
+  content.blobs.push_back(opened.manifest.config);
+  for (const auto& l : opened.manifest.layers) {
+    content.blobs.push_back(l);
+  }
+  for (const auto& t : args.targets) {
+    LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::docker));
+    if (target.digest && *target.digest != opened.manifest_digest) {
+      return invalid_input("{} names digest {}, but {} has {}", t, target.digest->str(), args.image,
+                           opened.manifest_digest.str());
+    }
+    LS_TRY_ASSIGN(auto pushed,
+                  registry::push(source, content, target, tags_for(target, args.tags), store, options));
+    oci::Descriptor subject;
+    subject.media_type = content.media_type;
+    subject.digest = opened.manifest_digest;
+    subject.size = static_cast<std::int64_t>(content.manifest_bytes.size());
+    std::vector<std::filesystem::path> sboms(args.sbom.begin(), args.sbom.end());
+    LS_TRY(builder::attach_sbom_files(target, subject, sboms));
+    LS_TRY(builder::attach_provenance(target, subject, args.key, args.passphrase_file));
+    out.push_back({{"target", "docker://" + target.name()},
+                   {"digest", pushed.first.str()},
+                   {"uploaded", pushed.second.uploaded},
+                   {"mounted", pushed.second.mounted},
+                   {"present", pushed.second.present},
+                   {"bytes", pushed.second.bytes}});
+  }
+  return {};
+}
+
+// A multi-platform image (`platforms:`): each platform's image by digest, then the index, byte for
+// byte, under `tags`. Entries that are not image manifests (a nested index) are refused.
+Result<nlohmann::json> push_index(oci::ImageSource& source, const oci::Descriptor& index,
+                                  const oci::RegistryRef& target, const std::vector<std::string>& tags,
+                                  const BlobStore& store, const registry::ClientOptions& options) {
+  constexpr std::uint64_t k_max_index = 4U << 20;
+  registry::PushContent content;
+  LS_TRY_ASSIGN(content.manifest_bytes, source.read_blob(index, k_max_index));
+  content.media_type = index.media_type.empty() ? std::string(oci::k_media_index) : index.media_type;
+  LS_TRY_ASSIGN(oci::Index parsed, oci::Index::parse(content.manifest_bytes, "index " + index.digest.str()));
+  std::size_t uploaded = 0;
+  std::size_t present = 0;
+  for (const oci::Descriptor& entry : parsed.manifests) {
+    if (oci::is_index_type(entry.media_type)) {
+      return invalid_input("index {} holds another index ({}); push one platform with --platform",
+                           index.digest.str(), entry.digest.str());
+    }
+    oci::SelectOptions select;
+    select.digest = entry.digest;
+    select.platform = entry.platform;
+    LS_TRY_ASSIGN(oci::OpenedImage image, source.resolve(select));
+    registry::PushContent one;
+    one.manifest_bytes = image.manifest_bytes;
+    one.media_type = image.manifest_media_type;
+    one.blobs.push_back(image.manifest.config);
+    one.blobs.insert(one.blobs.end(), image.manifest.layers.begin(), image.manifest.layers.end());
+    oci::RegistryRef by_digest = target;
+    by_digest.tag.clear();
+    by_digest.digest = image.manifest_digest;
+    LS_TRY_ASSIGN(auto pushed, registry::push(source, one, by_digest, {registry::push_reference(by_digest)},
+                                              store, options));
+    uploaded += pushed.second.uploaded;
+    present += pushed.second.present;
+  }
+  LS_TRY_ASSIGN(auto pushed, registry::push(source, content, target, tags, store, options));
+  return nlohmann::json{{"target", "docker://" + target.name()},
+                        {"digest", pushed.first.str()},
+                        {"platforms", parsed.manifests.size()},
+                        {"uploaded", uploaded},
+                        {"present", present}};
+}
+
 Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
   for (const auto& t : args.tags) {
     if (!oci::valid_tag(t)) {
@@ -114,40 +191,29 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
       LS_TRY_ASSIGN(select.platform, oci::Platform::parse(args.platform));
     }
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(select));
-    if (opened.synthesized_manifest) {
+    if (opened.index && args.platform.empty()) {
+      // A multi-platform image: every platform's image by digest, then the index under the tags.
+      if (!args.sbom.empty()) {
+        return invalid_input(
+            "--sbom attaches to one image; {} holds one per platform: push one with --platform", args.image);
+      }
+      for (const auto& t : args.targets) {
+        LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::docker));
+        if (target.digest && *target.digest != opened.index->digest) {
+          return invalid_input("{} names digest {}, but {} is the index {}", t, target.digest->str(),
+                               args.image, opened.index->digest.str());
+        }
+        LS_TRY_ASSIGN(nlohmann::json pushed, push_index(*source, *opened.index, target,
+                                                        tags_for(target, args.tags), store, options));
+        out.push_back(std::move(pushed));
+      }
+    } else if (opened.synthesized_manifest) {
       return invalid_input(
           "{} is a docker-archive without an OCI layout: it has no registry manifest to push "
           "byte for byte; build or save it as an OCI layout first",
           args.image);
-    }
-    registry::PushContent content;
-    content.manifest_bytes = opened.manifest_bytes;
-    content.media_type = opened.manifest_media_type;
-    content.blobs.push_back(opened.manifest.config);
-    for (const auto& l : opened.manifest.layers) {
-      content.blobs.push_back(l);
-    }
-    for (const auto& t : args.targets) {
-      LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::docker));
-      if (target.digest && *target.digest != opened.manifest_digest) {
-        return invalid_input("{} names digest {}, but {} has {}", t, target.digest->str(), args.image,
-                             opened.manifest_digest.str());
-      }
-      LS_TRY_ASSIGN(auto pushed,
-                    registry::push(*source, content, target, tags_for(target, args.tags), store, options));
-      oci::Descriptor subject;
-      subject.media_type = content.media_type;
-      subject.digest = opened.manifest_digest;
-      subject.size = static_cast<std::int64_t>(content.manifest_bytes.size());
-      std::vector<std::filesystem::path> sboms(args.sbom.begin(), args.sbom.end());
-      LS_TRY(builder::attach_sbom_files(target, subject, sboms));
-      LS_TRY(builder::attach_provenance(target, subject, args.key, args.passphrase_file));
-      out.push_back({{"target", "docker://" + target.name()},
-                     {"digest", pushed.first.str()},
-                     {"uploaded", pushed.second.uploaded},
-                     {"mounted", pushed.second.mounted},
-                     {"present", pushed.second.present},
-                     {"bytes", pushed.second.bytes}});
+    } else {
+      LS_TRY(push_one(*source, opened, args, store, options, out));
     }
   } else {
     return invalid_input("{} is a root directory; push takes an OCI image or a SIF", args.image);

@@ -162,10 +162,8 @@ Result<envspec::Lock> merge_platform_locks(const std::vector<std::string>& platf
 
 Result<envspec::Lock> lock_platforms(const envspec::Spec& spec, const BlobStore& store,
                                      const LockOptions& options, const LockOnePlatform& lock_one) {
-  if (spec.stack) {
-    return invalid_input("{}: 'stack:' with several platforms can't be locked yet: lock each platform in a "
-                         "spec of its own ('platform: linux/arm64' with the stack), or list the packages",
-                         spec.file.string());
+  if (spec.stack) { // the spec's checks refuse it (a stack is for linux/amd64 only)
+    return internal_error("a stack with several platforms");
   }
   std::vector<std::string> names;
   std::vector<envspec::Lock> locks;

@@ -126,6 +126,15 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
     }
   }
   for (const oci::Platform& each : spec.platforms) {
+    if (spec.stack && each.architecture != "amd64") {
+      // The recipes name x86_64 repositories and builds (NVIDIA's x86_64 CUDA repository, the
+      // frameworks' x86_64 wheels); Grace's CUDA comes from NVIDIA's sbsa repository.
+      error(spec.stack->location, "stack",
+            fmt::format("the recipes cover linux/amd64 only, not {} (Grace's CUDA comes from NVIDIA's sbsa "
+                        "repository, which they don't cover yet): name the packages in packages.apt and "
+                        "packages.pip for {} instead",
+                        each.str(), each.str()));
+    }
     if (need_apt && debian_arch(each).empty()) {
       const MapEntry* p = root.find("platform");
       p = p != nullptr ? p : root.find("platforms");

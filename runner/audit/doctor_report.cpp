@@ -93,7 +93,7 @@ TargetReport evaluate_target(std::string kind, const std::string& ref, const env
   request.gpus_per_node = facts.cuda.version.empty() && facts.cuda_driver_floor.empty() ? 0 : 1;
   request.facts = facts;
   request.unpack_bytes = unpack_bytes;
-  const ImageProbe no_image{ImageProbe::State::present, ref, ImageArg::Kind::directory, std::nullopt, {}};
+  const ImageProbe no_image{ImageProbe::State::present, ref, ImageArg::Kind::directory, std::nullopt, {}, {}};
   const NodeReport node = evaluate_preflight(request, host.probe, image != nullptr ? *image : no_image);
   TargetReport t;
   t.kind = std::move(kind);

@@ -8,6 +8,7 @@
 #include "support/base/log.hpp"
 #include "support/base/text.hpp"
 #include "support/codec/digest.hpp"
+#include "support/oci/oci.hpp"
 #include "support/store/blob_store.hpp"
 #include "support/system/fs.hpp"
 #include "support/system/process.hpp"
@@ -437,6 +438,7 @@ HostProbe probe_host() {
   if (::gethostname(name.data(), name.size() - 1) == 0) {
     probe.hostname = printable_ascii(name.data(), HOST_NAME_MAX);
   }
+  probe.platform = oci::Platform::host().str();
   ProbeContext context;
   const char* path = std::getenv("PATH");
   probe.mpi = probe_mpirun_remembered(

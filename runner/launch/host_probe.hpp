@@ -84,6 +84,7 @@ HostSpace probe_space(const std::filesystem::path& cache_root);
 /// Everything preflight needs to know about this host.
 struct HostProbe {
   std::string hostname;       ///< gethostname(2), printable
+  std::string platform;       ///< this node's, as OCI names it ("linux/arm64"); "" when not probed
   HostMpi mpi;                ///< see probe_mpirun (remembered in the store by the program's identity)
   std::string pmix;           ///< see probe_pmix
   std::string ucx;            ///< see probe_ucx

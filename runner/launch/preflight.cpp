@@ -18,6 +18,7 @@
 #include "support/base/log.hpp"
 #include "support/base/text.hpp"
 #include "support/oci/image_source.hpp"
+#include "support/oci/sif.hpp"
 #include "support/registry/pull.hpp"
 #include "support/store/blob_store.hpp"
 #include "support/system/fs.hpp"
@@ -172,7 +173,7 @@ std::string image_path_of(std::string_view text) {
 // ---------------------------------------------------------------------------------------------
 // The checks, one function each, in report order.
 
-Check check_image(const PreflightRequest& req, const ImageProbe& image) {
+Check check_image(const PreflightRequest& req, const ImageProbe& image, const HostProbe& host) {
   switch (image.state) {
   case ImageProbe::State::missing:
     return {"image", Status::fail, "missing: " + image.path};
@@ -193,7 +194,14 @@ Check check_image(const PreflightRequest& req, const ImageProbe& image) {
         "image", Status::fail,
         fmt::format("{} found, {} expected (copy the same image to every node)", found, req.image_digest)};
   }
-  return {"image", Status::ok, found};
+  // An image of another platform would run under emulation, or not at all: not in a job.
+  if (!image.platform.empty() && !host.platform.empty() && image.platform != host.platform) {
+    return {"image", Status::fail,
+            fmt::format("{} is a {} image and this node is {}: build the spec with `platforms: [{}, {}]` "
+                        "and run the index, or run on {} nodes",
+                        found, image.platform, host.platform, host.platform, image.platform, image.platform)};
+  }
+  return {"image", Status::ok, image.platform.empty() ? found : found + " (" + image.platform + ")"};
 }
 
 Check check_driver(const PreflightRequest& req, const HostProbe& host) {
@@ -533,13 +541,38 @@ const Check* NodeReport::find(std::string_view name) const {
   return it == checks.end() ? nullptr : &*it;
 }
 
-Result<std::optional<Digest>> image_digest(const ImageArg& image) {
-  switch (image.kind) {
-  case ImageArg::Kind::oci: {
+namespace {
+
+// An image's identity (image_digest) and the platform this node would run it as.
+struct ImageIdentity {
+  std::optional<Digest> digest;
+  std::string platform;
+};
+
+Result<ImageIdentity> image_identity(const ImageArg& image) {
+  if (image.kind == ImageArg::Kind::oci) {
     LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
                   registry::open_image(image.ref, settings::store_root()));
     LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
-    return std::optional<Digest>(opened.manifest_digest);
+    return ImageIdentity{opened.index ? opened.index->digest : opened.manifest_digest, opened.platform.str()};
+  }
+  LS_TRY_ASSIGN(std::optional<Digest> digest, image_digest(image));
+  ImageIdentity id{digest, ""};
+  if (image.kind == ImageArg::Kind::sif && !image.ref.is_remote()) {
+    if (Result<sif::Image> header = sif::read_image(image.path); header && !header->arch.empty()) {
+      id.platform = "linux/" + header->arch;
+    }
+  }
+  return id;
+}
+
+} // namespace
+
+Result<std::optional<Digest>> image_digest(const ImageArg& image) {
+  switch (image.kind) {
+  case ImageArg::Kind::oci: {
+    LS_TRY_ASSIGN(ImageIdentity id, image_identity(image));
+    return id.digest;
   }
   case ImageArg::Kind::sif: {
     // sif_content_key remembers the digest by the file's identity; a store that can't be opened
@@ -581,14 +614,15 @@ ImageProbe probe_image(std::string_view text) {
     return probe;
   }
   probe.kind = arg->kind;
-  Result<std::optional<Digest>> digest = image_digest(*arg);
-  if (!digest) {
+  Result<ImageIdentity> id = image_identity(*arg);
+  if (!id) {
     probe.state = ImageProbe::State::unreadable;
-    probe.error = digest.error().message;
+    probe.error = id.error().message;
     return probe;
   }
   probe.state = ImageProbe::State::present;
-  probe.digest = *digest;
+  probe.digest = id->digest;
+  probe.platform = id->platform;
   return probe;
 }
 
@@ -676,8 +710,8 @@ NodeReport evaluate_preflight(const PreflightRequest& request, const HostProbe& 
   NodeReport report;
   report.node = host.hostname.empty() ? "(unknown)" : clean_text(host.hostname);
   report.checks = {
-      check_image(request, image), check_driver(request, host), check_gpus(request, host),
-      check_mpi(request, host),    check_pmix(request, host),   check_userns(host),
+      check_image(request, image, host), check_driver(request, host), check_gpus(request, host),
+      check_mpi(request, host),          check_pmix(request, host),   check_userns(host),
       check_space(request, host),
   };
   for (Check& c : report.checks) {

@@ -90,12 +90,16 @@ struct ImageProbe {
   ImageArg::Kind kind = ImageArg::Kind::oci;
   std::optional<Digest> digest; ///< see image_digest(); nullopt for a directory
   std::string error;            ///< unreadable: why
+  /// The image's platform, as this node would run it ("linux/arm64": the config's, a SIF's
+  /// header's; of an index, the entry for this node's platform); "" for a directory.
+  std::string platform;
 };
 
 /// The digest that identifies an image: for oci:/oci-archive:/docker-archive: the manifest digest
-/// of the selected image; for a SIF, sha256 of the whole file (remembered in the cache by the
-/// file's device, inode, size and times, see sif_content_key, so an unchanged file is hashed
-/// once); nullopt for a directory, which has no digest.
+/// of the selected image, or of the image index it was picked from by this node's platform (every
+/// node of a job over a multi-platform image has the same index, each its own manifest); for a SIF, sha256 of
+/// the whole file (remembered in the cache by the file's device, inode, size and times, see sif_content_key,
+/// so an unchanged file is hashed once); nullopt for a directory, which has no digest.
 Result<std::optional<Digest>> image_digest(const ImageArg& image);
 
 /// Looks at IMAGE (`lockstep exec`'s forms): missing when its file or directory doesn't exist,

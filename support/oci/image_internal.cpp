@@ -303,6 +303,9 @@ Result<OpenedImage> resolve_in_layout(ImageSource& source, const Index& index, c
   OpenedImage image;
   image.manifest_digest = current.digest;
   image.ref_name = found.name;
+  if (found.desc.digest != current.digest) {
+    image.index = found.desc; // the top index, descended by platform
+  }
   LS_TRY_ASSIGN(image.manifest_bytes, source.read_blob(current, k_max_json_size));
   LS_TRY_ASSIGN(image.manifest,
                 Manifest::parse(image.manifest_bytes, names.location + ": manifest " + current.digest.str()));

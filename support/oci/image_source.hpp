@@ -68,6 +68,9 @@ struct OpenedImage {
   /// True when the manifest was synthesised (legacy docker-archive without index.json); then
   /// manifest_digest is not a registry digest.
   bool synthesized_manifest = false;
+  /// The image index it was chosen from by platform (the top one of a multi-platform layout or
+  /// archive), or nullopt: what identifies the image whatever node's platform picks from it.
+  std::optional<Descriptor> index;
 };
 
 /// A readable image location.

@@ -12,7 +12,8 @@
 #   - one SIF per platform (outputs.sif: out-{arch}.sif; siftool reads each one's architecture),
 #     a docker-archive whose manifest.json lists both images;
 #   - the index's amd64 image is the one a build of `platform: linux/amd64` alone gives;
-#   - build --push puts the index and both images in a real docker-registry;
+#   - build --push and push put the index and both images in a real docker-registry;
+#   - preflight takes the node's platform: the index passes, an image without it fails naming both;
 #   - bad input: `platform` with `platforms`, a platform twice, a SIF path without {arch}.
 # Exit 77 without deb.debian.org (never in CI), or without binfmt_misc per user namespace.
 source "$(dirname "$0")/lib.sh"
@@ -109,6 +110,26 @@ assert_eq arm64 "$(skopeo inspect docker-archive:ex/out.tar:examples/mpi-hello:l
   "skopeo reads the arm64 image of the docker-archive"
 pass "one SIF per platform (out-{arch}.sif), a docker-archive of both"
 
+# ---- preflight: each node's platform ------------------------------------------------------------------
+ls_run preflight --digest "$index" oci:ex/out
+assert_eq 0 "$RC" "preflight of the index on this node: $OUT $ERR"
+assert_contains "$OUT" "ok" "the index passes, pinned by its own digest (the one every node shares)"
+ls_run preflight oci:arm
+assert_eq 1 "$RC" "preflight of an arm64-only image on this amd64 node"
+assert_contains "$OUT" "is a linux/arm64 image and this node is linux/amd64" "the failure names both platforms"
+# An index without this node's platform.
+cp -a ex/out armidx
+jq -c '.manifests |= [.[1]]' "ex/out/blobs/sha256/${index#sha256:}" >armidx.json
+only=$(sha256sum armidx.json | cut -d' ' -f1)
+cp armidx.json "armidx/blobs/sha256/$only"
+jq -c --arg d "sha256:$only" --argjson s "$(stat -c %s armidx.json)" '.manifests[0].digest = $d | .manifests[0].size = $s' \
+  ex/out/index.json >armidx/index.json
+ls_run preflight oci:armidx
+assert_eq 1 "$RC" "preflight of an index without linux/amd64"
+assert_contains "$OUT" "no image for platform linux/amd64" "the failure names this node's platform"
+assert_contains "$OUT" "available: linux/arm64" "and the index's"
+pass "preflight takes the node's platform: an index passes, an image without it fails naming both"
+
 # ---- each platform's image is the one its platform alone gives ---------------------------------------
 mkdir one
 cp ex/hello.py one/
@@ -134,7 +155,14 @@ for digest in "$amd64" "$arm64"; do
   assert_eq "$digest" "sha256:$(skopeo inspect --tls-verify=false --raw "docker://$REG_HUB_HOST/multi/mpi-hello@$digest" |
     sha256sum | cut -d' ' -f1)" "each platform's image is in the registry by its digest"
 done
-pass "build --push puts the index and both images in docker-registry"
+ref2="docker://$REG_HUB_HOST/multi/pushed:1"
+ls_run push --tls-verify=false oci:ex/out "$ref2"
+assert_eq 0 "$RC" "push of the index layout: $ERR"
+assert_eq "$index" "$(last_line "$OUT")" "push prints the index's digest"
+assert_eq "$raw" "$(skopeo inspect --tls-verify=false --raw "$ref2")" "lockstep push puts the same index there"
+ls_run push --tls-verify=false --platform linux/arm64 oci:ex/out "docker://$REG_HUB_HOST/multi/arm:1"
+assert_eq "0 $arm64" "$RC $(last_line "$OUT")" "push --platform pushes that platform's image alone"
+pass "build --push and push put the index and both images in docker-registry"
 
 # ---- bad input ---------------------------------------------------------------------------------------
 mkdir bad

@@ -40,7 +40,12 @@ assert_contains "$ERR" "lockstep.yaml:5:16: error: stack.cuda: CUDA 11.8 does no
   "located at stack.cuda, saying why"
 assert_contains "$ERR" '; or nccl: "2.16.2", ' "and what would work instead"
 [ ! -e lockstep.lock ] || fail "check wrote a lock"
-pass "check solves the stack offline and reports an impossible one at its key (exit 2)"
+write_spec '{cuda: "12.1", nccl: "2.18"}'
+sed -i 's|^name: cuda-stack|name: cuda-stack\nplatform: linux/arm64|' lockstep.yaml
+ls_run check
+assert_eq 2 "$RC" "a stack for linux/arm64"
+assert_contains "$ERR" "error: stack: the recipes cover linux/amd64 only, not linux/arm64" "names the platform"
+pass "check solves the stack offline and reports an impossible one at its key (exit 2), an arm64 stack too"
 
 # ---- lock: real names, newest matching builds, choices with facts ----------------------------------
 write_spec '{cuda: "12.1", nccl: "2.18"}'

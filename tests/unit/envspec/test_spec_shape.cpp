@@ -263,7 +263,7 @@ TEST_CASE_METHOD(ShapeFixture, "The canonical form holds only keys of the spec's
   const std::string full =
       "lockstep: 1\n"
       "name: team/full\n"
-      "platform: linux/arm64/v8\n"
+      "platform: linux/amd64/v3\n"
       "base: {oci: ./base@sha256:" +
       std::string(64, '0') +
       ", tag: v1}\n"
