@@ -34,9 +34,6 @@ cp examples/mpi-hello/hello.py "$work/ex/"
 sed -e 's|^platform: linux/amd64|platform: linux/arm64|' -e 's|oci: ../../build/examples/mpi-hello|oci: out|' \
   -e '/sif: /d' examples/mpi-hello/lockstep.yaml >"$work/ex/lockstep.yaml"
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 ours=() peer=()
 for i in $(seq 1 "$runs"); do

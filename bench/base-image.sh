@@ -60,9 +60,6 @@ copy:
 outputs: {oci: out}
 YAML
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 ours=() peer=()
 for i in $(seq 1 "$runs"); do

@@ -40,3 +40,9 @@ bench_rootfs() {
   files=$(find "$rootfs" | wc -l)
   bytes=$(du -sb "$rootfs" | cut -f1)
 }
+
+# Timing helpers for the scripts that time whole commands: the median of the numbers on stdin, the
+# clock in seconds, and the seconds from A to B (two decimals).
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }

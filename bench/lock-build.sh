@@ -70,9 +70,6 @@ s = s.replace("  apt: [openmpi-bin, python3-mpi4py]\n",
 open(p, "w").write(s)
 PY
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 ours_cold=() peer=() app=() wheel=()
 for i in $(seq 1 "$runs"); do

@@ -46,9 +46,6 @@ seed() { # DIR OWNER
   rm -rf "$1" && cp -r "$work/seed" "$1" && chown -R "$2" "$1"
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 
 ours=() peer=() sub=()
 sub_range=""

@@ -540,18 +540,6 @@ Result<void> write_config_and_manifest(ImageBuild& b, const BlobStore& store) {
   return {};
 }
 
-// The image as the output writers take it: the manifest and every blob it names.
-oci::StoredImage stored_image(const BuildResult& result) {
-  oci::StoredImage image;
-  image.manifest = result.manifest;
-  image.blobs.push_back(result.config);
-  image.blobs.insert(image.blobs.end(), result.layers.begin(), result.layers.end());
-  image.ref_name = result.ref_name;
-  image.repo_tag = result.repo_tag;
-  image.epoch = result.epoch;
-  return image;
-}
-
 } // namespace
 
 constexpr const char* k_provenance_ns = "provenance";
@@ -614,6 +602,17 @@ Result<void> write_sboms(ImageBuild& b, const BlobStore& store) {
 
 std::optional<std::string> provenance_record(const BlobStore& store, const Digest& manifest) {
   return store.get_record(k_provenance_ns, manifest.hex());
+}
+
+oci::StoredImage stored_image(const BuildResult& result) {
+  oci::StoredImage image;
+  image.manifest = result.manifest;
+  image.blobs.push_back(result.config);
+  image.blobs.insert(image.blobs.end(), result.layers.begin(), result.layers.end());
+  image.ref_name = result.ref_name;
+  image.repo_tag = result.repo_tag;
+  image.epoch = result.epoch;
+  return image;
 }
 
 std::string WrittenOutput::reference() const {

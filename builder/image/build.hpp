@@ -6,6 +6,7 @@
 #include "runner/runtime/subids.hpp"
 #include "support/base/result.hpp"
 #include "support/git/git_info.hpp"
+#include "support/oci/image_writer.hpp"
 #include "support/oci/oci.hpp"
 #include "support/oci/squashfs.hpp"
 #include "support/registry/client.hpp"
@@ -77,6 +78,9 @@ struct BuildResult {
   /// `manifest` is their image index and the layers are each platform's own.
   std::vector<BuildResult> platforms;
 };
+
+/// The image as the output writers take it (oci::StoredImage): the manifest and every blob it names.
+oci::StoredImage stored_image(const BuildResult& result);
 
 /// The SLSA provenance statement a build of the image `manifest` kept in `store`, if any.
 std::optional<std::string> provenance_record(const BlobStore& store, const Digest& manifest);

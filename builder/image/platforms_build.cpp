@@ -71,17 +71,6 @@ Result<oci::Descriptor> store_index(const BlobStore& store, const std::vector<Bu
   return oci::Descriptor{std::string(oci::k_media_index), info.digest, info.size, {}, {}, {}, {}};
 }
 
-oci::StoredImage stored_platform(const BuildResult& r) {
-  oci::StoredImage image;
-  image.manifest = r.manifest;
-  image.blobs.push_back(r.config);
-  image.blobs.insert(image.blobs.end(), r.layers.begin(), r.layers.end());
-  image.ref_name = r.ref_name;
-  image.repo_tag = r.repo_tag;
-  image.epoch = r.epoch;
-  return image;
-}
-
 } // namespace
 
 Result<fs::path> platform_path(const fs::path& path, const oci::Platform& platform, std::string_view what) {
@@ -130,7 +119,7 @@ Result<BuildResult> build_platforms(const envspec::Spec& spec, const BuildOption
     stored.blobs.push_back(r.manifest);
     stored.blobs.push_back(r.config);
     stored.blobs.insert(stored.blobs.end(), r.layers.begin(), r.layers.end());
-    stored.platform_images.push_back(stored_platform(r));
+    stored.platform_images.push_back(stored_image(r));
     index.impure = index.impure || r.impure;
     index.outputs.insert(index.outputs.end(), r.outputs.begin(), r.outputs.end());
   }

@@ -201,7 +201,7 @@ Check check_image(const PreflightRequest& req, const ImageProbe& image, const Ho
                         "and run the index, or run on {} nodes",
                         found, image.platform, host.platform, host.platform, image.platform, image.platform)};
   }
-  return {"image", Status::ok, image.platform.empty() ? found : found + " (" + image.platform + ")"};
+  return {"image", Status::ok, found};
 }
 
 Check check_driver(const PreflightRequest& req, const HostProbe& host) {

@@ -69,6 +69,30 @@ need() {
   done
 }
 
+# need_arm64_emulation: the suite runs arm64 programs on this x86_64 machine under qemu-user, through
+# a binfmt_misc of a user namespace's own (Linux 6.7+) or a handler the host registered with F;
+# skipped (77) otherwise (never in CI, whose kernel has it).
+need_arm64_emulation() {
+  local kernel
+  need qemu-aarch64-static
+  [ "$(uname -m)" = x86_64 ] || { echo "SKIP: the suite emulates arm64 on an x86_64 machine" >&2; exit 77; }
+  kernel=$(uname -r | cut -d- -f1)
+  if [ "$(printf '%s\n6.7\n' "$kernel" | sort -V | head -n1)" != 6.7 ] &&
+    ! grep -qs '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+    echo "SKIP: Linux $kernel has no binfmt_misc per user namespace, and the host registered no qemu-aarch64" >&2
+    exit 77
+  fi
+}
+
+# need_debian_mirror: deb.debian.org must answer; skipped (77) without it, a failure in CI.
+need_debian_mirror() {
+  if ! curl -fsS --max-time 20 -o /dev/null http://deb.debian.org/debian/dists/bookworm/InRelease 2>/dev/null; then
+    [ -z "${CI:-}" ] || fail "deb.debian.org is not reachable"
+    echo "SKIP: deb.debian.org is not reachable" >&2
+    exit 77
+  fi
+}
+
 # need_python_jsonschema PYTHON: PYTHON must import jsonschema and yaml (the schema suites' judges).
 need_python_jsonschema() {
   if ! "$1" -c 'import jsonschema, yaml' 2>/dev/null; then

@@ -18,19 +18,9 @@
 # Exit 77 without deb.debian.org (never in CI), or without binfmt_misc per user namespace.
 source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
-need jq skopeo umoci siftool mmdebstrap docker-registry qemu-aarch64-static
-[ "$(uname -m)" = x86_64 ] || { echo "SKIP: the suite emulates arm64 on an x86_64 machine" >&2; exit 77; }
-kernel=$(uname -r | cut -d- -f1)
-if [ "$(printf '%s\n6.7\n' "$kernel" | sort -V | head -n1)" != 6.7 ] &&
-  ! grep -qs '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64; then
-  echo "SKIP: Linux $kernel has no binfmt_misc per user namespace, and the host registered no qemu-aarch64" >&2
-  exit 77
-fi
-if ! curl -fsS --max-time 20 -o /dev/null http://deb.debian.org/debian/dists/bookworm/InRelease 2>/dev/null; then
-  [ -z "${CI:-}" ] || fail "deb.debian.org is not reachable"
-  echo "SKIP: deb.debian.org is not reachable" >&2
-  exit 77
-fi
+need jq skopeo umoci siftool mmdebstrap docker-registry
+need_arm64_emulation
+need_debian_mirror
 
 mkdir ex
 cp "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello/lockstep.yaml" "$LOCKSTEP_SOURCE_DIR/examples/mpi-hello/hello.py" ex/
