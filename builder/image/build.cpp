@@ -499,6 +499,7 @@ Result<void> add_run_layers(ImageBuild& b) {
   }
   for (std::size_t i = 0; i < spec.run.size(); ++i) {
     LS_TRY_ASSIGN(BuiltLayer layer, build_run_step(spec.run[i], i, b.image, run));
+    b.image.emulated = b.image.emulated || b.image.emulation.has_value();
     append_layer(b.image, layer, "run: " + spec.run[i].sh, fmt::format("run[{}]", i));
     b.result.impure = b.result.impure || spec.run[i].network;
   }
@@ -561,6 +562,16 @@ Result<void> write_provenance(ImageBuild& b, const BlobStore& store) {
   }
   in.compression = b.image.codec == Codec::zstd ? "zstd" : "gzip";
   in.epoch = b.result.epoch;
+  if (b.image.emulated && b.image.emulation) {
+    // The qemu-user that ran the steps, pinned by its bytes (qemu versions differ in what they get
+    // right: multiarch.md, "Known emulation failures").
+    std::error_code ec;
+    const fs::path interpreter = fs::canonical(b.image.emulation->interpreter, ec);
+    LS_TRY_ASSIGN(Digest digest, sha256_of_file(ec ? b.image.emulation->interpreter : interpreter));
+    in.builder_dependencies.push_back(envspec::ProvenanceInputs::Dependency{
+        b.image.emulation->name, "file://" + (ec ? b.image.emulation->interpreter : interpreter).string(),
+        digest});
+  }
   const std::string statement = envspec::render_provenance(b.options.lock ? &*b.options.lock : nullptr, in);
   LS_TRY(store.put_record(k_provenance_ns, b.result.manifest.digest.hex(), statement));
   if (b.options.provenance) {

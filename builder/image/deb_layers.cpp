@@ -598,6 +598,7 @@ Result<void> build_deb_layers(const envspec::Lock& lock, const DebInputs& inputs
   run.label = "configure packages";
   run.root_head = head_started ? &head : nullptr;
   Result<BuiltLayer> built = build_run_step(step, 0, image, run);
+  image.emulated = image.emulated || image.emulation.has_value();
   if (!built) {
     return built.error();
   }

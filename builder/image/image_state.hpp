@@ -47,6 +47,9 @@ struct ImageState {
   /// Why another architecture's programs can't run here (no qemu-user-static): the error of the
   /// first step that needs them, not of a build without any.
   std::optional<Error> emulation_error;
+  /// A step of the image ran under emulation (or its layer came from the cache of one): the
+  /// provenance names the qemu-user interpreter among the builder's dependencies.
+  bool emulated = false;
 
   /// The base's installed state, or null when the image has no image base.
   [[nodiscard]] const BaseMetadata* base() const { return base_metadata ? &*base_metadata : nullptr; }

@@ -69,18 +69,25 @@ std::string render_provenance(const Lock* lock, const ProvenanceInputs& in) {
   }
   const std::string builder =
       in.builder_id.empty() ? fmt::format("pkg:generic/lockstep@{}", in.version) : in.builder_id;
-  const json statement = {{"_type", "https://in-toto.io/Statement/v1"},
-                          {"subject", {{{"name", in.name}, {"digest", {{"sha256", in.subject.hex()}}}}}},
-                          {"predicateType", "https://slsa.dev/provenance/v1"},
-                          {"predicate",
-                           {{"buildDefinition",
-                             {{"buildType", k_slsa_build_type},
-                              {"externalParameters", external},
-                              {"internalParameters", {{"compression", in.compression}, {"epoch", in.epoch}}},
-                              {"resolvedDependencies", resolved}}},
-                            {"runDetails",
-                             {{"builder", {{"id", builder}, {"version", {{"lockstep", in.version}}}}},
-                              {"metadata", {{"invocationId", in.subject.str()}}}}}}}};
+  json builder_json = {{"id", builder}, {"version", {{"lockstep", in.version}}}};
+  if (!in.builder_dependencies.empty()) {
+    json deps = json::array();
+    for (const ProvenanceInputs::Dependency& d : in.builder_dependencies) {
+      deps.push_back({{"name", d.name}, {"uri", d.uri}, {"digest", {{"sha256", d.sha256.hex()}}}});
+    }
+    builder_json["builderDependencies"] = std::move(deps);
+  }
+  const json statement = {
+      {"_type", "https://in-toto.io/Statement/v1"},
+      {"subject", {{{"name", in.name}, {"digest", {{"sha256", in.subject.hex()}}}}}},
+      {"predicateType", "https://slsa.dev/provenance/v1"},
+      {"predicate",
+       {{"buildDefinition",
+         {{"buildType", k_slsa_build_type},
+          {"externalParameters", external},
+          {"internalParameters", {{"compression", in.compression}, {"epoch", in.epoch}}},
+          {"resolvedDependencies", resolved}}},
+        {"runDetails", {{"builder", builder_json}, {"metadata", {{"invocationId", in.subject.str()}}}}}}}};
   return statement.dump() + "\n";
 }
 

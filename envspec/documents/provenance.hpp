@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lockstep::envspec {
 
@@ -29,6 +30,14 @@ struct ProvenanceInputs {
   std::string builder_id;     ///< runDetails.builder.id; "" for "pkg:generic/lockstep@VERSION"
   std::string compression;    ///< "gzip" or "zstd"
   std::int64_t epoch = 0;     ///< the image's epoch
+  /// A tool outside lockstep the build ran (the qemu-user interpreter of an emulated build):
+  /// runDetails.builder.builderDependencies.
+  struct Dependency {
+    std::string name; ///< "qemu-aarch64"
+    std::string uri;  ///< "file:///usr/bin/qemu-aarch64-static"
+    Digest sha256;
+  };
+  std::vector<Dependency> builder_dependencies;
 };
 
 /// The in-toto statement (compact JSON with sorted keys, ending in a newline).

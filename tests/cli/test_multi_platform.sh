@@ -12,6 +12,7 @@
 #   - one SIF per platform (outputs.sif: out-{arch}.sif; siftool reads each one's architecture),
 #     a docker-archive whose manifest.json lists both images;
 #   - the index's amd64 image is the one a build of `platform: linux/amd64` alone gives;
+#   - the arm64 image's provenance pins the qemu-user interpreter by sha256;
 #   - build --push and push put the index and both images in a real docker-registry;
 #   - preflight takes the node's platform: the index passes, an image without it fails naming both;
 #   - bad input: `platform` with `platforms`, a platform twice, a SIF path without {arch}.
@@ -135,8 +136,12 @@ pass "the index's amd64 image is the one a linux/amd64 build gives alone"
 # ---- push: the index and both images ------------------------------------------------------------------
 registry_up hub plain
 ref="docker://$REG_HUB_HOST/multi/mpi-hello:1"
-ls_run build --tls-verify=false ex/lockstep.yaml --push "$ref"
+ls_run build --tls-verify=false ex/lockstep.yaml --push "$ref" --provenance "prov-{arch}.json"
 assert_eq 0 "$RC" "build --push of the index: $ERR"
+assert_eq "qemu-aarch64 file://$(readlink -f /usr/bin/qemu-aarch64-static) $(sha256sum </usr/bin/qemu-aarch64-static | cut -d' ' -f1)" \
+  "$(jq -r '.predicate.runDetails.builder.builderDependencies[] | "\(.name) \(.uri) \(.digest.sha256)"' prov-arm64.json)" \
+  "the arm64 image's provenance pins the qemu-user that ran its steps"
+assert_eq null "$(jq -c .predicate.runDetails.builder.builderDependencies prov-amd64.json)" "the amd64 one ran none"
 pushed=$(skopeo inspect --tls-verify=false --raw "$ref")
 assert_eq "$index" "sha256:$(printf '%s' "$pushed" | sha256sum | cut -d' ' -f1)" "the registry holds the index, byte for byte"
 assert_eq arm64 "$(skopeo --override-arch arm64 inspect --tls-verify=false "$ref" | jq -r .Architecture)" \

@@ -73,3 +73,22 @@ TEST_CASE("statements that are not SLSA v1 provenance are refused", "[provenance
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == ExitCode::invalid_input);
 }
+
+TEST_CASE("an emulated build names the qemu-user interpreter among the builder's dependencies",
+          "[provenance]") {
+  const Lock lock = small_lock();
+  ProvenanceInputs in = inputs();
+  const auto builder = [&] {
+    return nlohmann::json::parse(render_provenance(&lock, in))["predicate"]["runDetails"]["builder"];
+  };
+  CHECK_FALSE(builder().contains("builderDependencies")); // a native build names none
+  in.platform = "linux/arm64";
+  in.builder_dependencies.push_back(
+      {"qemu-aarch64", "file:///usr/bin/qemu-aarch64-static", sha256_of("qemu")});
+  const nlohmann::json deps = builder()["builderDependencies"];
+  REQUIRE(deps.size() == 1);
+  CHECK(deps[0]["name"] == "qemu-aarch64");
+  CHECK(deps[0]["uri"] == "file:///usr/bin/qemu-aarch64-static");
+  CHECK(deps[0]["digest"]["sha256"] == sha256_of("qemu").hex());
+  CHECK(render_provenance(&lock, in) == render_provenance(&lock, in)); // deterministic
+}
