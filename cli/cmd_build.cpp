@@ -123,16 +123,12 @@ Result<void> push_platform_images(const builder::BuildResult& result, const oci:
     content.media_type = one.manifest.media_type;
     content.blobs.push_back(one.config);
     content.blobs.insert(content.blobs.end(), one.layers.begin(), one.layers.end());
-    oci::RegistryRef by_digest = target;
-    by_digest.tag.clear();
-    by_digest.digest = one.manifest.digest;
-    LS_TRY_ASSIGN(auto pushed,
-                  registry::push(source, content, by_digest, {registry::push_reference(by_digest)}, store,
-                                 registry::default_client_options()));
+    LS_TRY_ASSIGN(auto pushed, registry::push_by_digest(source, content, target, store,
+                                                        registry::default_client_options()));
     log::info("pushed docker://{}@{} ({}; {} blobs sent, {} mounted, {} already there)", target.name(),
               one.manifest.digest.str(), one.manifest.platform ? one.manifest.platform->str() : "",
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
-    LS_TRY(builder::attach_provenance(by_digest, one.manifest, args.key, args.passphrase_file));
+    LS_TRY(builder::attach_provenance(pushed.first, one.manifest, args.key, args.passphrase_file));
   }
   return {};
 }

@@ -79,16 +79,20 @@ std::vector<std::string> tags_for(const oci::RegistryRef& target, const std::vec
   return tags;
 }
 
+// What pushing one image of an OCI source sends: its manifest byte for byte, its config and layers.
+registry::PushContent image_content(const oci::OpenedImage& image) {
+  registry::PushContent content;
+  content.manifest_bytes = image.manifest_bytes;
+  content.media_type = image.manifest_media_type;
+  content.blobs.push_back(image.manifest.config);
+  content.blobs.insert(content.blobs.end(), image.manifest.layers.begin(), image.manifest.layers.end());
+  return content;
+}
+
 // One image of an OCI source, with the SBOMs and provenance, to each target.
 Result<void> push_one(oci::ImageSource& source, const oci::OpenedImage& opened, const PushArgs& args,
                       const BlobStore& store, const registry::ClientOptions& options, nlohmann::json& out) {
-  registry::PushContent content;
-  content.manifest_bytes = opened.manifest_bytes;
-  content.media_type = opened.manifest_media_type;
-  content.blobs.push_back(opened.manifest.config);
-  for (const auto& l : opened.manifest.layers) {
-    content.blobs.push_back(l);
-  }
+  const registry::PushContent content = image_content(opened);
   for (const auto& t : args.targets) {
     LS_TRY_ASSIGN(oci::RegistryRef target, registry_target(t, oci::ImageRef::Transport::docker));
     if (target.digest && *target.digest != opened.manifest_digest) {
@@ -135,16 +139,8 @@ Result<nlohmann::json> push_index(oci::ImageSource& source, const oci::Descripto
     select.digest = entry.digest;
     select.platform = entry.platform;
     LS_TRY_ASSIGN(oci::OpenedImage image, source.resolve(select));
-    registry::PushContent one;
-    one.manifest_bytes = image.manifest_bytes;
-    one.media_type = image.manifest_media_type;
-    one.blobs.push_back(image.manifest.config);
-    one.blobs.insert(one.blobs.end(), image.manifest.layers.begin(), image.manifest.layers.end());
-    oci::RegistryRef by_digest = target;
-    by_digest.tag.clear();
-    by_digest.digest = image.manifest_digest;
-    LS_TRY_ASSIGN(auto pushed, registry::push(source, one, by_digest, {registry::push_reference(by_digest)},
-                                              store, options));
+    LS_TRY_ASSIGN(auto pushed,
+                  registry::push_by_digest(source, image_content(image), target, store, options));
     uploaded += pushed.second.uploaded;
     present += pushed.second.present;
   }

@@ -273,11 +273,6 @@ Result<void> write_sif_output(const envspec::Spec& spec, const BuildOptions& opt
   return {};
 }
 
-// Output paths on the command line replace all of the spec's.
-bool cli_outputs(const BuildOptions& options) {
-  return options.oci || options.oci_archive || options.docker_archive || options.sif || !options.sbom.empty();
-}
-
 // Pass: publish every requested output.
 Result<std::vector<WrittenOutput>> write_outputs(const envspec::Spec& spec, const BuildOptions& options,
                                                  const BlobStore& store, const oci::StoredImage& image,
@@ -613,6 +608,10 @@ Result<void> write_sboms(ImageBuild& b, const BlobStore& store) {
 
 std::optional<std::string> provenance_record(const BlobStore& store, const Digest& manifest) {
   return store.get_record(k_provenance_ns, manifest.hex());
+}
+
+bool cli_outputs(const BuildOptions& options) {
+  return options.oci || options.oci_archive || options.docker_archive || options.sif || !options.sbom.empty();
 }
 
 oci::StoredImage stored_image(const BuildResult& result) {

@@ -79,6 +79,10 @@ struct BuildResult {
   std::vector<BuildResult> platforms;
 };
 
+/// True when the command line names an output (--oci, --oci-archive, --docker-archive, --sif,
+/// --sbom): then they replace all of the spec's `outputs` paths.
+bool cli_outputs(const BuildOptions& options);
+
 /// The image as the output writers take it (oci::StoredImage): the manifest and every blob it names.
 oci::StoredImage stored_image(const BuildResult& result);
 

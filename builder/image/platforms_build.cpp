@@ -35,8 +35,7 @@ Result<void> platform_outputs(const envspec::Spec& spec, const BuildOptions& opt
   options_out.oci.reset();
   options_out.oci_archive.reset();
   options_out.docker_archive.reset();
-  const bool cli =
-      options.oci || options.oci_archive || options.docker_archive || options.sif || !options.sbom.empty();
+  const bool cli = cli_outputs(options);
   LS_TRY(each(cli ? std::nullopt : spec.outputs.sif, spec_out.outputs.sif, "outputs.sif"));
   LS_TRY(each(options.sif, options_out.sif, "--sif"));
   LS_TRY(each(options.provenance, options_out.provenance, "--provenance"));
@@ -49,13 +48,6 @@ Result<void> platform_outputs(const envspec::Spec& spec, const BuildOptions& opt
   for (const fs::path& p : options.sbom) {
     LS_TRY_ASSIGN(fs::path one, platform_path(p, platform, "--sbom"));
     options_out.sbom.push_back(std::move(one));
-  }
-  if (cli && !options_out.sif && options_out.sbom.empty()) {
-    // Only index outputs on the command line: this platform's build writes nothing itself, and
-    // must not fall back to the spec's outputs.
-    options_out.sif.reset();
-    spec_out.outputs.sif.reset();
-    spec_out.outputs.sbom.clear();
   }
   return {};
 }
@@ -116,16 +108,15 @@ Result<BuildResult> build_platforms(const envspec::Spec& spec, const BuildOption
   stored.repo_tag = index.repo_tag;
   stored.epoch = index.epoch;
   for (const BuildResult& r : results) {
-    stored.blobs.push_back(r.manifest);
-    stored.blobs.push_back(r.config);
-    stored.blobs.insert(stored.blobs.end(), r.layers.begin(), r.layers.end());
-    stored.platform_images.push_back(stored_image(r));
+    oci::StoredImage one = stored_image(r);
+    stored.blobs.push_back(one.manifest);
+    stored.blobs.insert(stored.blobs.end(), one.blobs.begin(), one.blobs.end());
+    stored.platform_images.push_back(std::move(one));
     index.impure = index.impure || r.impure;
     index.outputs.insert(index.outputs.end(), r.outputs.begin(), r.outputs.end());
   }
   // The index outputs: the command line's, else the spec's.
-  const bool cli =
-      options.oci || options.oci_archive || options.docker_archive || options.sif || !options.sbom.empty();
+  const bool cli = cli_outputs(options);
   const auto pick = [&](const std::optional<fs::path>& flag, const std::optional<fs::path>& key) {
     return cli ? flag : key;
   };

@@ -829,29 +829,24 @@ std::vector<std::string> lock_platforms(const Lock& lock) {
 }
 
 Lock lock_for_platform(const Lock& lock, const std::string& platform) {
+  Lock one = lock;
   if (lock.platforms.empty()) {
-    return lock;
+    return one;
   }
-  Lock one;
-  one.schema = lock.schema;
-  one.tool = lock.tool;
-  one.spec_digest = lock.spec_digest;
-  one.epoch = lock.epoch;
   one.platform = platform;
-  one.inputs = lock.inputs;
-  one.stack = lock.stack;
-  one.repos = lock.repos;
+  one.platforms.clear();
+  one.bases.clear();
   for (const LockedBase& b : lock.bases) {
     if (b.platform == platform) {
       one.base = b;
     }
   }
-  for (const LockedArtifact& a : lock.artifacts) {
-    if (a.platforms.empty() ||
-        std::find(a.platforms.begin(), a.platforms.end(), platform) != a.platforms.end()) {
-      one.artifacts.push_back(a);
-      one.artifacts.back().platforms.clear();
-    }
+  std::erase_if(one.artifacts, [&](const LockedArtifact& a) {
+    return !a.platforms.empty() &&
+           std::find(a.platforms.begin(), a.platforms.end(), platform) == a.platforms.end();
+  });
+  for (LockedArtifact& a : one.artifacts) {
+    a.platforms.clear();
   }
   return one;
 }

@@ -350,6 +350,16 @@ std::string push_reference(const oci::RegistryRef& target) {
   return target.tag.empty() && target.digest ? target.digest->str() : target.tag;
 }
 
+Result<std::pair<oci::RegistryRef, PushStats>>
+push_by_digest(oci::ImageSource& source, const PushContent& content, const oci::RegistryRef& target,
+               const BlobStore& store, const ClientOptions& options) {
+  oci::RegistryRef by_digest = target;
+  by_digest.tag.clear();
+  by_digest.digest = sha256_of(content.manifest_bytes);
+  LS_TRY_ASSIGN(auto pushed, push(source, content, by_digest, {push_reference(by_digest)}, store, options));
+  return std::pair{std::move(by_digest), pushed.second};
+}
+
 void remember_blob(const BlobStore& store, const std::string& host, const std::string& repository,
                    const Digest& digest) {
   std::vector<std::string> repos = known_repositories(store, host, digest);

@@ -46,6 +46,12 @@ Result<std::pair<Digest, PushStats>> push(oci::ImageSource& source, const PushCo
                                           const std::vector<std::string>& tags, const BlobStore& store,
                                           const ClientOptions& options);
 
+/// Pushes `content` to `target`'s repository under its own digest, with no tag: an image that an
+/// index names, pushed before the index. Returns the reference it now has (REPO@DIGEST).
+Result<std::pair<oci::RegistryRef, PushStats>>
+push_by_digest(oci::ImageSource& source, const PushContent& content, const oci::RegistryRef& target,
+               const BlobStore& store, const ClientOptions& options);
+
 /// A source of blobs for push(): the files in `files` by digest, else the blobs of `store`.
 std::unique_ptr<oci::ImageSource> local_blobs(std::map<Digest, std::filesystem::path> files,
                                               const BlobStore& store);
