@@ -72,8 +72,24 @@ Result<envspec::ComponentSet> spec_side(const fs::path& path, const std::string&
   return envspec::spec_components(spec, arg);
 }
 
-// One side of the diff, recognised by its content.
-Result<envspec::ComponentSet> load_side(const std::string& arg) {
+// A lock's components; a multi-platform lock's merged over its platforms' shares.
+Result<envspec::ComponentSet> lock_side(const envspec::Lock& lock, const std::string& arg) {
+  if (lock.platforms.empty()) {
+    LS_TRY_ASSIGN(const envspec::ImageFacts facts, builder::image_facts_for(lock));
+    return envspec::lock_components(lock, facts, arg);
+  }
+  std::vector<std::pair<std::string, envspec::ComponentSet>> shares;
+  for (const std::string& platform : lock.platforms) {
+    const envspec::Lock share = envspec::lock_for_platform(lock, platform);
+    LS_TRY_ASSIGN(const envspec::ImageFacts facts, builder::image_facts_for(share));
+    shares.emplace_back(platform, envspec::lock_components(share, facts, arg));
+  }
+  return envspec::merge_platform_components(shares, arg);
+}
+
+// One side of the diff, recognised by its content. A multi-platform lock is also kept in
+// `multi_lock` (when given), so run_diff can take the other side's platform's share.
+Result<envspec::ComponentSet> load_side(const std::string& arg, envspec::Lock* multi_lock = nullptr) {
   for (std::string_view prefix : {"oci:", "oci-archive:", "docker-archive:", "sif:", "dir:"}) {
     if (arg.starts_with(prefix)) {
       return image_side(arg);
@@ -128,9 +144,11 @@ Result<envspec::ComponentSet> load_side(const std::string& arg) {
   LS_TRY_ASSIGN(const std::string text, read_file(path, k_max_document));
   switch (envspec::detect_document(text)) {
   case envspec::DocumentKind::lock: {
-    LS_TRY_ASSIGN(const envspec::Lock lock, envspec::parse_lock(text, arg));
-    LS_TRY_ASSIGN(const envspec::ImageFacts facts, builder::image_facts_for(lock));
-    return envspec::lock_components(lock, facts, arg);
+    LS_TRY_ASSIGN(envspec::Lock lock, envspec::parse_lock(text, arg));
+    if (multi_lock != nullptr && !lock.platforms.empty()) {
+      *multi_lock = lock;
+    }
+    return lock_side(lock, arg);
   }
   case envspec::DocumentKind::snapshot: {
     LS_TRY(runner::parse_snapshot(text, arg)); // strict: every key and type, with its path
@@ -146,8 +164,24 @@ Result<envspec::ComponentSet> load_side(const std::string& arg) {
 }
 
 Result<ExitCode> run_diff(const DiffArgs& args, const Context& ctx) {
-  LS_TRY_ASSIGN(const envspec::ComponentSet a, load_side(args.a));
-  LS_TRY_ASSIGN(const envspec::ComponentSet b, load_side(args.b));
+  envspec::Lock multi_a;
+  envspec::Lock multi_b;
+  LS_TRY_ASSIGN(envspec::ComponentSet a, load_side(args.a, &multi_a));
+  LS_TRY_ASSIGN(envspec::ComponentSet b, load_side(args.b, &multi_b));
+  // A multi-platform lock against an image or a lock of one platform: that platform's share.
+  const auto project = [](envspec::ComponentSet& side, const envspec::Lock& lock, const std::string& arg,
+                          const std::string& architecture) -> Result<void> {
+    if (lock.platforms.empty() || architecture.empty()) {
+      return {};
+    }
+    if (const auto platform = envspec::lock_platform_for_arch(lock, architecture)) {
+      LS_TRY_ASSIGN(side, lock_side(envspec::lock_for_platform(lock, *platform), arg));
+      side.what = fmt::format("{} ({})", arg, *platform);
+    }
+    return {};
+  };
+  LS_TRY(project(a, multi_a, args.a, b.architecture));
+  LS_TRY(project(b, multi_b, args.b, a.architecture));
   const envspec::ComponentDiff diff = envspec::diff_components(a, b);
   if (ctx.json) {
     std::printf("%s\n", envspec::diff_json(a, b, diff)

@@ -2,8 +2,10 @@
 // given an image or a lock, whether it can run here and why not (runner/audit/doctor.hpp, docs/doctor.md).
 #include "builder/image/image_facts.hpp"
 #include "cli/cli.hpp"
+#include "envspec/lock/lockfile.hpp"
 #include "runner/audit/doctor.hpp"
 #include "support/base/log.hpp"
+#include "support/oci/oci.hpp"
 #include "support/system/fs.hpp"
 
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 namespace lockstep::cli {
@@ -77,7 +80,16 @@ bool is_lock_file(const std::string& target) {
 
 // The verdict for a lock: the facts an image built from it records.
 Result<runner::TargetReport> evaluate_lock(const std::string& path, const runner::Capture& host) {
-  LS_TRY_ASSIGN(const envspec::Lock lock, envspec::read_lock(path));
+  LS_TRY_ASSIGN(envspec::Lock lock, envspec::read_lock(path));
+  if (!lock.platforms.empty()) { // a multi-platform lock: the share this host would run
+    const std::optional<std::string> mine =
+        envspec::lock_platform_for_arch(lock, oci::Platform::host().architecture);
+    if (!mine) {
+      log::warn("{} is for {}, not this host's {}: the facts below are {}'s", path,
+                fmt::join(lock.platforms, ", "), oci::Platform::host().str(), lock.platforms.front());
+    }
+    lock = envspec::lock_for_platform(lock, mine ? *mine : lock.platforms.front());
+  }
   LS_TRY_ASSIGN(const envspec::ImageFacts facts, builder::image_facts_for(lock));
   return runner::evaluate_target("lock", path, facts, host, nullptr, 0,
                                  lock.stack ? std::string_view(lock.stack->min_cc) : std::string_view());

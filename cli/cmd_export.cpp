@@ -9,8 +9,10 @@
 #include "envspec/lock/lockfile.hpp"
 #include "envspec/spec/spec.hpp"
 #include "support/base/log.hpp"
+#include "support/oci/oci.hpp"
 #include "support/system/fs.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -31,6 +33,7 @@ struct ExportArgs {
   std::string pylock;       // --pylock FILE
   std::string conda_lock;   // --conda-lock FILE
   std::string explicit_;    // --explicit FILE
+  std::string platform;     // --platform OS/ARCH: one platform's share of a multi-platform lock
 };
 
 constexpr const char* k_examples = R"(Examples:
@@ -46,6 +49,7 @@ constexpr const char* k_examples = R"(Examples:
   conda create -n train --file env.txt               the same environment outside the image
   lockstep export --conda-lock conda-lock.yml        the same as a conda-lock.yml (v1)
   conda-lock install -n train conda-lock.yml
+  lockstep export --dockerfile --platform linux/arm64   one platform of a multi-platform lock
 
 LOCK is a lockfile (default lockstep.lock); its spec is the file beside it with .yaml (or .yml), or
 --spec. Given a spec instead, its lock is the file beside it with .lock. The lock must be current
@@ -53,7 +57,8 @@ LOCK is a lockfile (default lockstep.lock); its spec is the file beside it with 
 sha256, git sources are pinned by commit; what the recipe cannot express is listed in a comment
 block at its top and printed as warnings. --requirements and --pylock write only the Python
 packages (with index options, or URLs and paths relative to the file written; "-" is standard
-output); --explicit and --conda-lock only the conda packages, in install order. Exit codes: 0 written, 2 bad usage, spec or lock. The mappings are described in
+output); --explicit and --conda-lock only the conda packages, in install order. A lock of several
+platforms exports one with --platform; a conda-lock.yml lists them all by default. Exit codes: 0 written, 2 bad usage, spec or lock. The mappings are described in
 docs/export.md and docs/python-resolver.md.)";
 
 Result<ExitCode> run_export(const ExportArgs& args) {
@@ -91,7 +96,7 @@ Result<ExitCode> run_export(const ExportArgs& args) {
   if (!read) {
     return Error{ExitCode::invalid_input, "export: " + read.error().message};
   }
-  const envspec::Lock& lock = *read;
+  envspec::Lock lock = std::move(*read);
   const std::vector<std::string> changes =
       envspec::describe_input_changes(lock.inputs, envspec::lock_inputs(spec));
   if (!changes.empty()) {
@@ -104,6 +109,21 @@ Result<ExitCode> run_export(const ExportArgs& args) {
         lock_path.string(), list);
   }
 
+  // A multi-platform lock: the recipes and the pip and explicit files are of one platform, its
+  // share; a conda-lock.yml lists every platform.
+  const std::vector<std::string> platforms = envspec::lock_platforms(lock);
+  if (!args.platform.empty()) {
+    LS_TRY_ASSIGN(const oci::Platform wanted, oci::Platform::parse(args.platform));
+    if (std::find(platforms.begin(), platforms.end(), wanted.str()) == platforms.end()) {
+      return invalid_input("export: --platform {}: {} is for {}", wanted.str(), lock_path.string(),
+                           fmt::join(platforms, ", "));
+    }
+    lock = envspec::lock_for_platform(lock, wanted.str());
+    spec = envspec::spec_for_platform(spec, wanted);
+  } else if (platforms.size() > 1 && args.conda_lock.empty()) {
+    return invalid_input("export: {} is for {}: give --platform (one of them) for this format",
+                         lock_path.string(), fmt::join(platforms, ", "));
+  }
   if (!args.conda_lock.empty() || !args.explicit_.empty()) {
     builder::CondaExportOptions co;
     co.format = args.explicit_.empty() ? builder::CondaExportFormat::conda_lock
@@ -160,6 +180,10 @@ void register_export(CLI::App& app, Context& ctx) {
          "--explicit", args->explicit_,
          "Write the lock's conda packages as an @EXPLICIT file with #sha256 (\"-\": standard output)")
       ->type_name("FILE");
+  cmd->add_option(
+         "--platform", args->platform,
+         "A multi-platform lock: export this platform's share (conda-lock.yml: default every platform)")
+      ->type_name("OS/ARCH");
   cmd->add_option("--spec", args->spec, "The spec (default: beside the lock, .yaml or .yml)")
       ->type_name("FILE");
   cmd->add_option("-o,--output", args->output, "Write to FILE (atomically) instead of standard output")

@@ -230,6 +230,13 @@ Result<std::string> image_sbom(const std::string& text, const SbomArgs& args, en
         text, oci::k_annotation_lock_digest, text);
   }
   LS_TRY_ASSIGN(LockAndRoots lock, read_lock_and_roots(args.lock.empty() ? "lockstep.lock" : args.lock));
+  if (!lock.lock.platforms.empty()) { // a multi-platform lock: the share the image was built from
+    if (const Result<Digest> want = Digest::parse(recorded->second)) {
+      if (std::optional<envspec::Lock> share = envspec::lock_share_with_digest(lock.lock, *want)) {
+        lock.lock = std::move(*share);
+      }
+    }
+  }
   const Digest digest = envspec::lock_digest(lock.lock);
   if (digest.str() != recorded->second) {
     return Error{

@@ -20,6 +20,8 @@ constexpr const char* k_verify_footer = R"(Examples:
   lockstep verify oci:out                      every file of every package against dpkg's and pip's records
   lockstep verify out --lock lockstep.lock     also: exactly the lock's debs and wheels, built from that lock
   lockstep verify image.sif --json             the same as JSON (docs/verify-diff.md)
+  lockstep verify oci:out --platform linux/arm64 --lock lockstep.lock
+                                               the arm64 image of an index, against its platform's share
   lockstep verify docker://registry.lab:5000/team/train:v1 --key lockstep.pub   its signature (docs/signing.md)
 
 IMAGE is oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE[:NAME[:TAG]], a SIF file, an OCI
@@ -27,7 +29,8 @@ layout directory, an OCI or docker archive, or dir:ROOT (an unpacked root).
 Checked: each file in /var/lib/dpkg/info/*.md5sums and each conffile of /var/lib/dpkg/status has its
 recorded MD5; each row of a .dist-info/RECORD with a hash has that sha256 and size. With --lock: the
 image records that lock's digest (when it records one), and its installed debs and wheels are exactly
-the lock's (name, version, architecture).
+the lock's (name, version, architecture). A multi-platform lock is compared by the share of the
+image's platform.
 
 With --key PUB (a registry image): a cosign signature by that key must name the image's manifest
 digest and repository (as skopeo's sigstoreSigned policy with matchRepository checks), and a
@@ -42,6 +45,7 @@ struct VerifyArgs {
   std::string image;
   std::string lock;
   std::string key;
+  std::string platform;
 };
 
 Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
@@ -73,7 +77,10 @@ Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
       return ExitCode::ok;
     }
   }
-  LS_TRY_ASSIGN(const runner::ImageArg image, runner::parse_image_arg(args.image));
+  LS_TRY_ASSIGN(runner::ImageArg image, runner::parse_image_arg(args.image));
+  if (!args.platform.empty()) {
+    LS_TRY_ASSIGN(image.platform, oci::Platform::parse(args.platform));
+  }
   std::optional<envspec::Lock> lock;
   if (!args.lock.empty()) {
     LS_TRY_ASSIGN(lock, envspec::read_lock(args.lock));
@@ -113,6 +120,9 @@ void register_verify(CLI::App& app, Context& ctx) {
       ->required();
   cmd->add_option("--lock", args->lock, "Also check that the image holds exactly this lock's packages")
       ->type_name("LOCK");
+  cmd->add_option("--platform", args->platform,
+                  "For a multi-platform image (an index): which one (default: this host's)")
+      ->type_name("OS/ARCH");
   cmd->add_option("--key", args->key, "Check the registry image's cosign signature with this public key")
       ->type_name("PUB");
   add_common_flags(*cmd, ctx);

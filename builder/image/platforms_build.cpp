@@ -86,7 +86,7 @@ Result<BuildResult> build_platforms(const envspec::Spec& spec, const BuildOption
     BuildOptions one_options = options;
     LS_TRY(platform_outputs(spec, options, platform, one, one_options));
     if (options.lock) {
-      one_options.lock = platform_lock(*options.lock, one);
+      one_options.lock = envspec::lock_for_platform(*options.lock, one.platform.str());
     }
     log::info("building {}", platform.str());
     Result<BuildResult> built = build_image(one, one_options);

@@ -85,29 +85,6 @@ Result<void> fetch_subdir(CondaSubdir& sd, const BlobStore& store, const CondaCh
 
 } // namespace
 
-std::string conda_subdir(const oci::Platform& platform) {
-  if (platform.os != "linux") {
-    return "";
-  }
-  if (platform.architecture == "amd64") {
-    return "linux-64";
-  }
-  if (platform.architecture == "arm64") {
-    return "linux-aarch64";
-  }
-  if (platform.architecture == "386") {
-    return "linux-32";
-  }
-  if (platform.architecture == "ppc64le" || platform.architecture == "s390x" ||
-      platform.architecture == "riscv64") {
-    return "linux-" + platform.architecture;
-  }
-  if (platform.architecture == "arm") {
-    return platform.variant == "v6" ? "linux-armv6l" : "linux-armv7l";
-  }
-  return "";
-}
-
 std::vector<std::string> conda_subdirs(const envspec::Repo& repo, const oci::Platform& platform) {
   std::vector<std::string> out;
   for (const std::string& s : repo.subdirs) {
@@ -116,7 +93,7 @@ std::vector<std::string> conda_subdirs(const envspec::Repo& repo, const oci::Pla
     }
   }
   if (repo.subdirs.empty()) {
-    if (std::string own = conda_subdir(platform); !own.empty()) {
+    if (std::string own = envspec::conda_subdir(platform); !own.empty()) {
       out.push_back(std::move(own));
     }
   }

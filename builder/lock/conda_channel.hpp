@@ -28,10 +28,6 @@ struct CondaSubdir {
   conda::RepoData data;
 };
 
-/// The conda subdir of an OCI platform: linux/amd64 -> linux-64, linux/arm64 -> linux-aarch64,
-/// linux/ppc64le -> linux-ppc64le, linux/s390x -> linux-s390x; "" when conda has none.
-std::string conda_subdir(const oci::Platform& platform);
-
 /// The subdirs read from `repo` (a conda channel of the spec) for `platform`: the spec's `subdirs`,
 /// else the platform's; noarch always, last.
 std::vector<std::string> conda_subdirs(const envspec::Repo& repo, const oci::Platform& platform);

@@ -1,7 +1,9 @@
 // A lock's conda packages as an explicit file or a conda-lock.yml v1. See conda_export.hpp.
 #include "builder/lock/conda_export.hpp"
 
+#include "envspec/spec/spec.hpp"
 #include "support/conda/link.hpp"
+#include "support/oci/oci.hpp"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -69,16 +71,25 @@ std::pair<std::string, std::string> split_dependency(const std::string& spec) {
   return {spec.substr(0, space), rest};
 }
 
-std::string conda_lock_text(const envspec::Lock& lock,
-                            const std::vector<const envspec::LockedArtifact*>& condas,
+// One platform's part of a conda-lock.yml: its lock (the share of a multi-platform lock), its
+// subdir, its conda packages in install order.
+struct PlatformPart {
+  envspec::Lock lock;
+  std::string subdir;
+  std::vector<const envspec::LockedArtifact*> condas;
+};
+
+std::string conda_lock_text(const envspec::Lock& lock, const std::vector<PlatformPart>& parts,
                             const CondaExportOptions& options) {
-  const std::string platform = platform_subdir(condas);
   YAML::Emitter y;
   y << YAML::BeginMap;
   y << YAML::Key << "version" << YAML::Value << 1;
   y << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "content_hash" << YAML::Value << YAML::BeginMap << YAML::Key << platform << YAML::Value
-    << envspec::lock_digest(lock).hex() << YAML::EndMap;
+  y << YAML::Key << "content_hash" << YAML::Value << YAML::BeginMap;
+  for (const PlatformPart& part : parts) {
+    y << YAML::Key << part.subdir << YAML::Value << envspec::lock_digest(part.lock).hex();
+  }
+  y << YAML::EndMap;
   y << YAML::Key << "channels" << YAML::Value << YAML::BeginSeq;
   for (const envspec::LockedRepo& r : lock.repos) {
     if (r.kind == "conda") {
@@ -87,12 +98,17 @@ std::string conda_lock_text(const envspec::Lock& lock,
     }
   }
   y << YAML::EndSeq;
-  y << YAML::Key << "platforms" << YAML::Value << YAML::Flow << YAML::BeginSeq << platform << YAML::EndSeq;
+  y << YAML::Key << "platforms" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const PlatformPart& part : parts) {
+    y << part.subdir;
+  }
+  y << YAML::EndSeq;
   y << YAML::Key << "sources" << YAML::Value << YAML::Flow << YAML::BeginSeq << options.spec_name
     << YAML::EndSeq;
   y << YAML::EndMap;
   y << YAML::Key << "package" << YAML::Value << YAML::BeginSeq;
-  auto entry = [&](const envspec::LockedArtifact& a, const char* manager, const std::string& md5) {
+  auto entry = [&](const envspec::LockedArtifact& a, const char* manager, const std::string& md5,
+                   const std::string& platform) {
     y << YAML::BeginMap;
     y << YAML::Key << "name" << YAML::Value << a.name;
     y << YAML::Key << "version" << YAML::Value << YAML::DoubleQuoted << a.version;
@@ -123,12 +139,14 @@ std::string conda_lock_text(const envspec::Lock& lock,
     y << YAML::Key << "optional" << YAML::Value << false;
     y << YAML::EndMap;
   };
-  for (const envspec::LockedArtifact* a : condas) {
-    entry(*a, "conda", a->conda->md5);
-  }
-  for (const envspec::LockedArtifact& a : lock.artifacts) { // pip after conda, as CEP 37 asks
-    if (a.kind == "wheel") {
-      entry(a, "pip", "");
+  for (const PlatformPart& part : parts) {
+    for (const envspec::LockedArtifact* a : part.condas) {
+      entry(*a, "conda", a->conda->md5, part.subdir);
+    }
+    for (const envspec::LockedArtifact& a : part.lock.artifacts) { // pip after conda, as CEP 37 asks
+      if (a.kind == "wheel") {
+        entry(a, "pip", "", part.subdir);
+      }
     }
   }
   y << YAML::EndSeq << YAML::EndMap;
@@ -139,12 +157,35 @@ std::string conda_lock_text(const envspec::Lock& lock,
 } // namespace
 
 Result<std::string> export_conda(const envspec::Lock& lock, const CondaExportOptions& options) {
-  const std::vector<const envspec::LockedArtifact*> condas = conda_in_order(lock);
-  if (condas.empty()) {
-    return invalid_input("export: {} has no conda packages (packages.conda) to export", options.lock_name);
+  if (options.format == CondaExportFormat::explicit_file) {
+    if (!lock.platforms.empty()) {
+      return invalid_input("export: {} is for {}; an explicit file is for one: give --platform",
+                           options.lock_name, fmt::join(lock.platforms, ", "));
+    }
+    const std::vector<const envspec::LockedArtifact*> condas = conda_in_order(lock);
+    if (condas.empty()) {
+      return invalid_input("export: {} has no conda packages (packages.conda) to export", options.lock_name);
+    }
+    return explicit_text(lock, condas, options);
   }
-  return options.format == CondaExportFormat::explicit_file ? explicit_text(lock, condas, options)
-                                                            : conda_lock_text(lock, condas, options);
+  // conda-lock.yml lists every platform's packages, each entry naming its platform's subdir.
+  std::vector<PlatformPart> parts;
+  parts.reserve(envspec::lock_platforms(lock).size()); // `condas` points into each part's lock
+  for (const std::string& platform : envspec::lock_platforms(lock)) {
+    PlatformPart& part = parts.emplace_back();
+    part.lock = envspec::lock_for_platform(lock, platform);
+    part.condas = conda_in_order(part.lock);
+    if (part.condas.empty()) {
+      return invalid_input("export: {} has no conda packages (packages.conda) to export", options.lock_name);
+    }
+    part.subdir = lock.platforms.empty() ? platform_subdir(part.condas) : std::string();
+    if (part.subdir.empty()) {
+      if (const Result<oci::Platform> p = oci::Platform::parse(platform)) {
+        part.subdir = envspec::conda_subdir(*p);
+      }
+    }
+  }
+  return conda_lock_text(lock, parts, options);
 }
 
 } // namespace lockstep::builder

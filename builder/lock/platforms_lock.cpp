@@ -1,6 +1,5 @@
 #include "builder/lock/platforms_lock.hpp"
 
-#include "builder/lock/conda_channel.hpp"
 #include "support/base/log.hpp"
 
 #include <fmt/format.h>
@@ -19,12 +18,7 @@ std::optional<envspec::Lock> previous_for_platform(const std::optional<envspec::
   if (std::find(had.begin(), had.end(), platform) == had.end()) {
     return std::nullopt;
   }
-  envspec::Lock one = envspec::lock_for_platform(*previous, platform);
-  if (one.inputs.is_object() && one.inputs.contains("platforms")) {
-    one.inputs.erase("platforms");
-    one.inputs["platform"] = platform;
-  }
-  return one;
+  return envspec::lock_for_platform(*previous, platform);
 }
 
 namespace {
@@ -81,22 +75,6 @@ std::string identity(const envspec::LockedArtifact& a) {
 
 } // namespace
 
-envspec::Lock platform_lock(const envspec::Lock& lock, const envspec::Spec& platform_spec) {
-  if (lock.platforms.empty()) {
-    return lock;
-  }
-  envspec::Lock one = envspec::lock_for_platform(lock, platform_spec.platform.str());
-  one.spec_digest = platform_spec.digest;
-  one.inputs = envspec::lock_inputs(platform_spec);
-  const std::string subdir = conda_subdir(platform_spec.platform);
-  for (envspec::LockedRepo& repo : one.repos) {
-    if (repo.kind == "conda") {
-      std::erase_if(repo.subdirs, [&](const std::string& s) { return s != subdir && s != "noarch"; });
-    }
-  }
-  return one;
-}
-
 Result<envspec::Lock> merge_platform_locks(const std::vector<std::string>& platforms,
                                            std::vector<envspec::Lock> locks) {
   envspec::Lock merged;
@@ -104,6 +82,9 @@ Result<envspec::Lock> merge_platform_locks(const std::vector<std::string>& platf
   merged.epoch = locks.front().epoch;
   merged.platform = platforms.front();
   merged.platforms = platforms;
+  for (const envspec::Lock& one : locks) {
+    merged.platform_spec_digests.push_back(one.spec_digest);
+  }
   merged.repos = locks.front().repos;
   for (std::size_t i = 1; i < locks.size(); ++i) {
     const std::vector<envspec::LockedRepo>& repos = locks[i].repos;

@@ -28,12 +28,6 @@ using LockOnePlatform =
 Result<envspec::Lock> lock_platforms(const envspec::Spec& spec, const BlobStore& store,
                                      const LockOptions& options, const LockOnePlatform& lock_one);
 
-/// One platform's lock out of a multi-platform `lock`, for `platform_spec`
-/// (envspec::spec_for_platform): the lock a spec of that platform alone would have had (its
-/// inputs and spec digest, its conda subdirs), which that platform's image is built from and
-/// records. A lock of one platform is returned as it is.
-envspec::Lock platform_lock(const envspec::Lock& lock, const envspec::Spec& platform_spec);
-
 /// A previous lock as it was for `platform` alone (its share of a multi-platform lock, its inputs
 /// those of a spec of that platform), so re-locking keeps that platform's versions; nullopt when
 /// it has no such platform.

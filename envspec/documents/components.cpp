@@ -254,6 +254,44 @@ ComponentSet lock_components(const Lock& lock, const ImageFacts& facts, std::str
     set.coverage["conda"] = Coverage::complete; // a lock without conda packages says nothing of conda
   }
   set.coverage["stack"] = Coverage::complete;
+  if (const Result<oci::Platform> platform = oci::Platform::parse(lock.platform);
+      platform && lock.platforms.empty()) {
+    set.architecture = platform->architecture;
+  }
+  (void)set.finish();
+  return set;
+}
+
+ComponentSet merge_platform_components(const std::vector<std::pair<std::string, ComponentSet>>& shares,
+                                       std::string what) {
+  ComponentSet set;
+  set.kind = "lock";
+  set.what = std::move(what);
+  // How many platforms list each component exactly so.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::size_t> count;
+  for (const auto& [platform, share] : shares) {
+    for (const Component& c : share.components) {
+      ++count[{c.kind, c.name, c.version, c.rev}];
+    }
+    for (const auto& [cls, coverage] : share.coverage) {
+      set.coverage[cls] = std::max(set.coverage[cls], coverage);
+    }
+  }
+  std::set<std::tuple<std::string, std::string, std::string, std::string>> common;
+  for (const auto& [platform, share] : shares) {
+    for (const Component& c : share.components) {
+      const auto key = std::make_tuple(c.kind, c.name, c.version, c.rev);
+      if (count[key] == shares.size()) {
+        if (common.insert(key).second) {
+          set.components.push_back(c);
+        }
+        continue;
+      }
+      Component own = c;
+      own.name += " (" + platform + ")";
+      set.components.push_back(std::move(own));
+    }
+  }
   (void)set.finish();
   return set;
 }

@@ -63,6 +63,9 @@ struct ComponentSet {
   std::string what;                         ///< the file or image as named on the command line
   std::vector<Component> components;        ///< sorted by class, then name
   std::map<std::string, Coverage> coverage; ///< by class; a class not listed is Coverage::none
+  /// The OCI architecture the side is of ("arm64": an image, a lock of one platform); "" when it
+  /// has none or several (a spec, a multi-platform lock).
+  std::string architecture;
   /// Sorts `components` and refuses a name listed twice in one class (internal_error).
   Result<void> finish();
 };
@@ -75,6 +78,13 @@ ComponentSet spec_components(const Spec& spec, std::string what);
 /// built from it records: `facts` (as builder::image_facts_for derives them) and the stack solver's
 /// choices (lock_stack_labels).
 ComponentSet lock_components(const Lock& lock, const ImageFacts& facts, std::string what);
+
+/// A multi-platform lock's components from each platform's share (lock_components of
+/// lock_for_platform, in the lock's platform order): a component every platform has alike is
+/// listed once; one that differs, or that only some platforms have, is listed per platform with
+/// the platform after its name ("libc6:arm64 (linux/arm64)").
+ComponentSet merge_platform_components(const std::vector<std::pair<std::string, ComponentSet>>& shares,
+                                       std::string what);
 
 /// The dev.lockstep.* labels an image built from `lock` carries for `facts` and the lock's stack
 /// choices, by label name. This is the hook where what the build records about the stack meets

@@ -125,6 +125,17 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
             "x86_64/, flat: true, keyring: keys/cuda.gpg}");
     }
   }
+  if (spec.platforms.size() > 1) {
+    // Each platform reads its own conda subdir and noarch; the lock's share of one platform is then
+    // exactly what a spec of that platform alone locks (docs/multi-platform.md).
+    for (const Repo& r : spec.repos) {
+      if (r.kind == Repo::Kind::conda && !r.subdirs.empty()) {
+        error(r.location, "repos",
+              "a spec of several platforms reads each platform's conda subdir (linux-64, linux-aarch64) and "
+              "noarch: drop 'subdirs' from this channel");
+      }
+    }
+  }
   for (const oci::Platform& each : spec.platforms) {
     if (spec.stack && each.architecture != "amd64") {
       // The recipes name x86_64 repositories and builds (NVIDIA's x86_64 CUDA repository, the
@@ -134,6 +145,10 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
                         "repository, which they don't cover yet): name the packages in packages.apt and "
                         "packages.pip for {} instead",
                         each.str(), each.str()));
+    }
+    if (spec.platforms.size() > 1 && conda_subdir(each).empty() && !spec.packages.conda.empty()) {
+      error(spec.packages.conda.front().location, "packages.conda",
+            fmt::format("conda has no subdir for platform {}", each.str()));
     }
     if (need_apt && debian_arch(each).empty()) {
       const MapEntry* p = root.find("platform");

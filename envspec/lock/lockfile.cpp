@@ -453,17 +453,30 @@ nlohmann::ordered_json locked_stack_json(const LockedStack& stack) {
   return j;
 }
 
+namespace {
+
+// `"platform": …` of a lock of one platform, else `"platforms"` and `"platform-spec-digests"`.
+std::string platform_lines(const Lock& lock) {
+  if (lock.platforms.size() <= 1) {
+    return fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
+  }
+  json digests = json::array();
+  for (const Digest& d : lock.platform_spec_digests) {
+    digests.push_back(d.str());
+  }
+  return fmt::format("  \"platforms\": {},\n  \"platform-spec-digests\": {},\n", json(lock.platforms).dump(),
+                     digests.dump());
+}
+
+} // namespace
+
 std::string render_lock(const Lock& lock) {
   std::string out = "{\n";
   out += fmt::format("  \"lockstep-lock\": {},\n", lock.schema);
   out += fmt::format("  \"tool\": {},\n", json(lock.tool).dump());
   out += fmt::format("  \"spec-digest\": {},\n", json(lock.spec_digest.str()).dump());
   out += fmt::format("  \"epoch\": {},\n", lock.epoch);
-  if (lock.platforms.size() > 1) {
-    out += fmt::format("  \"platforms\": {},\n", json(lock.platforms).dump());
-  } else {
-    out += fmt::format("  \"platform\": {},\n", json(lock.platform).dump());
-  }
+  out += platform_lines(lock);
   out += fmt::format("  \"inputs\": {},\n", lock.inputs.dump());
   const auto base_line = [](const LockedBase& base) {
     ordered b;
@@ -580,8 +593,8 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
   Lock lock;
   try {
     r.only_keys(root, "",
-                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "platforms", "inputs", "base",
-                 "bases", "stack", "repos", "artifacts"});
+                {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "platforms",
+                 "platform-spec-digests", "inputs", "base", "bases", "stack", "repos", "artifacts"});
     const json& schema = r.field(root, "", "lockstep-lock");
     if (!schema.is_number_integer() || schema.get<std::int64_t>() != k_lock_schema) {
       r.fail("lockstep-lock", fmt::format("unsupported lock schema {}; this lockstep reads schema {}",
@@ -615,7 +628,21 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
         }
       }
       lock.platform = lock.platforms.front();
+      const std::vector<std::string> digests = r.strings(root, "", "platform-spec-digests");
+      if (digests.size() != lock.platforms.size()) {
+        r.fail("platform-spec-digests", "expected one spec digest per platform, in the order of 'platforms'");
+      }
+      for (std::size_t i = 0; i < digests.size(); ++i) {
+        Result<Digest> d = Digest::parse(digests[i]);
+        if (!d) {
+          r.fail(fmt::format("platform-spec-digests[{}]", i), d.error().message);
+        }
+        lock.platform_spec_digests.push_back(*d);
+      }
     } else {
+      if (root.contains("platform-spec-digests")) {
+        r.fail("platform-spec-digests", "only a multi-platform lock ('platforms') has these");
+      }
       lock.platform = r.str(root, "", "platform");
       if (!oci::Platform::parse(lock.platform)) {
         r.fail("platform", fmt::format("invalid platform '{}'", lock.platform));
@@ -835,6 +862,30 @@ Lock lock_for_platform(const Lock& lock, const std::string& platform) {
   }
   one.platform = platform;
   one.platforms.clear();
+  one.platform_spec_digests.clear();
+  for (std::size_t i = 0; i < lock.platforms.size() && i < lock.platform_spec_digests.size(); ++i) {
+    if (lock.platforms[i] == platform) {
+      one.spec_digest = lock.platform_spec_digests[i];
+    }
+  }
+  if (one.inputs.is_object() && one.inputs.contains("platforms")) {
+    one.inputs.erase("platforms");
+    one.inputs["platform"] = platform;
+  }
+  if (const Result<oci::Platform> parsed = oci::Platform::parse(platform)) {
+    const std::string subdir = conda_subdir(*parsed);
+    for (LockedRepo& repo : one.repos) {
+      if (repo.kind == "conda") { // in the order a single-platform lock reads them: its own, then noarch
+        std::vector<std::string> own;
+        for (const std::string& s : {subdir, std::string("noarch")}) {
+          if (std::find(repo.subdirs.begin(), repo.subdirs.end(), s) != repo.subdirs.end()) {
+            own.push_back(s);
+          }
+        }
+        repo.subdirs = std::move(own);
+      }
+    }
+  }
   one.bases.clear();
   for (const LockedBase& b : lock.bases) {
     if (b.platform == platform) {
@@ -849,6 +900,26 @@ Lock lock_for_platform(const Lock& lock, const std::string& platform) {
     a.platforms.clear();
   }
   return one;
+}
+
+std::optional<Lock> lock_share_with_digest(const Lock& lock, const Digest& digest) {
+  for (const std::string& p : lock_platforms(lock)) {
+    Lock share = lock_for_platform(lock, p);
+    if (lock_digest(share) == digest) {
+      return share;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lock_platform_for_arch(const Lock& lock, std::string_view architecture) {
+  for (const std::string& p : lock_platforms(lock)) {
+    if (const Result<oci::Platform> parsed = oci::Platform::parse(p);
+        parsed && parsed->architecture == architecture) {
+      return p;
+    }
+  }
+  return std::nullopt;
 }
 
 Digest lock_digest(const Lock& lock) {

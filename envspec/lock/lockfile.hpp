@@ -136,6 +136,9 @@ struct Lock {
   /// Every platform of a multi-platform lock (`platforms:` in the spec), in the spec's order; empty
   /// for a lock of one platform. lock_for_platform() gives each platform's own lock.
   std::vector<std::string> platforms;
+  /// A multi-platform lock: the spec digest of each platform's own spec (envspec::spec_for_platform),
+  /// one per platform in `platforms` order; its share of the lock records it as its `spec_digest`.
+  std::vector<Digest> platform_spec_digests;
   nlohmann::json inputs;          ///< lock_inputs() of the spec it was made from
   std::optional<LockedBase> base; ///< an image base, resolved when the lock was made
   /// A multi-platform lock over an image base: each platform's manifest (`base` is then empty).
@@ -170,10 +173,21 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what);
 /// Reads and parses a lockfile. A missing file is a check_failed error that says to run `lockstep lock`.
 Result<Lock> read_lock(const std::filesystem::path& path);
 
-/// One platform's share of a multi-platform lock: its artifacts (those naming it or no platform),
-/// its base, `platform` set to it; the lock itself when it is of one platform. The platform must
-/// be one of the lock's.
+/// One platform's share of a multi-platform lock: exactly the lock a spec of that platform alone
+/// has (envspec::spec_for_platform), the one that platform's image is built from and records. Its
+/// artifacts (those naming it or no platform), its base, its spec digest, its inputs (`platform`
+/// for `platforms`), its conda channels' subdirs (its own and noarch). The lock itself when it is
+/// of one platform. The platform must be one of the lock's.
 Lock lock_for_platform(const Lock& lock, const std::string& platform);
+
+/// The share of `lock` (lock_for_platform; the lock itself when it is of one platform) whose
+/// lock_digest is `digest`, the lock an image recording that digest was built from; nullopt when
+/// none is.
+std::optional<Lock> lock_share_with_digest(const Lock& lock, const Digest& digest);
+
+/// The lock's platform whose architecture is `architecture` (an image's config, "arm64"), nullopt
+/// when none is.
+std::optional<std::string> lock_platform_for_arch(const Lock& lock, std::string_view architecture);
 
 /// The platforms a lock is for: `platforms`, or its one `platform`.
 std::vector<std::string> lock_platforms(const Lock& lock);

@@ -140,4 +140,27 @@ std::string snapshot_file_url(std::string_view base, std::string_view repo_url, 
   return b + "/" + stamp + "/" + std::string(file_url.substr(prefix.size()));
 }
 
+std::string conda_subdir(const oci::Platform& platform) {
+  if (platform.os != "linux") {
+    return "";
+  }
+  if (platform.architecture == "amd64") {
+    return "linux-64";
+  }
+  if (platform.architecture == "arm64") {
+    return "linux-aarch64";
+  }
+  if (platform.architecture == "386") {
+    return "linux-32";
+  }
+  if (platform.architecture == "ppc64le" || platform.architecture == "s390x" ||
+      platform.architecture == "riscv64") {
+    return "linux-" + platform.architecture;
+  }
+  if (platform.architecture == "arm") {
+    return platform.variant == "v6" ? "linux-armv6l" : "linux-armv7l";
+  }
+  return "";
+}
+
 } // namespace lockstep::envspec

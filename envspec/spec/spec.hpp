@@ -269,4 +269,8 @@ Spec spec_for_platform(const Spec& spec, const oci::Platform& platform);
 /// when Debian has none.
 std::string debian_arch(const oci::Platform& platform);
 
+/// The conda subdir of an OCI platform: linux/amd64 -> linux-64, linux/arm64 -> linux-aarch64,
+/// linux/ppc64le -> linux-ppc64le, linux/s390x -> linux-s390x; "" when conda has none.
+std::string conda_subdir(const oci::Platform& platform);
+
 } // namespace lockstep::envspec

@@ -60,7 +60,9 @@ Result<TempDir> private_dir(const std::string& prefix) {
 Result<ImageContents> read_oci(const ImageArg& image, const ContentsOptions& options) {
   LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source,
                 registry::open_image(image.ref, settings::store_root()));
-  LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(oci::SelectOptions{}));
+  oci::SelectOptions select;
+  select.platform = image.platform;
+  LS_TRY_ASSIGN(oci::OpenedImage opened, source->resolve(select));
   return oci::read_opened_image(*source, opened, image.ref.str(), options);
 }
 

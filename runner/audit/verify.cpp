@@ -714,6 +714,7 @@ envspec::ComponentSet image_components(const ImageContents& contents, const Imag
     set.coverage["conda"] = envspec::Coverage::complete; // compared where the image has an environment
   }
   set.coverage["stack"] = envspec::Coverage::complete;
+  set.architecture = contents.architecture;
   (void)set.finish();
   return set;
 }
@@ -725,6 +726,8 @@ std::string_view problem_kind_name(VerifyProblem::Kind kind) {
   switch (kind) {
   case Kind::lock_digest:
     return "lock-digest";
+  case Kind::lock_platform:
+    return "lock-platform";
   case Kind::deb_missing:
     return "deb-missing";
   case Kind::deb_extra:
@@ -774,8 +777,26 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
   LS_TRY_ASSIGN(const ImagePackages packages, image_packages(contents));
 
   // 1. The lock: digest, then the package sets.
-  if (options.lock != nullptr) {
-    const std::string want = envspec::lock_digest(*options.lock).str();
+  const envspec::Lock* lock = options.lock;
+  std::optional<envspec::Lock> share; // a multi-platform lock: the image's platform's share
+  if (lock != nullptr && !lock->platforms.empty()) {
+    if (const auto platform = envspec::lock_platform_for_arch(*lock, contents.architecture)) {
+      share = envspec::lock_for_platform(*lock, *platform);
+      report.lock_platform = *platform;
+      lock = &*share;
+    } else {
+      report.problems.push_back(
+          {Kind::lock_platform, "", "",
+           fmt::format("the image is for {}, {} is for {}: verify the image of one of those platforms "
+                       "(--platform for an index)",
+                       contents.architecture.empty() ? std::string("an unknown architecture")
+                                                     : "architecture " + contents.architecture,
+                       options.lock_name, fmt::join(lock->platforms, ", "))});
+      lock = nullptr;
+    }
+  }
+  if (lock != nullptr) {
+    const std::string want = envspec::lock_digest(*lock).str();
     if (!contents.lock_digest.empty() && contents.lock_digest != want) {
       report.problems.push_back(
           {Kind::lock_digest, "", "",
@@ -783,7 +804,7 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
                        !has_controls(contents.lock_digest) ? contents.lock_digest.substr(0, 80) : "(binary)",
                        options.lock_name, want)});
     }
-    compare_with_lock(*options.lock, packages, contents, report.problems);
+    compare_with_lock(*lock, packages, contents, report.problems);
   }
 
   // 2. dpkg's records, package by package.
@@ -908,7 +929,10 @@ std::string render_verify_text(const VerifyReport& report) {
   out += fmt::format("{}: {} package{} ({} deb{}, {} wheel{}{}), {} file{} checked{}: ", subject, packages,
                      packages == 1 ? "" : "s", report.debs, report.debs == 1 ? "" : "s", report.wheels,
                      report.wheels == 1 ? "" : "s", conda, report.files, report.files == 1 ? "" : "s",
-                     report.lock.empty() ? std::string() : " against " + report.lock);
+                     report.lock.empty() ? std::string()
+                     : report.lock_platform.empty()
+                         ? " against " + report.lock
+                         : fmt::format(" against {} ({})", report.lock, report.lock_platform));
   out += report.ok()
              ? "ok\n"
              : fmt::format("{} problem{}\n", report.problems.size(), report.problems.size() == 1 ? "" : "s");
@@ -923,16 +947,18 @@ nlohmann::ordered_json verify_json(const VerifyReport& report) {
                                {"path", p.path.empty() ? ordered(nullptr) : ordered(p.path)},
                                {"message", p.message}});
   }
-  return ordered{{"verify", 1},
-                 {"image", report.image},
-                 {"digest", report.digest ? ordered(report.digest->str()) : ordered(nullptr)},
-                 {"lock", report.lock.empty() ? ordered(nullptr) : ordered(report.lock)},
-                 {"ok", report.ok()},
-                 {"checked", ordered{{"debs", report.debs},
-                                     {"wheels", report.wheels},
-                                     {"conda", report.conda},
-                                     {"files", report.files}}},
-                 {"problems", std::move(problems)}};
+  return ordered{
+      {"verify", 1},
+      {"image", report.image},
+      {"digest", report.digest ? ordered(report.digest->str()) : ordered(nullptr)},
+      {"lock", report.lock.empty() ? ordered(nullptr) : ordered(report.lock)},
+      {"lock-platform", report.lock_platform.empty() ? ordered(nullptr) : ordered(report.lock_platform)},
+      {"ok", report.ok()},
+      {"checked", ordered{{"debs", report.debs},
+                          {"wheels", report.wheels},
+                          {"conda", report.conda},
+                          {"files", report.files}}},
+      {"problems", std::move(problems)}};
 }
 
 } // namespace lockstep::runner

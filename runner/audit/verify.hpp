@@ -97,6 +97,7 @@ envspec::ComponentSet image_components(const ImageContents& contents, const Imag
 struct VerifyProblem {
   enum class Kind {
     lock_digest,   ///< the image records another lock's digest
+    lock_platform, ///< a multi-platform lock without the image's platform
     deb_missing,   ///< in the lock, not installed
     deb_extra,     ///< installed, not in the lock
     deb_changed,   ///< installed at another version or architecture
@@ -125,6 +126,7 @@ struct VerifyReport {
   std::string image;            ///< as named
   std::optional<Digest> digest; ///< manifest digest, or sha256 of a SIF
   std::string lock;             ///< the lock file given, "" when none
+  std::string lock_platform;    ///< a multi-platform lock: the platform whose share was compared
   std::size_t debs = 0;         ///< installed packages checked
   std::size_t wheels = 0;       ///< .dist-info directories with a RECORD checked
   std::size_t conda = 0;        ///< conda-meta records checked

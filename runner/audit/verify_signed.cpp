@@ -147,6 +147,18 @@ Result<void> verify_provenance(const SignedImage& image, const envspec::Lock* lo
   report["provenance"] = {{"builder", facts->builder_id},
                           {"lock", facts->lock ? facts->lock->str() : std::string()},
                           {"dependencies", facts->dependencies.size()}};
+  std::optional<envspec::Lock> share; // a multi-platform lock: the share this image was built from
+  if (lock != nullptr && !lock->platforms.empty() && facts->lock) {
+    share = envspec::lock_share_with_digest(*lock, *facts->lock);
+    if (!share) {
+      return Error{
+          ExitCode::check_failed,
+          fmt::format("{}: its provenance says it was built from the lock {}, which is no platform's "
+                      "share of this lock (of {})",
+                      ref.str(), facts->lock->str(), fmt::join(lock->platforms, ", "))};
+    }
+    lock = &*share;
+  }
   if (lock != nullptr) {
     const Digest want = envspec::lock_digest(*lock);
     if (!facts->lock || *facts->lock != want) {

@@ -17,6 +17,8 @@ struct ImageArg {
   /// pulled)
   oci::ImageRef ref;
   std::filesystem::path path; ///< Kind::sif (the file) and Kind::directory (the root)
+  /// Kind::oci, an index: the image for this platform (unset: this host's; `--platform`)
+  std::optional<oci::Platform> platform;
 };
 
 /// The forms IMAGE takes, for messages.

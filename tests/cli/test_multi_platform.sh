@@ -133,6 +133,29 @@ assert_eq 0 "$RC" "build of linux/amd64 alone: $ERR"
 assert_eq "$amd64" "$(last_line "$OUT")" "the index's amd64 image is the single-platform build's"
 pass "the index's amd64 image is the one a linux/amd64 build gives alone"
 
+# ---- the commands that read a lock take each image's platform's share ---------------------------------
+ls_run verify oci:ex/out --lock ex/lockstep.lock
+assert_eq 0 "$RC" "verify of the host's image against the multi-platform lock: $OUT $ERR"
+assert_contains "$OUT" "against ex/lockstep.lock (linux/amd64): ok" "verify names the share it compared"
+ls_run verify --platform linux/arm64 oci:ex/out --lock ex/lockstep.lock --json
+assert_eq 0 "$RC" "verify --platform linux/arm64 against the multi-platform lock: $OUT $ERR"
+assert_eq "linux/arm64 true" "$(jq -r '"\(."lock-platform") \(.ok)"' <<<"$OUT")" "the arm64 image is its share"
+ls_run verify one/out --lock ex/lockstep.lock
+assert_eq 0 "$RC" "the single-platform image records the amd64 share's digest: $OUT $ERR"
+ls_run diff ex/lockstep.lock one/lockstep.lock
+assert_eq 0 "$RC" "the amd64 share is what linux/amd64 alone locks: $OUT $ERR"
+ls_run diff ex/lockstep.lock oci:ex/out
+assert_eq 0 "$RC" "diff of the lock and the index's image for this host: $OUT $ERR"
+ls_run sbom oci:ex/out --lock ex/lockstep.lock --format cyclonedx-json
+assert_eq 0 "$RC" "sbom of an image with its multi-platform lock: $ERR"
+ls_run export --dockerfile ex/lockstep.lock
+assert_eq 2 "$RC" "a Dockerfile of two platforms"
+assert_contains "$ERR" "give --platform" "the error says what to do"
+ls_run export --dockerfile --platform linux/arm64 ex/lockstep.lock
+assert_eq 0 "$RC" "export --dockerfile --platform linux/arm64: $ERR"
+assert_contains "$OUT" "_arm64.deb" "the arm64 share's debs"
+pass "verify, diff, sbom and export take the image's or the given platform's share of the lock"
+
 # ---- push: the index and both images ------------------------------------------------------------------
 registry_up hub plain
 ref="docker://$REG_HUB_HOST/multi/mpi-hello:1"

@@ -101,6 +101,30 @@ TEST_CASE("Changing one package between two locks shows exactly that change", "[
         R"("same":1,"compared":["deb","git","python","stack"],"skipped":[]})");
 }
 
+TEST_CASE("A multi-platform lock lists what its platforms share once, the rest per platform",
+          "[components][platforms]") {
+  const envspec::ImageFacts none;
+  const std::map<std::string, Coverage> deb = {{"deb", Coverage::complete}};
+  const ComponentSet amd =
+      set_of("lock", {{"deb", "libc6", "2.36-9", ""}, {"deb", "ls-lib", "1.0-1", ""}}, deb);
+  const ComponentSet arm = set_of(
+      "lock", {{"deb", "libc6", "2.36-9", ""}, {"deb", "ls-lib", "1.0-1+b1", ""}, {"deb", "sve", "1", ""}},
+      deb);
+  const ComponentSet both =
+      envspec::merge_platform_components({{"linux/amd64", amd}, {"linux/arm64", arm}}, "m.lock");
+  std::vector<std::string> rows;
+  for (const Component& c : both.components) {
+    rows.push_back(c.name + " " + c.version);
+  }
+  CHECK(rows == std::vector<std::string>{"libc6 2.36-9", "ls-lib (linux/amd64) 1.0-1",
+                                         "ls-lib (linux/arm64) 1.0-1+b1", "sve (linux/arm64) 1"});
+  CHECK(both.architecture.empty());
+  CHECK(both.coverage.at("deb") == Coverage::complete);
+  CHECK(
+      envspec::lock_components(lock_of({artifact("deb", "ls-lib", "1.0-1")}), none, "a.lock").architecture ==
+      "amd64");
+}
+
 TEST_CASE("Added and removed components are sorted by kind then name", "[components]") {
   const std::map<std::string, Coverage> all = {{"deb", Coverage::complete}, {"python", Coverage::complete}};
   const ComponentSet a =

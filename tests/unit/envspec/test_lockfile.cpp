@@ -447,7 +447,12 @@ namespace {
 Lock two_platform_lock() {
   Lock lock = sample_lock();
   lock.platforms = {"linux/amd64", "linux/arm64"};
+  lock.platform_spec_digests = {sha256_of("spec amd64"), sha256_of("spec arm64")};
   lock.inputs = nlohmann::json{{"platforms", {"linux/amd64", "linux/arm64"}}};
+  lock.repos.push_back({});
+  lock.repos.back().kind = "conda";
+  lock.repos.back().url = "https://conda.example/forge";
+  lock.repos.back().subdirs = {"linux-64", "noarch", "linux-aarch64"};
   for (LockedArtifact& a : lock.artifacts) {
     if (a.kind == "deb") {
       a.platforms = {"linux/amd64"};
@@ -476,9 +481,21 @@ TEST_CASE("A multi-platform lock round-trips and gives each platform its share",
   CHECK(envspec::render_lock(*parsed) == text);
   CHECK(parsed->platform == "linux/amd64");
   CHECK(envspec::lock_platforms(*parsed) == std::vector<std::string>{"linux/amd64", "linux/arm64"});
+  CHECK(parsed->platform_spec_digests == lock.platform_spec_digests);
+  CHECK(text.find("\"platform-spec-digests\": [\"" + sha256_of("spec amd64").str()) != std::string::npos);
   const Lock arm = envspec::lock_for_platform(*parsed, "linux/arm64");
   CHECK(arm.platform == "linux/arm64");
   CHECK(arm.platforms.empty());
+  // Exactly the lock of the spec that names linux/arm64 alone: its spec digest, inputs, subdirs.
+  CHECK(arm.spec_digest == sha256_of("spec arm64"));
+  CHECK(arm.platform_spec_digests.empty());
+  CHECK(arm.inputs == nlohmann::json{{"platform", "linux/arm64"}});
+  CHECK(arm.repos.back().subdirs == std::vector<std::string>{"linux-aarch64", "noarch"});
+  CHECK(envspec::lock_for_platform(*parsed, "linux/amd64").repos.back().subdirs ==
+        std::vector<std::string>{"linux-64", "noarch"});
+  CHECK(envspec::render_lock(arm).find("platform-spec-digests") == std::string::npos);
+  CHECK(envspec::lock_platform_for_arch(*parsed, "arm64") == std::optional<std::string>("linux/arm64"));
+  CHECK(envspec::lock_platform_for_arch(*parsed, "riscv64") == std::nullopt);
   REQUIRE(arm.artifacts.size() == 2); // its libc6 and the shared git source
   for (const LockedArtifact& a : arm.artifacts) {
     CHECK(a.platforms.empty());
@@ -509,6 +526,13 @@ TEST_CASE("A malformed multi-platform lock is refused naming the key", "[lock][p
              Catch::Contains("platforms[1]: 'linux/arm64' is listed twice"));
   CHECK_THAT(error_of(edit(text, both, "\"platforms\": [\"linux/amd64\"]")),
              Catch::Contains("expected two or more platforms"));
+  CHECK_THAT(error_of(edit(text, "[\"" + sha256_of("spec amd64").str() + "\",", "[")),
+             Catch::Contains("platform-spec-digests: expected one spec digest per platform"));
+  CHECK_THAT(error_of(edit(text, sha256_of("spec arm64").str(), "sha256:12")),
+             Catch::Contains("platform-spec-digests[1]"));
+  CHECK_THAT(error_of(edit(envspec::render_lock(sample_lock()),
+                           "\"inputs\":", "\"platform-spec-digests\": [],\n  \"inputs\":")),
+             Catch::Contains("only a multi-platform lock"));
   // Two libc6 debs of one architecture for one platform.
   const std::string dup = edit(edit(text, "\"arch\":\"arm64\"", "\"arch\":\"amd64\""), arm_only,
                                "\"platforms\":[\"linux/amd64\"]");
@@ -543,4 +567,10 @@ TEST_CASE_METHOD(SpecFixture, "A wrong platforms list is reported at the item", 
   CHECK_THAT(errors("lockstep: 1\nname: x\nplatforms: [linux/arm64, linux/arm64/v8]\n"),
              Catch::Contains(":3:26: error: platforms: linux/arm64/v8 is listed twice"));
   CHECK_THAT(errors("lockstep: 1\nname: x\nplatforms: []\n"), Catch::Contains("platforms"));
+  // Each platform reads its own conda subdir: a channel's subdirs would give both platforms one.
+  CHECK_THAT(
+      errors("lockstep: 1\nname: x\nplatforms: [linux/amd64, linux/arm64]\n"
+             "repos:\n  - {conda: https://conda.example/forge, subdirs: [linux-64, noarch]}\n"
+             "packages:\n  conda: [python]\n"),
+      Catch::Contains(":5:5: error: repos: a spec of several platforms reads each platform's conda subdir"));
 }

@@ -549,7 +549,7 @@ TEST_CASE("preflight: a SIF's digest is the file's sha256, remembered by its ide
   // A fresh file is hashed (and, changed within the last 2 s, not remembered: its times may not
   // have ticked yet).
   const fs::path fresh = tmp.write("fresh.sif", "SIF bytes");
-  Result<std::optional<Digest>> d = image_digest(ImageArg{ImageArg::Kind::sif, {}, fresh});
+  Result<std::optional<Digest>> d = image_digest(ImageArg{ImageArg::Kind::sif, {}, fresh, {}});
   REQUIRE_OK(d);
   CHECK(d->value() == sha256_of("SIF bytes"));
 
@@ -567,7 +567,7 @@ TEST_CASE("preflight: a SIF's digest is the file's sha256, remembered by its ide
     }
   }
   REQUIRE(old.has_value());
-  const ImageArg arg{ImageArg::Kind::sif, {}, *old};
+  const ImageArg arg{ImageArg::Kind::sif, {}, *old, {}};
   Result<Digest> truth = sha256_of_file(*old);
   REQUIRE_OK(truth);
   REQUIRE_OK(image_digest(arg));
@@ -598,7 +598,7 @@ TEST_CASE("preflight: an image's facts come from its dev.lockstep labels", "[pre
     test::ImageOptions opts;
     opts.edit_config = [labels](nlohmann::json& c) { c["config"]["Labels"] = labels; };
     layout.write_index({layout.image({"layer"}, opts)});
-    return ImageArg{ImageArg::Kind::oci, oci::ImageRef::parse("oci:" + layout.dir().string()).value(), {}};
+    return ImageArg{ImageArg::Kind::oci, oci::ImageRef::parse("oci:" + layout.dir().string()).value(), {}, {}};
   };
   Result<envspec::ImageFacts> facts =
       image_facts(layout_with("mpi", {{"dev.lockstep.mpi.impl", "openmpi"},
@@ -634,7 +634,7 @@ TEST_CASE("preflight: an image's facts come from its dev.lockstep labels", "[pre
 
   fs::create_directories(tmp.dir() / "rootfs");
   Result<envspec::ImageFacts> dir =
-      image_facts(ImageArg{ImageArg::Kind::directory, {}, tmp.dir() / "rootfs"});
+      image_facts(ImageArg{ImageArg::Kind::directory, {}, tmp.dir() / "rootfs", {}});
   REQUIRE_OK(dir);
   CHECK(dir->empty());
 }
