@@ -1,5 +1,6 @@
 // `lockstep check [SPEC]`: reads, merges and validates a spec offline and prints its digest.
 #include "builder/lock/base_contents.hpp"
+#include "builder/lock/platforms_lock.hpp"
 #include "builder/lock/recipes_source.hpp"
 #include "cli/cli.hpp"
 #include "envspec/load/load.hpp"
@@ -89,6 +90,17 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
                     builder::stack_context_over_base(*spec, *base, builder::locked_base_name(*spec)));
     }
     LS_TRY_ASSIGN(stack, envspec::solve_stack(*spec->stack, recipes, context));
+    if (spec->platforms.size() > 1) { // each platform solves alike, or the lock can't hold one stack
+      std::vector<std::string> names;
+      std::vector<std::optional<envspec::LockedStack>> stacks;
+      for (const oci::Platform& platform : spec->platforms) {
+        context.platform = platform.str();
+        LS_TRY_ASSIGN(const envspec::StackSolution one, envspec::solve_stack(*spec->stack, recipes, context));
+        names.push_back(platform.str());
+        stacks.emplace_back(one.locked);
+      }
+      LS_TRY(builder::check_same_stack(names, stacks));
+    }
   }
 
   if (ctx.json) {

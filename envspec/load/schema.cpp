@@ -77,6 +77,56 @@ void SchemaWalker::walk(const Node& root, Spec& spec) {
   cross_checks(root, spec);
 }
 
+namespace {
+
+// The last path segment of a repository URL ("sbsa" of …/cuda/repos/debian12/sbsa/).
+std::string_view last_segment(std::string_view url) {
+  while (url.ends_with('/')) {
+    url.remove_suffix(1);
+  }
+  const std::size_t slash = url.rfind('/');
+  return slash == std::string_view::npos ? url : url.substr(slash + 1);
+}
+
+} // namespace
+
+// A stack's CUDA, cuDNN and NCCL debs for linux/arm64 come from NVIDIA's sbsa repository (Grace and
+// other Arm servers with discrete GPUs); its `arm64` directory is the Jetson line, and `x86_64` has
+// no arm64 packages.
+void SchemaWalker::check_cuda_repos(const Spec& spec) {
+  const bool arm64 = std::any_of(spec.platforms.begin(), spec.platforms.end(),
+                                 [](const oci::Platform& p) { return p.architecture == "arm64"; });
+  if (!spec.stack || !arm64 || !spec.packages.conda.empty()) {
+    return;
+  }
+  bool sbsa = false;
+  const Repo* x86 = nullptr;
+  for (const Repo& r : spec.repos) {
+    if (r.kind != Repo::Kind::apt || r.url.find("/cuda/repos/") == std::string::npos) {
+      continue;
+    }
+    const std::string_view dir = last_segment(r.url);
+    if (dir == "arm64") {
+      error(r.location, "repos",
+            fmt::format("{} is NVIDIA's Jetson (L4T) line; a Grace or other Arm server with a discrete GPU "
+                        "takes CUDA from the sbsa directory beside it ({}sbsa/)",
+                        r.url_text,
+                        r.url.substr(0, r.url.size() - dir.size() - (r.url.ends_with('/') ? 1 : 0))));
+    }
+    sbsa = sbsa || dir == "sbsa";
+    x86 = dir == "x86_64" && x86 == nullptr ? &r : x86;
+  }
+  if (x86 != nullptr && !sbsa) {
+    error(
+        x86->location, "repos",
+        fmt::format("linux/arm64 takes CUDA from NVIDIA's sbsa repository, and {} has x86_64 packages only: "
+                    "add {{apt: {}sbsa/, flat: true, keyring: …}}",
+                    x86->url_text,
+                    x86->url.substr(0, x86->url.size() - std::string_view("x86_64").size() -
+                                           (x86->url.ends_with('/') ? 1 : 0))));
+  }
+}
+
 // Rules that span keys: packages need a repository of their kind, a Debian base needs apt.
 void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
   const auto has_repo = [&spec](Repo::Kind kind) {
@@ -136,19 +186,14 @@ void SchemaWalker::cross_checks(const Node& root, const Spec& spec) {
       }
     }
   }
+  check_cuda_repos(spec);
   for (const oci::Platform& each : spec.platforms) {
-    if (spec.stack && each.architecture != "amd64") {
-      // The recipes name x86_64 repositories and builds (NVIDIA's x86_64 CUDA repository, the
-      // frameworks' x86_64 wheels); Grace's CUDA comes from NVIDIA's sbsa repository.
+    if (spec.stack && each.architecture != "amd64" && each.architecture != "arm64") {
       error(spec.stack->location, "stack",
-            fmt::format("the recipes cover linux/amd64 only, not {} (Grace's CUDA comes from NVIDIA's sbsa "
-                        "repository, which they don't cover yet): name the packages in packages.apt and "
-                        "packages.pip for {} instead",
-                        each.str(), each.str()));
-    }
-    if (spec.platforms.size() > 1 && conda_subdir(each).empty() && !spec.packages.conda.empty()) {
-      error(spec.packages.conda.front().location, "packages.conda",
-            fmt::format("conda has no subdir for platform {}", each.str()));
+            fmt::format(
+                "the recipes cover linux/amd64 and linux/arm64 (Grace, from NVIDIA's sbsa builds), not {}: "
+                "name the packages in packages.apt and packages.pip for {} instead",
+                each.str(), each.str()));
     }
     if (need_apt && debian_arch(each).empty()) {
       const MapEntry* p = root.find("platform");

@@ -42,6 +42,7 @@ private:
   // The walk, the rules that span keys, and what every section uses (schema.cpp)
   using YamlReader::unknown_key;
   void cross_checks(const Node& root, const Spec& spec);
+  void check_cuda_repos(const Spec& spec);
   void unknown_key(const MapEntry& e, const std::string& path, const shape::Shape& map);
   static SourceLocation sub_location(const Node& v, std::size_t offset, std::size_t len);
   static fs::path resolve_host_path(const Node& v);

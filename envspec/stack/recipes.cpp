@@ -327,6 +327,7 @@ private:
   /// Reports `message` at the value of `key` in `item`, or at `item` itself when `key` is empty.
   void report(const Node& item, const std::string& path, std::string_view key, const std::string& message);
   FrameworkVariant read_variant(const Node& item, const std::string& path);
+  std::vector<std::string> compute_capabilities(const Node& item, const std::string& path, const char* key);
 
   std::set<std::string, std::less<>> m_sources; // the current file's `sources:` keys
 };
@@ -854,10 +855,31 @@ void RecipeLoader::read_python(const Node& root, PythonRecipe& out) {
 
 // ---- recipes/{pytorch,tensorflow,jax}/*.yaml ---------------------------------------------------
 
+// `archs:`-like lists: compute capabilities, "9.0a"/"10.0f" the architecture-specific and family
+// targets of sm_90a, sm_100f.
+std::vector<std::string> RecipeLoader::compute_capabilities(const Node& item, const std::string& path,
+                                                            const char* key) {
+  std::vector<std::string> out;
+  if (auto archs = string_list(item, path, key)) {
+    for (std::size_t i = 0; i < archs->size(); ++i) {
+      const std::string& arch = (*archs)[i];
+      const std::string cc =
+          (arch.ends_with('a') || arch.ends_with('f')) ? arch.substr(0, arch.size() - 1) : arch;
+      if (!version_is(cc, VersionKind::compute_capability)) {
+        m_diags.error(item.find(key)->value.items[i].location, item_path(child_path(path, key), i),
+                      fmt::format("expected a compute capability such as 8.6 or 9.0a, found '{}'", arch));
+        continue;
+      }
+      out.push_back(arch);
+    }
+  }
+  return out;
+}
+
 FrameworkVariant RecipeLoader::read_variant(const Node& item, const std::string& path) {
   check_keys(item, path,
-             {"tag", "cuda", "cudnn", "nccl", "driver_min", "min_cc", "archs", "pypi_default", "status",
-              "index", "wheels", "pins", "system", "source", "confidence", "note"});
+             {"tag", "cuda", "cudnn", "nccl", "driver_min", "min_cc", "archs", "platforms", "arm64_archs",
+              "pypi_default", "status", "index", "wheels", "pins", "system", "source", "confidence", "note"});
   FrameworkVariant v;
   if (auto tag = scalar(item, path, "tag")) {
     v.tag = *tag;
@@ -876,20 +898,25 @@ FrameworkVariant RecipeLoader::read_variant(const Node& item, const std::string&
   if (auto cc = scalar(item, path, "min_cc", false); cc && !cc->empty()) {
     v.min_cc = version(item, path, "min_cc", VersionKind::compute_capability).value_or("");
   }
-  if (auto archs = string_list(item, path, "archs")) {
-    for (std::size_t i = 0; i < archs->size(); ++i) {
-      const std::string& arch = (*archs)[i];
-      // "9.0a"/"10.0f": the architecture-specific and family targets of sm_90a, sm_100f.
-      const std::string cc =
-          (arch.ends_with('a') || arch.ends_with('f')) ? arch.substr(0, arch.size() - 1) : arch;
-      if (!version_is(cc, VersionKind::compute_capability)) {
-        m_diags.error(item.find("archs")->value.items[i].location, item_path(child_path(path, "archs"), i),
-                      fmt::format("expected a compute capability such as 8.6 or 9.0a, found '{}'", arch));
+  v.archs = compute_capabilities(item, path, "archs");
+  v.arm64_archs = compute_capabilities(item, path, "arm64_archs");
+  if (auto platforms = string_list(item, path, "platforms")) {
+    v.platforms.clear();
+    for (std::size_t i = 0; i < platforms->size(); ++i) {
+      const std::string& platform = (*platforms)[i];
+      if (platform != "linux/amd64" && platform != "linux/arm64") {
+        m_diags.error(item.find("platforms")->value.items[i].location,
+                      item_path(child_path(path, "platforms"), i),
+                      fmt::format("expected linux/amd64 or linux/arm64, found '{}'", platform));
         continue;
       }
-      v.archs.push_back(arch);
+      v.platforms.push_back(platform);
     }
+    expect(!v.platforms.empty(), item, path, "platforms", "expected at least one platform");
   }
+  expect(v.arm64_archs.empty() ||
+             std::find(v.platforms.begin(), v.platforms.end(), "linux/arm64") != v.platforms.end(),
+         item, path, "arm64_archs", "arm64_archs is for a variant whose platforms include linux/arm64");
   v.pypi_default = boolean(item, path, "pypi_default").value_or(false);
   if (auto status = scalar(item, path, "status")) {
     v.status = *status;

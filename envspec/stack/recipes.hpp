@@ -252,9 +252,13 @@ struct FrameworkVariant {
   std::string driver_min;         ///< an explicit driver floor ("525"); "" = from the CUDA version
   std::string min_cc;             ///< lowest compute capability ("7.5"); "" = from CUDA
   std::vector<std::string> archs; ///< compute capabilities the binaries carry ("5.0", "8.6", "9.0")
-  bool pypi_default = false;      ///< the variant PyPI's plain wheel is
-  std::string status;             ///< "stable" or "experimental"
-  std::string index;              ///< the wheel index it comes from (download.pytorch.org/whl/cu121)
+  /// The platforms it has wheels for (`platforms:`, default linux/amd64); linux/arm64 is Grace's
+  /// (sbsa) build, `manylinux_*_aarch64`.
+  std::vector<std::string> platforms = {"linux/amd64"};
+  std::vector<std::string> arm64_archs; ///< the aarch64 wheels' compute capabilities, when known
+  bool pypi_default = false;            ///< the variant PyPI's plain wheel is
+  std::string status;                   ///< "stable" or "experimental"
+  std::string index;                    ///< the wheel index it comes from (download.pytorch.org/whl/cu121)
   /// The wheels to request, `{version}` = the framework version ("torch=={version}").
   std::vector<std::string> wheels;
   std::vector<WheelPin> pins; ///< Requires-Dist pins of those wheels (nvidia-*-cu12, triton)

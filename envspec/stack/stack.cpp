@@ -172,7 +172,7 @@ struct Request {
 class Solver {
 public:
   Solver(const RecipeSet& recipes, const StackContext& context)
-      : m_r(recipes),
+      : m_r(recipes), m_platform(context.conda ? std::string() : context.platform),
         m_suite_python(context.base_python.empty() ? find_suite_python(recipes, context.debian_suite)
                                                    : find_python(recipes, context.base_python)) {}
 
@@ -232,10 +232,11 @@ private:
     return out;
   }
 
-  static std::vector<const FrameworkVariant*> ordered_variants(const FrameworkRelease& rel) {
+  std::vector<const FrameworkVariant*> ordered_variants(const FrameworkRelease& rel) const {
     std::vector<const FrameworkVariant*> vs;
     for (const FrameworkVariant& v : rel.variants) {
-      if (v.why.usable()) {
+      if (v.why.usable() && (m_platform.empty() || std::find(v.platforms.begin(), v.platforms.end(),
+                                                             m_platform) != v.platforms.end())) {
         vs.push_back(&v);
       }
     }
@@ -422,6 +423,7 @@ private:
   }
 
   const RecipeSet& m_r;
+  std::string m_platform;              ///< only variants with wheels for it; "" any
   const PythonVersion* m_suite_python; ///< the Debian base suite's python3, computed once
 };
 
@@ -673,7 +675,8 @@ Request request_of(const StackRequest& request) {
 }
 
 // The framework must be in the recipes, with a usable release matching the requested version.
-Result<void> check_framework_known(const Solver& solver, const StackRequest& request, const Request& rq) {
+Result<void> check_framework_known(const Solver& solver, const StackRequest& request, const Request& rq,
+                                   const StackContext& context) {
   if (request.framework.empty()) {
     return {};
   }
@@ -690,6 +693,33 @@ Result<void> check_framework_known(const Solver& solver, const StackRequest& req
   only.ignore_suite = true;
   if (!solver.search(only, 1).empty()) {
     return {};
+  }
+  if (!context.conda && context.platform != "linux/amd64") {
+    // Builds exist, but none with wheels for this platform: name it, and what it has.
+    StackContext any = context;
+    any.platform.clear();
+    const Solver everywhere(solver.recipes(), any);
+    if (!everywhere.search(only, 1).empty()) {
+      std::vector<std::string> builds;
+      for (const FrameworkRelease& rel : fw->releases) {
+        for (const FrameworkVariant& v : rel.variants) {
+          if (rel.why.usable() && v.why.usable() &&
+              std::find(v.platforms.begin(), v.platforms.end(), context.platform) != v.platforms.end()) {
+            builds.push_back(fmt::format("{} {}", rel.series, v.tag));
+          }
+        }
+      }
+      diags.error(
+          request.framework_version.given() ? request.framework_version.location : request.framework_location,
+          "stack.framework",
+          fmt::format("{} {} has no wheels for {} in the recipes (its builds for {}: {}); pick one of "
+                      "those",
+                      request.framework,
+                      request.framework_version.given() ? request.framework_version.text : "",
+                      context.platform, context.platform,
+                      builds.empty() ? std::string("none") : fmt::format("{}", fmt::join(builds, ", "))));
+      return diags.to_error();
+    }
   }
   std::vector<std::string> known;
   bool any_series = false;
@@ -926,8 +956,16 @@ public:
     for (const std::string& w : v->wheels) {
       add_pip(c, fill_pattern(w, p.fw_version, p.cuda));
     }
-    for (const WheelPin& pin : v->pins) {
-      add_pip(c, pin.name + "==" + pin.version);
+    if (m_context.platform == "linux/amd64") { // the pins are the x86_64 wheels' Requires-Dist
+      for (const WheelPin& pin : v->pins) {
+        add_pip(c, pin.name + "==" + pin.version);
+      }
+    }
+    if (m_context.platform != "linux/amd64") {
+      c.facts.push_back(
+          fmt::format("{} wheels of {} {} for {} (manylinux aarch64, sbsa): their own Requires-Dist "
+                      "decides the NVIDIA wheels (the recipes' pins are the x86_64 wheels')",
+                      v->tag, p.fw->name, p.fw_version, m_context.platform));
     }
     c.facts.push_back(fmt::format("{} {} {} ({}{}){} ({})", p.fw->name, p.fw_version, v->tag,
                                   v->status.empty() ? "" : v->status,
@@ -953,11 +991,12 @@ public:
     }
     if (v != nullptr) {
       raise(v->min_cc);
-      st.archs = v->archs;
-      if (!v->archs.empty()) {
-        raise(*std::min_element(
-            v->archs.begin(), v->archs.end(),
-            [](const std::string& a, const std::string& b) { return compare_dotted(a, b) < 0; }));
+      const std::vector<std::string>& archs = m_context.platform == "linux/arm64" ? v->arm64_archs : v->archs;
+      st.archs = archs;
+      if (!archs.empty()) {
+        raise(*std::min_element(archs.begin(), archs.end(), [](const std::string& a, const std::string& b) {
+          return compare_dotted(a, b) < 0;
+        }));
       }
     }
     st.min_cc = min_cc;
@@ -1160,6 +1199,7 @@ StackContext stack_context(const Spec& spec) {
     ctx.debian_suite = spec.base.suite;
   }
   ctx.conda = !spec.packages.conda.empty();
+  ctx.platform = spec.platform.str();
   return ctx;
 }
 
@@ -1171,6 +1211,7 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
   if (context.conda) {
     context = StackContext{};
     context.conda = true;
+    context.platform = given.platform;
   }
   const Solver solver(recipes, context);
   Request rq = request_of(request);
@@ -1192,7 +1233,7 @@ Result<StackSolution> solve_stack(const StackRequest& request, const RecipeSet& 
     rq.cuda = want(context.base_cuda);
   }
   // Unknown recipes first: nothing else can be said about them.
-  LS_TRY(check_framework_known(solver, request, rq));
+  LS_TRY(check_framework_known(solver, request, rq, context));
   LS_TRY(check_mpi_known(recipes, request));
   // The preferred combination; when there is none, an error at the constraint to change.
   const std::vector<Pick> picks = solver.search(rq, 1);

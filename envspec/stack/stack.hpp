@@ -40,6 +40,10 @@ struct StackContext {
   /// from its channels (`cuda-version`, `pytorch-cuda`, `nccl`, ...), not Debian packages or wheels,
   /// and the base's CUDA and Python play no part.
   bool conda = false;
+  /// The image's platform ("linux/arm64"): a framework's wheels come from the variants published
+  /// for it (FrameworkVariant::platforms), and only linux/amd64 requests the recipes' Requires-Dist
+  /// pins (they are read from the x86_64 wheels). "" takes every variant (explaining).
+  std::string platform = "linux/amd64";
 };
 
 /// The solver's answer.

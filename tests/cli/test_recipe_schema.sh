@@ -181,5 +181,8 @@ mutate bad-placeholder cudnn/cudnn.yaml \
 mutate unknown-system-component pytorch/pytorch.yaml \
   's = s.replace("        system: []", "        system: [cublas]", 1)' \
   "'cublas' is not one of ['cuda', 'cudnn', 'nccl']"
+mutate unknown-platform pytorch/pytorch.yaml \
+  's = s.replace("platforms: [linux/amd64, linux/arm64]", "platforms: [linux/amd64, linux/riscv64]", 1)' \
+  "'linux/riscv64' is not one of ['linux/amd64', 'linux/arm64']"
 
 done_testing

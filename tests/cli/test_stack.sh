@@ -40,12 +40,7 @@ assert_contains "$ERR" "lockstep.yaml:5:16: error: stack.cuda: CUDA 11.8 does no
   "located at stack.cuda, saying why"
 assert_contains "$ERR" '; or nccl: "2.16.2", ' "and what would work instead"
 [ ! -e lockstep.lock ] || fail "check wrote a lock"
-write_spec '{cuda: "12.1", nccl: "2.18"}'
-sed -i 's|^name: cuda-stack|name: cuda-stack\nplatform: linux/arm64|' lockstep.yaml
-ls_run check
-assert_eq 2 "$RC" "a stack for linux/arm64"
-assert_contains "$ERR" "error: stack: the recipes cover linux/amd64 only, not linux/arm64" "names the platform"
-pass "check solves the stack offline and reports an impossible one at its key (exit 2), an arm64 stack too"
+pass "check solves the stack offline and reports an impossible one at its key (exit 2)"
 
 # ---- lock: real names, newest matching builds, choices with facts ----------------------------------
 write_spec '{cuda: "12.1", nccl: "2.18"}'
@@ -93,6 +88,68 @@ assert_eq 2 "$RC" "NCCL 2.19 has no +cuda12.4 build in the repository"
 assert_contains "$ERR" "stack.nccl asks for libnccl2=2.19*-*+cuda12.4, but no version of libnccl2 matches" \
   "the resolver names the stack's request"
 pass "changing the stack re-locks; a build the repository lacks is refused naming the stack key"
+
+# ---- linux/arm64 (Grace): NVIDIA's sbsa repository, the frameworks' aarch64 wheels ------------------
+SBSA="$WORK/cuda/repos/debian12/sbsa"
+write_spec '{cuda: "12.1", nccl: "2.18"}'
+sed -i 's|^name: cuda-stack|name: cuda-stack\nplatform: linux/arm64|' lockstep.yaml
+ls_run check
+assert_eq 2 "$RC" "an arm64 stack over the x86_64 repository alone"
+assert_contains "$ERR" "error: repos: linux/arm64 takes CUDA from NVIDIA's sbsa repository" "names the sbsa repository"
+sed -i "s|file://$REPO/|file://$SBSA/|" lockstep.yaml
+ls_run lock
+assert_eq 0 "$RC" "lock an arm64 stack from the sbsa repository: $ERR"
+assert_eq "cuda-cudart-12-1 12.1.105-1 arm64
+libnccl-dev 2.18.3-1+cuda12.1 arm64
+libnccl2 2.18.3-1+cuda12.1 arm64" \
+  "$(jq -r '.artifacts[] | select(.kind == "deb") | "\(.name) \(.version) \(.arch)"' lockstep.lock | LC_ALL=C sort)" \
+  "the same names and builds, for arm64"
+ls_run build --locked
+assert_eq 0 "$RC" "build the arm64 stack: $ERR"
+cfg=$(skopeo inspect --config oci:out)
+assert_eq "arm64 cuda>=12.1,driver>=530.30.02,arch>=5.0" \
+  "$(jq -r '"\(.architecture) \(.config.Env[] | select(startswith("NVIDIA_REQUIRE_CUDA=")) | sub("NVIDIA_REQUIRE_CUDA="; ""))"' <<<"$cfg")" \
+  "an arm64 image with NVIDIA_REQUIRE_CUDA"
+rm -rf out lockstep.lock
+# Both platforms: each solves from its own repository; one stack, one lock, an index.
+sed -i "s|^platform: linux/arm64|platforms: [linux/amd64, linux/arm64]|; s|  - {apt: file://$SBSA/|  - {apt: file://$REPO/, flat: true, keyring: cuda/keyring.gpg}\n&|" lockstep.yaml
+ls_run lock
+assert_eq 0 "$RC" "lock the stack for two platforms: $ERR"
+assert_eq "3 3 2" "$(jq -r '[([.artifacts[] | select(.arch == "amd64")] | length), ([.artifacts[] | select(.arch == "arm64")] | length), (.stack.choices | length)] | join(" ")' lockstep.lock)" \
+  "each platform's debs, one stack"
+ls_run build --locked
+assert_eq 0 "$RC" "build the index: $ERR"
+assert_eq "linux/amd64 linux/arm64" "$(skopeo inspect --raw oci:out | jq -r '[.manifests[].platform | "\(.os)/\(.architecture)"] | join(" ")')" \
+  "an index of both"
+# The Jetson line is not Grace's; a framework release without aarch64 CUDA wheels names the platform.
+sed -i "s|file://$SBSA/|file://$WORK/cuda/repos/debian12/arm64/|" lockstep.yaml
+ls_run check
+assert_eq 2 "$RC" "the arm64 (Jetson) repository"
+assert_contains "$ERR" "is NVIDIA's Jetson (L4T) line" "says which line it is"
+cat >fw.yaml <<YAML
+lockstep: 1
+name: grace-torch
+platform: linux/arm64
+base: {debian: bookworm}
+repos:
+  - {apt: http://deb.debian.org/debian, suite: bookworm, components: [main], keyring: /usr/share/keyrings/debian-archive-keyring.gpg}
+  - {pypi: https://download.pytorch.org/whl/cu126}
+stack: {framework: pytorch@2.6}
+YAML
+ls_run check fw.yaml
+assert_eq 2 "$RC" "torch 2.6 has no aarch64 CUDA wheels"
+assert_contains "$ERR" "stack.framework: pytorch 2.6 has no wheels for linux/arm64 in the recipes (its builds for linux/arm64: " \
+  "the error names the platform and what it has"
+sed -i 's|pytorch@2.6|pytorch@2.7.1|' fw.yaml
+ls_run check fw.yaml --json
+assert_eq 0 "$RC" "torch 2.7.1 cu128 for linux/arm64: $ERR"
+assert_eq "cu128 torch==2.7.1" "$(jq -r '.stack.choices[] | select(.component == "framework") | "\(.variant) \(.packages | join(" "))"' <<<"$OUT")" \
+  "the aarch64 wheel alone: the x86_64 wheels' nvidia-* pins are not requested"
+sed -i 's|^platform: linux/arm64|platform: linux/riscv64|' fw.yaml
+ls_run check fw.yaml
+assert_eq 2 "$RC" "a stack for riscv64"
+assert_contains "$ERR" "the recipes cover linux/amd64 and linux/arm64" "names what they cover"
+pass "linux/arm64 stacks: CUDA from the sbsa repository (alone or beside x86_64's in one index), aarch64 framework wheels"
 
 # ---- a team's recipes repository, pinned by commit ------------------------------------------------
 need git

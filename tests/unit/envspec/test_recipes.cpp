@@ -669,6 +669,30 @@ recipes/cuda/cuda.yaml:13:12: error: compute[1].cuda: CUDA 11.0 comes after 12.0
 )");
 }
 
+TEST_CASE("A framework variant names the platforms it has wheels for", "[recipes][platforms]") {
+  const std::string errors = error_of("pytorch/pytorch.yaml", R"(recipe: framework
+name: pytorch
+package: torch
+sources: {rel: notes}
+releases:
+  - series: "2.7"
+    versions: ["2.7.1"]
+    python: ">=3.9"
+    source: rel
+    variants:
+      - {tag: cu128, cuda: "12.8", status: stable, platforms: [linux/arm64, linux/riscv64], arm64_archs: ["9"], wheels: ["torch=={version}"], source: rel}
+      - {tag: cu126, cuda: "12.6", status: stable, arm64_archs: ["9.0"], wheels: ["torch=={version}"], source: rel}
+)");
+  CHECK_THAT(errors,
+             Catch::Contains("releases[0].variants[0].platforms[1]: expected linux/amd64 or linux/arm64, "
+                             "found 'linux/riscv64'"));
+  CHECK_THAT(errors,
+             Catch::Contains("releases[0].variants[0].arm64_archs[0]: expected a compute capability"));
+  CHECK_THAT(errors,
+             Catch::Contains("releases[0].variants[1].arm64_archs: arm64_archs is for a variant whose "
+                             "platforms include linux/arm64"));
+}
+
 TEST_CASE("Framework releases: versions in their series, newest first, one PyPI default", "[recipes]") {
   CHECK(
       error_of("pytorch/pytorch.yaml", R"(recipe: framework
