@@ -193,6 +193,7 @@ Result<envspec::Lock> lock_platforms(const envspec::Spec& spec, const BlobStore&
   }
   LS_TRY(check_same_choices(names, locks));
   std::vector<std::optional<envspec::LockedStack>> stacks;
+  stacks.reserve(locks.size());
   for (const envspec::Lock& one : locks) {
     stacks.push_back(one.stack);
   }
