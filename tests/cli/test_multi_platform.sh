@@ -7,6 +7,10 @@
 #     image out of it (--override-arch) and umoci unpacks that one; its programs are aarch64 ELF;
 #   - dpkg --root --verify and --audit find the arm64 root clean and configured;
 #   - mmdebstrap --arch=arm64 --simulate over the same packages installs the same closure;
+#   - wheels (a local index) and conda packages (a channel packed by conda-package-handling) lock
+#     per platform: manylinux x86_64/aarch64 wheels and linux-64/linux-aarch64 records each for
+#     its platform, py3-none-any and noarch once; conda-lock.yml lists both platforms;
+#   - verify, diff, sbom and export read the image's (or --platform's) share of the lock;
 #   - `lockstep exec --platform linux/arm64` runs python3 (platform.machine() is aarch64) and a
 #     2-rank mpi4py allreduce under emulation; without --platform this machine's image runs;
 #   - one SIF per platform (outputs.sif: out-{arch}.sif; siftool reads each one's architecture),
@@ -19,7 +23,7 @@
 # Exit 77 without deb.debian.org (never in CI), or without binfmt_misc per user namespace.
 source "$(dirname "$0")/lib.sh"
 source "$LOCKSTEP_SOURCE_DIR/tests/cli/registry.sh"
-need jq skopeo umoci siftool mmdebstrap docker-registry
+need jq skopeo umoci siftool mmdebstrap docker-registry cph
 need_arm64_emulation
 need_debian_mirror
 
@@ -57,6 +61,84 @@ jq -r '.artifacts[] | select(.kind == "deb" and (.platforms == null or .platform
 [ "$(wc -l <mm.names)" -gt 100 ] || fail "mmdebstrap listed $(wc -l <mm.names) packages: $(tail -3 mm.out)"
 assert_eq "" "$(diff mm.names ours.names)" "the arm64 closure and versions are mmdebstrap's"
 pass "the arm64 closure is the one mmdebstrap --arch=arm64 installs ($(wc -l <ours.names) packages, same versions)"
+
+# ---- wheels: each platform's own, pure-Python ones shared --------------------------------------------
+python3 - "$WORK/www/wheels" <<PY
+import sys
+sys.path.insert(0, "$LOCKSTEP_SOURCE_DIR/tests/cli")
+import py_index
+index = py_index.Index(sys.argv[1])
+# numlite has a wheel per machine; on x86_64 it also needs x86only (a marker), on both purelib.
+for machine in ["x86_64", "aarch64"]:
+    index.wheel("numlite", "1.26.4", ["purelib>=1", 'x86only; platform_machine == "x86_64"'],
+                tag=f"cp311-cp311-manylinux_2_17_{machine}.manylinux2014_{machine}")
+index.wheel("numlite", "1.26.4", [], tag="cp311-cp311-win_amd64")
+index.wheel("purelib", "1.2", [])
+index.wheel("x86only", "0.1", [], tag="py3-none-manylinux_2_17_x86_64")
+index.write(["numlite"])
+PY
+start_http_server "$WORK/www" "$LOCKSTEP_SOURCE_DIR/tests/cli/py_index.py"
+mkdir py
+cp ex/lockstep.yaml ex/lockstep.lock ex/hello.py py/
+sed -i "s|^repos:|repos:\n  - {pypi: $HTTP_URL/wheels/simple}|; s|^  apt: \[openmpi-bin, python3-mpi4py\]|&\n  pip: [numlite==1.26.4]|" py/lockstep.yaml
+ls_run lock py/lockstep.yaml
+assert_eq 0 "$RC" "lock wheels for two platforms: $ERR"
+wheels=$(jq -r '.artifacts[] | select(.kind == "wheel") | "\(.name) \(.url | sub(".*/"; "")) \(.platforms // ["all"] | join(","))"' py/lockstep.lock | LC_ALL=C sort)
+assert_eq "numlite numlite-1.26.4-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl linux/arm64
+numlite numlite-1.26.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl linux/amd64
+purelib purelib-1.2-py3-none-any.whl all
+x86only x86only-0.1-py3-none-manylinux_2_17_x86_64.whl linux/amd64" "$wheels" \
+  "each platform's manylinux wheel, the marker's dependency on x86_64 alone, the pure-Python one shared"
+stop_http_server
+pass "wheels: manylinux x86_64 and aarch64 per platform, markers per platform, py3-none-any once"
+
+# ---- conda: each platform's subdir, noarch shared ----------------------------------------------------
+cat >channel.json <<'JSON'
+{"packages": [
+ {"name": "python", "version": "3.11.9", "build": "h1_0_cpython", "files": {"bin/python3.11": "py311 x86_64"},
+  "depends": ["__glibc >=2.17,<3.0.a0", "libzlib >=1.2.13,<2.0a0"]},
+ {"name": "python", "version": "3.11.9", "build": "h1_0_cpython", "subdir": "linux-aarch64", "files": {"bin/python3.11": "py311 aarch64"},
+  "depends": ["__glibc >=2.17,<3.0.a0", "libzlib >=1.2.13,<2.0a0"]},
+ {"name": "libzlib", "version": "1.3.1", "build": "h4ab18f5_1", "files": {"lib/libz.so.1": "zlib x86_64"}},
+ {"name": "libzlib", "version": "1.3.1", "build": "h68df207_1", "subdir": "linux-aarch64", "files": {"lib/libz.so.1": "zlib aarch64"}},
+ {"name": "six", "version": "1.16.0", "build": "pyhd8ed1ab_0", "subdir": "noarch", "noarch": "python",
+  "depends": ["python >=3.7"], "files": {"site-packages/six.py": "x = 1\n"}}
+]}
+JSON
+python3 "$LOCKSTEP_SOURCE_DIR/tests/cli/conda_channel.py" www/conda channel.json || fail "conda_channel.py failed"
+start_http_server "$WORK/www" "$LOCKSTEP_SOURCE_DIR/tests/cli/py_index.py"
+mkdir conda
+cat >conda/lockstep.yaml <<YAML
+lockstep: 1
+name: conda-multi
+platforms: [linux/amd64, linux/arm64]
+repos:
+  - {conda: $HTTP_URL/conda}
+packages:
+  conda: [python=3.11, six]
+conda: {virtual_packages: {glibc: "2.36"}}
+outputs: {oci: out}
+YAML
+ls_run lock conda/lockstep.yaml
+assert_eq 0 "$RC" "lock conda packages for two platforms: $ERR"
+assert_eq "libzlib linux-64 linux/amd64
+libzlib linux-aarch64 linux/arm64
+python linux-64 linux/amd64
+python linux-aarch64 linux/arm64
+six noarch all" "$(jq -r '.artifacts[] | "\(.name) \(.subdir) \(.platforms // ["all"] | join(","))"' conda/lockstep.lock | LC_ALL=C sort)" \
+  "each platform's subdir, the noarch package once"
+assert_eq '["linux-64","noarch","linux-aarch64"]' "$(jq -c '.repos[0].subdirs' conda/lockstep.lock)" "the channel's subdirs"
+ls_run export --conda-lock - conda/lockstep.lock
+assert_eq 0 "$RC" "export --conda-lock of two platforms: $ERR"
+assert_contains "$OUT" "platforms: [linux-64, linux-aarch64]" "conda-lock.yml lists both platforms"
+assert_eq 6 "$(grep -c '^  - name:' <<<"$OUT")" "three packages for each platform"
+ls_run export --explicit - conda/lockstep.lock
+assert_eq 2 "$RC" "an explicit file of two platforms"
+ls_run export --explicit - --platform linux/arm64 conda/lockstep.lock
+assert_eq 0 "$RC" "export --explicit --platform linux/arm64: $ERR"
+assert_contains "$OUT" "# platform: linux-aarch64" "the arm64 share's explicit file"
+stop_http_server
+pass "conda: linux-64 and linux-aarch64 per platform, noarch once; conda-lock.yml of both"
 
 # ---- the build: an index, one image per platform ------------------------------------------------------
 ls_run build ex/lockstep.yaml
