@@ -598,7 +598,8 @@ TEST_CASE("preflight: an image's facts come from its dev.lockstep labels", "[pre
     test::ImageOptions opts;
     opts.edit_config = [labels](nlohmann::json& c) { c["config"]["Labels"] = labels; };
     layout.write_index({layout.image({"layer"}, opts)});
-    return ImageArg{ImageArg::Kind::oci, oci::ImageRef::parse("oci:" + layout.dir().string()).value(), {}, {}};
+    return ImageArg{
+        ImageArg::Kind::oci, oci::ImageRef::parse("oci:" + layout.dir().string()).value(), {}, {}};
   };
   Result<envspec::ImageFacts> facts =
       image_facts(layout_with("mpi", {{"dev.lockstep.mpi.impl", "openmpi"},
