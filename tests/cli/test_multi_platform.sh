@@ -17,7 +17,8 @@
 #     a docker-archive whose manifest.json lists both images;
 #   - the index's amd64 image is the one a build of `platform: linux/amd64` alone gives;
 #   - the arm64 image's provenance pins the qemu-user interpreter by sha256;
-#   - build --push and push put the index and both images in a real docker-registry;
+#   - build --push and push put the index and both images in a real docker-registry; a spec over
+#     that index as its image base locks each platform's manifest and builds over it;
 #   - preflight takes the node's platform: the index passes, an image without it fails naming both;
 #   - bad input: `platform` with `platforms`, a platform twice, a SIF path without {arch}.
 # Exit 77 without deb.debian.org (never in CI), or without binfmt_misc per user namespace.
@@ -263,6 +264,32 @@ assert_eq "$raw" "$(skopeo inspect --tls-verify=false --raw "$ref2")" "lockstep 
 ls_run push --tls-verify=false --platform linux/arm64 oci:ex/out "docker://$REG_HUB_HOST/multi/arm:1"
 assert_eq "0 $arm64" "$RC $(last_line "$OUT")" "push --platform pushes that platform's image alone"
 pass "build --push and push put the index and both images in docker-registry"
+
+# ---- an image base of two platforms: each platform builds over its own manifest -----------------------
+mkdir over
+echo "over the index" >over/note.txt
+cat >over/lockstep.yaml <<YAML
+lockstep: 1
+name: over-index
+platforms: [linux/amd64, linux/arm64]
+base: {image: "$ref"}
+copy:
+  - {from: ./note.txt, to: /opt/note.txt}
+outputs: {oci: out}
+YAML
+ls_run lock --tls-verify=false over/lockstep.yaml
+assert_eq 0 "$RC" "lock over a two-platform base: $ERR"
+assert_eq "linux/amd64 $amd64,linux/arm64 $arm64" \
+  "$(jq -r '[.bases[] | "\(.platform) \(.manifest)"] | join(",")' over/lockstep.lock)" \
+  "bases: each platform's manifest of the base's index"
+ls_run build --tls-verify=false over/lockstep.yaml
+assert_eq 0 "$RC" "build over a two-platform base: $ERR"
+for arch in amd64 arm64; do
+  base_layers=$(skopeo --override-arch "$arch" inspect --tls-verify=false "$ref" | jq -c .Layers)
+  ours=$(skopeo --override-arch "$arch" inspect oci:over/out | jq -c --argjson n "$(jq length <<<"$base_layers")" '.Layers[:$n]')
+  assert_eq "$base_layers" "$ours" "the $arch image starts with the $arch base's layers"
+done
+pass "an image base of two platforms: bases in the lock, each image over its platform's manifest"
 
 # ---- bad input ---------------------------------------------------------------------------------------
 mkdir bad
