@@ -91,13 +91,13 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
     }
     LS_TRY_ASSIGN(stack, envspec::solve_stack(*spec->stack, recipes, context));
     if (spec->platforms.size() > 1) { // each platform solves alike, or the lock can't hold one stack
-      std::vector<std::string> names;
-      std::vector<std::optional<envspec::LockedStack>> stacks;
-      for (const oci::Platform& platform : spec->platforms) {
-        context.platform = platform.str();
-        LS_TRY_ASSIGN(const envspec::StackSolution one, envspec::solve_stack(*spec->stack, recipes, context));
-        names.push_back(platform.str());
-        stacks.emplace_back(one.locked);
+      std::vector<std::string> names = {spec->platform.str()}; // the first platform's is `stack`
+      std::vector<std::optional<envspec::LockedStack>> stacks = {stack->locked};
+      for (std::size_t i = 1; i < spec->platforms.size(); ++i) {
+        context.platform = spec->platforms[i].str();
+        LS_TRY_ASSIGN(envspec::StackSolution one, envspec::solve_stack(*spec->stack, recipes, context));
+        names.push_back(context.platform);
+        stacks.emplace_back(std::move(one.locked));
       }
       LS_TRY(builder::check_same_stack(names, stacks));
     }

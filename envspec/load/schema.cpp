@@ -88,6 +88,12 @@ std::string_view last_segment(std::string_view url) {
   return slash == std::string_view::npos ? url : url.substr(slash + 1);
 }
 
+// The URL up to and with the slash before its last segment (…/cuda/repos/debian12/ of …/sbsa/).
+std::string_view parent_url(std::string_view url) {
+  const std::string_view last = last_segment(url);
+  return url.substr(0, static_cast<std::size_t>(last.data() - url.data()));
+}
+
 } // namespace
 
 // A stack's CUDA, cuDNN and NCCL debs for linux/arm64 come from NVIDIA's sbsa repository (Grace and
@@ -110,8 +116,7 @@ void SchemaWalker::check_cuda_repos(const Spec& spec) {
       error(r.location, "repos",
             fmt::format("{} is NVIDIA's Jetson (L4T) line; a Grace or other Arm server with a discrete GPU "
                         "takes CUDA from the sbsa directory beside it ({}sbsa/)",
-                        r.url_text,
-                        r.url.substr(0, r.url.size() - dir.size() - (r.url.ends_with('/') ? 1 : 0))));
+                        r.url_text, parent_url(r.url)));
     }
     sbsa = sbsa || dir == "sbsa";
     x86 = dir == "x86_64" && x86 == nullptr ? &r : x86;
@@ -121,9 +126,7 @@ void SchemaWalker::check_cuda_repos(const Spec& spec) {
         x86->location, "repos",
         fmt::format("linux/arm64 takes CUDA from NVIDIA's sbsa repository, and {} has x86_64 packages only: "
                     "add {{apt: {}sbsa/, flat: true, keyring: …}}",
-                    x86->url_text,
-                    x86->url.substr(0, x86->url.size() - std::string_view("x86_64").size() -
-                                           (x86->url.ends_with('/') ? 1 : 0))));
+                    x86->url_text, parent_url(x86->url)));
   }
 }
 

@@ -960,8 +960,7 @@ public:
       for (const WheelPin& pin : v->pins) {
         add_pip(c, pin.name + "==" + pin.version);
       }
-    }
-    if (m_context.platform != "linux/amd64") {
+    } else {
       c.facts.push_back(
           fmt::format("{} wheels of {} {} for {} (manylinux aarch64, sbsa): their own Requires-Dist "
                       "decides the NVIDIA wheels (the recipes' pins are the x86_64 wheels')",
