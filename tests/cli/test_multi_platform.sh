@@ -138,6 +138,10 @@ assert_eq 2 "$RC" "an explicit file of two platforms"
 ls_run export --explicit - --platform linux/arm64 conda/lockstep.lock
 assert_eq 0 "$RC" "export --explicit --platform linux/arm64: $ERR"
 assert_contains "$OUT" "# platform: linux-aarch64" "the arm64 share's explicit file"
+ls_run export --explicit - --platform linux/riscv64 conda/lockstep.lock
+assert_eq 2 "$RC" "a platform the lock has not"
+assert_contains "$ERR" "export: --platform linux/riscv64: $WORK/conda/lockstep.lock is for linux/amd64, linux/arm64" \
+  "the error names the lock's platforms"
 stop_http_server
 pass "conda: linux-64 and linux-aarch64 per platform, noarch once; conda-lock.yml of both"
 

@@ -340,6 +340,40 @@ TEST_CASE_METHOD(ContentsFixture, "The lock's packages must be exactly the insta
             ", other.lock is " + envspec::lock_digest(lock).str() + ")");
 }
 
+TEST_CASE_METHOD(ContentsFixture, "A multi-platform lock is compared by the image's platform's share",
+                 "[verify][platforms]") {
+  ImageContents c = read_root(make_root());
+  c.architecture = "amd64";
+  envspec::Lock lock;
+  lock.platform = "linux/amd64";
+  lock.platforms = {"linux/amd64", "linux/arm64"};
+  lock.platform_spec_digests = {sha256_of("amd64 spec"), sha256_of("arm64 spec")};
+  envspec::LockedArtifact arm = artifact("deb", "ls-arm", "1.0-1", "arm64");
+  arm.platforms = {"linux/arm64"};
+  envspec::LockedArtifact amd = artifact("deb", "ls-lib", "2.0-1", "amd64");
+  amd.platforms = {"linux/amd64"};
+  lock.artifacts = {artifact("deb", "ls-app", "1.0-1", "amd64"), amd, arm};
+  VerifyOptions options;
+  options.lock = &lock;
+  options.lock_name = "both.lock";
+  // Only the amd64 share: the arm64 deb ls-arm is not missing; the unlocked wheel is the one problem.
+  CHECK(messages(c, options) ==
+        std::vector<std::string>{
+            "wheel demo: installed (1.0, /usr/local/lib/python3.11/dist-packages/demo-1.0.dist-info), not in "
+            "the lock"});
+  c.lock_digest = envspec::lock_digest(envspec::lock_for_platform(lock, "linux/amd64")).str();
+  Result<VerifyReport> report = verify_contents(c, options);
+  REQUIRE_OK(report);
+  CHECK(report->lock_platform == "linux/amd64");
+  CHECK(render_verify_text(*report).find("against both.lock (linux/amd64): 1 problem") != std::string::npos);
+  // An image of a platform the lock has not: one problem, nothing compared.
+  c.architecture = "riscv64";
+  CHECK(messages(c, options) ==
+        std::vector<std::string>{
+            "the image is for architecture riscv64, both.lock is for linux/amd64, "
+            "linux/arm64: verify the image of one of those platforms (--platform for an index)"});
+}
+
 TEST_CASE_METHOD(ContentsFixture, "Malformed records are errors naming the file and line", "[verify]") {
   fs::path root = make_root();
   write("root/var/lib/dpkg/status",
