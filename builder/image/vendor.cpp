@@ -51,15 +51,15 @@ Result<void> gather_base(const envspec::LockedBase& base, const BlobStore& store
   }
   LS_TRY(store.put(image.manifest_bytes));
   LS_TRY(store.put(image.config_bytes));
-  out.push_back(
-      {image.manifest_digest, image.manifest_bytes.size(), "image", base.image + " manifest", base.image});
-  out.push_back(
-      {image.manifest.config.digest, image.config_bytes.size(), "image", base.image + " config", base.image});
+  out.push_back({image.manifest_digest, image.manifest_bytes.size(), "image",
+                 base.image + " manifest " + base.platform, base.image});
+  out.push_back({image.manifest.config.digest, image.config_bytes.size(), "image",
+                 base.image + " config " + base.platform, base.image});
   for (std::size_t i = 0; i < image.manifest.layers.size(); ++i) {
     const oci::Descriptor& layer = image.manifest.layers[i];
     LS_TRY(source->fetch_blob(layer, store));
     out.push_back({layer.digest, static_cast<std::uint64_t>(layer.size), "image",
-                   fmt::format("{} layer {}", base.image, i + 1), base.image});
+                   fmt::format("{} layer {} ({})", base.image, i + 1, base.platform), base.image});
   }
   return {};
 }
@@ -115,17 +115,21 @@ Result<std::vector<VendoredFile>> gather(const envspec::Lock& lock, const std::s
   if (lock.base) {
     LS_TRY(gather_base(*lock.base, store, options, files));
   }
-  if (lock.stack && lock.stack->recipes.rfind("git ", 0) == 0 && !lock.stack->recipes_commit.empty()) {
+  for (const envspec::LockedBase& base : lock.bases) { // a multi-platform lock: each platform's
+    LS_TRY(gather_base(base, store, options, files));
+  }
+  const envspec::LockedStack* stack = envspec::lock_recipes_stack(lock);
+  if (stack != nullptr && stack->recipes.rfind("git ", 0) == 0 && !stack->recipes_commit.empty()) {
     // A team's recipes at the locked commit, as a tree export: what the stack was solved from.
-    const std::string text = lock.stack->recipes.substr(4);
+    const std::string text = stack->recipes.substr(4);
     const std::string url = resolve_spec_path(text, spec_dir);
-    log::info("exporting the stack recipes {} at {}", text, lock.stack->recipes_commit.substr(0, 12));
-    Result<BlobInfo> recipes = store_git_export(store, url, lock.stack->recipes_commit, {});
+    log::info("exporting the stack recipes {} at {}", text, stack->recipes_commit.substr(0, 12));
+    Result<BlobInfo> recipes = store_git_export(store, url, stack->recipes_commit, {});
     if (!recipes) {
       return recipes.error().with_context("stack recipes " + text);
     }
     files.push_back({recipes->digest, static_cast<std::uint64_t>(recipes->size), "recipes",
-                     fmt::format("{} {}", text, lock.stack->recipes_commit), text});
+                     fmt::format("{} {}", text, stack->recipes_commit), text});
   }
   // One entry per file, in a fixed order.
   std::sort(files.begin(), files.end(), [](const VendoredFile& x, const VendoredFile& y) {

@@ -1,6 +1,5 @@
 #include "builder/lock/platforms_lock.hpp"
 
-#include "envspec/stack/stack.hpp"
 #include "support/base/log.hpp"
 
 #include <fmt/format.h>
@@ -87,7 +86,18 @@ Result<envspec::Lock> merge_platform_locks(const std::vector<std::string>& platf
     merged.platform_spec_digests.push_back(one.spec_digest);
   }
   merged.repos = locks.front().repos;
-  merged.stack = locks.front().stack; // one for every platform (check_same_stack)
+  // One stack where every platform solved it alike, else each platform's.
+  if (std::all_of(locks.begin(), locks.end(),
+                  [&](const envspec::Lock& l) { return l.stack == locks.front().stack; })) {
+    merged.stack = locks.front().stack;
+  } else {
+    for (std::size_t i = 0; i < locks.size(); ++i) {
+      if (!locks[i].stack) {
+        return internal_error("{} has no stack and {} has one", platforms[i], platforms.front());
+      }
+      merged.stacks.emplace_back(platforms[i], *locks[i].stack);
+    }
+  }
   for (std::size_t i = 1; i < locks.size(); ++i) {
     const std::vector<envspec::LockedRepo>& repos = locks[i].repos;
     if (repos.size() != merged.repos.size()) {
@@ -143,33 +153,6 @@ Result<envspec::Lock> merge_platform_locks(const std::vector<std::string>& platf
   return merged;
 }
 
-Result<void> check_same_stack(const std::vector<std::string>& platforms,
-                              const std::vector<std::optional<envspec::LockedStack>>& stacks) {
-  for (std::size_t i = 1; i < stacks.size(); ++i) {
-    if (stacks[i] == stacks.front()) {
-      continue;
-    }
-    const std::vector<std::string> a =
-        stacks.front() ? envspec::describe_stack(*stacks.front()) : std::vector<std::string>{};
-    const std::vector<std::string> b =
-        stacks[i] ? envspec::describe_stack(*stacks[i]) : std::vector<std::string>{};
-    std::string first = "the facts behind them";
-    for (std::size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
-      const std::string x = k < a.size() ? a[k] : "(none)";
-      const std::string y = k < b.size() ? b[k] : "(none)";
-      if (x != y) {
-        first = fmt::format("{}: {}; {}: {}", platforms.front(), x, platforms[i], y);
-        break;
-      }
-    }
-    return invalid_input(
-        "the stack resolves differently on {} and {} ({}); a lock of several platforms has one "
-        "stack: lock the platforms in specs of their own",
-        platforms.front(), platforms[i], first);
-  }
-  return {};
-}
-
 Result<envspec::Lock> lock_platforms(const envspec::Spec& spec, const BlobStore& store,
                                      const LockOptions& options, const LockOnePlatform& lock_one) {
   std::vector<std::string> names;
@@ -192,12 +175,6 @@ Result<envspec::Lock> lock_platforms(const envspec::Spec& spec, const BlobStore&
     locks.push_back(std::move(*lock));
   }
   LS_TRY(check_same_choices(names, locks));
-  std::vector<std::optional<envspec::LockedStack>> stacks;
-  stacks.reserve(locks.size());
-  for (const envspec::Lock& one : locks) {
-    stacks.push_back(one.stack);
-  }
-  LS_TRY(check_same_stack(names, stacks));
   LS_TRY_ASSIGN(envspec::Lock merged, merge_platform_locks(names, std::move(locks)));
   merged.spec_digest = spec.digest;
   merged.inputs = envspec::lock_inputs(spec);

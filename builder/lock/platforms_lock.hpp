@@ -28,12 +28,6 @@ using LockOnePlatform =
 Result<envspec::Lock> lock_platforms(const envspec::Spec& spec, const BlobStore& store,
                                      const LockOptions& options, const LockOnePlatform& lock_one);
 
-/// A lock of several platforms has one stack: every platform's solver must make the same choices
-/// for the same reasons (each platform's share is then exactly its own lock). Otherwise
-/// invalid_input naming the two platforms and the first line that differs.
-Result<void> check_same_stack(const std::vector<std::string>& platforms,
-                              const std::vector<std::optional<envspec::LockedStack>>& stacks);
-
 /// A previous lock as it was for `platform` alone (its share of a multi-platform lock, its inputs
 /// those of a spec of that platform), so re-locking keeps that platform's versions; nullopt when
 /// it has no such platform.

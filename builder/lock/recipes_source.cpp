@@ -165,9 +165,10 @@ Result<envspec::RecipeSet> recipes_for_spec_offline(const envspec::Spec& spec, c
   std::string commit;
   if (is_full_commit_id(st.recipes_rev)) {
     commit = st.recipes_rev;
-  } else if (previous && previous->stack && !previous->stack->recipes_commit.empty() &&
-             previous->stack->recipes == "git " + st.recipes_git_text) {
-    commit = previous->stack->recipes_commit;
+  } else if (const envspec::LockedStack* locked = previous ? envspec::lock_recipes_stack(*previous) : nullptr;
+             locked != nullptr && !locked->recipes_commit.empty() &&
+             locked->recipes == "git " + st.recipes_git_text) {
+    commit = locked->recipes_commit;
   }
   std::error_code ec;
   if (commit.empty() || !fs::exists(git_cache_dir(store_root, st.recipes_git), ec)) {

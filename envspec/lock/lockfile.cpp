@@ -455,6 +455,27 @@ nlohmann::ordered_json locked_stack_json(const LockedStack& stack) {
 
 namespace {
 
+// A stack as the lock writes it: its head on one line (`"platform"` first for one platform's of
+// `stacks`), then its choices one per line, the closing bracket at `indent`.
+std::string stack_text(const LockedStack& stack, const std::string& platform, const std::string& indent) {
+  ordered head;
+  if (!platform.empty()) {
+    head["platform"] = platform;
+  }
+  ordered rest = locked_stack_json(stack);
+  const ordered choices = std::move(rest["choices"]);
+  rest.erase("choices");
+  head.update(rest);
+  std::string out = json_line(head);
+  out.pop_back(); // the closing brace: the choices follow, one per line
+  out += ", \"choices\": [";
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    out += (i == 0 ? "\n  " : ",\n  ") + indent + json_line(choices[i]);
+  }
+  out += choices.empty() ? "]}" : "\n" + indent + "]}";
+  return out;
+}
+
 // `"platform": …` of a lock of one platform, else `"platforms"` and `"platform-spec-digests"`.
 std::string platform_lines(const Lock& lock) {
   if (lock.platforms.size() <= 1) {
@@ -496,16 +517,14 @@ std::string render_lock(const Lock& lock) {
     out += "\n  ],\n";
   }
   if (lock.stack) {
-    ordered head = locked_stack_json(*lock.stack);
-    const ordered choices = std::move(head["choices"]);
-    head.erase("choices");
-    std::string h = json_line(head);
-    h.pop_back(); // the closing brace: the choices follow, one per line
-    out += "  \"stack\": " + h + ", \"choices\": [";
-    for (std::size_t i = 0; i < choices.size(); ++i) {
-      out += (i == 0 ? "\n    " : ",\n    ") + json_line(choices[i]);
+    out += "  \"stack\": " + stack_text(*lock.stack, "", "  ") + ",\n";
+  } else if (!lock.stacks.empty()) {
+    out += "  \"stacks\": [";
+    for (std::size_t i = 0; i < lock.stacks.size(); ++i) {
+      out +=
+          (i == 0 ? "\n    " : ",\n    ") + stack_text(lock.stacks[i].second, lock.stacks[i].first, "    ");
     }
-    out += choices.empty() ? "]},\n" : "\n  ]},\n";
+    out += "\n  ],\n";
   }
   out += "  \"repos\": [";
   for (std::size_t i = 0; i < lock.repos.size(); ++i) {
@@ -594,7 +613,8 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
   try {
     r.only_keys(root, "",
                 {"lockstep-lock", "tool", "spec-digest", "epoch", "platform", "platforms",
-                 "platform-spec-digests", "inputs", "base", "bases", "stack", "repos", "artifacts"});
+                 "platform-spec-digests", "inputs", "base", "bases", "stack", "stacks", "repos",
+                 "artifacts"});
     const json& schema = r.field(root, "", "lockstep-lock");
     if (!schema.is_number_integer() || schema.get<std::int64_t>() != k_lock_schema) {
       r.fail("lockstep-lock", fmt::format("unsupported lock schema {}; this lockstep reads schema {}",
@@ -672,6 +692,25 @@ Result<Lock> parse_lock(std::string_view text, std::string_view what) {
     }
     if (root.contains("stack")) {
       lock.stack = read_stack(r, root["stack"]);
+    }
+    if (root.contains("stacks")) {
+      const json& stacks = root["stacks"];
+      if (lock.platforms.empty() || lock.stack || !stacks.is_array()) {
+        r.fail("stacks",
+               "only a multi-platform lock has 'stacks' (a list, one per platform) instead of 'stack'");
+      }
+      for (std::size_t i = 0; i < stacks.size(); ++i) {
+        json one = stacks[i];
+        const std::string platform = r.str(one, fmt::format("stacks[{}]", i), "platform");
+        if (std::find(lock.platforms.begin(), lock.platforms.end(), platform) == lock.platforms.end() ||
+            (i < lock.platforms.size() && lock.platforms[i] != platform) ||
+            stacks.size() != lock.platforms.size()) {
+          r.fail(fmt::format("stacks[{}].platform", i),
+                 "expected one stack per platform, in the order of 'platforms'");
+        }
+        one.erase("platform");
+        lock.stacks.emplace_back(platform, read_stack(r, one));
+      }
     }
     const json& repos = r.field(root, "", "repos");
     if (!repos.is_array()) {
@@ -851,6 +890,13 @@ Result<Lock> read_lock(const fs::path& path) {
   return parse_lock(text, path.string());
 }
 
+const LockedStack* lock_recipes_stack(const Lock& lock) {
+  if (lock.stack) {
+    return &*lock.stack;
+  }
+  return lock.stacks.empty() ? nullptr : &lock.stacks.front().second;
+}
+
 std::vector<std::string> lock_platforms(const Lock& lock) {
   return lock.platforms.empty() ? std::vector<std::string>{lock.platform} : lock.platforms;
 }
@@ -887,6 +933,12 @@ Lock lock_for_platform(const Lock& lock, const std::string& platform) {
     }
   }
   one.bases.clear();
+  for (const auto& [p, stack] : lock.stacks) {
+    if (p == platform) {
+      one.stack = stack;
+    }
+  }
+  one.stacks.clear();
   for (const LockedBase& b : lock.bases) {
     if (b.platform == platform) {
       one.base = b;

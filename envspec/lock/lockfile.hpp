@@ -144,6 +144,10 @@ struct Lock {
   /// A multi-platform lock over an image base: each platform's manifest (`base` is then empty).
   std::vector<LockedBase> bases;
   std::optional<LockedStack> stack; ///< the `stack:` solver's choices, when the spec has a stack
+  /// A multi-platform lock whose platforms solved the stack differently (a framework's aarch64
+  /// wheels don't take the x86_64 ones' pins): each platform's, in `platforms` order (`stack` is
+  /// then empty). Platforms that solve it alike share `stack`.
+  std::vector<std::pair<std::string, LockedStack>> stacks;
   std::vector<LockedRepo> repos;
   std::vector<LockedArtifact> artifacts;
 };
@@ -191,6 +195,10 @@ std::optional<std::string> lock_platform_for_arch(const Lock& lock, std::string_
 
 /// The platforms a lock is for: `platforms`, or its one `platform`.
 std::vector<std::string> lock_platforms(const Lock& lock);
+
+/// The lock's stack, or its first platform's of `stacks` (every platform's is solved from the same
+/// recipes, so either says where they came from); nullptr when it has none.
+const LockedStack* lock_recipes_stack(const Lock& lock);
 
 /// sha256 of the rendered lock, recorded in images built from it.
 Digest lock_digest(const Lock& lock);

@@ -96,6 +96,52 @@ TEST_CASE("Each platform's share of a merged lock is that platform's lock, byte 
   CHECK_FALSE(envspec::lock_share_with_digest(*parsed, envspec::lock_digest(*parsed)));
 }
 
+TEST_CASE("Platforms that solve the stack differently keep each platform's", "[lock][platforms][stack]") {
+  envspec::Lock amd = single("linux/amd64", "amd64", "linux-64");
+  envspec::Lock arm = single("linux/arm64", "arm64", "linux-aarch64");
+  envspec::LockedStack stack;
+  stack.recipes = "builtin";
+  stack.recipes_digest = sha256_of("recipes");
+  stack.cuda = "12.8";
+  stack.choices.push_back({"framework", "pytorch", "2.7.1", "cu128", "wheels", {"torch==2.7.1"}, {"a fact"}});
+  arm.stack = stack;
+  stack.choices.back().packages.emplace_back("nvidia-nccl-cu12==2.26.2"); // the x86_64 wheels' pins
+  amd.stack = stack;
+  auto merged = builder::merge_platform_locks({"linux/amd64", "linux/arm64"}, {amd, arm});
+  REQUIRE(merged);
+  merged->spec_digest = sha256_of("spec of both");
+  merged->inputs =
+      nlohmann::json{{"platforms", {"linux/amd64", "linux/arm64"}}, {"packages", {{"apt", {"ls-app"}}}}};
+  CHECK_FALSE(merged->stack);
+  REQUIRE(merged->stacks.size() == 2);
+  const std::string text = envspec::render_lock(*merged);
+  CHECK_THAT(text,
+             Catch::Contains("\"stacks\": [\n    {\"platform\":\"linux/amd64\",\"recipes\":\"builtin\""));
+  const auto parsed = envspec::parse_lock(text, "both.lock");
+  INFO((parsed ? std::string() : parsed.error().message));
+  REQUIRE(parsed);
+  CHECK(envspec::render_lock(*parsed) == text);
+  CHECK(envspec::render_lock(envspec::lock_for_platform(*parsed, "linux/amd64")) ==
+        envspec::render_lock(amd));
+  CHECK(envspec::render_lock(envspec::lock_for_platform(*parsed, "linux/arm64")) ==
+        envspec::render_lock(arm));
+  // The same stack on both is written once.
+  arm.stack = amd.stack;
+  auto alike = builder::merge_platform_locks({"linux/amd64", "linux/arm64"}, {amd, arm});
+  REQUIRE(alike);
+  CHECK(alike->stack == amd.stack);
+  CHECK(alike->stacks.empty());
+  // Stacks out of the order of the platforms are refused.
+  std::string swapped = text;
+  const std::string amd_head = "{\"platform\":\"linux/amd64\",\"recipes\"";
+  const std::size_t first = swapped.find(amd_head);
+  REQUIRE(first != std::string::npos);
+  swapped.replace(first, amd_head.size(), "{\"platform\":\"linux/arm64\",\"recipes\"");
+  const auto refused = envspec::parse_lock(swapped, "both.lock");
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("stacks[0].platform: expected one stack per platform"));
+}
+
 TEST_CASE("A conda-lock.yml of a multi-platform lock lists every platform", "[lock][platforms][conda]") {
   auto merged = builder::merge_platform_locks(
       {"linux/amd64", "linux/arm64"},
