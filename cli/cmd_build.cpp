@@ -177,10 +177,11 @@ Result<void> push_result(const builder::BuildResult& result, const std::vector<o
                                               registry::default_client_options()));
     log::info("pushed docker://{} ({} blobs sent, {} mounted, {} already there)", targets[i].name(),
               pushed.second.uploaded, pushed.second.mounted, pushed.second.present);
-    if (result.platforms.empty()) { // a multi-platform image's SBOMs and provenance are its platforms'
+    if (result.platforms.empty()) { // a multi-platform image's SBOMs are its platforms'
       LS_TRY(builder::attach_sbom_files(targets[i], result.manifest, sbom_files));
-      LS_TRY(builder::attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
     }
+    // The image's provenance, signed with --key; of an index (its platforms' are theirs), the signature.
+    LS_TRY(builder::attach_provenance(targets[i], result.manifest, args.key, args.passphrase_file));
   }
   return {};
 }

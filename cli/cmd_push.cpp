@@ -118,10 +118,11 @@ Result<void> push_one(oci::ImageSource& source, const oci::OpenedImage& opened, 
   return {};
 }
 
-// A multi-platform image (`platforms:`): each platform's image by digest, then the index, byte for
-// byte, under `tags`. Entries that are not image manifests (a nested index) are refused.
+// A multi-platform image (`platforms:`): each platform's image by digest (with its provenance,
+// signed with --key), then the index, byte for byte, under `tags` (signed with --key too). Entries
+// that are not image manifests (a nested index) are refused.
 Result<nlohmann::json> push_index(oci::ImageSource& source, const oci::Descriptor& index,
-                                  const oci::RegistryRef& target, const std::vector<std::string>& tags,
+                                  const oci::RegistryRef& target, const PushArgs& args,
                                   const BlobStore& store, const registry::ClientOptions& options) {
   constexpr std::uint64_t k_max_index = 4U << 20;
   registry::PushContent content;
@@ -143,8 +144,13 @@ Result<nlohmann::json> push_index(oci::ImageSource& source, const oci::Descripto
                   registry::push_by_digest(source, image_content(image), target, store, options));
     uploaded += pushed.second.uploaded;
     present += pushed.second.present;
+    LS_TRY(builder::attach_provenance(pushed.first, entry, args.key, args.passphrase_file));
   }
-  LS_TRY_ASSIGN(auto pushed, registry::push(source, content, target, tags, store, options));
+  LS_TRY_ASSIGN(auto pushed,
+                registry::push(source, content, target, tags_for(target, args.tags), store, options));
+  oci::Descriptor subject = index;
+  subject.media_type = content.media_type;
+  LS_TRY(builder::attach_provenance(target, subject, args.key, args.passphrase_file)); // signs the index
   return nlohmann::json{{"target", "docker://" + target.name()},
                         {"digest", pushed.first.str()},
                         {"platforms", parsed.manifests.size()},
@@ -199,8 +205,8 @@ Result<ExitCode> run_push(const PushArgs& args, const Context& ctx) {
           return invalid_input("{} names digest {}, but {} is the index {}", t, target.digest->str(),
                                args.image, opened.index->digest.str());
         }
-        LS_TRY_ASSIGN(nlohmann::json pushed, push_index(*source, *opened.index, target,
-                                                        tags_for(target, args.tags), store, options));
+        LS_TRY_ASSIGN(nlohmann::json pushed,
+                      push_index(*source, *opened.index, target, args, store, options));
         out.push_back(std::move(pushed));
       }
     } else if (opened.synthesized_manifest) {

@@ -2,6 +2,7 @@
 // packages against a lock (docs/verify-diff.md).
 #include "cli/cli.hpp"
 #include "envspec/lock/lockfile.hpp"
+#include "envspec/settings/settings.hpp"
 #include "runner/audit/image_contents.hpp"
 #include "runner/audit/verify.hpp"
 #include "runner/audit/verify_signed.hpp"
@@ -56,14 +57,21 @@ Result<ExitCode> run_verify(const VerifyArgs& args, const Context& ctx) {
       LS_TRY_ASSIGN(provenance_lock, envspec::read_lock(args.lock));
     }
     LS_TRY_ASSIGN(const oci::RegistryRef ref, registry_image_arg(args.image, "verify --key"));
-    LS_TRY_ASSIGN(const runner::SignedImage signed_image,
+    LS_TRY_ASSIGN(runner::SignedImage signed_image,
                   runner::verify_signature(ref, args.image, args.key, report));
     if (!ctx.json) {
       std::printf("signature ok: %s@%s signed as %s by key %s\n", ref.name().c_str(),
                   signed_image.manifest.digest.str().c_str(), signed_image.signed_as.c_str(),
                   signed_image.key.key_id().str().substr(0, 19).c_str());
     }
-    LS_TRY(runner::verify_provenance(signed_image, provenance_lock ? &*provenance_lock : nullptr, report));
+    std::optional<oci::Platform> platform;
+    if (!args.platform.empty()) {
+      LS_TRY_ASSIGN(platform, oci::Platform::parse(args.platform));
+    }
+    // Of an index, the provenance checked is that of this host's (or --platform's) image.
+    LS_TRY_ASSIGN(const runner::SignedImage built,
+                  runner::signed_platform_image(std::move(signed_image), platform, settings::store_root()));
+    LS_TRY(runner::verify_provenance(built, provenance_lock ? &*provenance_lock : nullptr, report));
     if (!ctx.json && report.contains("provenance") && report["provenance"].is_object()) {
       std::printf("provenance ok: built by %s%s, %zu inputs\n",
                   report["provenance"]["builder"].get<std::string>().c_str(),

@@ -3,6 +3,7 @@
 #include "envspec/documents/provenance.hpp"
 #include "support/codec/base64.hpp"
 #include "support/registry/client.hpp"
+#include "support/registry/pull.hpp"
 #include "support/registry/referrers.hpp"
 
 #include <fmt/format.h>
@@ -101,6 +102,26 @@ Result<SignedImage> verify_signature(const oci::RegistryRef& ref, const std::str
                   "KEY`",
                   ref.str(), manifest.digest.str(), signatures.size(), signatures.size() == 1 ? "" : "s",
                   key.key_id().str().substr(0, 19), public_key, image)};
+}
+
+Result<SignedImage> signed_platform_image(SignedImage image, const std::optional<oci::Platform>& platform,
+                                          const std::filesystem::path& store_root) {
+  if (!oci::is_index_type(image.manifest.media_type)) {
+    return image;
+  }
+  oci::ImageRef ref;
+  ref.transport = oci::ImageRef::Transport::docker;
+  ref.remote = image.ref;
+  ref.remote.digest = image.manifest.digest; // the index whose signature was checked
+  LS_TRY_ASSIGN(std::unique_ptr<oci::ImageSource> source, registry::open_image(ref, store_root));
+  oci::SelectOptions select;
+  select.platform = platform;
+  LS_TRY_ASSIGN(const oci::OpenedImage opened, source->resolve(select));
+  image.manifest.media_type = opened.manifest_media_type;
+  image.manifest.digest = opened.manifest_digest;
+  image.manifest.size = static_cast<std::int64_t>(opened.manifest_bytes.size());
+  image.manifest.platform = opened.platform;
+  return image;
 }
 
 Result<void> verify_provenance(const SignedImage& image, const envspec::Lock* lock, nlohmann::json& report) {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <optional>
 #include <string>
 
 namespace lockstep::runner {
@@ -28,6 +30,12 @@ struct SignedImage {
 /// Fills `report` (`verify --json`): the image, the key, and the result of each signature.
 Result<SignedImage> verify_signature(const oci::RegistryRef& ref, const std::string& image,
                                      const std::string& public_key, nlohmann::json& report);
+
+/// Of a signed index (a multi-platform image), the image of `platform` (this host's by default) it
+/// names: its provenance is that image's. The signed image itself when it is not an index; an
+/// index without the platform is check_failed naming the platforms it has.
+Result<SignedImage> signed_platform_image(SignedImage image, const std::optional<oci::Platform>& platform,
+                                          const std::filesystem::path& store_root);
 
 /// A provenance attached to the image and signed by its key must be a statement about its digest
 /// (else check_failed naming both); with `lock`, one must exist, name the lock's digest and list

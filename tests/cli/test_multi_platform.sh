@@ -267,7 +267,21 @@ assert_eq "$index" "$(last_line "$OUT")" "push prints the index's digest"
 assert_eq "$raw" "$(skopeo inspect --tls-verify=false --raw "$ref2")" "lockstep push puts the same index there"
 ls_run push --tls-verify=false --platform linux/arm64 oci:ex/out "docker://$REG_HUB_HOST/multi/arm:1"
 assert_eq "0 $arm64" "$RC $(last_line "$OUT")" "push --platform pushes that platform's image alone"
-pass "build --push and push put the index and both images in docker-registry"
+# Signed: push --key signs the index and attaches each image's provenance; verify --key --lock
+# checks the image of the platform asked for against that platform's share of the lock.
+printf 'pass\n' >pass.txt
+ls_run generate-key --output-prefix mk --passphrase-file pass.txt
+ref3="docker://$REG_HUB_HOST/multi/signed:1"
+ls_run push --tls-verify=false oci:ex/out "$ref3" --key mk.key --passphrase-file pass.txt
+assert_eq 0 "$RC" "push --key of the index: $ERR"
+for platform in linux/amd64 linux/arm64; do
+  ls_run verify --tls-verify=false --platform "$platform" "$ref3" --key mk.pub --lock ex/lockstep.lock
+  assert_eq 0 "$RC" "verify --key --lock of the $platform image: $OUT $ERR"
+  assert_contains "$OUT" "provenance ok: built by pkg:generic/lockstep@" "the $platform image's provenance is checked"
+done
+ls_run verify --tls-verify=false --platform linux/arm64 "$ref3" --key mk.pub --lock one/lockstep.lock
+assert_eq 1 "$RC" "the arm64 image against a lock of linux/amd64 alone"
+pass "build --push and push put the index and both images in docker-registry; push --key signs them"
 
 # ---- an image base of two platforms: each platform builds over its own manifest -----------------------
 mkdir over
@@ -293,7 +307,18 @@ for arch in amd64 arm64; do
   ours=$(skopeo --override-arch "$arch" inspect oci:over/out | jq -c --argjson n "$(jq length <<<"$base_layers")" '.Layers[:$n]')
   assert_eq "$base_layers" "$ours" "the $arch image starts with the $arch base's layers"
 done
-pass "an image base of two platforms: bases in the lock, each image over its platform's manifest"
+# vendor gathers each platform's base; an offline build from that mirror alone gives the same index.
+ls_run vendor --tls-verify=false over/lockstep.lock --to overvend --json
+assert_eq 0 "$RC" "vendor of a lock over a two-platform base: $ERR"
+for digest in "$amd64" "$arm64"; do
+  assert_eq 1 "$(jq --arg d "$digest" '[.files[] | select(.sha256 == ($d | ltrimstr("sha256:")))] | length' \
+    overvend/lockstep-vendor.json)" "the vendored files hold the base's manifest $digest"
+done
+LOCKSTEP_CACHE="$WORK/overcache" ls_run build --locked --offline --mirror overvend over/lockstep.yaml --oci over/offline
+assert_eq 0 "$RC" "offline build over the vendored bases: $ERR"
+assert_eq "$(jq -r '.manifests[0].digest' over/out/index.json)" "$(jq -r '.manifests[0].digest' over/offline/index.json)" \
+  "the offline build gives the same index"
+pass "an image base of two platforms: bases in the lock, each image over its platform's manifest, vendored"
 
 # ---- bad input ---------------------------------------------------------------------------------------
 mkdir bad
