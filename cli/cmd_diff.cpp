@@ -174,9 +174,9 @@ Result<ExitCode> run_diff(const DiffArgs& args, const Context& ctx) {
     if (lock.platforms.empty() || architecture.empty()) {
       return {};
     }
-    if (const auto platform = envspec::lock_platform_for_arch(lock, architecture)) {
-      LS_TRY_ASSIGN(side, lock_side(envspec::lock_for_platform(lock, *platform), arg));
-      side.what = fmt::format("{} ({})", arg, *platform);
+    if (const std::optional<envspec::Lock> share = envspec::lock_share_for_arch(lock, architecture)) {
+      LS_TRY_ASSIGN(side, lock_side(*share, arg));
+      side.what = fmt::format("{} ({})", arg, share->platform);
     }
     return {};
   };

@@ -82,13 +82,13 @@ bool is_lock_file(const std::string& target) {
 Result<runner::TargetReport> evaluate_lock(const std::string& path, const runner::Capture& host) {
   LS_TRY_ASSIGN(envspec::Lock lock, envspec::read_lock(path));
   if (!lock.platforms.empty()) { // a multi-platform lock: the share this host would run
-    const std::optional<std::string> mine =
-        envspec::lock_platform_for_arch(lock, oci::Platform::host().architecture);
+    std::optional<envspec::Lock> mine =
+        envspec::lock_share_for_arch(lock, oci::Platform::host().architecture);
     if (!mine) {
       log::warn("{} is for {}, not this host's {}: the facts below are {}'s", path,
                 fmt::join(lock.platforms, ", "), oci::Platform::host().str(), lock.platforms.front());
     }
-    lock = envspec::lock_for_platform(lock, mine ? *mine : lock.platforms.front());
+    lock = mine ? std::move(*mine) : envspec::lock_for_platform(lock, lock.platforms.front());
   }
   LS_TRY_ASSIGN(const envspec::ImageFacts facts, builder::image_facts_for(lock));
   return runner::evaluate_target("lock", path, facts, host, nullptr, 0,

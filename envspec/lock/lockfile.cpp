@@ -964,11 +964,11 @@ std::optional<Lock> lock_share_with_digest(const Lock& lock, const Digest& diges
   return std::nullopt;
 }
 
-std::optional<std::string> lock_platform_for_arch(const Lock& lock, std::string_view architecture) {
+std::optional<Lock> lock_share_for_arch(const Lock& lock, std::string_view architecture) {
   for (const std::string& p : lock_platforms(lock)) {
     if (const Result<oci::Platform> parsed = oci::Platform::parse(p);
         parsed && parsed->architecture == architecture) {
-      return p;
+      return lock_for_platform(lock, p);
     }
   }
   return std::nullopt;

@@ -189,9 +189,9 @@ Lock lock_for_platform(const Lock& lock, const std::string& platform);
 /// none is.
 std::optional<Lock> lock_share_with_digest(const Lock& lock, const Digest& digest);
 
-/// The lock's platform whose architecture is `architecture` (an image's config, "arm64"), nullopt
-/// when none is.
-std::optional<std::string> lock_platform_for_arch(const Lock& lock, std::string_view architecture);
+/// The share (lock_for_platform) of the lock's platform whose architecture is `architecture` (an
+/// image's config, "arm64"; its `platform` names it), nullopt when none is.
+std::optional<Lock> lock_share_for_arch(const Lock& lock, std::string_view architecture);
 
 /// The platforms a lock is for: `platforms`, or its one `platform`.
 std::vector<std::string> lock_platforms(const Lock& lock);

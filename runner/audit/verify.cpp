@@ -780,9 +780,9 @@ Result<VerifyReport> verify_contents(const ImageContents& contents, const Verify
   const envspec::Lock* lock = options.lock;
   std::optional<envspec::Lock> share; // a multi-platform lock: the image's platform's share
   if (lock != nullptr && !lock->platforms.empty()) {
-    if (const auto platform = envspec::lock_platform_for_arch(*lock, contents.architecture)) {
-      share = envspec::lock_for_platform(*lock, *platform);
-      report.lock_platform = *platform;
+    share = envspec::lock_share_for_arch(*lock, contents.architecture);
+    if (share) {
+      report.lock_platform = share->platform;
       lock = &*share;
     } else {
       report.problems.push_back(

@@ -494,8 +494,10 @@ TEST_CASE("A multi-platform lock round-trips and gives each platform its share",
   CHECK(envspec::lock_for_platform(*parsed, "linux/amd64").repos.back().subdirs ==
         std::vector<std::string>{"linux-64", "noarch"});
   CHECK(envspec::render_lock(arm).find("platform-spec-digests") == std::string::npos);
-  CHECK(envspec::lock_platform_for_arch(*parsed, "arm64") == std::optional<std::string>("linux/arm64"));
-  CHECK(envspec::lock_platform_for_arch(*parsed, "riscv64") == std::nullopt);
+  const std::optional<envspec::Lock> arm_share = envspec::lock_share_for_arch(*parsed, "arm64");
+  REQUIRE(arm_share);
+  CHECK(arm_share->platform == "linux/arm64");
+  CHECK_FALSE(envspec::lock_share_for_arch(*parsed, "riscv64"));
   REQUIRE(arm.artifacts.size() == 2); // its libc6 and the shared git source
   for (const LockedArtifact& a : arm.artifacts) {
     CHECK(a.platforms.empty());
