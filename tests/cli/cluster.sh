@@ -23,7 +23,8 @@
 #   slurm_up               after cluster_up: munged, slurmctld on head and `slurmd -N nK` on every
 #                          node (started through the agent, so each has its node's hostname and
 #                          network), CPUs=SLOTS per node, one partition "debug"; returns when sinfo
-#                          shows every node idle. Exports SLURM_CONF ($CLUSTER_DIR/slurm/etc/slurm.conf).
+#                          shows every node idle. Exports SLURM_CONF ($CLUSTER_DIR/slurm/etc/slurm.conf)
+#                          and PMIX_MCA_gds=hash (see slurm_up).
 #   slurm_wait_job ID [S]  waits (S seconds, default 60) until job ID has ended; prints its final
 #                          state and succeeds only for COMPLETED (faster than `sbatch --wait`).
 #   slurm_down             stops slurmd, slurmctld and munged (by pid file), waits for them, and wipes
@@ -362,6 +363,10 @@ EOF
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   } >"$s/etc/slurm.conf"
   export SLURM_CONF=$s/etc/slurm.conf
+  # Tasks read their PMIx job data from the server (gds/hash), not the shared-memory store: PMIx's
+  # ds21 store now and then segfaults a task at start (openpmix/openpmix#1114; once here, in
+  # test_cluster_harness's srun --mpi=pmix, under a loaded CI), the workaround sites use.
+  export PMIX_MCA_gds=hash
   _CLUSTER_SLURM_UP=1
 
   on_head munged --force --socket="$s/munge/munge.socket" --key-file="$s/munge/munge.key" \
