@@ -119,17 +119,19 @@ Result<ExitCode> run_check(const CheckOptions& opts, const Context& ctx) {
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("ok: %s (spec %s)\n", spec->name.c_str(), spec->digest.str().c_str());
+    // The first platform's stack, then each that differs, headed by its platform when there are several.
+    std::vector<std::pair<std::string, const envspec::LockedStack*>> shown;
     if (stack) {
-      if (!others.empty()) {
-        std::printf("  %s:\n", spec->platform.str().c_str());
-      }
-      for (const std::string& line : envspec::describe_stack(stack->locked)) {
-        std::printf("  %s\n", line.c_str());
-      }
+      shown.emplace_back(spec->platform.str(), &stack->locked);
     }
     for (const auto& [platform, other] : others) {
-      std::printf("  %s:\n", platform.c_str());
-      for (const std::string& line : envspec::describe_stack(other)) {
+      shown.emplace_back(platform, &other);
+    }
+    for (const auto& [platform, locked] : shown) {
+      if (shown.size() > 1) {
+        std::printf("  %s:\n", platform.c_str());
+      }
+      for (const std::string& line : envspec::describe_stack(*locked)) {
         std::printf("  %s\n", line.c_str());
       }
     }

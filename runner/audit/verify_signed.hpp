@@ -33,7 +33,7 @@ Result<SignedImage> verify_signature(const oci::RegistryRef& ref, const std::str
 
 /// Of a signed index (a multi-platform image), the image of `platform` (this host's by default) it
 /// names: its provenance is that image's. The signed image itself when it is not an index; an
-/// index without the platform is check_failed naming the platforms it has.
+/// index without the platform is invalid_input naming the platforms it has.
 Result<SignedImage> signed_platform_image(SignedImage image, const std::optional<oci::Platform>& platform,
                                           const std::filesystem::path& store_root);
 

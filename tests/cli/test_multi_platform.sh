@@ -281,6 +281,10 @@ for platform in linux/amd64 linux/arm64; do
 done
 ls_run verify --tls-verify=false --platform linux/arm64 "$ref3" --key mk.pub --lock one/lockstep.lock
 assert_eq 1 "$RC" "the arm64 image against a lock of linux/amd64 alone"
+ls_run verify --tls-verify=false --platform linux/riscv64 "$ref3" --key mk.pub --lock ex/lockstep.lock
+assert_eq 2 "$RC" "a platform the signed index lacks"
+assert_contains "$ERR" "no image for platform linux/riscv64" "the error names the platform asked for"
+assert_contains "$ERR" "linux/amd64" "and the platforms the index has"
 pass "build --push and push put the index and both images in docker-registry; push --key signs them"
 
 # ---- an image base of two platforms: each platform builds over its own manifest -----------------------
