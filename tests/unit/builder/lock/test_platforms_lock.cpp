@@ -140,6 +140,16 @@ TEST_CASE("Platforms that solve the stack differently keep each platform's", "[l
   const auto refused = envspec::parse_lock(swapped, "both.lock");
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message, Catch::Contains("stacks[0].platform: expected one stack per platform"));
+  // A lock of one platform has `stack`, never `stacks`.
+  std::string single_text = envspec::render_lock(amd);
+  const std::size_t at = single_text.find("  \"stack\": ");
+  REQUIRE(at != std::string::npos);
+  single_text.replace(at, 11, "  \"stacks\": [");
+  single_text.insert(single_text.find("]},\n", at) + 2, "]");
+  const auto single_refused = envspec::parse_lock(single_text, "one.lock");
+  REQUIRE_FALSE(single_refused);
+  CHECK_THAT(single_refused.error().message,
+             Catch::Contains("stacks: only a multi-platform lock has 'stacks'"));
 }
 
 TEST_CASE("A conda-lock.yml of a multi-platform lock lists every platform", "[lock][platforms][conda]") {
